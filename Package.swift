@@ -1,0 +1,61 @@
+// swift-tools-version: 6.0
+// attest-gateway: a reverse proxy that lets through only requests proven to come from a genuine
+// Apple device running the genuine app (App Attest). See README.md and docs/architecture.md.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "attest-gateway",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "gatewayd", targets: ["gatewayd"]),
+        .library(name: "GatewayWire", targets: ["GatewayWire"]),
+        .library(name: "GatewayCrypto", targets: ["GatewayCrypto"]),
+        .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // Layer 1: C libraries through module maps (Debian -dev packages, found with pkg-config).
+        .systemLibrary(name: "CGatewayOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CGatewayNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+
+        // Layer 2: pure wire formats (no I/O, no C), and the only Swift user of OpenSSL.
+        .target(name: "GatewayWire", swiftSettings: strict),
+        .target(name: "GatewayCrypto", dependencies: ["CGatewayOpenSSL", "GatewayWire"], swiftSettings: strict),
+
+        // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
+        .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
+
+        // Test CA and software device: library code for tests, benchmarks and attest-sim; never linked by gatewayd.
+        .target(
+            name: "AppAttestSimulator",
+            dependencies: ["AppAttest", "GatewayCrypto", "GatewayWire"],
+            swiftSettings: strict
+        ),
+
+        .executableTarget(
+            name: "gatewayd",
+            dependencies: [
+                "AppAttest", "GatewayWire", "GatewayCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire"]),
+        .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
+        .testTarget(
+            name: "AppAttestTests",
+            dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire"],
+            resources: [.copy("Vectors")]
+        ),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayWire"]
+        ),
+    ]
+)

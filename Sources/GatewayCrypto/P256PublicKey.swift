@@ -1,0 +1,91 @@
+import CGatewayOpenSSL
+
+/// A parsed P-256 public key, kept for repeated verification (parsing per call costs ~20 %).
+/// Immutable after init; OpenSSL allows concurrent read-only use of an EVP_PKEY.
+public final class P256PublicKey: @unchecked Sendable {
+    let pkey: OpaquePointer
+    /// The uncompressed X9.62 point: 0x04 ‖ X ‖ Y (65 bytes).
+    public let x962: [UInt8]
+
+    public enum Error: Swift.Error, Equatable, Sendable { case invalidPoint(String) }
+
+    /// DER prefix of a SubjectPublicKeyInfo {id-ecPublicKey, prime256v1} with a 65-byte BIT STRING.
+    static let spkiPrefix: [UInt8] = [
+        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
+        0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
+    ]
+
+    /// Parses an uncompressed point; OpenSSL checks that it lies on the curve.
+    public init(x962 point: [UInt8]) throws(Error) {
+        guard point.count == 65, point[0] == 0x04 else {
+            throw .invalidPoint("expected a 65-byte uncompressed point (0x04 ‖ X ‖ Y), got \(point.count) bytes")
+        }
+        let der = P256PublicKey.spkiPrefix + point
+        let key: OpaquePointer? = der.withUnsafeBufferPointer { buf in
+            var p: UnsafePointer<UInt8>? = buf.baseAddress
+            return d2i_PUBKEY(nil, &p, buf.count)
+        }
+        guard let key else {
+            OpenSSLError.clear()
+            throw .invalidPoint("the point is not on the P-256 curve")
+        }
+        pkey = key
+        x962 = point
+    }
+
+    /// Takes ownership of one reference to `pkey` (already checked to be EC P-256).
+    init(owning pkey: OpaquePointer, x962: [UInt8]) {
+        self.pkey = pkey
+        self.x962 = x962
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    /// ECDSA with SHA-256 over `message` (the message is hashed here), signature in DER.
+    /// OpenSSL refuses non-canonical DER and out-of-range r, s.
+    public func isValidSignature(_ signatureDER: [UInt8], for message: [UInt8]) -> Bool {
+        guard let ctx = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(ctx) }
+        guard EVP_DigestVerifyInit(ctx, nil, SHA256.evpMD, nil, pkey) == 1 else {
+            OpenSSLFatal.fail("EVP_DigestVerifyInit")
+        }
+        let r = signatureDER.withUnsafeBufferPointer { sig in
+            message.withUnsafeBufferPointer { msg in
+                EVP_DigestVerify(ctx, sig.baseAddress, sig.count, msg.baseAddress, msg.count)
+            }
+        }
+        if r != 1 { OpenSSLError.clear() }
+        return r == 1
+    }
+
+    /// Reads the uncompressed point of an EC P-256 EVP_PKEY, or nil if the key is anything else.
+    static func uncompressedPoint(of pkey: OpaquePointer) -> [UInt8]? {
+        guard EVP_PKEY_is_a(pkey, "EC") == 1 else { return nil }
+        var group = [CChar](repeating: 0, count: 64)
+        var groupLen = 0
+        guard EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, &group, group.count, &groupLen) == 1,
+            String(decoding: group.prefix(groupLen).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1"
+        else {
+            OpenSSLError.clear()
+            return nil
+        }
+        var x: OpaquePointer? = nil
+        var y: OpaquePointer? = nil
+        defer {
+            BN_free(x)
+            BN_free(y)
+        }
+        guard EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_EC_PUB_X, &x) == 1,
+            EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_EC_PUB_Y, &y) == 1, let x, let y
+        else {
+            OpenSSLError.clear()
+            return nil
+        }
+        var out = [UInt8](repeating: 0, count: 65)
+        out[0] = 0x04
+        let ok = out.withUnsafeMutableBufferPointer { buf in
+            BN_bn2binpad(x, buf.baseAddress! + 1, 32) == 32 && BN_bn2binpad(y, buf.baseAddress! + 33, 32) == 32
+        }
+        return ok ? out : nil
+    }
+}

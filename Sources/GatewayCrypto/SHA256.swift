@@ -1,0 +1,98 @@
+import CGatewayOpenSSL
+
+/// SHA-256 through OpenSSL's EVP interface (SHA-NI where the CPU has it).
+public enum SHA256 {
+    public static let byteCount = 32
+
+    /// Fetched once: an implicit fetch on every call costs a lock and a lookup.
+    nonisolated(unsafe) private static let md: OpaquePointer = {
+        guard let md = EVP_MD_fetch(nil, "SHA256", nil) else { OpenSSLFatal.fail("EVP_MD_fetch(SHA256)") }
+        return md
+    }()
+
+    static var evpMD: OpaquePointer { md }
+
+    public static func hash(_ data: [UInt8]) -> [UInt8] {
+        data.withUnsafeBytes { hash(parts: [$0]) }
+    }
+
+    public static func hash(_ data: ArraySlice<UInt8>) -> [UInt8] {
+        data.withUnsafeBytes { hash(parts: [$0]) }
+    }
+
+    public static func hash(_ text: String) -> [UInt8] {
+        var t = text
+        return t.withUTF8 { hash(parts: [UnsafeRawBufferPointer($0)]) }
+    }
+
+    /// SHA-256(a ‖ b) without building the concatenation (App Attest's nonce).
+    public static func hash(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] {
+        a.withUnsafeBytes { ra in b.withUnsafeBytes { rb in hash(parts: [ra, rb]) } }
+    }
+
+    public static func hash(parts: [UnsafeRawBufferPointer]) -> [UInt8] {
+        guard let ctx = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
+        defer { EVP_MD_CTX_free(ctx) }
+        guard EVP_DigestInit_ex(ctx, md, nil) == 1 else { OpenSSLFatal.fail("EVP_DigestInit_ex") }
+        for p in parts where p.count > 0 {
+            guard EVP_DigestUpdate(ctx, p.baseAddress, p.count) == 1 else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+        }
+        var out = [UInt8](repeating: 0, count: byteCount)
+        var len: UInt32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(ctx, $0.baseAddress, &len) }
+        guard ok == 1, len == 32 else { OpenSSLFatal.fail("EVP_DigestFinal_ex") }
+        return out
+    }
+
+    /// An incremental hasher for streamed bodies (the request binding hashes a body as it arrives).
+    public final class Hasher {
+        private let ctx: OpaquePointer
+
+        public init() {
+            guard let c = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
+            guard EVP_DigestInit_ex(c, SHA256.md, nil) == 1 else { OpenSSLFatal.fail("EVP_DigestInit_ex") }
+            ctx = c
+        }
+
+        deinit { EVP_MD_CTX_free(ctx) }
+
+        public func update(_ bytes: UnsafeRawBufferPointer) {
+            guard bytes.count > 0 else { return }
+            guard EVP_DigestUpdate(ctx, bytes.baseAddress, bytes.count) == 1 else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+        }
+
+        public func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
+
+        public func finalize() -> [UInt8] {
+            var out = [UInt8](repeating: 0, count: 32)
+            var len: UInt32 = 0
+            let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(ctx, $0.baseAddress, &len) }
+            guard ok == 1 else { OpenSSLFatal.fail("EVP_DigestFinal_ex") }
+            return out
+        }
+    }
+}
+
+/// Allocation failures and broken invariants inside OpenSSL are fatal (docs/architecture.md, crash policy).
+enum OpenSSLFatal {
+    static func fail(_ what: String) -> Never {
+        fatalError("OpenSSL: \(what) failed: \(OpenSSLError.drain())")
+    }
+}
+
+/// Reads and clears OpenSSL's thread-local error queue, for error details.
+public enum OpenSSLError {
+    public static func drain() -> String {
+        var parts: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            var buf = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buf, buf.count)
+            parts.append(String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
+        return parts.isEmpty ? "no OpenSSL error" : parts.joined(separator: "; ")
+    }
+
+    static func clear() { ERR_clear_error() }
+}

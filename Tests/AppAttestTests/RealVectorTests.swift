@@ -1,0 +1,159 @@
+import AppAttest
+import Foundation
+import GatewayCrypto
+import GatewayWire
+import Testing
+
+/// One case of `Vectors/appattest-*.json` (real iPhone output published by nine projects; see Vectors/README.md).
+struct VectorCase: Sendable, CustomTestStringConvertible {
+    let file: String
+    let json: [String: any Sendable]
+
+    var name: String { json["name"] as! String }
+    var kind: String { json["kind"] as! String }
+    var expect: String { json["expect"] as! String }
+    var testDescription: String { "\(name) → \(expect)" }
+
+    func bytes(_ key: String) -> [UInt8] { try! Base64.decode(json[key] as! String) }
+    func string(_ key: String) -> String? { json[key] as? String }
+
+    /// The vectors' README names failures its own way; this maps each to our stable code.
+    var expectedCode: AppAttestError.Code? {
+        switch expect {
+        case "valid": return nil
+        case "invalid_nonce": return .nonceMismatch
+        case "rp_id_mismatch": return .appIDMismatch
+        case "key_id_mismatch": return .keyIDMismatch
+        case "certificate_expired": return .certificateExpired
+        case "certificate_not_yet_valid": return .certificateNotYetValid
+        case "environment_mismatch": return .environmentMismatch
+        case "invalid_format": return .unsupportedFormat
+        case "invalid_signature": return .badSignature
+        case "counter_not_increasing": return .counterReplay
+        default: fatalError("vector \(name): unknown expect code \(expect)")
+        }
+    }
+
+    static let all: [VectorCase] = {
+        let dir = Bundle.module.url(forResource: "Vectors", withExtension: nil)!
+        let files = try! FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".json") }.sorted()
+        var out: [VectorCase] = []
+        for f in files {
+            let data = try! Data(contentsOf: dir.appendingPathComponent(f))
+            let obj = try! JSONSerialization.jsonObject(with: data) as! [String: Any]
+            for c in obj["cases"] as! [[String: Any]] {
+                out.append(VectorCase(file: f, json: c.mapValues { sendable($0) }))
+            }
+        }
+        return out
+    }()
+
+    private static func sendable(_ v: Any) -> any Sendable {
+        switch v {
+        case let s as String: return s
+        case let n as NSNumber: return n.intValue
+        case is NSNull: return Optional<Int>.none as any Sendable
+        default: return String(describing: v)
+        }
+    }
+
+    static var attestations: [VectorCase] { all.filter { $0.kind == "attestation" } }
+    static var assertions: [VectorCase] { all.filter { $0.kind == "assertion" } }
+
+    static func attestationCase(named name: String) -> VectorCase? { all.first { $0.name == name } }
+
+    var instant: Date { ISO8601DateFormatter().date(from: string("verification_time")!)! }
+    var appID: AppID { try! AppID(string("app_id")!) }
+}
+
+@Suite("Real device vectors")
+struct RealVectorTests {
+    @Test("the vectors are all here") func inventory() {
+        #expect(VectorCase.attestations.count >= 40)
+        #expect(VectorCase.assertions.count >= 25)
+        let realAttestations = Set(VectorCase.attestations.filter { $0.expect == "valid" }.map { $0.string("attestation_b64")! })
+        #expect(realAttestations.count == 18)
+    }
+
+    @Test("attestation verdict at the pinned instant", arguments: VectorCase.attestations)
+    func attestation(_ v: VectorCase) throws {
+        let env = AttestEnvironment(rawValue: v.string("verifier_environment")!)!
+        let verifier = AttestationVerifier(policy: .init(appIDs: [v.appID], environments: [env]))
+        let result = Result { () throws(AppAttestError) in
+            try verifier.verify(
+                attestation: v.bytes("attestation_b64"), keyID: v.bytes("key_id_b64"),
+                clientDataHash: v.bytes("client_data_hash_b64"), at: v.instant)
+        }
+        switch (result, v.expectedCode) {
+        case (.success(let ok), nil):
+            #expect(ok.publicKey.x962 == v.bytes("expected_public_key_x962_b64"))
+            #expect(ok.keyID == v.bytes("key_id_b64"))
+            #expect(ok.environment == env)
+            #expect(ok.appID == v.appID)
+            #expect(ok.signCount == 0)
+            #expect(ok.receipt.count == v.json["receipt_length"] as! Int)
+        case (.failure(let e), let code?):
+            #expect(e.code == code, "\(v.name): \(e)")
+        case (.success, let code?):
+            Issue.record("\(v.name) verified but must fail with \(code)")
+        case (.failure(let e), nil):
+            Issue.record("\(v.name) must verify but failed: \(e)")
+        }
+    }
+
+    @Test("assertion verdict", arguments: VectorCase.assertions)
+    func assertion(_ v: VectorCase) throws {
+        let key = try P256PublicKey(x962: v.bytes("public_key_x962_b64"))
+        let verifier = AssertionVerifier(appIDs: [v.appID])
+        let previous = (v.json["previous_counter"] as? Int).map { UInt32($0) }
+        let result = Result { () throws(AppAttestError) in
+            try verifier.verify(
+                assertion: v.bytes("assertion_b64"), publicKey: key, clientDataHash: v.bytes("client_data_hash_b64"),
+                previousCounter: previous)
+        }
+        switch (result, v.expectedCode) {
+        case (.success(let ok), nil):
+            #expect(Int(ok.signCount) == v.json["expected_counter"] as! Int)
+        case (.failure(let e), let code?):
+            #expect(e.code == code, "\(v.name): \(e)")
+        case (.success, let code?):
+            Issue.record("\(v.name) verified but must fail with \(code)")
+        case (.failure(let e), nil):
+            Issue.record("\(v.name) must verify but failed: \(e)")
+        }
+    }
+
+    @Test("an assertion verifies with the key its own attestation yields", arguments: VectorCase.assertions.filter { $0.expect == "valid" })
+    func assertionWithAttestedKey(_ v: VectorCase) throws {
+        guard let attName = v.string("attestation_case"), let att = VectorCase.attestationCase(named: attName) else { return }
+        let env = AttestEnvironment(rawValue: att.string("verifier_environment")!)!
+        let attested = try AttestationVerifier(policy: .init(appIDs: [att.appID], environments: [env])).verify(
+            attestation: att.bytes("attestation_b64"), keyID: att.bytes("key_id_b64"),
+            clientDataHash: att.bytes("client_data_hash_b64"), at: att.instant)
+        let ok = try AssertionVerifier(appIDs: [attested.appID]).verify(
+            assertion: v.bytes("assertion_b64"), publicKey: attested.publicKey,
+            clientDataHash: v.bytes("client_data_hash_b64"), previousCounter: attested.signCount)
+        #expect(ok.signCount > 0)
+    }
+
+    @Test("every real assertion sets AT with no credential data after the counter")
+    func assertionATFlag() throws {
+        for v in VectorCase.assertions where v.expect == "valid" {
+            let obj = try AssertionObject.parse(v.bytes("assertion_b64"))
+            #expect(obj.authenticatorData.flags.contains(.attestedCredentialData))
+            #expect(obj.authenticatorData.bytes.count == 37)
+            #expect(obj.authenticatorData.extensions == nil)
+        }
+    }
+
+    @Test("the nonce is the message, not a prehashed digest (checked on every real assertion)")
+    func nonceIsTheMessage() throws {
+        for v in VectorCase.assertions where v.expect == "valid" {
+            let key = try P256PublicKey(x962: v.bytes("public_key_x962_b64"))
+            let obj = try AssertionObject.parse(v.bytes("assertion_b64"))
+            let nonce = SHA256.hash(obj.authenticatorData.bytes, v.bytes("client_data_hash_b64"))
+            #expect(key.isValidSignature(obj.signature, for: nonce))
+            #expect(!key.isValidSignature(obj.signature, for: SHA256.hash(nonce)))
+        }
+    }
+}
