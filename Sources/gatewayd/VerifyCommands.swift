@@ -1,0 +1,251 @@
+import AppAttest
+import ArgumentParser
+import Foundation
+import GatewayCrypto
+import GatewayWire
+
+/// A binary argument: standard or URL base64, padding optional, or `@FILE` holding such text.
+/// Decoding happens in `run`, so that bad base64 is a `malformed` verdict (exit 1), not a usage error.
+struct B64Argument: ExpressibleByArgument {
+    let text: String
+
+    init?(argument: String) { text = argument }
+
+    func decode(_ what: String) throws(AppAttestError) -> [UInt8] {
+        var source = text
+        if text.hasPrefix("@") {
+            let path = String(text.dropFirst())
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw AppAttestError(.malformed, "\(what): cannot read file \(path)")
+            }
+            source = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        do {
+            return try Base64.decode(source)
+        } catch {
+            throw AppAttestError(.malformed, "\(what): \(error)")
+        }
+    }
+}
+
+enum EnvironmentChoice: String, ExpressibleByArgument, CaseIterable {
+    case development, production, any
+
+    var environments: Set<AttestEnvironment> {
+        switch self {
+        case .development: [.development]
+        case .production: [.production]
+        case .any: [.development, .production]
+        }
+    }
+}
+
+/// One JSON object on stdout: `{"valid":true,…}` exit 0, or `{"valid":false,"reason":…,"detail":…}` exit 1.
+enum Verdict {
+    static func emit(_ result: Result<JSONObject, AppAttestError>) throws -> Never {
+        switch result {
+        case .success(let body):
+            var out = JSONObject()
+            out.set("valid", true)
+            out.merge(body)
+            print(out.description)
+            exit(0)
+        case .failure(let e):
+            var out = JSONObject()
+            out.set("valid", false)
+            out.set("reason", e.code.rawValue)
+            out.set("detail", e.detail)
+            print(out.description)
+            exit(1)
+        }
+    }
+
+    static func iso(_ epoch: Int64) -> String { Date(timeIntervalSince1970: TimeInterval(epoch)).formatted(.iso8601) }
+}
+
+struct VerifyAttestation: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify-attestation",
+        abstract: "Verify an App Attest attestation object offline (Apple's algorithm, every step).",
+        discussion: """
+            B64 values accept the standard and URL alphabets, padding optional, or @FILE.
+            Prints one JSON object: {"valid":true,…} and exits 0, or {"valid":false,"reason":"<code>","detail":"…"} \
+            and exits 1. Usage errors exit 2.
+            """
+    )
+
+    @Option(name: .customLong("app-id"), help: ArgumentHelp("Allowed app id TEAMID.BUNDLEID (repeatable).", valueName: "TEAMID.BUNDLEID"))
+    var appIDs: [String] = []
+
+    @Option(name: .customLong("key-id"), help: ArgumentHelp("Key identifier reported by the app.", valueName: "B64"))
+    var keyID: B64Argument
+
+    @Option(help: ArgumentHelp("The attestation object.", valueName: "B64"))
+    var attestation: B64Argument
+
+    @Option(help: ArgumentHelp("The raw challenge bytes; clientDataHash = SHA256 of them.", valueName: "B64"))
+    var challenge: B64Argument?
+
+    @Option(name: .customLong("client-data-hash"), help: ArgumentHelp("The clientDataHash itself (any length).", valueName: "B64"))
+    var clientDataHash: B64Argument?
+
+    @Option(help: ArgumentHelp("Verification instant, ISO 8601 (default: now).", valueName: "ISO8601"))
+    var at: String?
+
+    @Option(help: "Allowed environment.")
+    var environment: EnvironmentChoice = .any
+
+    @Option(name: .customLong("root"), help: ArgumentHelp("Extra trusted root, PEM file (repeatable); Apple's root stays trusted.", valueName: "PEM-FILE"))
+    var roots: [String] = []
+
+    private var parsedAppIDs: [AppID] = []
+    private var instant = Date()
+    private var extraRoots: [X509Certificate] = []
+
+    enum CodingKeys: String, CodingKey {
+        case appIDs, keyID, attestation, challenge, clientDataHash, at, environment, roots
+    }
+
+    mutating func validate() throws {
+        guard !appIDs.isEmpty else { throw ValidationError("at least one --app-id is required") }
+        parsedAppIDs = try appIDs.map { (s: String) throws -> AppID in
+            do { return try AppID(s) } catch { throw ValidationError("--app-id: \(error)") }
+        }
+        guard (challenge == nil) != (clientDataHash == nil) else {
+            throw ValidationError("give exactly one of --challenge and --client-data-hash")
+        }
+        if let at { instant = try parseInstant(at) }
+        extraRoots = try loadRoots(roots)
+    }
+
+    func run() throws {
+        let result = Result { () throws(AppAttestError) -> JSONObject in
+            let attestationBytes = try attestation.decode("--attestation")
+            let keyIDBytes = try keyID.decode("--key-id")
+            let cdh: [UInt8]
+            if let challenge {
+                cdh = SHA256.hash(try challenge.decode("--challenge"))
+            } else {
+                cdh = try clientDataHash!.decode("--client-data-hash")
+            }
+            let verifier = AttestationVerifier(
+                policy: .init(appIDs: parsedAppIDs, environments: environment.environments), extraRoots: extraRoots)
+            let v = try verifier.verify(attestation: attestationBytes, keyID: keyIDBytes, clientDataHash: cdh, at: instant)
+            var out = JSONObject()
+            out.set("keyId", Base64.encode(v.keyID))
+            out.set("publicKey", Base64.encode(v.publicKey.x962))
+            out.set("appId", v.appID.description)
+            out.set("environment", v.environment.rawValue)
+            out.set("counter", v.signCount)
+            out.set("receipt", Base64.encode(v.receipt))
+            out.set("certificateNotAfter", Verdict.iso(v.leafNotAfter))
+            out.set("certificateSerial", v.leafSerialHex)
+            if let c = v.validationCategory { out.set("validationCategory", c.name) }
+            if let b = v.bundleVersion { out.set("bundleVersion", b) }
+            return out
+        }
+        try Verdict.emit(result)
+    }
+}
+
+struct VerifyAssertion: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify-assertion",
+        abstract: "Verify an App Attest assertion offline with a stored public key.",
+        discussion: """
+            B64 values accept the standard and URL alphabets, padding optional, or @FILE.
+            The counter must be strictly greater than --previous-counter (default 0: Apple's rule for a \
+            key's first assertion). Output and exit codes as for verify-attestation.
+            """
+    )
+
+    @Option(name: .customLong("app-id"), help: ArgumentHelp("Allowed app id (repeatable).", valueName: "TEAMID.BUNDLEID"))
+    var appIDs: [String] = []
+
+    @Option(name: .customLong("public-key"), help: ArgumentHelp("Stored public key, uncompressed X9.62 point (65 bytes).", valueName: "B64"))
+    var publicKey: B64Argument
+
+    @Option(help: ArgumentHelp("The assertion.", valueName: "B64"))
+    var assertion: B64Argument
+
+    @Option(name: .customLong("client-data"), help: ArgumentHelp("The client data; clientDataHash = SHA256 of it.", valueName: "B64"))
+    var clientData: B64Argument?
+
+    @Option(name: .customLong("client-data-hash"), help: ArgumentHelp("The clientDataHash itself.", valueName: "B64"))
+    var clientDataHash: B64Argument?
+
+    @Option(name: .customLong("previous-counter"), help: ArgumentHelp("The stored counter.", valueName: "N"))
+    var previousCounter: UInt32 = 0
+
+    private var parsedAppIDs: [AppID] = []
+
+    enum CodingKeys: String, CodingKey {
+        case appIDs, publicKey, assertion, clientData, clientDataHash, previousCounter
+    }
+
+    mutating func validate() throws {
+        guard !appIDs.isEmpty else { throw ValidationError("at least one --app-id is required") }
+        parsedAppIDs = try appIDs.map { (s: String) throws -> AppID in
+            do { return try AppID(s) } catch { throw ValidationError("--app-id: \(error)") }
+        }
+        guard (clientData == nil) != (clientDataHash == nil) else {
+            throw ValidationError("give exactly one of --client-data and --client-data-hash")
+        }
+    }
+
+    func run() throws {
+        let result = Result { () throws(AppAttestError) -> JSONObject in
+            let assertionBytes = try assertion.decode("--assertion")
+            let point = try publicKey.decode("--public-key")
+            let key: P256PublicKey
+            do throws(P256PublicKey.Error) {
+                key = try P256PublicKey(x962: point)
+            } catch {
+                switch error {
+                case .invalidPoint(let why):
+                    throw AppAttestError(point.count == 65 && point.first == 4 ? .invalidPublicKey : .malformed, "--public-key: \(why)")
+                }
+            }
+            let cdh: [UInt8]
+            if let clientData {
+                cdh = SHA256.hash(try clientData.decode("--client-data"))
+            } else {
+                cdh = try clientDataHash!.decode("--client-data-hash")
+            }
+            let v = try AssertionVerifier(appIDs: parsedAppIDs).verify(
+                assertion: assertionBytes, publicKey: key, clientDataHash: cdh, previousCounter: previousCounter)
+            var out = JSONObject()
+            out.set("counter", v.signCount)
+            out.set("appId", v.appID.description)
+            if let c = v.validationCategory { out.set("validationCategory", c.name) }
+            if let b = v.bundleVersion { out.set("bundleVersion", b) }
+            return out
+        }
+        try Verdict.emit(result)
+    }
+}
+
+func parseInstant(_ text: String) throws -> Date {
+    let plain = ISO8601DateFormatter()
+    let fractional = ISO8601DateFormatter()
+    fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    guard let d = plain.date(from: text) ?? fractional.date(from: text) else {
+        throw ValidationError("--at \"\(text)\" is not an ISO 8601 instant such as 2024-04-18T00:00:00Z")
+    }
+    return d
+}
+
+func loadRoots(_ paths: [String]) throws -> [X509Certificate] {
+    var out: [X509Certificate] = []
+    for path in paths {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("--root \(path): cannot read the file")
+        }
+        do {
+            out += try X509Certificate.parsePEM(String(decoding: data, as: UTF8.self))
+        } catch {
+            throw ValidationError("--root \(path): \(error)")
+        }
+    }
+    return out
+}
