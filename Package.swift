@@ -46,16 +46,18 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // Shared by the test targets: the real-device vectors, the built binary, processes.
+        .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire"], path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",
-            dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire"],
-            resources: [.copy("Vectors")]
+            dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"],
+            exclude: ["Vectors"]
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayWire"]
+            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
         ),
     ]
 )

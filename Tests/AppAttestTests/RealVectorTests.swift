@@ -1,70 +1,9 @@
+@_exported import GatewayTestSupport
 import AppAttest
 import Foundation
 import GatewayCrypto
 import GatewayWire
 import Testing
-
-/// One case of `Vectors/appattest-*.json` (real iPhone output published by nine projects; see Vectors/README.md).
-struct VectorCase: Sendable, CustomTestStringConvertible {
-    let file: String
-    let json: [String: any Sendable]
-
-    var name: String { json["name"] as! String }
-    var kind: String { json["kind"] as! String }
-    var expect: String { json["expect"] as! String }
-    var testDescription: String { "\(name) → \(expect)" }
-
-    func bytes(_ key: String) -> [UInt8] { try! Base64.decode(json[key] as! String) }
-    func string(_ key: String) -> String? { json[key] as? String }
-
-    /// The vectors' README names failures its own way; this maps each to our stable code.
-    var expectedCode: AppAttestError.Code? {
-        switch expect {
-        case "valid": return nil
-        case "invalid_nonce": return .nonceMismatch
-        case "rp_id_mismatch": return .appIDMismatch
-        case "key_id_mismatch": return .keyIDMismatch
-        case "certificate_expired": return .certificateExpired
-        case "certificate_not_yet_valid": return .certificateNotYetValid
-        case "environment_mismatch": return .environmentMismatch
-        case "invalid_format": return .unsupportedFormat
-        case "invalid_signature": return .badSignature
-        case "counter_not_increasing": return .counterReplay
-        default: fatalError("vector \(name): unknown expect code \(expect)")
-        }
-    }
-
-    static let all: [VectorCase] = {
-        let dir = Bundle.module.url(forResource: "Vectors", withExtension: nil)!
-        let files = try! FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".json") }.sorted()
-        var out: [VectorCase] = []
-        for f in files {
-            let data = try! Data(contentsOf: dir.appendingPathComponent(f))
-            let obj = try! JSONSerialization.jsonObject(with: data) as! [String: Any]
-            for c in obj["cases"] as! [[String: Any]] {
-                out.append(VectorCase(file: f, json: c.mapValues { sendable($0) }))
-            }
-        }
-        return out
-    }()
-
-    private static func sendable(_ v: Any) -> any Sendable {
-        switch v {
-        case let s as String: return s
-        case let n as NSNumber: return n.intValue
-        case is NSNull: return Optional<Int>.none as any Sendable
-        default: return String(describing: v)
-        }
-    }
-
-    static var attestations: [VectorCase] { all.filter { $0.kind == "attestation" } }
-    static var assertions: [VectorCase] { all.filter { $0.kind == "assertion" } }
-
-    static func attestationCase(named name: String) -> VectorCase? { all.first { $0.name == name } }
-
-    var instant: Date { ISO8601DateFormatter().date(from: string("verification_time")!)! }
-    var appID: AppID { try! AppID(string("app_id")!) }
-}
 
 @Suite("Real device vectors")
 struct RealVectorTests {
@@ -156,4 +95,8 @@ struct RealVectorTests {
             #expect(!key.isValidSignature(obj.signature, for: SHA256.hash(nonce)))
         }
     }
+}
+
+extension VectorCase: CustomTestStringConvertible {
+    public var testDescription: String { description }
 }
