@@ -27,6 +27,9 @@ let package = Package(
         .target(name: "GatewayWire", swiftSettings: strict),
         .target(name: "GatewayCrypto", dependencies: ["CGatewayOpenSSL", "GatewayWire"], swiftSettings: strict),
 
+        // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
+        .target(name: "GatewayHTTP", swiftSettings: strict),
+
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
@@ -49,6 +52,7 @@ let package = Package(
         // Shared by the test targets: the real-device vectors, the built binary, processes.
         .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire"], path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire"]),
+        .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

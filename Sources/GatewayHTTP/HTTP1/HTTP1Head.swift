@@ -1,0 +1,84 @@
+/// A parsed HTTP/1.x request head (RFC 9112 §3).
+public struct HTTPRequestHead: Sendable, Equatable {
+    public var method: String
+    /// The request-target exactly as in the request line.
+    public var target: String
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    public var minorVersion: Int
+    public var headers: HTTPFields
+    public var framing: BodyFraming
+
+    /// Whether the connection stays open after this exchange (RFC 9112 §9.3).
+    public var keepAlive: Bool {
+        let tokens = headers.tokens("Connection")
+        if tokens.contains("close") { return false }
+        return minorVersion == 1 || tokens.contains("keep-alive")
+    }
+
+    public var expectsContinue: Bool {
+        minorVersion == 1 && headers["Expect"].map { $0.lowercased() == "100-continue" } == true
+    }
+}
+
+/// A parsed HTTP/1.x response head.
+public struct HTTPResponseHead: Sendable, Equatable {
+    public var status: Int
+    public var reason: String
+    public var minorVersion: Int
+    public var headers: HTTPFields
+    public var framing: BodyFraming
+
+    public var keepAlive: Bool {
+        let tokens = headers.tokens("Connection")
+        if tokens.contains("close") { return false }
+        return minorVersion == 1 || tokens.contains("keep-alive")
+    }
+}
+
+/// How the message body is delimited (RFC 9112 §6.3).
+public enum BodyFraming: Sendable, Equatable {
+    case none
+    case contentLength(UInt64)
+    case chunked
+    /// Responses only: the body runs until the upstream closes.
+    case untilClose
+}
+
+public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case badRequestLine = "bad_request_line"
+        case badStatusLine = "bad_status_line"
+        case badHeader = "bad_header"
+        case badFraming = "bad_framing"
+        case badChunk = "bad_chunk"
+        case unsupportedVersion = "unsupported_version"
+        case requestLineTooLong = "request_line_too_long"
+        case headersTooLarge = "headers_too_large"
+        case tooManyHeaders = "too_many_headers"
+        case unsupportedTransferCoding = "unsupported_transfer_coding"
+    }
+
+    public let kind: Kind
+    public let offset: Int
+    public let detail: String
+
+    public init(_ kind: Kind, at offset: Int, _ detail: String) {
+        self.kind = kind
+        self.offset = offset
+        self.detail = detail
+    }
+
+    public var description: String { "\(kind.rawValue) at byte \(offset): \(detail)" }
+
+    /// The status a server answers with (then closes): 431 for oversized heads, 414 for long targets,
+    /// 501 for unknown transfer codings, 505 for versions, 400 otherwise.
+    public var status: Int {
+        switch kind {
+        case .requestLineTooLong: 414
+        case .headersTooLarge, .tooManyHeaders: 431
+        case .unsupportedTransferCoding: 501
+        case .unsupportedVersion: 505
+        default: 400
+        }
+    }
+}

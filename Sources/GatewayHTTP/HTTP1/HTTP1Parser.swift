@@ -1,0 +1,283 @@
+/// Strict, bounded HTTP/1.1 head parsing (RFC 9112), with no I/O. The caller keeps bytes in a buffer
+/// and asks for a head; `nil` means "need more data". Anything ambiguous is an error, which a server
+/// answers (`HTTPParseError.status`) and then closes: no request smuggling through lenient framing.
+///
+/// Refused: bare CR or LF, obs-fold, whitespace before a colon, invalid tokens, control characters in
+/// values, Transfer-Encoding together with Content-Length, differing Content-Length values, transfer
+/// codings other than a single `chunked`, a missing or repeated Host in HTTP/1.1, oversized heads.
+/// Header values are kept as Latin-1 strings so that obs-text bytes are forwarded unchanged.
+public struct HTTP1Parser: Sendable {
+    public struct Limits: Sendable, Equatable {
+        public var maxRequestLine: Int
+        public var maxHeaderBytes: Int
+        public var maxHeaderCount: Int
+
+        public init(maxRequestLine: Int = 8192, maxHeaderBytes: Int = 32 * 1024, maxHeaderCount: Int = 100) {
+            self.maxRequestLine = maxRequestLine
+            self.maxHeaderBytes = maxHeaderBytes
+            self.maxHeaderCount = maxHeaderCount
+        }
+    }
+
+    public let limits: Limits
+
+    public init(limits: Limits = Limits()) { self.limits = limits }
+
+    /// Parses a request head starting at `start`. Returns the head and the offset just past its
+    /// final CRLF, or nil when the head is not complete yet (and within limits).
+    public func parseRequestHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0) throws(HTTPParseError)
+        -> (HTTPRequestHead, Int)?
+    {
+        var s = start
+        // RFC 9112 §2.2: a server SHOULD ignore at least one empty line before the request-line.
+        var skipped = 0
+        while skipped < 4, s + 1 < buf.count, buf[s] == 0x0d, buf[s + 1] == 0x0a {
+            s += 2
+            skipped += 1
+        }
+        guard let (lines, end) = try splitHead(buf, from: s, isRequest: true) else { return nil }
+        let first = lines[0]
+        let (method, target, minor) = try parseRequestLine(buf, first)
+        let headers = try parseFields(buf, lines.dropFirst())
+        if minor == 1 {
+            let hosts = headers.values("Host")
+            guard hosts.count == 1 else {
+                throw HTTPParseError(.badHeader, at: first.lowerBound, hosts.isEmpty ? "HTTP/1.1 request without Host" : "more than one Host")
+            }
+        }
+        let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
+        return (HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing), end)
+    }
+
+    /// Parses a response head (from an upstream) to a request with `requestMethod`.
+    public func parseResponseHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
+        throws(HTTPParseError) -> (HTTPResponseHead, Int)?
+    {
+        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
+        let first = lines[0]
+        let (status, reason, minor) = try parseStatusLine(buf, first)
+        let headers = try parseFields(buf, lines.dropFirst())
+        let framing = try responseFraming(headers, status: status, requestMethod: requestMethod, at: first.lowerBound)
+        return (HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing), end)
+    }
+
+    // MARK: - Lines
+
+    /// Finds the end of the head (CRLF CRLF) and returns its lines (without CRLF). Bare CR or LF is an error.
+    private func splitHead(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool) throws(HTTPParseError)
+        -> ([Range<Int>], Int)?
+    {
+        var lines: [Range<Int>] = []
+        var lineStart = start
+        var i = start
+        let n = buf.count
+        while i < n {
+            let c = buf[i]
+            if c == 0x0d {
+                guard i + 1 < n else { break }  // need the LF
+                guard buf[i + 1] == 0x0a else { throw HTTPParseError(.badHeader, at: i, "bare CR") }
+                if i == lineStart {
+                    guard !lines.isEmpty else {
+                        throw HTTPParseError(isRequest ? .badRequestLine : .badStatusLine, at: i, "empty start line")
+                    }
+                    return (lines, i + 2)
+                }
+                lines.append(lineStart..<i)
+                guard lines.count <= limits.maxHeaderCount + 1 else {
+                    throw HTTPParseError(.tooManyHeaders, at: i, "more than \(limits.maxHeaderCount) header fields")
+                }
+                i += 2
+                lineStart = i
+                continue
+            }
+            if c == 0x0a { throw HTTPParseError(.badHeader, at: i, "bare LF (lines must end with CRLF)") }
+            i += 1
+            if lines.isEmpty && i - start > limits.maxRequestLine {
+                throw HTTPParseError(isRequest ? .requestLineTooLong : .badStatusLine, at: start,
+                                     "start line longer than \(limits.maxRequestLine) bytes")
+            }
+            if i - start > limits.maxHeaderBytes {
+                throw HTTPParseError(.headersTooLarge, at: start, "head larger than \(limits.maxHeaderBytes) bytes")
+            }
+        }
+        if n - start > limits.maxHeaderBytes {
+            throw HTTPParseError(.headersTooLarge, at: start, "head larger than \(limits.maxHeaderBytes) bytes")
+        }
+        return nil
+    }
+
+    private func parseRequestLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (String, String, Int) {
+        var i = r.lowerBound
+        while i < r.upperBound, HTTPChar.isTchar(buf[i]) { i += 1 }
+        guard i > r.lowerBound, i < r.upperBound, buf[i] == 0x20 else {
+            throw HTTPParseError(.badRequestLine, at: i, "method must be a token followed by one space")
+        }
+        let method = latin1(buf, r.lowerBound..<i)
+        let targetStart = i + 1
+        var j = targetStart
+        while j < r.upperBound, buf[j] > 0x20, buf[j] < 0x7f { j += 1 }
+        guard j > targetStart, j < r.upperBound, buf[j] == 0x20 else {
+            throw HTTPParseError(.badRequestLine, at: j, "request-target must be visible ASCII followed by one space")
+        }
+        let target = latin1(buf, targetStart..<j)
+        let minor = try parseVersion(buf, (j + 1)..<r.upperBound, kind: .badRequestLine)
+        return (method, target, minor)
+    }
+
+    private func parseStatusLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (Int, String, Int) {
+        guard r.count >= 12 else { throw HTTPParseError(.badStatusLine, at: r.lowerBound, "status line too short") }
+        let minor = try parseVersion(buf, r.lowerBound..<(r.lowerBound + 8), kind: .badStatusLine)
+        var p = r.lowerBound + 8
+        guard buf[p] == 0x20 else { throw HTTPParseError(.badStatusLine, at: p, "expected a space after the version") }
+        p += 1
+        var status = 0
+        for k in 0..<3 {
+            let d = buf[p + k]
+            guard d >= 0x30, d <= 0x39 else { throw HTTPParseError(.badStatusLine, at: p + k, "status code must be 3 digits") }
+            status = status * 10 + Int(d - 0x30)
+        }
+        guard status >= 100 else { throw HTTPParseError(.badStatusLine, at: p, "status code below 100") }
+        p += 3
+        var reason = ""
+        if p < r.upperBound {
+            guard buf[p] == 0x20 else { throw HTTPParseError(.badStatusLine, at: p, "expected a space after the status code") }
+            for k in (p + 1)..<r.upperBound where !HTTPChar.isFieldValueChar(buf[k]) {
+                throw HTTPParseError(.badStatusLine, at: k, "control character in the reason phrase")
+            }
+            reason = latin1(buf, (p + 1)..<r.upperBound)
+        }
+        return (status, reason, minor)
+    }
+
+    private func parseVersion(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>, kind: HTTPParseError.Kind) throws(HTTPParseError) -> Int {
+        let prefix: [UInt8] = Array("HTTP/".utf8)
+        guard r.count == 8, (0..<5).allSatisfy({ buf[r.lowerBound + $0] == prefix[$0] }),
+            buf[r.lowerBound + 6] == UInt8(ascii: "."), HTTPChar.isDigit(buf[r.lowerBound + 5]),
+            HTTPChar.isDigit(buf[r.lowerBound + 7])
+        else {
+            throw HTTPParseError(kind, at: r.lowerBound, "expected HTTP/1.0 or HTTP/1.1")
+        }
+        guard buf[r.lowerBound + 5] == UInt8(ascii: "1") else {
+            throw HTTPParseError(.unsupportedVersion, at: r.lowerBound, "only HTTP/1.0 and HTTP/1.1 are spoken here")
+        }
+        let minor = Int(buf[r.lowerBound + 7] - 0x30)
+        guard minor <= 1 else { throw HTTPParseError(.unsupportedVersion, at: r.lowerBound, "HTTP/1.\(minor) is not supported") }
+        return minor
+    }
+
+    /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5).
+    func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
+        var fields: [HTTPFields.Field] = []
+        fields.reserveCapacity(lines.count)
+        for r in lines {
+            let c0 = buf[r.lowerBound]
+            if c0 == 0x20 || c0 == 0x09 {
+                throw HTTPParseError(.badHeader, at: r.lowerBound, "obs-fold (a line starting with white space) is not accepted")
+            }
+            var i = r.lowerBound
+            while i < r.upperBound, HTTPChar.isTchar(buf[i]) { i += 1 }
+            guard i < r.upperBound, buf[i] == UInt8(ascii: ":") else {
+                let what = i < r.upperBound && (buf[i] == 0x20 || buf[i] == 0x09)
+                    ? "white space between the field name and the colon" : "field name must be a token followed by ':'"
+                throw HTTPParseError(.badHeader, at: i, what)
+            }
+            guard i > r.lowerBound else { throw HTTPParseError(.badHeader, at: i, "empty field name") }
+            let name = latin1(buf, r.lowerBound..<i)
+            var vs = i + 1
+            var ve = r.upperBound
+            while vs < ve, buf[vs] == 0x20 || buf[vs] == 0x09 { vs += 1 }
+            while ve > vs, buf[ve - 1] == 0x20 || buf[ve - 1] == 0x09 { ve -= 1 }
+            for k in vs..<ve where !HTTPChar.isFieldValueChar(buf[k]) {
+                throw HTTPParseError(.badHeader, at: k, "control character in the value of \(name)")
+            }
+            fields.append(HTTPFields.Field(name, latin1(buf, vs..<ve)))
+        }
+        return HTTPFields(fields)
+    }
+
+    // MARK: - Framing (RFC 9112 §6)
+
+    private func requestFraming(_ h: HTTPFields, minor: Int, at offset: Int) throws(HTTPParseError) -> BodyFraming {
+        let te = h.values("Transfer-Encoding")
+        let cl = try contentLength(h, at: offset)
+        if !te.isEmpty {
+            guard cl == nil else {
+                throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
+            }
+            guard minor == 1 else { throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding in an HTTP/1.0 request") }
+            try checkChunkedOnly(h, at: offset)
+            return .chunked
+        }
+        if let cl { return cl == 0 ? .none : .contentLength(cl) }
+        return .none
+    }
+
+    private func responseFraming(_ h: HTTPFields, status: Int, requestMethod: String, at offset: Int) throws(HTTPParseError)
+        -> BodyFraming
+    {
+        if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 { return .none }
+        let te = h.values("Transfer-Encoding")
+        let cl = try contentLength(h, at: offset)
+        if !te.isEmpty {
+            guard cl == nil else {
+                throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
+            }
+            try checkChunkedOnly(h, at: offset)
+            return .chunked
+        }
+        if let cl { return cl == 0 ? .none : .contentLength(cl) }
+        return .untilClose
+    }
+
+    private func checkChunkedOnly(_ h: HTTPFields, at offset: Int) throws(HTTPParseError) {
+        let codings = h.tokens("Transfer-Encoding")
+        guard codings == ["chunked"] else {
+            if codings.last != "chunked" {
+                throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding must end with chunked")
+            }
+            throw HTTPParseError(.unsupportedTransferCoding, at: offset, "transfer codings other than chunked are not supported")
+        }
+    }
+
+    /// All Content-Length values (and list members) must be the same decimal number.
+    private func contentLength(_ h: HTTPFields, at offset: Int) throws(HTTPParseError) -> UInt64? {
+        var result: UInt64? = nil
+        for v in h.values("Content-Length") {
+            for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+                let t = part.trimmingOWS()
+                guard !t.isEmpty, t.utf8.count <= 19, t.utf8.allSatisfy(HTTPChar.isDigit), let n = UInt64(t) else {
+                    throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(v.prefix(40))\"")
+                }
+                if let r = result, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
+                result = n
+            }
+        }
+        return result
+    }
+
+    private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
+        var allASCII = true
+        for k in r where buf[k] >= 0x80 { allASCII = false; break }
+        if allASCII { return String(decoding: UnsafeRawBufferPointer(rebasing: buf[r]), as: UTF8.self) }
+        var s = String.UnicodeScalarView()
+        for k in r { s.append(Unicode.Scalar(buf[k])) }
+        return String(s)
+    }
+}
+
+enum HTTPChar {
+    /// tchar (RFC 9110 §5.6.2).
+    static let tchar: [Bool] = {
+        var t = [Bool](repeating: false, count: 256)
+        for c in UInt8(ascii: "0")...UInt8(ascii: "9") { t[Int(c)] = true }
+        for c in UInt8(ascii: "a")...UInt8(ascii: "z") { t[Int(c)] = true }
+        for c in UInt8(ascii: "A")...UInt8(ascii: "Z") { t[Int(c)] = true }
+        for c in "!#$%&'*+-.^_`|~".utf8 { t[Int(c)] = true }
+        return t
+    }()
+
+    @inline(__always) static func isTchar(_ c: UInt8) -> Bool { tchar[Int(c)] }
+    @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+    /// field-vchar / SP / HTAB / obs-text; everything but CTLs and DEL.
+    @inline(__always) static func isFieldValueChar(_ c: UInt8) -> Bool { c == 0x09 || (c >= 0x20 && c != 0x7f) }
+}
