@@ -1,0 +1,124 @@
+import AppAttest
+import Foundation
+import GatewayCrypto
+import GatewayWire
+
+/// A root → intermediate certificate authority shaped like Apple's App Attest CA (P-384 root and
+/// intermediate, P-256 credential certificates carrying the nonce extension), named so that nobody
+/// mistakes it for Apple's: "Attest Gateway TEST Root CA" and "Attest Gateway TEST CA 1".
+///
+/// For tests, benchmarks and the simulator only. Nothing it issues verifies unless its `root` is
+/// trusted explicitly (`AttestationVerifier(policy:extraRoots:)`, `gatewayd --root FILE` with `rootPEM`).
+public final class TestCA: Sendable {
+    /// A validity period, both bounds inclusive. For tests, benchmarks and the simulator only.
+    public struct Validity: Sendable, Hashable {
+        public var notBefore: Date
+        public var notAfter: Date
+
+        public init(notBefore: Date, notAfter: Date) {
+            self.notBefore = notBefore
+            self.notAfter = notAfter
+        }
+
+        /// From `start` for `lifetime` seconds.
+        public init(from start: Date, lifetime: TimeInterval) {
+            self.init(notBefore: start, notAfter: start.addingTimeInterval(lifetime))
+        }
+
+        /// Whole seconds since the epoch, as certificates hold them (fractions are dropped).
+        var epochNotBefore: Int64 { Int64(notBefore.timeIntervalSince1970.rounded(.down)) }
+        var epochNotAfter: Int64 { Int64(notAfter.timeIntervalSince1970.rounded(.down)) }
+    }
+
+    /// OID of App Attest's nonce extension in the credential certificate.
+    public static let nonceExtensionOID = AttestationVerifier.nonceExtensionOID
+
+    /// 2020-01-01T00:00:00Z to 2060-01-01T00:00:00Z: covers any instant a test or a simulator run uses.
+    public static let defaultValidity = Validity(
+        notBefore: Date(timeIntervalSince1970: 1_577_836_800), notAfter: Date(timeIntervalSince1970: 2_840_140_800))
+
+    /// Three days, like the credential certificates Apple issued in 2020 and 2021 (later ones live months).
+    public static let defaultLeafLifetime: TimeInterval = 3 * 86_400
+
+    /// The name every certificate of this CA carries as its organization ("Attest Gateway TEST").
+    public let name: String
+    public let rootKey: ECPrivateKey
+    public let intermediateKey: ECPrivateKey
+    /// The trust anchor: self-signed, P-384, `CN=<name> Root CA`.
+    public let root: X509Certificate
+    /// Signed by the root, P-384, `CN=<name> CA 1`; the second element of every x5c this CA issues.
+    public let intermediate: X509Certificate
+    /// Lifetime of credential certificates from their issuing instant.
+    public let leafLifetime: TimeInterval
+
+    let rootName: CertificateBuilder.Name
+    let intermediateName: CertificateBuilder.Name
+
+    /// - Parameters:
+    ///   - name: organization of every certificate, and the start of the CA common names.
+    ///   - rootValidity: validity of the root.
+    ///   - intermediateValidity: validity of the intermediate; the root's when nil.
+    ///   - leafLifetime: default lifetime of credential certificates (Apple's live days to months).
+    public init(
+        name: String = "Attest Gateway TEST", rootValidity: Validity = TestCA.defaultValidity,
+        intermediateValidity: Validity? = nil, leafLifetime: TimeInterval = TestCA.defaultLeafLifetime
+    ) throws(CertificateBuilder.Error) {
+        self.name = name
+        self.leafLifetime = leafLifetime
+        rootName = CertificateBuilder.Name(commonName: "\(name) Root CA", organization: name, state: "Test")
+        intermediateName = CertificateBuilder.Name(commonName: "\(name) CA 1", organization: name, state: "Test")
+        rootKey = ECPrivateKey(curve: .p384)
+        intermediateKey = ECPrivateKey(curve: .p384)
+        root = try CertificateBuilder(
+            subject: rootName, issuer: rootName, serialNumber: CertificateBuilder.randomSerialNumber(),
+            notBefore: rootValidity.epochNotBefore, notAfter: rootValidity.epochNotAfter, subjectKey: rootKey,
+            basicConstraints: .certificateAuthority(pathLength: nil), keyUsage: [.keyCertSign, .cRLSign]
+        ).sign(with: rootKey)
+        let iv = intermediateValidity ?? rootValidity
+        intermediate = try CertificateBuilder(
+            subject: intermediateName, issuer: rootName, serialNumber: CertificateBuilder.randomSerialNumber(),
+            notBefore: iv.epochNotBefore, notAfter: iv.epochNotAfter, subjectKey: intermediateKey,
+            basicConstraints: .certificateAuthority(pathLength: 0), keyUsage: [.keyCertSign, .cRLSign]
+        ).sign(with: rootKey)
+    }
+
+    /// The root as PEM, to write to a file for `gatewayd --root FILE`.
+    public var rootPEM: String { root.pem }
+
+    /// The validity of a credential certificate issued at `instant` (whole seconds, `leafLifetime` long).
+    public func leafValidity(issuedAt instant: Date) -> Validity {
+        let start = Date(timeIntervalSince1970: instant.timeIntervalSince1970.rounded(.down))
+        return Validity(from: start, lifetime: leafLifetime)
+    }
+
+    /// The nonce extension's value: DER `SEQUENCE { [1] EXPLICIT OCTET STRING(nonce) }`.
+    public static func nonceExtensionValue(_ nonce: [UInt8]) -> [UInt8] {
+        CertificateBuilder.DER.sequence([CertificateBuilder.DER.explicit(1, CertificateBuilder.DER.octetString(nonce))])
+    }
+
+    /// Issues a credential (leaf) certificate for a device's P-256 key, signed by the intermediate:
+    /// `CN=<hex SHA256(point)>, OU=AAA Certification TEST, O=<name>, ST=Test`, end entity,
+    /// digitalSignature, with the nonce extension (non-critical) unless `nonce` is nil.
+    ///
+    /// - Parameters:
+    ///   - nonceExtensionValue: when given, the raw DER value of the nonce extension instead of the
+    ///     one built from `nonce` (for malformed-extension tests).
+    ///   - extraExtensions: appended after the nonce extension.
+    public func issueCredentialCertificate(
+        for key: P256PublicKey, nonce: [UInt8]?, validity: Validity, serialNumber: [UInt8]? = nil,
+        nonceExtensionValue: [UInt8]? = nil, extraExtensions: [CertificateBuilder.Extension] = []
+    ) throws(CertificateBuilder.Error) -> X509Certificate {
+        var extensions: [CertificateBuilder.Extension] = []
+        if let value = nonceExtensionValue ?? nonce.map(Self.nonceExtensionValue) {
+            extensions.append(.init(oid: Self.nonceExtensionOID, critical: false, value: value))
+        }
+        let subject = CertificateBuilder.Name(
+            commonName: Hex.encode(SHA256.hash(key.x962)), organizationalUnit: "AAA Certification TEST", organization: name,
+            state: "Test")
+        return try CertificateBuilder(
+            subject: subject, issuer: intermediateName, serialNumber: serialNumber ?? CertificateBuilder.randomSerialNumber(),
+            notBefore: validity.epochNotBefore, notAfter: validity.epochNotAfter, subjectKey: key,
+            basicConstraints: .endEntity, keyUsage: [.digitalSignature], extensions: extensions + extraExtensions
+        ).sign(with: intermediateKey)
+    }
+}
