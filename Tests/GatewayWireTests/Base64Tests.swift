@@ -1,0 +1,203 @@
+import GatewayWire
+import Testing
+
+/// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator so random tests are reproducible.
+struct WireTestRNG: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Decodes raw bytes (possibly not UTF-8) through the pointer entry point.
+private func decodeRaw(_ bytes: [UInt8]) throws(Base64.DecodingError) -> [UInt8] {
+    let result: Result<[UInt8], Base64.DecodingError> = bytes.withUnsafeBufferPointer { buf in
+        Result { () throws(Base64.DecodingError) in try Base64.decode(utf8: buf) }
+    }
+    return try result.get()
+}
+
+@Suite("Base64 (RFC 4648)")
+struct Base64Tests {
+    // MARK: RFC 4648 §10 vectors
+
+    static let rfc4648: [(plain: String, encoded: String)] = [
+        ("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"),
+        ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy"),
+    ]
+
+    @Test("RFC 4648 §10 vectors encode to the padded standard form", arguments: rfc4648)
+    func rfcVectorsEncodePadded(_ v: (plain: String, encoded: String)) {
+        #expect(Base64.encode(Array(v.plain.utf8)) == v.encoded)
+        // The §10 vectors contain no '+' or '/', so the URL alphabet gives the same text.
+        #expect(Base64.encode(Array(v.plain.utf8), alphabet: .url, padding: true) == v.encoded)
+    }
+
+    @Test("RFC 4648 §10 vectors encode without padding by stripping '='", arguments: rfc4648)
+    func rfcVectorsEncodeUnpadded(_ v: (plain: String, encoded: String)) {
+        let unpadded = String(v.encoded.filter { $0 != "=" })
+        #expect(Base64.encode(Array(v.plain.utf8), padding: false) == unpadded)
+        #expect(Base64.encodeURL(Array(v.plain.utf8)) == unpadded)
+    }
+
+    @Test("RFC 4648 §10 vectors decode with and without padding", arguments: rfc4648)
+    func rfcVectorsDecode(_ v: (plain: String, encoded: String)) throws {
+        #expect(try Base64.decode(v.encoded) == Array(v.plain.utf8))
+        let unpadded = String(v.encoded.filter { $0 != "=" })
+        #expect(try Base64.decode(unpadded) == Array(v.plain.utf8))
+    }
+
+    /// Bytes whose encoding uses characters 62 and 63, where the two alphabets differ.
+    static let alphabetSpecific: [(bytes: [UInt8], standard: String, url: String)] = [
+        ([0xfb, 0xef, 0xbe], "++++", "----"),
+        ([0xff, 0xff, 0xff], "////", "____"),
+        ([0xfb, 0xff], "+/8=", "-_8="),
+        ([0xff], "/w==", "_w=="),
+        ([0x3e, 0x3f, 0xfe], "Pj/+", "Pj_-"),
+        ([0x14, 0xfb, 0x9c, 0x03, 0xd9, 0x7e], "FPucA9l+", "FPucA9l-"),
+    ]
+
+    @Test("characters 62/63 encode as '+' '/' or '-' '_' depending on the alphabet", arguments: alphabetSpecific)
+    func alphabetSpecificEncoding(_ v: (bytes: [UInt8], standard: String, url: String)) {
+        #expect(Base64.encode(v.bytes, alphabet: .standard) == v.standard)
+        #expect(Base64.encode(v.bytes, alphabet: .url) == v.url)
+        #expect(Base64.encodeURL(v.bytes) == v.url.replacingAll("=", with: ""))
+    }
+
+    @Test("both alphabets decode, padded and unpadded", arguments: alphabetSpecific)
+    func alphabetSpecificDecoding(_ v: (bytes: [UInt8], standard: String, url: String)) throws {
+        for text in [v.standard, v.url] {
+            #expect(try Base64.decode(text) == v.bytes)
+            #expect(try Base64.decode(text.replacingAll("=", with: "")) == v.bytes)
+        }
+    }
+
+    // MARK: Round trips
+
+    @Test("random bytes of every length 0...64 round-trip in both alphabets, padded or not", arguments: 0...64)
+    func roundTripRandomBytes(_ length: Int) throws {
+        var rng = WireTestRNG(seed: 0xB64 &+ UInt64(length))
+        for _ in 0..<8 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            for alphabet in [Base64.Alphabet.standard, .url] {
+                for padding in [true, false] {
+                    let text = Base64.encode(bytes, alphabet: alphabet, padding: padding)
+                    let expectedLength = padding ? (length + 2) / 3 * 4 : (length * 4 + 2) / 3
+                    #expect(text.utf8.count == expectedLength)
+                    #expect(try Base64.decode(text) == bytes, "\(alphabet) padding=\(padding): \(text)")
+                }
+            }
+        }
+    }
+
+    @Test("all 256 byte values round-trip")
+    func roundTripAllByteValues() throws {
+        let bytes = (0...255).map { UInt8($0) }
+        #expect(try Base64.decode(Base64.encode(bytes)) == bytes)
+        #expect(try Base64.decode(Base64.encodeURL(bytes)) == bytes)
+    }
+
+    // MARK: Errors
+
+    static let invalidInputs: [(text: String, why: String)] = [
+        // whitespace and line breaks are never skipped
+        (" Zm9v", "leading space"), ("Zm9v ", "trailing space"), ("Zm 9v", "inner space"),
+        ("Zm9v\n", "trailing newline"), ("Zm9v\r\n", "trailing CRLF"), ("Zm9v\nYmFy", "inner newline"),
+        ("Zm9v\tYmFy", "tab"), ("Zg==\n", "newline after padding"),
+        // characters outside both alphabets
+        ("Zm9v!", "exclamation mark"), ("Zm.v", "dot"), ("Zm9v*AAA", "asterisk"), ("Zm9v#", "hash"),
+        ("Zm\u{0}v", "NUL byte"), ("Zm9v~", "tilde"), ("Zm9v\\", "backslash"), ("Zm9v\"", "quote"),
+        // alphabets mixed
+        ("+-AA", "'+' and '-'"), ("ab+_", "'+' and '_'"), ("/-AA", "'/' and '-'"), ("__//", "'_' and '/'"),
+        ("Pj/+FPucA9l-", "standard group then URL group"),
+        // 4n+1 characters
+        ("A", "one character"), ("AAAAA", "five characters"), ("Zm9vY", "4n+1 data characters"),
+        ("Zm9vYmFyY", "nine characters"),
+        // padding
+        ("=", "lone '='"), ("==", "two '='"), ("===", "three '='"), ("====", "four '='"),
+        ("Zg=", "one '=' where two are needed"), ("Zg===", "three '='"), ("Zm8==", "two '=' where one is needed"),
+        ("Zm9v=", "padding after a full group"), ("Zm9v====", "a whole group of padding"),
+        ("Zm9v==", "two '=' after a full group"), ("A===", "three '=' after one character"),
+        // padding in the middle
+        ("Zg==Zg==", "padded group followed by more data"), ("Zg=A", "'=' then data"), ("Z=g=", "'=' inside a group"),
+        ("Zm9v=YmFy", "'=' between groups"), ("=Zm9", "leading '='"),
+        // non-zero padding bits (non-canonical)
+        ("QR==", "non-canonical QQ=="), ("QR", "non-canonical QQ, unpadded"), ("Zh==", "non-canonical Zg=="),
+        ("Zm9=", "non-canonical Zm8="), ("Zm9", "non-canonical Zm8, unpadded"), ("AB==", "non-canonical AA=="),
+        ("AAB=", "non-canonical AAA="), ("_x", "non-canonical _w, URL alphabet"),
+        // non-ASCII
+        ("Zm9v\u{e9}", "é"), ("Zm9v\u{ff}AAA", "ÿ"), ("\u{1F600}AAA", "emoji"), ("Zm９v", "fullwidth digit"),
+    ]
+
+    @Test("malformed base64 throws DecodingError", arguments: invalidInputs)
+    func malformedThrows(_ v: (text: String, why: String)) {
+        #expect(throws: Base64.DecodingError.self, "\(v.why)") { try Base64.decode(v.text) }
+    }
+
+    @Test("the canonical counterparts of the non-canonical inputs decode")
+    func canonicalCounterpartsDecode() throws {
+        #expect(try Base64.decode("QQ==") == [0x41])
+        #expect(try Base64.decode("QQ") == [0x41])
+        #expect(try Base64.decode("Zg==") == [0x66])
+        #expect(try Base64.decode("Zm8=") == [0x66, 0x6f])
+        #expect(try Base64.decode("AA==") == [0])
+        #expect(try Base64.decode("AAA=") == [0, 0])
+        #expect(try Base64.decode("_w") == [0xff])
+    }
+
+    @Test("every non-alphabet byte value is refused in every position of a group")
+    func everyInvalidByteRefused() {
+        let valid = Set(Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_".utf8))
+        for b in 0...255 where !valid.contains(UInt8(b)) {
+            for position in 0..<4 {
+                var input = Array("Zm9vYmFy".utf8)
+                input[4 + position] = UInt8(b)
+                let threw: Bool
+                do {
+                    _ = try decodeRaw(input)
+                    threw = false
+                } catch {
+                    threw = true
+                }
+                #expect(threw, "byte 0x\(String(b, radix: 16)) at \(4 + position)")
+            }
+        }
+    }
+
+    @Test("raw non-ASCII and invalid UTF-8 bytes are refused through the pointer entry point")
+    func rawNonASCIIRefused() {
+        for bad: [UInt8] in [[0x80, 0x41, 0x41, 0x41], [0x41, 0x41, 0xff, 0x41], [0x41, 0x41, 0x41, 0xc3], [0xc3, 0xa9, 0x41, 0x41]] {
+            #expect(throws: Base64.DecodingError.self) { try decodeRaw(bad) }
+        }
+    }
+
+    @Test("the error offset points at the offending character")
+    func errorOffsets() {
+        let bang = #expect(throws: Base64.DecodingError.self) { try Base64.decode("Zm9v!AAA") }
+        #expect(bang?.offset == 4)
+        let space = #expect(throws: Base64.DecodingError.self) { try Base64.decode("Zm 9") }
+        #expect(space?.offset == 2)
+        let middle = #expect(throws: Base64.DecodingError.self) { try Base64.decode("Zg=AZm9v") }
+        #expect(middle?.offset == 2)
+    }
+
+    @Test("a padded empty group and a lone padding character give errors, not empty output")
+    func paddingOnlyIsAnError() {
+        for text in ["=", "==", "===", "====", "========"] {
+            #expect(throws: Base64.DecodingError.self, "\(text)") { try Base64.decode(text) }
+        }
+    }
+}
+
+extension String {
+    fileprivate func replacingAll(_ target: Character, with replacement: String) -> String {
+        var out = ""
+        for c in self { if c == target { out += replacement } else { out.append(c) } }
+        return out
+    }
+}
