@@ -17,11 +17,15 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
     ],
     targets: [
         // Layer 1: C libraries through module maps (Debian -dev packages, found with pkg-config).
         .systemLibrary(name: "CGatewayOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CGatewayNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+
+        // Linux system calls (epoll, accept4, eventfd) for the event loop; imported only by GatewayIO.
+        .target(name: "CGatewaySystem"),
 
         // Layer 2: pure wire formats (no I/O, no C), and the only Swift user of OpenSSL.
         .target(name: "GatewayWire", swiftSettings: strict),
@@ -29,6 +33,12 @@ let package = Package(
 
         // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
         .target(name: "GatewayHTTP", swiftSettings: strict),
+
+        // Event loops (epoll under one Dispatch source each), sockets, timers. The only target that touches descriptors.
+        .target(name: "GatewayIO", dependencies: ["CGatewaySystem"], swiftSettings: strict),
+
+        // gateway.yaml to a strictly validated, typed GatewayConfig (the only target that knows YAML keys).
+        .target(name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
 
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
@@ -52,7 +62,9 @@ let package = Package(
         // Shared by the test targets: the real-device vectors, the built binary, processes.
         .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire"], path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire"]),
+        .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO"]),
         .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

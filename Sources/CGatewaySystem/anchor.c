@@ -1,0 +1,1 @@
+void cgw_system_anchor(void) {}

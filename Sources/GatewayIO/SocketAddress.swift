@@ -1,0 +1,91 @@
+import CGatewaySystem
+import Glibc
+
+/// An IPv4 or IPv6 address and port, as `sockaddr_storage`.
+public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
+    var storage: sockaddr_storage
+    var length: socklen_t
+
+    public enum ParseError: Error, Equatable, Sendable { case invalid(String) }
+
+    /// Parses `HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces, IPv4). Hosts are numeric or `localhost`.
+    public init(_ text: String) throws(ParseError) {
+        var host: Substring
+        var portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                throw .invalid("\"\(text)\": expected [IPv6]:PORT")
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { throw .invalid("\"\(text)\": expected HOST:PORT") }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard let port = UInt16(portText) else { throw .invalid("\"\(text)\": port must be 0-65535") }
+        if host.isEmpty { host = "0.0.0.0" }
+        if host == "localhost" { host = "127.0.0.1" }
+        try self.init(host: String(host), port: port)
+    }
+
+    public init(host: String, port: UInt16) throws(ParseError) {
+        var ss = sockaddr_storage()
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 {
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = port.bigEndian
+            sin.sin_addr = v4
+            withUnsafeBytes(of: &sin) { src in withUnsafeMutableBytes(of: &ss) { $0.copyMemory(from: src) } }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        } else if inet_pton(AF_INET6, host, &v6) == 1 {
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port.bigEndian
+            sin6.sin6_addr = v6
+            withUnsafeBytes(of: &sin6) { src in withUnsafeMutableBytes(of: &ss) { $0.copyMemory(from: src) } }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        } else {
+            throw .invalid("\"\(host)\" is not a numeric IPv4 or IPv6 address")
+        }
+        storage = ss
+    }
+
+    init(storage: sockaddr_storage, length: socklen_t) {
+        self.storage = storage
+        self.length = length
+    }
+
+    public var family: Int32 { Int32(storage.ss_family) }
+
+    public var port: UInt16 {
+        var s = storage
+        return withUnsafeBytes(of: &s) { raw in
+            family == AF_INET6
+                ? UInt16(bigEndian: raw.load(fromByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_port)!, as: UInt16.self))
+                : UInt16(bigEndian: raw.load(fromByteOffset: MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!, as: UInt16.self))
+        }
+    }
+
+    /// The numeric host (no brackets).
+    public var host: String {
+        var s = storage
+        var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        return withUnsafeBytes(of: &s) { raw -> String in
+            if family == AF_INET6 {
+                let off = MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!
+                _ = inet_ntop(AF_INET6, raw.baseAddress! + off, &buf, socklen_t(buf.count))
+            } else {
+                let off = MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!
+                _ = inet_ntop(AF_INET, raw.baseAddress! + off, &buf, socklen_t(buf.count))
+            }
+            return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    public var description: String { family == AF_INET6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    public static func == (a: SocketAddress, b: SocketAddress) -> Bool { a.description == b.description }
+}

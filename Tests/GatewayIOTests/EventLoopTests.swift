@@ -1,0 +1,196 @@
+import Dispatch
+import Foundation
+import GatewayIO
+import Glibc
+import Testing
+
+/// An echo server on the event loop: what it reads it writes back, pausing reads while more than
+/// 256 KiB wait to be written (back-pressure).
+final class EchoServer: ConnectionDelegate, @unchecked Sendable {
+    let loop: EventLoop
+    var listener: Listener!
+    var connections: [ObjectIdentifier: Connection] = [:]
+    var closedCount = 0
+
+    init(loop: EventLoop) throws {
+        self.loop = loop
+        try loop.queue.sync {
+            listener = try Listener(address: try SocketAddress("127.0.0.1:0"), loop: loop, reusePort: false) { [unowned self] fd, peer in
+                guard let c = try? Connection(fd: fd, loop: loop, peer: peer) else { Socket.close(fd); return }
+                c.delegate = self
+                connections[ObjectIdentifier(c)] = c
+            }
+        }
+    }
+
+    var port: UInt16 { listener.address.port }
+
+    func connectionDidRead(_ c: Connection) {
+        let bytes = c.inbound.withReadableBytes { Array($0) }
+        c.inbound.consume(bytes.count)
+        c.write(bytes)
+        if c.outboundBytes > 256 * 1024 { c.pauseReading() }
+    }
+
+    func connectionDidDrain(_ c: Connection) { c.resumeReading() }
+
+    func connectionDidReadEOF(_ c: Connection) { c.closeAfterWriting() }
+
+    func connectionDidClose(_ c: Connection, error: Socket.Error?) {
+        connections[ObjectIdentifier(c)] = nil
+        closedCount += 1
+    }
+
+    func stop() {
+        loop.queue.sync {
+            listener.close()
+            for c in connections.values { c.close() }
+        }
+        loop.shutdown()
+    }
+}
+
+/// A blocking client socket with a receive timeout, for tests.
+struct BlockingClient {
+    let fd: Int32
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var tv = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard r == 0 else { throw POSIXError(.ECONNREFUSED) }
+    }
+
+    func send(_ bytes: [UInt8]) {
+        var off = 0
+        while off < bytes.count {
+            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { return }
+            off += n
+        }
+    }
+
+    func receive(exactly count: Int) -> [UInt8] {
+        var out = [UInt8]()
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while out.count < count {
+            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, count - out.count), 0) }
+            if n <= 0 { break }
+            out += buf[0..<n]
+        }
+        return out
+    }
+
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+    func close() { Glibc.close(fd) }
+}
+
+@Suite("Event loop, connections and timers", .timeLimit(.minutes(1)))
+struct EventLoopTests {
+    @Test("echo on loopback, several connections at once") func echo() throws {
+        Socket.ignoreSIGPIPE()
+        let server = try EchoServer(loop: EventLoop(index: 0))
+        defer { server.stop() }
+        let clients = try (0..<20).map { _ in try BlockingClient(port: server.port) }
+        for (i, c) in clients.enumerated() { c.send(Array("hello \(i)\n".utf8)) }
+        for (i, c) in clients.enumerated() {
+            let expected = Array("hello \(i)\n".utf8)
+            #expect(c.receive(exactly: expected.count) == expected)
+            c.close()
+        }
+    }
+
+    @Test("8 MiB through one connection with back-pressure in both directions") func largeTransfer() throws {
+        Socket.ignoreSIGPIPE()
+        let server = try EchoServer(loop: EventLoop(index: 1))
+        defer { server.stop() }
+        let client = try BlockingClient(port: server.port)
+        defer { client.close() }
+        var payload = [UInt8](repeating: 0, count: 8 << 20)
+        for i in payload.indices { payload[i] = UInt8(truncatingIfNeeded: i &* 31 &+ i >> 9) }
+        let toSend = payload
+        let sender = Thread { client.send(toSend); client.shutdownWrite() }
+        sender.start()
+        let echoed = client.receive(exactly: payload.count)
+        #expect(echoed.count == payload.count)
+        #expect(echoed == payload)
+    }
+
+    @Test("a peer that closes is noticed and the connection released") func peerClose() throws {
+        let server = try EchoServer(loop: EventLoop(index: 2))
+        defer { server.stop() }
+        let client = try BlockingClient(port: server.port)
+        client.send(Array("x".utf8))
+        #expect(client.receive(exactly: 1) == Array("x".utf8))
+        client.close()
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline && server.loop.queue.sync(execute: { server.closedCount }) == 0 { usleep(10_000) }
+        #expect(server.loop.queue.sync { server.closedCount } == 1)
+    }
+
+    @Test("outbound connect to a closed port reports the error to the delegate") func connectRefused() throws {
+        final class Probe: ConnectionDelegate, @unchecked Sendable {
+            var result: String?
+            func connectionDidRead(_ c: Connection) {}
+            func connectionDidConnect(_ c: Connection) { result = "connected" }
+            func connectionDidClose(_ c: Connection, error: Socket.Error?) { result = error.map { "error \($0.errno)" } ?? "closed" }
+        }
+        let loop = EventLoop(index: 3)
+        defer { loop.shutdown() }
+        // A port that was free a moment ago.
+        let fd = try Socket.listen(try SocketAddress("127.0.0.1:0"), reusePort: false)
+        let port = Socket.localAddress(fd)!.port
+        Socket.close(fd)
+        let probe = Probe()
+        var keep: Connection?
+        try loop.queue.sync {
+            switch Socket.connect(try SocketAddress(host: "127.0.0.1", port: port)) {
+            case .inProgress(let cfd), .connected(let cfd):
+                keep = try Connection(fd: cfd, loop: loop, peer: nil, connecting: true)
+                keep?.delegate = probe
+            case .failed:
+                probe.result = "error \(ECONNREFUSED)"
+            }
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline && loop.queue.sync(execute: { probe.result }) == nil { usleep(5_000) }
+        #expect(loop.queue.sync { probe.result } == "error \(ECONNREFUSED)")
+        _ = keep
+    }
+
+    @Test("timers fire in order, after their delay, and cancelled ones never") func timers() throws {
+        let loop = EventLoop(index: 4)
+        defer { loop.shutdown() }
+        final class Log: @unchecked Sendable { var events: [String] = [] }
+        let log = Log()
+        let start = Date()
+        loop.queue.sync {
+            loop.timers.schedule(afterMillis: 300) { log.events.append("300") }
+            loop.timers.schedule(afterMillis: 100) { log.events.append("100") }
+            let h = loop.timers.schedule(afterMillis: 200) { log.events.append("cancelled") }
+            loop.timers.cancel(h)
+            loop.timers.schedule(afterMillis: 150_000) { log.events.append("far") }  // beyond one wheel turn
+        }
+        while Date().timeIntervalSince(start) < 3 && loop.queue.sync(execute: { log.events.count }) < 2 { usleep(20_000) }
+        #expect(loop.queue.sync { log.events } == ["100", "300"])
+        #expect(Date().timeIntervalSince(start) >= 0.3)
+        #expect(loop.queue.sync { loop.timers.count } == 1)
+    }
+
+    @Test("addresses parse and print; bad ones are refused") func addresses() throws {
+        #expect(try SocketAddress("127.0.0.1:8080").description == "127.0.0.1:8080")
+        #expect(try SocketAddress("[::1]:443").description == "[::1]:443")
+        #expect(try SocketAddress(":9090").description == "0.0.0.0:9090")
+        #expect(try SocketAddress("localhost:1").port == 1)
+        #expect(throws: SocketAddress.ParseError.self) { try SocketAddress("example.com:80") }
+        #expect(throws: SocketAddress.ParseError.self) { try SocketAddress("127.0.0.1:99999") }
+        #expect(throws: SocketAddress.ParseError.self) { try SocketAddress("127.0.0.1") }
+    }
+}
