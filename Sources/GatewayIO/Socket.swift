@@ -6,6 +6,10 @@ public enum Socket {
     public struct Error: Swift.Error, Equatable, Sendable, CustomStringConvertible {
         public let operation: String
         public let errno: Int32
+        public init(operation: String, errno: Int32) {
+            self.operation = operation
+            self.errno = errno
+        }
         public var description: String { "\(operation): \(String(cString: strerror(errno)))" }
     }
 

@@ -1,0 +1,768 @@
+import GatewayHTTP
+import GatewayIO
+
+/// One downstream HTTP/1.1 connection: parses requests one at a time (pipelined requests wait in
+/// the buffer and are answered in order), asks the router what to do, streams bodies to and from an
+/// upstream with back-pressure both ways, and applies the header, body, response and idle timeouts.
+/// Loop-confined.
+public final class HTTP1ServerConnection: ConnectionDelegate {
+    public let downstream: Connection
+    private let router: any RequestRouter
+    private let limits: DownstreamLimits
+    private let parser: HTTP1Parser
+    private let scheme: String
+    private var loop: EventLoop { downstream.loop }
+    /// Called once when the connection is gone (for connection gauges and drain bookkeeping).
+    public var onClose: (() -> Void)?
+
+    private enum Phase {
+        case awaitingHead
+        /// Reading the request body: streamed to the upstream, or buffered for a local handler.
+        case readingBody
+        /// The router's handler or the pool has the request; downstream reads are paused.
+        case waiting
+        case awaitingResponse
+        case streamingResponse
+        case closed
+    }
+
+    private enum BodyTarget { case upstream, buffer }
+
+    private var phase: Phase = .awaitingHead
+    private var draining = false
+
+    // The current exchange.
+    private var head: HTTPRequestHead?
+    private var routeName = "-"
+    private var started: Int64 = 0
+    private var requestBodyBytes = 0
+    private var responseBytes = 0
+    private var responseStatus = 0
+    private var closeAfterResponse = false
+    private var bodyTarget: BodyTarget = .upstream
+    private var bodyLimit = 0
+    private var bodyRemaining: UInt64 = 0
+    private var bodyDecoder = ChunkedDecoder()
+    private var bodyDone = true
+    private var buffered: [UInt8] = []
+    private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
+    private var path = "/"
+
+    // The upstream side of the current exchange.
+    private var forward: Forward?
+    private var upstream: UpstreamConnection?
+    private var upstreamStarted: Int64 = 0
+    private var upstreamSeconds: Double?
+    private var retried = false
+    private var response: HTTPResponseHead?
+    private var responseFraming: BodyFraming = .none
+    private var responseRemaining: UInt64 = 0
+    private var responseDecoder = ChunkedDecoder()
+    private var chunkedDownstream = false
+    private var responseHeadSent = false
+
+    // One timer at a time, re-armed lazily on progress.
+    private var timer: TimerWheel.Handle?
+    private var lastProgress: Int64 = 0
+
+    public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http") {
+        self.downstream = connection
+        self.router = router
+        self.limits = limits
+        self.parser = HTTP1Parser(limits: limits.parser)
+        self.scheme = scheme
+        connection.delegate = self
+        armIdleTimer()
+    }
+
+    // MARK: - Drain
+
+    /// Graceful stop: idle connections close now, busy ones after their current response.
+    public func beginDrain() {
+        draining = true
+        if phase == .awaitingHead && downstream.inbound.isEmpty { downstream.close() }
+    }
+
+    // MARK: - ConnectionDelegate
+
+    public func connectionDidRead(_ c: Connection) {
+        if c === downstream {
+            downstreamDidRead()
+        } else {
+            upstreamDidRead()
+        }
+    }
+
+    public func connectionDidReadEOF(_ c: Connection) {
+        if c === downstream {
+            switch phase {
+            case .awaitingHead where downstream.inbound.isEmpty:
+                downstream.close()
+            case .awaitingHead, .readingBody:
+                // The client stopped mid-request.
+                abortExchange(status: nil, code: "client_closed")
+            default:
+                // A half-closed client may still read its response; close after it.
+                closeAfterResponse = true
+            }
+        } else {
+            upstreamDidEnd(error: nil)
+        }
+    }
+
+    public func connectionDidDrain(_ c: Connection) {
+        if c === downstream {
+            if phase == .streamingResponse { upstream?.connection.resumeReading() }
+        } else if phase == .readingBody && bodyTarget == .upstream {
+            downstream.resumeReading()
+        }
+    }
+
+    public func connectionDidClose(_ c: Connection, error: Socket.Error?) {
+        if c === downstream {
+            cancelTimer()
+            if phase != .closed {
+                if let u = upstream {
+                    // The exchange cannot finish: the upstream connection is not reusable.
+                    u.endExchange()
+                    u.pool.release(u, reusable: false)
+                    upstream = nil
+                }
+                if head != nil && phase != .awaitingHead { logExchange(error: "client_closed") }
+                phase = .closed
+                onClose?()
+                onClose = nil
+            }
+        } else {
+            upstreamDidEnd(error: error)
+        }
+    }
+
+    // MARK: - Request head
+
+    private func downstreamDidRead() {
+        switch phase {
+        case .awaitingHead:
+            parseHead()
+        case .readingBody:
+            pumpRequestBody()
+        case .waiting, .awaitingResponse, .streamingResponse:
+            // Pipelined bytes wait; stop reading if they pile up.
+            if downstream.inbound.readableBytes > limits.parser.maxHeaderBytes { downstream.pauseReading() }
+        case .closed:
+            break
+        }
+    }
+
+    private func parseHead() {
+        guard !downstream.isClosed else { return }
+        let result: (HTTPRequestHead, Int)?
+        do {
+            result = try downstream.inbound.withReadableBytes { try parser.parseRequestHead($0) }
+        } catch let e as HTTPParseError {
+            startExchange(nil)
+            respondAndClose(LocalResponse.error(e.status, e.kind.rawValue))
+            return
+        } catch {
+            return
+        }
+        guard let (h, end) = result else {
+            if !downstream.inbound.isEmpty && lastProgress == 0 { armHeaderTimer() }
+            return
+        }
+        downstream.inbound.consume(end)
+        startExchange(h)
+        guard let normalized = PathNormalizer.normalize(h.target) else {
+            respondAndClose(LocalResponse.error(400, "ambiguous_path"))
+            return
+        }
+        path = normalized
+        if draining { closeAfterResponse = true }
+        if !h.keepAlive { closeAfterResponse = true }
+        dispatch(router.route(h, path: normalized, peer: downstream.peer), head: h)
+    }
+
+    private func startExchange(_ h: HTTPRequestHead?) {
+        cancelTimer()
+        head = h
+        started = EventLoop.monotonicMillis()
+        routeName = "-"
+        requestBodyBytes = 0
+        responseBytes = 0
+        responseStatus = 0
+        upstreamSeconds = nil
+        retried = false
+        response = nil
+        responseHeadSent = false
+        buffered = []
+        lastProgress = 0
+        bodyDecoder = ChunkedDecoder()
+        responseDecoder = ChunkedDecoder()
+        switch h?.framing {
+        case .contentLength(let n)?:
+            bodyRemaining = n
+            bodyDone = false
+        case .chunked?:
+            bodyDone = false
+        default:
+            bodyDone = true
+        }
+    }
+
+    private func dispatch(_ decision: RouteDecision, head h: HTTPRequestHead) {
+        switch decision {
+        case .respond(let name, let resp):
+            routeName = name
+            // The body (if any) is not read: the connection cannot be reused after this answer.
+            if !bodyDone { closeAfterResponse = true }
+            phase = .waiting
+            writeLocal(resp)
+        case .forward(let f):
+            routeName = f.routeName
+            guard checkDeclaredLength(h, limit: f.maxBody) else { return }
+            forward = f
+            bodyTarget = .upstream
+            bodyLimit = f.maxBody
+            acquireUpstream(fresh: false)
+        case .buffer(let maxBody, let name, let handler):
+            routeName = name
+            guard checkDeclaredLength(h, limit: maxBody) else { return }
+            bodyTarget = .buffer
+            bodyLimit = maxBody
+            bufferedHandler = handler
+            sendContinueIfExpected(h)
+            phase = .readingBody
+            armBodyTimer()
+            pumpRequestBody()
+        }
+    }
+
+    /// A Content-Length above the route's limit is refused before any of the body is read.
+    private func checkDeclaredLength(_ h: HTTPRequestHead, limit: Int) -> Bool {
+        if case .contentLength(let n) = h.framing, n > UInt64(limit) {
+            respondAndClose(LocalResponse.error(413, "body_too_large"))
+            return false
+        }
+        return true
+    }
+
+    private func sendContinueIfExpected(_ h: HTTPRequestHead) {
+        if h.expectsContinue && !bodyDone && downstream.inbound.isEmpty {
+            downstream.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+        }
+    }
+
+    // MARK: - Request body
+
+    private func pumpRequestBody() {
+        guard phase == .readingBody else { return }
+        if bodyDone {
+            requestBodyComplete()
+            return
+        }
+        var consumed = 0
+        var progressed = false
+        do {
+            try downstream.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
+                switch head?.framing {
+                case .contentLength?:
+                    let take = Int(min(UInt64(buf.count), bodyRemaining))
+                    if take > 0 {
+                        deliverBody(buf[0..<take])
+                        bodyRemaining -= UInt64(take)
+                        consumed = take
+                        progressed = true
+                    }
+                    if bodyRemaining == 0 { bodyDone = true }
+                case .chunked?:
+                    var pos = 0
+                    loop: while true {
+                        switch try bodyDecoder.next(buf, from: pos) {
+                        case .data(let r):
+                            deliverBody(buf[r])
+                            pos = r.upperBound
+                            progressed = true
+                        case .needMore(let c):
+                            pos = c
+                            break loop
+                        case .end(let e):
+                            pos = e
+                            bodyDone = true
+                            break loop
+                        }
+                    }
+                    consumed = pos
+                default:
+                    bodyDone = true
+                }
+            }
+        } catch {
+            downstream.inbound.consume(min(consumed, downstream.inbound.readableBytes))
+            let e = error as? HTTPParseError
+            abortExchange(status: e?.status ?? 400, code: e?.kind.rawValue ?? "bad_request")
+            return
+        }
+        downstream.inbound.consume(min(consumed, downstream.inbound.readableBytes))
+        if progressed { lastProgress = EventLoop.monotonicMillis() }
+        guard phase == .readingBody else { return }  // delivering may have aborted the exchange
+        if bodyDone {
+            requestBodyComplete()
+        } else if bodyTarget == .upstream, let u = upstream, u.connection.outboundBytes > limits.highWaterMark {
+            downstream.pauseReading()  // resumed when the upstream drains
+        }
+    }
+
+    private func deliverBody(_ data: Slice<UnsafeRawBufferPointer>) {
+        guard phase == .readingBody else { return }
+        requestBodyBytes += data.count
+        if requestBodyBytes > bodyLimit {
+            abortExchange(status: 413, code: "body_too_large")
+            return
+        }
+        switch bodyTarget {
+        case .buffer:
+            buffered.append(contentsOf: data)
+        case .upstream:
+            guard let u = upstream else { return }
+            if case .chunked? = head?.framing {
+                u.connection.write(HTTP1Serializer.chunk(ArraySlice(data)))
+            } else {
+                u.connection.write(Array(data))
+            }
+        }
+    }
+
+    private func requestBodyComplete() {
+        cancelTimer()
+        switch bodyTarget {
+        case .buffer:
+            phase = .waiting
+            downstream.pauseReading()
+            guard let h = head, let handler = bufferedHandler else { return }
+            bufferedHandler = nil
+            let request = BufferedRequest(head: h, path: path, body: buffered, peer: downstream.peer)
+            handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
+        case .upstream:
+            if case .chunked? = head?.framing { upstream?.connection.write(HTTP1Serializer.lastChunk) }
+            phase = .awaitingResponse
+            armResponseTimer()
+        }
+    }
+
+    private func bufferedOutcome(_ outcome: BufferedOutcome) {
+        guard phase == .waiting, !downstream.isClosed else { return }
+        switch outcome {
+        case .respond(let r):
+            writeLocal(r)
+        case .forward(let f):
+            forward = f
+            routeName = f.routeName
+            bodyTarget = .upstream
+            acquireUpstream(fresh: false)
+        }
+    }
+
+    // MARK: - Upstream
+
+    private func acquireUpstream(fresh: Bool) {
+        guard let f = forward else { return }
+        phase = .waiting
+        downstream.pauseReading()
+        armTimer(afterMillis: f.pool.target.connectTimeoutMillis + 1000) { [weak self] in
+            // The pool's own connect timer answers first; this guards a queue that never moves.
+            self?.abortExchange(status: 503, code: "upstream_busy")
+        }
+        let acquire = fresh ? f.pool.acquireFresh : f.pool.acquire
+        acquire { [weak self] result in
+            guard let self else {
+                if case .success(let u) = result { u.pool.release(u, reusable: true) }
+                return
+            }
+            guard self.phase == .waiting, self.head != nil, !self.downstream.isClosed else {
+                if case .success(let u) = result { u.pool.release(u, reusable: true) }
+                return
+            }
+            switch result {
+            case .failure(let failure):
+                let (status, code) = failure.answer
+                self.abortExchange(status: status, code: code)
+            case .success(let u):
+                self.startUpstreamRequest(u)
+            }
+        }
+    }
+
+    private func startUpstreamRequest(_ u: UpstreamConnection) {
+        guard let h = head, let f = forward else { return }
+        cancelTimer()
+        upstream = u
+        u.beginExchange(self)
+        upstreamStarted = EventLoop.monotonicMillis()
+        var fields = h.headers
+        ForwardedHeaders.rewriteRequest(&fields, peer: downstream.peer, proto: scheme, host: h.headers["Host"])
+        fields.remove("Expect")
+        // HTTP/1.0 clients may omit Host; the upstream request is HTTP/1.1, which requires one.
+        if !fields.contains("Host") { fields.append("Host", f.pool.target.address.description) }
+        f.editHeaders?(&fields)
+        switch h.framing {
+        case .chunked:
+            fields.remove("Content-Length")
+            fields.append("Transfer-Encoding", "chunked")
+        case .contentLength(let n):
+            fields.set("Content-Length", String(n))
+        case .none, .untilClose:
+            break
+        }
+        u.connection.write(HTTP1Serializer.requestHead(method: h.method, target: h.target, headers: fields))
+        if bodyTarget == .buffer {
+            // The body was read already (bounded) for a local decision; send it whole.
+            if !buffered.isEmpty {
+                if case .chunked = h.framing {
+                    u.connection.write(HTTP1Serializer.chunk(buffered[...]))
+                    u.connection.write(HTTP1Serializer.lastChunk)
+                } else {
+                    u.connection.write(buffered)
+                }
+            } else if case .chunked = h.framing {
+                u.connection.write(HTTP1Serializer.lastChunk)
+            }
+            buffered = []
+            phase = .awaitingResponse
+            armResponseTimer()
+            return
+        }
+        if bodyDone {
+            phase = .awaitingResponse
+            armResponseTimer()
+        } else {
+            sendContinueIfExpected(h)
+            phase = .readingBody
+            armBodyTimer()
+            downstream.resumeReading()
+            pumpRequestBody()
+        }
+    }
+
+    private func upstreamDidRead() {
+        guard let u = upstream else { return }
+        lastProgress = EventLoop.monotonicMillis()
+        if response == nil {
+            // The upstream may answer before the request body is complete (e.g. an early error).
+            guard phase == .awaitingResponse || phase == .readingBody else { return }
+            parseResponseHead(u)
+        } else if phase == .streamingResponse {
+            pumpResponseBody(u)
+        }
+    }
+
+    private func parseResponseHead(_ u: UpstreamConnection) {
+        guard let h = head else { return }
+        while true {
+            let result: (HTTPResponseHead, Int)?
+            do {
+                result = try u.connection.inbound.withReadableBytes {
+                    try parser.parseResponseHead($0, requestMethod: h.method)
+                }
+            } catch {
+                abortExchange(status: 502, code: "upstream_bad_response")
+                return
+            }
+            guard let (r, end) = result else { return }
+            u.connection.inbound.consume(end)
+            if (100..<200).contains(r.status) {
+                if r.status == 101 {
+                    abortExchange(status: 502, code: "upstream_bad_response")
+                    return
+                }
+                continue  // 100 Continue and other interim answers are the gateway's business, not the client's
+            }
+            response = r
+            break
+        }
+        guard let r = response else { return }
+        upstreamSeconds = Double(EventLoop.monotonicMillis() - upstreamStarted) / 1000
+        if phase == .readingBody {
+            // Answered early: stop sending the body; the connection cannot be reused, nor the downstream one.
+            closeAfterResponse = true
+            bodyDone = true
+        }
+        sendResponseHead(r)
+        phase = .streamingResponse
+        armResponseTimer()
+        pumpResponseBody(u)
+    }
+
+    private func sendResponseHead(_ r: HTTPResponseHead) {
+        guard let h = head else { return }
+        var fields = r.headers
+        ForwardedHeaders.rewriteResponse(&fields)
+        for extra in forward?.responseHeaders ?? HTTPFields() { fields.set(extra.name, extra.value) }
+        responseFraming = r.framing
+        chunkedDownstream = false
+        switch r.framing {
+        case .none:
+            break
+        case .contentLength(let n):
+            responseRemaining = n
+        case .chunked, .untilClose:
+            fields.remove("Content-Length")
+            if h.minorVersion == 1 {
+                fields.append("Transfer-Encoding", "chunked")
+                chunkedDownstream = true
+            } else {
+                closeAfterResponse = true
+            }
+        }
+        if closeAfterResponse || draining {
+            fields.set("Connection", "close")
+        } else if h.minorVersion == 0 {
+            fields.set("Connection", "keep-alive")
+        }
+        responseStatus = r.status
+        responseHeadSent = true
+        downstream.write(HTTP1Serializer.responseHead(status: r.status, reason: r.reason, headers: fields, minorVersion: 1))
+    }
+
+    private func pumpResponseBody(_ u: UpstreamConnection) {
+        var consumed = 0
+        var done = false
+        do {
+            try u.connection.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
+                switch responseFraming {
+                case .none:
+                    done = true
+                case .contentLength:
+                    let take = Int(min(UInt64(buf.count), responseRemaining))
+                    if take > 0 { sendResponseData(buf[0..<take]) }
+                    responseRemaining -= UInt64(take)
+                    consumed = take
+                    done = responseRemaining == 0
+                case .untilClose:
+                    if buf.count > 0 { sendResponseData(buf[0..<buf.count]) }
+                    consumed = buf.count
+                case .chunked:
+                    var pos = 0
+                    loop: while true {
+                        switch try responseDecoder.next(buf, from: pos) {
+                        case .data(let r):
+                            sendResponseData(buf[r])
+                            pos = r.upperBound
+                        case .needMore(let c):
+                            pos = c
+                            break loop
+                        case .end(let e):
+                            pos = e
+                            done = true
+                            break loop
+                        }
+                    }
+                    consumed = pos
+                }
+            }
+        } catch {
+            u.connection.inbound.consume(min(consumed, u.connection.inbound.readableBytes))
+            abortExchange(status: nil, code: "upstream_bad_response")
+            return
+        }
+        u.connection.inbound.consume(min(consumed, u.connection.inbound.readableBytes))
+        if done {
+            responseComplete(upstreamReusable: !closeAfterResponseUpstream && u.connection.inbound.isEmpty)
+        } else if downstream.outboundBytes > limits.highWaterMark {
+            u.connection.pauseReading()  // resumed when the client drains
+        }
+    }
+
+    private var closeAfterResponseUpstream: Bool {
+        guard let r = response else { return true }
+        if case .untilClose = responseFraming { return true }
+        return !r.keepAlive || !bodyDone
+    }
+
+    private func sendResponseData(_ data: Slice<UnsafeRawBufferPointer>) {
+        responseBytes += data.count
+        if chunkedDownstream {
+            downstream.write(HTTP1Serializer.chunk(ArraySlice(data)))
+        } else {
+            downstream.write(Array(data))
+        }
+    }
+
+    private func responseComplete(upstreamReusable: Bool) {
+        if chunkedDownstream { downstream.write(HTTP1Serializer.lastChunk) }
+        if let u = upstream {
+            u.endExchange()
+            u.pool.release(u, reusable: upstreamReusable)
+            upstream = nil
+        }
+        finishExchange()
+    }
+
+    /// The upstream connection ended (EOF, error or close) during an exchange.
+    private func upstreamDidEnd(error: Socket.Error?) {
+        guard let u = upstream else { return }
+        if response != nil, case .untilClose = responseFraming, phase == .streamingResponse {
+            // Close-delimited body: the end of the connection is the end of the body.
+            pumpResponseBody(u)
+            responseComplete(upstreamReusable: false)
+            return
+        }
+        upstream = nil
+        u.endExchange()
+        u.pool.release(u, reusable: false)
+        if response == nil {
+            // Nothing came back. An idempotent request without a body, sent on a reused connection that
+            // the upstream had already given up on, is retried once on a fresh one.
+            if let h = head, !retried, u.requestsServed > 1, h.framing == .none,
+                ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].contains(h.method)
+            {
+                retried = true
+                acquireUpstream(fresh: true)
+                return
+            }
+            abortExchange(status: 502, code: "upstream_closed")
+        } else {
+            abortExchange(status: nil, code: "upstream_closed")
+        }
+    }
+
+    // MARK: - Ending exchanges
+
+    private func writeLocal(_ r: LocalResponse) {
+        guard let h = head else {
+            respondAndClose(r)
+            return
+        }
+        var fields = r.headers
+        let isHead = h.method == "HEAD"
+        fields.set("Content-Length", String(r.body.count))
+        if closeAfterResponse || draining { fields.set("Connection", "close") }
+        responseStatus = r.status
+        responseHeadSent = true
+        downstream.write(HTTP1Serializer.responseHead(status: r.status, headers: fields))
+        if !isHead && r.status != 204 && r.status != 304 {
+            downstream.write(r.body)
+            responseBytes += r.body.count
+        }
+        finishExchange()
+    }
+
+    /// Answers (when nothing was sent yet) and closes: for parse errors, limits and broken exchanges.
+    private func respondAndClose(_ r: LocalResponse) {
+        closeAfterResponse = true
+        var fields = r.headers
+        fields.set("Content-Length", String(r.body.count))
+        fields.set("Connection", "close")
+        responseStatus = r.status
+        responseHeadSent = true
+        downstream.write(HTTP1Serializer.responseHead(status: r.status, headers: fields))
+        downstream.write(r.body)
+        responseBytes += r.body.count
+        finishExchange()
+    }
+
+    /// Something broke mid-exchange. Before the response head: answer `status` (if any) and close.
+    /// After it: the client's response is cut short, so the connection is closed without more.
+    private func abortExchange(status: Int?, code: String) {
+        guard phase != .closed else { return }
+        if let u = upstream {
+            u.endExchange()
+            u.pool.release(u, reusable: false)
+            upstream = nil
+        }
+        if !responseHeadSent, let status {
+            respondAndClose(LocalResponse.error(status, code))
+            return
+        }
+        logExchange(error: code)
+        cancelTimer()
+        phase = .closed
+        downstream.close()
+    }
+
+    private func finishExchange() {
+        logExchange(error: nil)
+        head = nil
+        forward = nil
+        bufferedHandler = nil
+        buffered = []
+        cancelTimer()
+        if closeAfterResponse || draining {
+            phase = .closed
+            downstream.pauseReading()
+            downstream.closeAfterWriting()
+            return
+        }
+        phase = .awaitingHead
+        closeAfterResponse = false
+        armIdleTimer()
+        downstream.resumeReading()
+        if !downstream.inbound.isEmpty { loop.enqueue { [weak self] in self?.parseHeadIfIdle() } }
+    }
+
+    private func parseHeadIfIdle() { if phase == .awaitingHead { parseHead() } }
+
+    private func logExchange(error: String?) {
+        let now = EventLoop.monotonicMillis()
+        router.exchangeDidFinish(ExchangeRecord(
+            route: routeName, method: head?.method ?? "-", target: head?.target ?? "-", status: responseStatus,
+            requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1000,
+            upstream: forward?.pool.target.name, upstreamSeconds: upstreamSeconds, peer: downstream.peer?.host ?? "-",
+            error: error, protocolName: "http1"))
+    }
+
+    // MARK: - Timers
+
+    private func cancelTimer() {
+        if let t = timer { loop.timers.cancel(t) }
+        timer = nil
+    }
+
+    private func armTimer(afterMillis ms: Int64, _ fire: @escaping () -> Void) {
+        cancelTimer()
+        timer = loop.timers.schedule(afterMillis: ms) { [weak self] in
+            self?.timer = nil
+            fire()
+        }
+    }
+
+    private func armIdleTimer() {
+        lastProgress = 0
+        armTimer(afterMillis: limits.idleTimeoutMillis) { [weak self] in
+            guard let self, self.phase == .awaitingHead else { return }
+            if self.downstream.inbound.isEmpty { self.downstream.close() } else { self.headerTimedOut() }
+        }
+    }
+
+    private func armHeaderTimer() {
+        lastProgress = EventLoop.monotonicMillis()
+        armTimer(afterMillis: limits.headerTimeoutMillis) { [weak self] in self?.headerTimedOut() }
+    }
+
+    private func headerTimedOut() {
+        guard phase == .awaitingHead else { return }
+        startExchange(nil)
+        respondAndClose(LocalResponse.error(408, "header_timeout"))
+    }
+
+    /// Fires when nothing moved for the whole timeout; progress re-arms it for the remainder.
+    private func armProgressTimer(_ timeout: Int64, onTimeout: @escaping () -> Void) {
+        lastProgress = EventLoop.monotonicMillis()
+        func arm(_ ms: Int64) {
+            armTimer(afterMillis: ms) { [weak self] in
+                guard let self else { return }
+                let idle = EventLoop.monotonicMillis() - self.lastProgress
+                if idle >= timeout { onTimeout() } else { arm(timeout - idle) }
+            }
+        }
+        arm(timeout)
+    }
+
+    private func armBodyTimer() {
+        armProgressTimer(limits.bodyTimeoutMillis) { [weak self] in self?.abortExchange(status: 408, code: "body_timeout") }
+    }
+
+    private func armResponseTimer() {
+        let t = forward?.pool.target.responseTimeoutMillis ?? 30_000
+        armProgressTimer(t) { [weak self] in self?.abortExchange(status: 504, code: "upstream_timeout") }
+    }
+}

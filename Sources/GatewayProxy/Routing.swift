@@ -1,0 +1,112 @@
+import GatewayHTTP
+import GatewayIO
+
+/// A response the gateway writes itself (errors, local endpoints, the demo upstream).
+public struct LocalResponse: Sendable {
+    public var status: Int
+    public var headers: HTTPFields
+    public var body: [UInt8]
+
+    public init(status: Int, headers: HTTPFields = HTTPFields(), body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// `{"error":"<code>", …}` with `Content-Type: application/json` (the gateway's only error shape).
+    public static func error(_ status: Int, _ code: String, extra: [(String, String)] = []) -> LocalResponse {
+        var body = "{\"error\":\"\(code)\""
+        for (k, v) in extra { body += ",\"\(k)\":\"\(v)\"" }
+        body += "}\n"
+        return LocalResponse(status: status, headers: HTTPFields([("Content-Type", "application/json")]), body: Array(body.utf8))
+    }
+
+    public static func json(_ status: Int, _ text: String, headers: HTTPFields = HTTPFields()) -> LocalResponse {
+        var h = headers
+        h.set("Content-Type", "application/json")
+        return LocalResponse(status: status, headers: h, body: Array((text + "\n").utf8))
+    }
+}
+
+/// Where a request goes: streamed to an upstream, buffered (bounded) and handed to a local handler
+/// that may answer or forward it, or answered at once.
+public enum RouteDecision {
+    case forward(Forward)
+    case buffer(maxBody: Int, routeName: String, handler: (BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)
+    case respond(routeName: String, LocalResponse)
+}
+
+public struct Forward {
+    public var routeName: String
+    public var pool: UpstreamPool
+    public var maxBody: Int
+    /// Applied to the upstream request's fields after the proxy's own rewriting (hop-by-hop removal,
+    /// X-Forwarded-*), e.g. to remove assertion headers and add the verified key id.
+    public var editHeaders: ((inout HTTPFields) -> Void)?
+    /// Added to the downstream response after the upstream's fields.
+    public var responseHeaders: HTTPFields
+
+    public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: ((inout HTTPFields) -> Void)? = nil,
+                responseHeaders: HTTPFields = HTTPFields())
+    {
+        self.routeName = routeName
+        self.pool = pool
+        self.maxBody = maxBody
+        self.editHeaders = editHeaders
+        self.responseHeaders = responseHeaders
+    }
+}
+
+public struct BufferedRequest {
+    public let head: HTTPRequestHead
+    public let path: String
+    public let body: [UInt8]
+    public let peer: SocketAddress?
+}
+
+public enum BufferedOutcome {
+    case respond(LocalResponse)
+    case forward(Forward)
+}
+
+/// One finished exchange, for the access log and metrics.
+public struct ExchangeRecord: Sendable {
+    public var route: String
+    public var method: String
+    public var target: String
+    public var status: Int
+    public var requestBytes: Int
+    public var responseBytes: Int
+    public var durationSeconds: Double
+    public var upstream: String?
+    public var upstreamSeconds: Double?
+    public var peer: String
+    public var error: String?
+    public var protocolName: String
+}
+
+/// Per loop: decides each request's disposition and hears about finished exchanges.
+public protocol RequestRouter: AnyObject {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision
+    func exchangeDidFinish(_ record: ExchangeRecord)
+}
+
+/// Limits and timeouts of the downstream side.
+public struct DownstreamLimits: Sendable {
+    public var parser: HTTP1Parser.Limits
+    public var idleTimeoutMillis: Int64
+    public var headerTimeoutMillis: Int64
+    public var bodyTimeoutMillis: Int64
+    /// Buffered-but-unsent bytes above which the other side stops being read (back-pressure).
+    public var highWaterMark: Int
+
+    public init(parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
+                bodyTimeoutMillis: Int64 = 30_000, highWaterMark: Int = 256 * 1024)
+    {
+        self.parser = parser
+        self.idleTimeoutMillis = idleTimeoutMillis
+        self.headerTimeoutMillis = headerTimeoutMillis
+        self.bodyTimeoutMillis = bodyTimeoutMillis
+        self.highWaterMark = highWaterMark
+    }
+}

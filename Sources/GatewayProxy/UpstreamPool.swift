@@ -1,0 +1,244 @@
+import GatewayIO
+
+/// An upstream as the proxy uses it.
+public struct UpstreamTarget: Sendable {
+    public var name: String
+    public var address: SocketAddress
+    /// Connections per upstream and per event loop (the configured total divided among loops).
+    public var maxConnections: Int
+    public var connectTimeoutMillis: Int64
+    public var responseTimeoutMillis: Int64
+    public var idleTimeoutMillis: Int64
+    /// Requests that may wait for a free connection before new ones get 503.
+    public var maxWaiters: Int
+
+    public init(name: String, address: SocketAddress, maxConnections: Int = 64, connectTimeoutMillis: Int64 = 2000,
+                responseTimeoutMillis: Int64 = 30_000, idleTimeoutMillis: Int64 = 60_000, maxWaiters: Int = 1024)
+    {
+        self.name = name
+        self.address = address
+        self.maxConnections = max(1, maxConnections)
+        self.connectTimeoutMillis = connectTimeoutMillis
+        self.responseTimeoutMillis = responseTimeoutMillis
+        self.idleTimeoutMillis = idleTimeoutMillis
+        self.maxWaiters = maxWaiters
+    }
+}
+
+public enum UpstreamFailure: Error, Equatable, Sendable {
+    case connectFailed(String)
+    case connectTimeout
+    case poolExhausted
+    case closed
+
+    /// Status and JSON error code for the downstream answer.
+    public var answer: (Int, String) {
+        switch self {
+        case .connectFailed: (502, "upstream_unavailable")
+        case .connectTimeout: (504, "upstream_connect_timeout")
+        case .poolExhausted: (503, "upstream_busy")
+        case .closed: (502, "upstream_closed")
+        }
+    }
+}
+
+/// A keep-alive pool of connections to one upstream, on one loop (no locks: loops do not share
+/// pools). Bounded: at most `maxConnections` open; further requests wait in FIFO order (bounded).
+public final class UpstreamPool {
+    public let target: UpstreamTarget
+    public let loop: EventLoop
+    /// Every open or connecting connection (the pool owns them; connections only point back weakly).
+    private var members: [ObjectIdentifier: UpstreamConnection] = [:]
+    private var idle: [UpstreamConnection] = []
+    private var waiters: [(Result<UpstreamConnection, UpstreamFailure>) -> Void] = []
+    public private(set) var connectsStarted = 0
+    public var openCount: Int { members.count }
+    public var idleCount: Int { idle.count }
+    public var busyCount: Int { members.count - idle.count }
+    public var waitingCount: Int { waiters.count }
+
+    public init(target: UpstreamTarget, loop: EventLoop) {
+        self.target = target
+        self.loop = loop
+    }
+
+    /// Hands out an idle connection (most recently used first), or connects, or queues.
+    public func acquire(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
+        while let c = idle.popLast() {
+            if c.takeFromIdle() {
+                done(.success(c))
+                return
+            }
+            c.close()
+        }
+        if members.count < target.maxConnections {
+            connect(done)
+            return
+        }
+        guard waiters.count < target.maxWaiters else {
+            done(.failure(.poolExhausted))
+            return
+        }
+        waiters.append(done)
+    }
+
+    /// A fresh connection, bypassing idle ones (for the single retry of an idempotent request).
+    public func acquireFresh(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
+        if members.count < target.maxConnections {
+            connect(done)
+        } else {
+            acquire(done)
+        }
+    }
+
+    private func connect(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
+        connectsStarted += 1
+        if let u = UpstreamConnection.open(pool: self, done) { members[ObjectIdentifier(u)] = u }
+    }
+
+    /// Returns a connection after an exchange; reusable ones serve a waiter or go idle, others close.
+    func release(_ c: UpstreamConnection, reusable: Bool) {
+        guard reusable, !c.isClosed, !c.connection.peerClosed else {
+            c.close()
+            return
+        }
+        if !waiters.isEmpty {
+            let w = waiters.removeFirst()
+            w(.success(c))
+            return
+        }
+        c.enterIdle(timeoutMillis: target.idleTimeoutMillis)
+        idle.append(c)
+    }
+
+    /// Any member closed (by us, the upstream, a timer or a failed connect).
+    func memberDidClose(_ c: UpstreamConnection) {
+        members[ObjectIdentifier(c)] = nil
+        if let i = idle.firstIndex(where: { $0 === c }) { idle.remove(at: i) }
+        if !waiters.isEmpty && members.count < target.maxConnections { connect(waiters.removeFirst()) }
+    }
+
+    /// Closes idle connections (reload, drain, stop).
+    public func closeIdle() {
+        for c in idle { c.close() }
+        idle.removeAll()
+    }
+}
+
+/// One connection to an upstream. While idle it watches for the upstream closing; while in use its
+/// events go to the current exchange.
+public final class UpstreamConnection: ConnectionDelegate {
+    public let connection: Connection
+    unowned let pool: UpstreamPool
+    weak var exchange: (any ConnectionDelegate)?
+    private var idleTimer: TimerWheel.Handle?
+    private var connectTimer: TimerWheel.Handle?
+    private var onConnect: ((Result<UpstreamConnection, UpstreamFailure>) -> Void)?
+    /// Requests this connection has carried (0 = fresh: nothing can have been sent on it before).
+    public private(set) var requestsServed = 0
+    public var isClosed: Bool { connection.isClosed }
+
+    private init(connection: Connection, pool: UpstreamPool) {
+        self.connection = connection
+        self.pool = pool
+    }
+
+    /// Starts connecting; the result comes through `done` (never synchronously).
+    static func open(pool: UpstreamPool, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void)
+        -> UpstreamConnection?
+    {
+        switch Socket.connect(pool.target.address) {
+        case .failed(let e):
+            pool.loop.enqueue { done(.failure(.connectFailed(e.description))) }
+            return nil
+        case .connected(let fd), .inProgress(let fd):
+            let conn: Connection
+            do {
+                conn = try Connection(fd: fd, loop: pool.loop, peer: pool.target.address, connecting: true)
+            } catch {
+                Socket.close(fd)
+                pool.loop.enqueue { done(.failure(.connectFailed(error.description))) }
+                return nil
+            }
+            let u = UpstreamConnection(connection: conn, pool: pool)
+            conn.delegate = u
+            u.onConnect = done
+            u.connectTimer = pool.loop.timers.schedule(afterMillis: pool.target.connectTimeoutMillis) { [weak u] in
+                guard let u, let cb = u.onConnect else { return }
+                u.onConnect = nil
+                u.connection.close()
+                cb(.failure(.connectTimeout))
+            }
+            return u
+        }
+    }
+
+    func beginExchange(_ owner: any ConnectionDelegate) {
+        requestsServed += 1
+        exchange = owner
+    }
+
+    func endExchange() { exchange = nil }
+
+    func enterIdle(timeoutMillis: Int64) {
+        exchange = nil
+        idleTimer = pool.loop.timers.schedule(afterMillis: timeoutMillis) { [weak self] in
+            guard let self else { return }
+            self.idleTimer = nil
+            self.connection.close()
+        }
+    }
+
+    /// False when the connection died while idle.
+    func takeFromIdle() -> Bool {
+        if let t = idleTimer { pool.loop.timers.cancel(t) }
+        idleTimer = nil
+        return !connection.isClosed && !connection.peerClosed && connection.inbound.isEmpty
+    }
+
+    public func close() {
+        if let t = idleTimer { pool.loop.timers.cancel(t) }
+        idleTimer = nil
+        connection.close()
+    }
+
+    // MARK: ConnectionDelegate (forwarded to the exchange, or handled while idle)
+
+    public func connectionDidConnect(_ c: Connection) {
+        if let t = connectTimer { pool.loop.timers.cancel(t) }
+        connectTimer = nil
+        if let cb = onConnect {
+            onConnect = nil
+            cb(.success(self))
+        }
+    }
+
+    public func connectionDidRead(_ c: Connection) {
+        if let e = exchange {
+            e.connectionDidRead(c)
+        } else {
+            // Bytes from an idle upstream are a protocol error: drop the connection.
+            c.close()
+        }
+    }
+
+    public func connectionDidReadEOF(_ c: Connection) {
+        if let e = exchange { e.connectionDidReadEOF(c) } else { c.close() }
+    }
+
+    public func connectionDidDrain(_ c: Connection) { exchange?.connectionDidDrain(c) }
+
+    public func connectionDidClose(_ c: Connection, error: Socket.Error?) {
+        if let t = connectTimer { pool.loop.timers.cancel(t) }
+        connectTimer = nil
+        if let t = idleTimer { pool.loop.timers.cancel(t) }
+        idleTimer = nil
+        pool.memberDidClose(self)
+        if let cb = onConnect {
+            onConnect = nil
+            cb(.failure(.connectFailed(error?.description ?? "closed while connecting")))
+            return
+        }
+        exchange?.connectionDidClose(c, error: error)
+    }
+}
