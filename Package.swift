@@ -17,6 +17,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
     ],
     targets: [
         // Layer 1: C libraries through module maps (Debian -dev packages, found with pkg-config).
@@ -36,6 +37,8 @@ let package = Package(
         // Event loops (epoll under one Dispatch source each), sockets, timers. The only target that touches descriptors.
         .target(name: "GatewayIO", dependencies: ["CGatewaySystem"], swiftSettings: strict),
 
+        // gateway.yaml to a strictly validated, typed GatewayConfig (the only target that knows YAML keys).
+        .target(name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
 
         // Reverse proxying: routes, upstream pools, the HTTP/1.1 exchange between downstream and upstream.
         .target(name: "GatewayProxy", dependencies: ["GatewayIO", "GatewayHTTP", "GatewayWire"], swiftSettings: strict),
@@ -65,6 +68,7 @@ let package = Package(
         .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP"]),
         .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

@@ -135,11 +135,13 @@ public struct CBORDecoder: Sendable {
                 }
                 var entries = [(key: CBORValue, value: CBORValue)]()
                 entries.reserveCapacity(Int(count))
-                var seen = Set<CBORValue>()
+                // Small maps (every App Attest one) compare keys directly; large ones hash.
+                var seen = count > 16 ? Set<CBORValue>() : nil
                 for _ in 0..<count {
                     let keyOffset = pos
                     let k = try item(depth: depth + 1)
-                    guard seen.insert(k).inserted else {
+                    let duplicate = seen != nil ? !seen!.insert(k).inserted : entries.contains { $0.key == k }
+                    guard !duplicate else {
                         throw CBORError(offset: keyOffset, reason: "duplicate map key \(k.debugSummary)")
                     }
                     let v = try item(depth: depth + 1)

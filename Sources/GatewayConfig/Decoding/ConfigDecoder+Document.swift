@@ -1,0 +1,187 @@
+/// The top level and the small sections: workers, admin, limits, trust, attest, logging.
+extension ConfigDecoder {
+    func decodeDocument(_ root: YAMLNode?) -> GatewayConfig? {
+        guard let root else {
+            report("the configuration is empty: it needs at least listeners, upstreams and routes", at: .start)
+            return nil
+        }
+        guard let top = fields(of: root, path: "", keys: ConfigKeys.top) else { return nil }
+
+        let workers = top["workers"].flatMap { decodeWorkers($0) } ?? .auto
+        let limits = top["limits"].flatMap { decodeLimits($0, path: "limits") } ?? LimitsConfig()
+        let listeners = required("listeners", in: top).flatMap { decodeListeners($0, path: "listeners") } ?? []
+        let admin = top["admin"].flatMap { decodeAdmin($0, path: "admin") }
+        let upstreams = required("upstreams", in: top).flatMap { decodeUpstreams($0, path: "upstreams") }
+        let routes = required("routes", in: top).flatMap {
+            decodeRoutes(
+                $0,
+                path: "routes",
+                defaultMaxBody: limits.maxBody,
+                upstreamNames: upstreams.flatMap { $0.namesComplete ? $0.names : nil }
+            )
+        }
+        let apps = top["apps"].flatMap { decodeApps($0, path: "apps") } ?? []
+        let trust = top["trust"].flatMap { decodeTrust($0, path: "trust") } ?? TrustConfig()
+        let attest = top["attest"].flatMap { decodeAttest($0, path: "attest") } ?? AttestConfig()
+        let store = top["store"].flatMap { decodeStore($0, path: "store") } ?? StoreConfig()
+        let logging = top["logging"].flatMap { decodeLogging($0, path: "logging") } ?? LoggingConfig()
+
+        checkAdmin(admin, against: listeners)
+        if let firstAssertion = routes?.firstAssertionMode, apps.isEmpty,
+            top.keyPosition("apps") == nil || isEmptyList(top["apps"])
+        {
+            report(
+                "\(firstAssertion.path) is \(quoted(firstAssertion.mode.rawValue)), which needs at least one entry in apps "
+                    + "(the team and bundle ids whose devices may attest)",
+                at: firstAssertion.position
+            )
+        }
+
+        guard diagnostics.isEmpty else { return nil }
+        return GatewayConfig(
+            workers: workers,
+            listeners: listeners.map(\.config),
+            admin: admin?.config ?? AdminConfig(),
+            limits: limits,
+            upstreams: upstreams?.configs ?? [],
+            routes: routes?.configs ?? [],
+            apps: apps,
+            trust: trust,
+            attest: attest,
+            store: store,
+            logging: logging
+        )
+    }
+
+    private func isEmptyList(_ node: YAMLNode?) -> Bool {
+        if case .sequence(let items, _) = node { return items.isEmpty }
+        return false
+    }
+
+    func decodeWorkers(_ node: YAMLNode) -> Workers? {
+        let expected = "\"auto\" or a positive integer"
+        guard let scalar = scalar(node, "workers", expected: expected) else { return nil }
+        if scalar.text == "auto" { return .auto }
+        let digits = scalar.text.allSatisfy { $0.isASCII && $0.isNumber }
+        guard scalar.isPlain, digits, let count = Int(scalar.text), count >= 1 else {
+            report("workers must be \(expected), got \(quoted(scalar.text))", at: scalar.position)
+            return nil
+        }
+        guard count <= Workers.maximum else {
+            report("workers must be at most \(Workers.maximum), got \(count)", at: scalar.position)
+            return nil
+        }
+        return .count(count)
+    }
+
+    func decodeAdmin(_ node: YAMLNode, path: String) -> (config: AdminConfig, position: SourcePosition)? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.admin) else { return nil }
+        guard let addressNode = fields["address"] else { return (AdminConfig(), fields.position) }
+        guard let address = socketAddress(addressNode, fields.path("address")) else { return nil }
+        return (AdminConfig(address: address), addressNode.position)
+    }
+
+    /// The admin endpoint, configured or by default, must not take a listener's address.
+    private func checkAdmin(
+        _ admin: (config: AdminConfig, position: SourcePosition)?,
+        against listeners: [DecodedListener]
+    ) {
+        let address = admin?.config.address ?? AdminConfig().address
+        for listener in listeners where listener.config.address.conflicts(with: address) {
+            let what = listener.config.address == address ? "is also" : "overlaps"
+            if let admin {
+                report(
+                    "admin.address \(address) \(what) the address of listener \(quoted(listener.config.name)) "
+                        + "(\(listener.config.address), at \(listener.addressPosition))",
+                    at: admin.position
+                )
+            } else {
+                report(
+                    "the address \(listener.config.address) of listener \(quoted(listener.config.name)) \(what) the default "
+                        + "admin address \(address): choose another port, or set admin.address",
+                    at: listener.addressPosition
+                )
+            }
+        }
+    }
+
+    func socketAddress(_ node: YAMLNode, _ path: String) -> SocketAddressSpec? {
+        parsed(node, path, expected: "an address such as 0.0.0.0:8080", AddressSyntax.socketAddress)
+    }
+
+    func decodeLimits(_ node: YAMLNode, path: String) -> LimitsConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.limits) else { return nil }
+        var limits = LimitsConfig()
+        func read<Value>(
+            _ key: String,
+            _ keyPath: WritableKeyPath<LimitsConfig, Value>,
+            _ decode: (YAMLNode, String) -> Value?
+        ) {
+            guard let node = fields[key], let value = decode(node, fields.path(key)) else { return }
+            limits[keyPath: keyPath] = value
+        }
+        read("max_request_line", \.maxRequestLine) { size($0, $1, minimum: 16) }
+        read("max_header_bytes", \.maxHeaderBytes) { size($0, $1, minimum: 64) }
+        read("max_header_count", \.maxHeaderCount) { int($0, $1, in: 1...10_000) }
+        read("max_body", \.maxBody) { size($0, $1, minimum: 0) }
+        read("idle_timeout", \.idleTimeout) { duration($0, $1) }
+        read("header_timeout", \.headerTimeout) { duration($0, $1) }
+        read("body_timeout", \.bodyTimeout) { duration($0, $1) }
+        read("drain_timeout", \.drainTimeout) { duration($0, $1, allowZero: true) }
+        read("max_connections", \.maxConnections) { int($0, $1, in: 1...1_000_000) }
+        return limits
+    }
+
+    func decodeTrust(_ node: YAMLNode, path: String) -> TrustConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.trust) else { return nil }
+        guard let rootsNode = fields["extra_roots"] else { return TrustConfig() }
+        guard let items = list(rootsNode, fields.path("extra_roots")) else { return nil }
+        let roots = items.enumerated().compactMap { filePath($1, Self.element(fields.path("extra_roots"), $0)) }
+        return roots.count == items.count ? TrustConfig(extraRoots: roots) : nil
+    }
+
+    func decodeAttest(_ node: YAMLNode, path: String) -> AttestConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.attest) else { return nil }
+        var attest = AttestConfig()
+        if let node = fields["challenge_path"], let value = urlPath(node, fields.path("challenge_path")) {
+            attest.challengePath = value
+        }
+        if let node = fields["register_path"], let value = urlPath(node, fields.path("register_path")) {
+            attest.registerPath = value
+        }
+        if attest.challengePath == attest.registerPath, let node = fields["register_path"] ?? fields["challenge_path"] {
+            report(
+                "attest.challenge_path and attest.register_path must differ, both are \(quoted(attest.registerPath))",
+                at: node.position
+            )
+        }
+        if let node = fields["challenge_ttl"],
+            let value = duration(node, fields.path("challenge_ttl"), maximum: AttestConfig.maximumChallengeTTL)
+        {
+            attest.challengeTTL = value
+        }
+        if let node = fields["verified_key_header"], let value = string(node, fields.path("verified_key_header")) {
+            if TokenSyntax.isToken(value) {
+                attest.verifiedKeyHeader = value
+            } else {
+                report(
+                    "\(fields.path("verified_key_header")) must be a header name such as X-App-Attest-Verified-Key-Id, got \(quoted(value))",
+                    at: node.position
+                )
+            }
+        }
+        return attest
+    }
+
+    func decodeLogging(_ node: YAMLNode, path: String) -> LoggingConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.logging) else { return nil }
+        var logging = LoggingConfig()
+        if let node = fields["level"], let value = choice(node, fields.path("level"), as: LoggingConfig.Level.self) {
+            logging.level = value
+        }
+        if let node = fields["access_log"], let value = bool(node, fields.path("access_log")) {
+            logging.accessLog = value
+        }
+        return logging
+    }
+}

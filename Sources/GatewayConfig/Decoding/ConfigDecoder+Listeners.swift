@@ -1,0 +1,119 @@
+struct DecodedListener {
+    let config: ListenerConfig
+    let addressPosition: SourcePosition
+}
+
+/// `listeners`: at least one, unique names, addresses that can all be bound together.
+extension ConfigDecoder {
+    func decodeListeners(_ node: YAMLNode, path: String) -> [DecodedListener]? {
+        guard let items = list(node, path, nonEmpty: true) else { return nil }
+        var listeners: [DecodedListener] = []
+        var names: [(name: String, position: SourcePosition)] = []
+        for (index, item) in items.enumerated() {
+            let itemPath = Self.element(path, index)
+            guard let fields = fields(of: item, path: itemPath, keys: ConfigKeys.listener) else { continue }
+            let nameNode = required("name", in: fields)
+            let name = nameNode.flatMap { self.name($0, fields.path("name")) }
+            if let name, let nameNode { names.append((name, nameNode.position)) }
+            let addressNode = required("address", in: fields)
+            let address = addressNode.flatMap { socketAddress($0, fields.path("address")) }
+            var protocols: Set<ListenerProtocol>? = [.http1]
+            if let node = fields["protocols"] {
+                protocols = choiceSet(node, fields.path("protocols"), as: ListenerProtocol.self)
+            }
+            let tlsNode = fields["tls"]
+            let tls = tlsNode.flatMap { decodeListenerTLS($0, path: fields.path("tls")) }
+            guard let name, let address, let addressNode, let protocols, tlsNode == nil || tls != nil else { continue }
+            let config = ListenerConfig(name: name, address: address, protocols: protocols, tls: tls)
+            listeners.append(DecodedListener(config: config, addressPosition: addressNode.position))
+        }
+        checkUnique(names, what: "listener name")
+        checkAddresses(listeners)
+        return listeners
+    }
+
+    private func checkAddresses(_ listeners: [DecodedListener]) {
+        for (index, listener) in listeners.enumerated() {
+            let earlier = listeners[..<index].first { $0.config.address.conflicts(with: listener.config.address) }
+            guard let earlier else { continue }
+            let what = earlier.config.address == listener.config.address ? "is also used by" : "overlaps the address of"
+            report(
+                "address \(listener.config.address) of listener \(quoted(listener.config.name)) \(what) listener "
+                    + "\(quoted(earlier.config.name)) (\(earlier.config.address), at \(earlier.addressPosition))",
+                at: listener.addressPosition
+            )
+        }
+    }
+
+    /// `{certificate, private_key}` or `{certificates: [{certificate, private_key, server_names}]}`.
+    func decodeListenerTLS(_ node: YAMLNode, path: String) -> TLSConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.listenerTLS) else { return nil }
+        let single = fields["certificate"] != nil || fields["private_key"] != nil
+        if single && fields["certificates"] != nil {
+            report(
+                "\(path) must have either certificate and private_key, or certificates, not both",
+                at: fields.keyPosition("certificates") ?? fields.position
+            )
+            return nil
+        }
+        if let listNode = fields["certificates"] {
+            return decodeCertificateList(listNode, path: fields.path("certificates"))
+        }
+        guard single else {
+            report("\(path) needs certificate and private_key (or a certificates list for SNI)", at: fields.position)
+            return nil
+        }
+        let certificate = required("certificate", in: fields).flatMap { filePath($0, fields.path("certificate")) }
+        let key = required("private_key", in: fields).flatMap { filePath($0, fields.path("private_key")) }
+        guard let certificate, let key else { return nil }
+        return TLSConfig(certificates: [TLSConfig.Certificate(certificatePath: certificate, privateKeyPath: key)])
+    }
+
+    private func decodeCertificateList(_ node: YAMLNode, path: String) -> TLSConfig? {
+        guard let items = list(node, path, nonEmpty: true) else { return nil }
+        var certificates: [TLSConfig.Certificate] = []
+        var serverNames: [(name: String, position: SourcePosition)] = []
+        var valid = true
+        for (index, item) in items.enumerated() {
+            let itemPath = Self.element(path, index)
+            guard let fields = fields(of: item, path: itemPath, keys: ConfigKeys.listenerCertificate) else {
+                valid = false
+                continue
+            }
+            let certificate = required("certificate", in: fields).flatMap { filePath($0, fields.path("certificate")) }
+            let key = required("private_key", in: fields).flatMap { filePath($0, fields.path("private_key")) }
+            var names: [String] = []
+            if let namesNode = fields["server_names"] {
+                let namesPath = fields.path("server_names")
+                if let nameItems = list(namesNode, namesPath, nonEmpty: true) {
+                    for (nameIndex, nameNode) in nameItems.enumerated() {
+                        guard let name = hostname(nameNode, Self.element(namesPath, nameIndex), allowWildcard: true)
+                        else {
+                            valid = false
+                            continue
+                        }
+                        names.append(name)
+                        serverNames.append((name, nameNode.position))
+                    }
+                } else {
+                    valid = false
+                }
+            } else if index > 0 {
+                report(
+                    "\(itemPath) needs server_names: only the first certificate is used when no server name matches",
+                    at: fields.position
+                )
+                valid = false
+            }
+            guard let certificate, let key else {
+                valid = false
+                continue
+            }
+            certificates.append(
+                TLSConfig.Certificate(certificatePath: certificate, privateKeyPath: key, serverNames: names)
+            )
+        }
+        checkUnique(serverNames, what: "server name")
+        return valid ? TLSConfig(certificates: certificates) : nil
+    }
+}

@@ -1,0 +1,168 @@
+struct DecodedRoutes {
+    var configs: [RouteConfig] = []
+    /// The first route that verifies assertions (mode enforce or shadow), which needs `apps`.
+    var firstAssertionMode: (path: String, mode: AssertionPolicy.Mode, position: SourcePosition)?
+}
+
+/// `routes`: at least one, unique names, each naming an existing upstream.
+extension ConfigDecoder {
+    func decodeRoutes(_ node: YAMLNode, path: String, defaultMaxBody: Int, upstreamNames: Set<String>?)
+        -> DecodedRoutes?
+    {
+        guard let items = list(node, path, nonEmpty: true) else { return nil }
+        var decoded = DecodedRoutes()
+        var names: [(name: String, position: SourcePosition)] = []
+        for (index, item) in items.enumerated() {
+            let itemPath = Self.element(path, index)
+            guard let fields = fields(of: item, path: itemPath, keys: ConfigKeys.route) else { continue }
+            let nameNode = required("name", in: fields)
+            let name = nameNode.flatMap { self.name($0, fields.path("name")) }
+            if let name, let nameNode { names.append((name, nameNode.position)) }
+            let match = required("match", in: fields).flatMap { decodeMatch($0, path: fields.path("match")) }
+            let upstream = required("upstream", in: fields).flatMap {
+                decodeUpstreamReference($0, fields.path("upstream"), upstreamNames)
+            }
+            let maxBodyNode = fields["max_body"]
+            let maxBody = maxBodyNode.flatMap { size($0, fields.path("max_body"), minimum: 0) }
+            var assertion: AssertionPolicy? = .off
+            if let assertionNode = fields["assertion"] {
+                let decodedAssertion = decodeAssertion(assertionNode, path: fields.path("assertion"))
+                assertion = decodedAssertion?.policy
+                if let decodedAssertion, decodedAssertion.policy.mode != .off, decoded.firstAssertionMode == nil {
+                    let modePath = ConfigDecoder.child(fields.path("assertion"), "mode")
+                    decoded.firstAssertionMode = (modePath, decodedAssertion.policy.mode, decodedAssertion.modePosition)
+                }
+            }
+            guard let name, let match, let upstream, maxBodyNode == nil || maxBody != nil, let assertion else {
+                continue
+            }
+            decoded.configs.append(
+                RouteConfig(
+                    name: name,
+                    match: match,
+                    upstream: upstream,
+                    maxBody: maxBody ?? defaultMaxBody,
+                    assertion: assertion
+                )
+            )
+        }
+        checkUnique(names, what: "route name")
+        return decoded
+    }
+
+    private func decodeUpstreamReference(_ node: YAMLNode, _ path: String, _ upstreamNames: Set<String>?) -> String? {
+        guard let name = string(node, path) else { return nil }
+        guard let upstreamNames, !upstreamNames.contains(name) else { return name }
+        let hint = Suggestion.clause(for: name, in: upstreamNames.sorted())
+        let known: String
+        switch upstreamNames.count {
+        case 0: known = ""
+        case 1: known = "; the only upstream is \(Self.list(upstreamNames.sorted()))"
+        default: known = "; the upstreams are \(Self.list(upstreamNames.sorted(), conjunction: "and"))"
+        }
+        report("\(path) names \(quoted(name)), which is not an upstream\(hint)\(known)", at: node.position)
+        return nil
+    }
+
+    func decodeMatch(_ node: YAMLNode, path: String) -> RouteMatch? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.routeMatch) else { return nil }
+        var valid = true
+        var methods: [String] = []
+        if let methodsNode = fields["methods"] {
+            if let decoded = decodeMethods(methodsNode, path: fields.path("methods")) {
+                methods = decoded
+            } else {
+                valid = false
+            }
+        }
+        var host: String?
+        if let hostNode = fields["host"] {
+            host = hostname(hostNode, fields.path("host"))
+            if host == nil { valid = false }
+        }
+        let pathMatch: RouteMatch.Path?
+        switch (fields["path_prefix"], fields["path"]) {
+        case (let prefixNode?, nil):
+            pathMatch = urlPath(prefixNode, fields.path("path_prefix")).map { .prefix($0) }
+        case (nil, let exactNode?):
+            pathMatch = urlPath(exactNode, fields.path("path")).map { .exact($0) }
+        case (_?, _?):
+            report(
+                "\(path) must have either path_prefix or path, not both",
+                at: fields.keyPosition("path") ?? fields.position
+            )
+            pathMatch = nil
+        case (nil, nil):
+            if fields.keyPosition("path_prefix") == nil && fields.keyPosition("path") == nil {
+                report("\(path) needs path_prefix (e.g. path_prefix: /) or path", at: fields.position)
+            }
+            pathMatch = nil
+        }
+        guard valid, let pathMatch else { return nil }
+        return RouteMatch(methods: methods, path: pathMatch, host: host)
+    }
+
+    /// Uppercase HTTP method tokens, each once.
+    private func decodeMethods(_ node: YAMLNode, path: String) -> [String]? {
+        guard let items = list(node, path, nonEmpty: true) else { return nil }
+        var methods: [String] = []
+        var valid = true
+        for (index, item) in items.enumerated() {
+            let itemPath = Self.element(path, index)
+            guard let method = string(item, itemPath) else {
+                valid = false
+                continue
+            }
+            guard TokenSyntax.isToken(method), method == method.uppercased() else {
+                let hint = TokenSyntax.isToken(method) ? " (did you mean \(quoted(method.uppercased()))?)" : ""
+                report(
+                    "\(itemPath) must be an uppercase HTTP method such as GET or POST, got \(quoted(method))\(hint)",
+                    at: item.position
+                )
+                valid = false
+                continue
+            }
+            if methods.contains(method) {
+                report("\(path) lists \(quoted(method)) more than once", at: item.position)
+                valid = false
+                continue
+            }
+            methods.append(method)
+        }
+        return valid ? methods : nil
+    }
+
+    func decodeAssertion(_ node: YAMLNode, path: String) -> (policy: AssertionPolicy, modePosition: SourcePosition)? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.assertion) else { return nil }
+        let modeNode = required("mode", in: fields)
+        let mode = modeNode.flatMap { choice($0, fields.path("mode"), as: AssertionPolicy.Mode.self) }
+        var policy = AssertionPolicy(mode: mode ?? .off)
+        var valid = mode != nil
+        func read<Value>(
+            _ key: String,
+            _ keyPath: WritableKeyPath<AssertionPolicy, Value>,
+            _ decode: (YAMLNode, String) -> Value?
+        ) {
+            guard let node = fields[key] else { return }
+            guard let value = decode(node, fields.path(key)) else {
+                valid = false
+                return
+            }
+            policy[keyPath: keyPath] = value
+        }
+        read("bind", \.bind) { choice($0, $1, as: AssertionPolicy.Binding.self) }
+        read("challenge", \.challenge) { choice($0, $1, as: AssertionPolicy.Challenge.self) }
+        read("rollout", \.rollout) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
+        read("on_store_error", \.onStoreError) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
+        if policy.bind == .request, policy.challenge != .required, let challengeNode = fields["challenge"] {
+            report(
+                "\(fields.path("challenge")) must be \"required\" when bind is \"request\" (the challenge is what makes "
+                    + "a request assertion fresh); \"optional\" and \"off\" only apply to bind: body",
+                at: challengeNode.position
+            )
+            valid = false
+        }
+        guard valid, let modeNode else { return nil }
+        return (policy, modeNode.position)
+    }
+}

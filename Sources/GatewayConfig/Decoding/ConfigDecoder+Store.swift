@@ -1,0 +1,83 @@
+/// `store`: `kind: memory` (shards, snapshots) or `kind: redis` (url, timeout, replicas).
+extension ConfigDecoder {
+    private enum StoreKind: String, CaseIterable {
+        case memory
+        case redis
+    }
+
+    func decodeStore(_ node: YAMLNode, path: String) -> StoreConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.store) else { return nil }
+        let kindNode = fields["kind"]
+        let kind = kindNode.map { choice($0, fields.path("kind"), as: StoreKind.self) } ?? .memory
+        guard let kind else { return nil }
+        let allowed = kind == .memory ? ConfigKeys.memoryStore : ConfigKeys.redisStore
+        var valid = true
+        for key in ConfigKeys.store where !allowed.contains(key) && fields[key] != nil {
+            let position = fields.keyPosition(key) ?? fields.position
+            report(
+                "\(fields.path(key)) applies only to kind \(quoted(kind == .memory ? "redis" : "memory")); this store is \(quoted(kind.rawValue))",
+                at: position
+            )
+            valid = false
+        }
+        switch kind {
+        case .memory:
+            let memory = decodeMemoryStore(fields)
+            return valid ? memory.map { StoreConfig(backend: .memory($0)) } : nil
+        case .redis:
+            let redis = decodeRedisStore(fields)
+            return valid ? redis.map { StoreConfig(backend: .redis($0)) } : nil
+        }
+    }
+
+    private func decodeMemoryStore(_ fields: MappingFields) -> StoreConfig.Memory? {
+        var memory = StoreConfig.Memory()
+        var valid = true
+        if let node = fields["shards"] {
+            if let shards = int(node, fields.path("shards"), in: 1...4096) {
+                if shards & (shards - 1) == 0 {
+                    memory.shards = shards
+                } else {
+                    report(
+                        "\(fields.path("shards")) must be a power of two (1, 2, 4 … 4096), got \(shards)",
+                        at: node.position
+                    )
+                    valid = false
+                }
+            } else {
+                valid = false
+            }
+        }
+        if let node = fields["data_dir"] {
+            memory.dataDirectory = filePath(node, fields.path("data_dir"))
+            if memory.dataDirectory == nil { valid = false }
+        }
+        if let node = fields["snapshot_interval"] {
+            if let interval = duration(node, fields.path("snapshot_interval")) {
+                memory.snapshotInterval = interval
+            } else {
+                valid = false
+            }
+        }
+        return valid ? memory : nil
+    }
+
+    private func decodeRedisStore(_ fields: MappingFields) -> StoreConfig.Redis? {
+        let url = required("url", in: fields).flatMap {
+            parsed($0, fields.path("url"), expected: "a url such as redis://127.0.0.1:6379/0", AddressSyntax.redisURL)
+        }
+        var valid = url != nil
+        var redis = StoreConfig.Redis(url: url ?? RedisURL(host: ""))
+        if let node = fields["timeout"] {
+            if let timeout = duration(node, fields.path("timeout")) { redis.timeout = timeout } else { valid = false }
+        }
+        if let node = fields["wait_replicas"] {
+            if let replicas = int(node, fields.path("wait_replicas"), in: 0...100) {
+                redis.waitReplicas = replicas
+            } else {
+                valid = false
+            }
+        }
+        return valid ? redis : nil
+    }
+}

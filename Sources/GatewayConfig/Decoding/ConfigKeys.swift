@@ -1,0 +1,39 @@
+/// Every key gateway.yaml accepts, per section: the single list that decoding, unknown-key errors,
+/// suggestions and the documentation test share.
+enum ConfigKeys {
+    static let top = [
+        "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
+    ]
+    static let listener = ["name", "address", "protocols", "tls"]
+    static let listenerTLS = ["certificate", "private_key", "certificates"]
+    static let listenerCertificate = ["certificate", "private_key", "server_names"]
+    static let admin = ["address"]
+    static let limits = [
+        "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
+        "body_timeout", "drain_timeout", "max_connections",
+    ]
+    static let upstream = [
+        "name", "url", "max_connections", "connect_timeout", "response_timeout", "idle_timeout", "tls",
+    ]
+    static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
+    static let route = ["name", "match", "upstream", "max_body", "assertion"]
+    static let routeMatch = ["methods", "path_prefix", "path", "host"]
+    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error"]
+    static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
+    static let trust = ["extra_roots"]
+    static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
+    static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval"]
+    static let redisStore = ["kind", "url", "timeout", "wait_replicas"]
+    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas"]
+    static let logging = ["level", "access_log"]
+
+    /// Section name to keys, for the documentation test.
+    static let all: [(section: String, keys: [String])] = [
+        ("top level", top), ("listeners[]", listener), ("listeners[].tls", listenerTLS),
+        ("listeners[].tls.certificates[]", listenerCertificate), ("admin", admin), ("limits", limits),
+        ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("routes[]", route),
+        ("routes[].match", routeMatch),
+        ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest), ("store", store),
+        ("logging", logging),
+    ]
+}

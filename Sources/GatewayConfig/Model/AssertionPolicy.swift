@@ -1,0 +1,61 @@
+/// How a route checks App Attest assertions. A route without an `assertion` block is `.off`.
+public struct AssertionPolicy: Sendable, Equatable {
+    public enum Mode: String, Sendable, CaseIterable {
+        /// Requests without a valid assertion are rejected.
+        case enforce
+        /// Assertions are verified and counted, but failures are forwarded anyway.
+        case shadow
+        /// No verification.
+        case off
+    }
+
+    /// What the client data of an assertion covers.
+    public enum Binding: String, Sendable, CaseIterable {
+        /// The request itself (method, path, and a server challenge).
+        case request
+        /// The request body.
+        case body
+    }
+
+    /// Whether a server-issued challenge must be part of the client data. With `bind: request` it is
+    /// always `.required`; `.optional` and `.off` only make sense with `bind: body`.
+    public enum Challenge: String, Sendable, CaseIterable {
+        case required
+        case optional
+        case off
+    }
+
+    /// What to do when the key store cannot be reached.
+    public enum StoreErrorPolicy: String, Sendable, CaseIterable {
+        case failClosed = "fail_closed"
+        case failOpen = "fail_open"
+    }
+
+    /// Required in YAML when the block is present.
+    public var mode: Mode
+    /// Default `.request`.
+    public var bind: Binding
+    /// Default `.required`.
+    public var challenge: Challenge
+    /// With `.enforce`: the stable share of keys enforced; the rest are shadowed. Default 100%.
+    public var rollout: Percentage
+    /// Default `.failClosed`.
+    public var onStoreError: StoreErrorPolicy
+
+    public init(
+        mode: Mode,
+        bind: Binding = .request,
+        challenge: Challenge = .required,
+        rollout: Percentage = .hundred,
+        onStoreError: StoreErrorPolicy = .failClosed
+    ) {
+        self.mode = mode
+        self.bind = bind
+        self.challenge = challenge
+        self.rollout = rollout
+        self.onStoreError = onStoreError
+    }
+
+    /// The policy of a route without an `assertion` block.
+    public static let off = AssertionPolicy(mode: .off)
+}

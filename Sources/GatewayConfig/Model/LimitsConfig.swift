@@ -1,0 +1,43 @@
+/// Downstream limits and timeouts, shared by every listener. Sizes are bytes.
+public struct LimitsConfig: Sendable, Equatable {
+    /// Longest request line (method, target, version). Default 8KiB.
+    public var maxRequestLine: Int
+    /// Largest header block. Default 32KiB.
+    public var maxHeaderBytes: Int
+    /// Most header fields in one request. Default 100.
+    public var maxHeaderCount: Int
+    /// Largest request body unless a route overrides it. Default 10MiB.
+    public var maxBody: Int
+    /// Keep-alive idle time before the gateway closes a downstream connection. Default 60s.
+    public var idleTimeout: Duration
+    /// Time allowed to receive a whole request head. Default 10s.
+    public var headerTimeout: Duration
+    /// Time allowed between body bytes. Default 30s.
+    public var bodyTimeout: Duration
+    /// Graceful-stop deadline for in-flight requests. Default 30s.
+    public var drainTimeout: Duration
+    /// Open downstream connections per process. Default 10000.
+    public var maxConnections: Int
+
+    public init(
+        maxRequestLine: Int = 8 << 10,
+        maxHeaderBytes: Int = 32 << 10,
+        maxHeaderCount: Int = 100,
+        maxBody: Int = 10 << 20,
+        idleTimeout: Duration = .seconds(60),
+        headerTimeout: Duration = .seconds(10),
+        bodyTimeout: Duration = .seconds(30),
+        drainTimeout: Duration = .seconds(30),
+        maxConnections: Int = 10_000
+    ) {
+        self.maxRequestLine = maxRequestLine
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxHeaderCount = maxHeaderCount
+        self.maxBody = maxBody
+        self.idleTimeout = idleTimeout
+        self.headerTimeout = headerTimeout
+        self.bodyTimeout = bodyTimeout
+        self.drainTimeout = drainTimeout
+        self.maxConnections = maxConnections
+    }
+}

@@ -1,0 +1,73 @@
+/// Where attested keys, counters and challenges are kept: in process memory or in Redis.
+public struct StoreConfig: Sendable, Equatable {
+    public enum Backend: Sendable, Equatable {
+        case memory(Memory)
+        case redis(Redis)
+    }
+
+    /// `kind: memory`: sharded in-process records, optionally snapshotted to disk.
+    public struct Memory: Sendable, Equatable {
+        /// A power of two from 1 to 4096. Default 64.
+        public var shards: Int
+        /// Snapshot directory, resolved against the config file's directory. nil (default): no snapshots.
+        public var dataDirectory: String?
+        /// How often a snapshot is written when `dataDirectory` is set. Default 30s.
+        public var snapshotInterval: Duration
+
+        public init(shards: Int = 64, dataDirectory: String? = nil, snapshotInterval: Duration = .seconds(30)) {
+            self.shards = shards
+            self.dataDirectory = dataDirectory
+            self.snapshotInterval = snapshotInterval
+        }
+    }
+
+    /// `kind: redis`.
+    public struct Redis: Sendable, Equatable {
+        public var url: RedisURL
+        /// Per-command timeout. Default 1s.
+        public var timeout: Duration
+        /// Replicas that must acknowledge a write (`WAIT`) before it counts. Default 0.
+        public var waitReplicas: Int
+
+        public init(url: RedisURL, timeout: Duration = .seconds(1), waitReplicas: Int = 0) {
+            self.url = url
+            self.timeout = timeout
+            self.waitReplicas = waitReplicas
+        }
+    }
+
+    public var backend: Backend
+
+    /// Default: `.memory(Memory())`.
+    public init(backend: Backend = .memory(Memory())) {
+        self.backend = backend
+    }
+
+    /// The YAML `kind`: `memory` or `redis`.
+    public var kind: String {
+        switch backend {
+        case .memory: "memory"
+        case .redis: "redis"
+        }
+    }
+}
+
+/// `redis://host[:port][/db]`.
+public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    /// Default 6379.
+    public var port: UInt16
+    /// Default 0.
+    public var database: Int
+
+    public init(host: String, port: UInt16 = 6379, database: Int = 0) {
+        self.host = host
+        self.port = port
+        self.database = database
+    }
+
+    public var description: String {
+        let shownHost = host.contains(":") ? "[\(host)]" : host
+        return "redis://\(shownHost):\(port)/\(database)"
+    }
+}
