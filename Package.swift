@@ -43,6 +43,13 @@ let package = Package(
         // Reverse proxying: routes, upstream pools, the HTTP/1.1 exchange between downstream and upstream.
         .target(name: "GatewayProxy", dependencies: ["GatewayIO", "GatewayHTTP", "GatewayWire"], swiftSettings: strict),
 
+        // The composition root: config compiled into loops, listeners, routers and pools; admin, reload, drain.
+        .target(
+            name: "Gateway",
+            dependencies: ["GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire"],
+            swiftSettings: strict
+        ),
+
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
@@ -56,7 +63,7 @@ let package = Package(
         .executableTarget(
             name: "gatewayd",
             dependencies: [
-                "AppAttest", "GatewayWire", "GatewayCrypto",
+                "Gateway", "GatewayConfig", "AppAttest", "GatewayWire", "GatewayCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -75,6 +82,7 @@ let package = Package(
             dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"],
             exclude: ["Vectors"]
         ),
+        .testTarget(name: "IntegrationTests", dependencies: ["GatewayTestSupport"]),
         .testTarget(
             name: "CLITests",
             dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]

@@ -8,6 +8,7 @@ packages=(
   libnghttp2-dev   # nghttp2: HTTP/2 (module CGatewayNGHTTP2)
   pkg-config       # how SwiftPM finds both
   openssl          # the openssl CLI, used by tests that cross-check certificates
+  curl             # the HTTP client of the integration tests
 )
 
 missing=()

@@ -1,19 +1,15 @@
 #!/usr/bin/env bash
-# Quick start: builds gatewayd and runs it on the shipped sample (Apple's own documentation
-# attestation, verified at an instant inside its certificate's validity). Extra arguments are
-# passed to gatewayd instead, e.g.: scripts/run.sh verify-assertion --help
+# Quick start: builds gatewayd and serves the shipped gateway.yaml (listener 0.0.0.0:8080, admin
+# 127.0.0.1:9090, the in-process demo upstream; nothing else to install). Try, from another shell:
+#   curl -i http://127.0.0.1:8080/hello
+#   curl http://127.0.0.1:9090/readyz
+# Ctrl-C drains and stops. Extra arguments go to gatewayd instead, e.g.:
+#   scripts/run.sh check --config gateway.yaml
+#   scripts/run.sh verify-attestation --help
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --product gatewayd >&2
 bin="$(swift build --show-bin-path)/gatewayd"
 if [ $# -gt 0 ]; then exec "$bin" "$@"; fi
-sample=samples/apple-documentation-sample
-echo "+ gatewayd verify-attestation (Apple's documentation sample)" >&2
-exec "$bin" verify-attestation \
-  --app-id "$(cat $sample/app-id.txt)" \
-  --key-id @$sample/key-id.b64 \
-  --attestation @$sample/attestation.b64 \
-  --client-data-hash @$sample/client-data-hash.b64 \
-  --environment production \
-  --at "$(cat $sample/verified-at.txt)"
+exec "$bin" run --config gateway.yaml

@@ -89,3 +89,30 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
 
     public static func == (a: SocketAddress, b: SocketAddress) -> Bool { a.description == b.description }
 }
+
+extension SocketAddress {
+    /// Resolves a host name (or numeric address) to its first TCP address, IPv4 preferred.
+    /// Blocking: for configuration time only, never on a loop.
+    public static func resolve(host: String, port: UInt16) throws(ParseError) -> SocketAddress {
+        if let numeric = try? SocketAddress(host: host == "localhost" ? "127.0.0.1" : host, port: port) { return numeric }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var res: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &res) == 0, let first = res else {
+            throw .invalid("cannot resolve host \"\(host)\"")
+        }
+        defer { freeaddrinfo(first) }
+        var best: UnsafeMutablePointer<addrinfo>? = nil
+        var p: UnsafeMutablePointer<addrinfo>? = first
+        while let cur = p {
+            if cur.pointee.ai_family == AF_INET { best = cur; break }
+            if best == nil { best = cur }
+            p = cur.pointee.ai_next
+        }
+        guard let b = best, let sa = b.pointee.ai_addr else { throw .invalid("cannot resolve host \"\(host)\"") }
+        var ss = sockaddr_storage()
+        withUnsafeMutableBytes(of: &ss) { dst in dst.copyMemory(from: UnsafeRawBufferPointer(start: sa, count: Int(b.pointee.ai_addrlen))) }
+        return SocketAddress(storage: ss, length: b.pointee.ai_addrlen)
+    }
+}

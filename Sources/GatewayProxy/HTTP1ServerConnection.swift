@@ -1,3 +1,4 @@
+import Dispatch
 import GatewayHTTP
 import GatewayIO
 
@@ -34,7 +35,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     // The current exchange.
     private var head: HTTPRequestHead?
     private var routeName = "-"
-    private var started: Int64 = 0
+    private var started: UInt64 = 0
     private var requestBodyBytes = 0
     private var responseBytes = 0
     private var responseStatus = 0
@@ -51,7 +52,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     // The upstream side of the current exchange.
     private var forward: Forward?
     private var upstream: UpstreamConnection?
-    private var upstreamStarted: Int64 = 0
+    private var upstreamStarted: UInt64 = 0
     private var upstreamSeconds: Double?
     private var retried = false
     private var response: HTTPResponseHead?
@@ -130,9 +131,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                 }
                 if head != nil && phase != .awaitingHead { logExchange(error: "client_closed") }
                 phase = .closed
-                onClose?()
-                onClose = nil
             }
+            // Exactly once, however the connection ended (including after our own close).
+            onClose?()
+            onClose = nil
         } else {
             upstreamDidEnd(error: error)
         }
@@ -185,7 +187,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func startExchange(_ h: HTTPRequestHead?) {
         cancelTimer()
         head = h
-        started = EventLoop.monotonicMillis()
+        started = DispatchTime.now().uptimeNanoseconds
         routeName = "-"
         requestBodyBytes = 0
         responseBytes = 0
@@ -397,7 +399,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         cancelTimer()
         upstream = u
         u.beginExchange(self)
-        upstreamStarted = EventLoop.monotonicMillis()
+        upstreamStarted = DispatchTime.now().uptimeNanoseconds
         var fields = h.headers
         ForwardedHeaders.rewriteRequest(&fields, peer: downstream.peer, proto: scheme, host: h.headers["Host"])
         fields.remove("Expect")
@@ -480,7 +482,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             break
         }
         guard let r = response else { return }
-        upstreamSeconds = Double(EventLoop.monotonicMillis() - upstreamStarted) / 1000
+        upstreamSeconds = Double(DispatchTime.now().uptimeNanoseconds - upstreamStarted) / 1e9
         if phase == .readingBody {
             // Answered early: stop sending the body; the connection cannot be reused, nor the downstream one.
             closeAfterResponse = true
@@ -702,10 +704,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func parseHeadIfIdle() { if phase == .awaitingHead { parseHead() } }
 
     private func logExchange(error: String?) {
-        let now = EventLoop.monotonicMillis()
+        let now = DispatchTime.now().uptimeNanoseconds
         router.exchangeDidFinish(ExchangeRecord(
             route: routeName, method: head?.method ?? "-", target: head?.target ?? "-", status: responseStatus,
-            requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1000,
+            requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: forward?.pool.target.name, upstreamSeconds: upstreamSeconds, peer: downstream.peer?.host ?? "-",
             error: error, protocolName: "http1"))
     }

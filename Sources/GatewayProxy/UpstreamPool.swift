@@ -96,9 +96,17 @@ public final class UpstreamPool {
         if let u = UpstreamConnection.open(pool: self, done) { members[ObjectIdentifier(u)] = u }
     }
 
+    /// A retired pool (replaced by a reload) keeps no idle connections and closes released ones.
+    public private(set) var isRetired = false
+
+    public func retire() {
+        isRetired = true
+        closeIdle()
+    }
+
     /// Returns a connection after an exchange; reusable ones serve a waiter or go idle, others close.
     func release(_ c: UpstreamConnection, reusable: Bool) {
-        guard reusable, !c.isClosed, !c.connection.peerClosed else {
+        guard reusable, !isRetired, !c.isClosed, !c.connection.peerClosed else {
             c.close()
             return
         }

@@ -1,0 +1,81 @@
+import GatewayHTTP
+import GatewayIO
+import GatewayProxy
+import GatewayWire
+
+/// The router of one event loop: matches routes against the current runtime and owns this loop's
+/// upstream pools. Loop-confined; a reload swaps `runtime` on the loop.
+final class GatewayRouter: RequestRouter {
+    let loop: EventLoop
+    private(set) var runtime: GatewayRuntime
+    private var pools: [String: UpstreamPool] = [:]
+    private let events: GatewayEvents
+
+    init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents) {
+        self.loop = loop
+        self.runtime = runtime
+        self.events = events
+        rebuildPools(previous: [:])
+    }
+
+    /// Adopts a new runtime: pools whose target is unchanged are kept, the rest replaced (their idle
+    /// connections closed; busy ones finish their exchange and are closed on release).
+    func adopt(_ new: GatewayRuntime) {
+        runtime = new
+        let old = pools
+        pools = [:]
+        rebuildPools(previous: old)
+    }
+
+    private func rebuildPools(previous: [String: UpstreamPool]) {
+        for (name, target) in runtime.targets {
+            if let p = previous[name], p.target.address == target.address, p.target.maxConnections == target.maxConnections,
+                p.target.connectTimeoutMillis == target.connectTimeoutMillis,
+                p.target.responseTimeoutMillis == target.responseTimeoutMillis
+            {
+                pools[name] = p
+            } else {
+                pools[name] = UpstreamPool(target: target, loop: loop)
+            }
+        }
+        for (name, p) in previous where pools[name] !== p { p.retire() }
+    }
+
+    func closeIdle() { for p in pools.values { p.closeIdle() } }
+
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+        guard let r = runtime.route(method: head.method, path: path, host: head.headers["Host"]) else {
+            return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
+        }
+        if runtime.demoUpstreams.contains(r.upstream) {
+            return .buffer(maxBody: r.maxBody, routeName: r.name) { request, done in
+                done(.respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream)))
+            }
+        }
+        guard let pool = pools[r.upstream] else {
+            return .respond(routeName: r.name, LocalResponse.error(502, "upstream_unavailable"))
+        }
+        return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody))
+    }
+
+    func exchangeDidFinish(_ record: ExchangeRecord) { events.exchangeDidFinish(record) }
+}
+
+/// The in-process `demo` upstream: answers what it would have been sent, as JSON, so that a newcomer
+/// can see routing and forwarding at work without installing anything.
+enum DemoUpstream {
+    static func answer(_ request: BufferedRequest, route: String, upstream: String) -> LocalResponse {
+        var fields = request.head.headers
+        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: "http", host: request.head.headers["Host"])
+        var headers = JSONObject()
+        for f in fields { headers.set(f.name, f.value) }
+        var out = JSONObject()
+        out.set("upstream", upstream)
+        out.set("route", route)
+        out.set("method", request.head.method)
+        out.set("target", request.head.target)
+        out.set("bodyBytes", request.body.count)
+        out.set("headers", .object(headers))
+        return LocalResponse.json(200, out.description)
+    }
+}

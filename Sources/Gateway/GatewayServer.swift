@@ -1,0 +1,128 @@
+import Dispatch
+import Foundation
+import GatewayConfig
+import GatewayHTTP
+import GatewayIO
+import GatewayProxy
+import Glibc
+import Synchronization
+
+/// The running gateway: event loops, one HTTP listener group per configured listener, the admin
+/// listener, reload and graceful drain. Built from a validated config; `run` blocks until stopped.
+public final class GatewayServer: @unchecked Sendable {
+    public let loops: [EventLoop]
+    public private(set) var runtime: GatewayRuntime
+    private var routers: [GatewayRouter] = []
+    private var servers: [(name: String, server: HTTPServer)] = []
+    private var admin: HTTPServer?
+    private let events: GatewayEvents
+    private let configPath: String?
+    private let state = Mutex<State>(.starting)
+    private var signalSources: [any DispatchSourceSignal] = []
+    private let stopped = DispatchSemaphore(value: 0)
+
+    enum State { case starting, serving, draining, stopped }
+
+    public init(config: GatewayConfig, configPath: String?) throws {
+        let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
+        runtime = rt
+        self.configPath = configPath
+        events = GatewayEvents(accessLog: config.logging.accessLog)
+        Socket.ignoreSIGPIPE()
+        loops = (0..<rt.workers).map { EventLoop(index: $0) }
+        for loop in loops {
+            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events) })
+        }
+        let routerByLoop = Dictionary(uniqueKeysWithValues: zip(loops.map { ObjectIdentifier($0) }, routers))
+        let routerTable = RouterTable(routerByLoop)
+        for l in config.listeners {
+            let address = try SocketAddress.resolve(host: l.address.host.isEmpty ? "0.0.0.0" : l.address.host, port: l.address.port)
+            let server = try HTTPServer(
+                address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections
+            ) { loop in routerTable.router(for: loop) }
+            servers.append((l.name, server))
+        }
+        let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
+        let adminRouter = AdminRouter(server: self)
+        admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
+        state.withLock { $0 = .serving }
+    }
+
+    /// Bound addresses (port 0 resolved), by listener name; "admin" for the admin listener.
+    public var addresses: [String: SocketAddress] {
+        var out = Dictionary(uniqueKeysWithValues: servers.map { ($0.name, $0.server.address) })
+        if let a = admin { out["admin"] = a.address }
+        return out
+    }
+
+    var isReady: Bool { state.withLock { $0 == .serving } }
+    var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
+    func requestCounts() -> [String: Int] { events.requestCounts() }
+
+    /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
+    public func run() {
+        let q = DispatchQueue(label: "gateway.signals")
+        for sig in [SIGTERM, SIGINT, SIGHUP] {
+            signal(sig, SIG_IGN)
+            let s = DispatchSource.makeSignalSource(signal: sig, queue: q)
+            s.setEventHandler { [unowned self] in
+                if sig == SIGHUP { reload() } else { drainAndStop() }
+            }
+            s.resume()
+            signalSources.append(s)
+        }
+        var fields: [(String, String)] = addresses.sorted { $0.key < $1.key }.map { ($0.key, $0.value.description) }
+        fields.append(("workers", String(loops.count)))
+        GatewayEvents.log("info", "serving", fields)
+        stopped.wait()
+    }
+
+    /// Reads the configuration file again; an invalid one is logged and the running one kept.
+    /// Routes, upstreams and limits of routes change in place; listeners need a restart.
+    public func reload() {
+        guard let path = configPath else { return }
+        let next: GatewayRuntime
+        do {
+            let config = try GatewayConfig.load(path: path)
+            next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
+            if config.listeners != runtime.config.listeners || config.admin != runtime.config.admin {
+                GatewayEvents.log("warning", "listener changes take effect after a restart")
+            }
+        } catch {
+            GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])
+            return
+        }
+        runtime = next
+        for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
+        GatewayEvents.log("info", "configuration reloaded", [("routes", String(next.routes.count))])
+    }
+
+    /// Stops accepting, lets in-flight requests finish up to the drain deadline, then stops.
+    public func drainAndStop() {
+        let first = state.withLock { s -> Bool in
+            guard s == .serving else { return false }
+            s = .draining
+            return true
+        }
+        guard first else { return }
+        let deadline = runtime.config.limits.drainTimeout.millis
+        GatewayEvents.log("info", "draining", [("deadline_ms", String(deadline))])
+        var cut = 0
+        for (_, s) in servers { cut += s.drain(deadlineMillis: deadline) }
+        admin?.drain(deadlineMillis: 0)
+        for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
+        for loop in loops { loop.shutdown() }
+        state.withLock { $0 = .stopped }
+        GatewayEvents.log("info", "stopped", [("connections_cut", String(cut))])
+        stopped.signal()
+    }
+}
+
+/// Hands each loop its router (built on that loop).
+final class RouterTable: Sendable {
+    private let routers: [ObjectIdentifier: GatewayRouter]
+    init(_ routers: [ObjectIdentifier: GatewayRouter]) { self.routers = routers }
+    func router(for loop: EventLoop) -> GatewayRouter { routers[ObjectIdentifier(loop)]! }
+}
+
+extension GatewayRouter: @unchecked Sendable {}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import Gateway
+import GatewayConfig
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve: the reverse proxy described by the configuration file.",
+        discussion: """
+            SIGTERM or SIGINT: stop accepting, finish in-flight requests up to limits.drain_timeout, exit 0.
+            SIGHUP: reload the configuration; an invalid one is logged and the running one kept.
+            Access-log lines (JSON) go to stdout, the gateway's own events to stderr.
+            """
+    )
+
+    @Option(help: ArgumentHelp("Configuration file.", valueName: "FILE"))
+    var config = "gateway.yaml"
+
+    func run() throws {
+        let cfg: GatewayConfig
+        do {
+            cfg = try GatewayConfig.load(path: config)
+        } catch {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        let server: GatewayServer
+        do {
+            server = try GatewayServer(config: cfg, configPath: config)
+        } catch {
+            FileHandle.standardError.write(Data("gatewayd: cannot start: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        server.run()
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Validate a configuration file without serving (like nginx -t); exit 0 if valid, 2 if not."
+    )
+
+    @Option(help: ArgumentHelp("Configuration file.", valueName: "FILE"))
+    var config = "gateway.yaml"
+
+    func run() throws {
+        do {
+            let cfg = try GatewayConfig.load(path: config)
+            _ = try GatewayRuntime(cfg, coreCount: ProcessInfo.processInfo.activeProcessorCount)
+            print("\(config): ok (\(cfg.listeners.count) listener(s), \(cfg.upstreams.count) upstream(s), \(cfg.routes.count) route(s))")
+        } catch {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            throw ExitCode(2)
+        }
+    }
+}

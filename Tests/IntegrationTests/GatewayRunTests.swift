@@ -1,0 +1,81 @@
+import Foundation
+import GatewayTestSupport
+import Testing
+
+/// The real binary, as ops run it: `gatewayd run` on a config, curl as the client.
+@Suite("gatewayd run (real process, loopback, curl)", .serialized, .timeLimit(.minutes(2)))
+struct GatewayRunTests {
+    static let config = """
+        workers: 2
+        listeners:
+          - {name: public, address: 127.0.0.1:0}
+        admin: {address: 127.0.0.1:0}
+        limits: {max_body: 1KiB, drain_timeout: 5s}
+        upstreams:
+          - {name: demo, url: demo}
+        routes:
+          - {name: api, match: {path_prefix: /api}, upstream: demo}
+          - {name: default, match: {path_prefix: /}, upstream: demo}
+        """
+
+    @Test("serves the demo upstream, answers health, logs JSON, refuses bad requests") func serves() throws {
+        let gw = try GatewayProcess(config: Self.config)
+        defer { gw.stop() }
+        let (code, body) = try curl(["-H", "X-Demo: 1", gw.url("public", "/api/orders?id=7")])
+        #expect(code == 200)
+        let json = try #require((try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any])
+        #expect(json["route"] as? String == "api")
+        #expect(json["target"] as? String == "/api/orders?id=7")
+        let headers = try #require(json["headers"] as? [String: String])
+        #expect(headers["X-Forwarded-For"] == "127.0.0.1")
+        #expect(headers["X-Demo"] == "1")
+        #expect(try curl([gw.url("public", "/other")]).1.contains("\"route\":\"default\""))
+        #expect(try curl([gw.url("admin", "/healthz")]).0 == 200)
+        #expect(try curl([gw.url("admin", "/readyz")]).0 == 200)
+        let big = try curl(["-X", "POST", "--data-binary", String(repeating: "x", count: 2000), gw.url("public", "/api")])
+        #expect(big.0 == 413)
+        #expect(big.1.contains("\"error\":\"body_too_large\""))
+        #expect(try curl(["--http1.1", gw.url("public", "/a%2Fb")]).0 == 400)
+        usleep(200_000)
+        let log = gw.stdout.split(separator: "\n")
+        #expect(log.count >= 4)
+        #expect(log.contains { $0.contains("\"route\":\"api\"") && $0.contains("\"status\":200") })
+    }
+
+    @Test("SIGHUP: an invalid config is refused and the old one kept; a valid one applies") func reload() throws {
+        let gw = try GatewayProcess(config: Self.config)
+        defer { gw.stop() }
+        try "workers: [".write(to: gw.configURL, atomically: true, encoding: .utf8)
+        gw.signal(SIGHUP)
+        usleep(500_000)
+        #expect(gw.stderr.contains("reload refused"))
+        #expect(try curl([gw.url("public", "/api")]).0 == 200)
+        try Self.config.replacingOccurrences(of: "path_prefix: /api}", with: "path_prefix: /v2}")
+            .write(to: gw.configURL, atomically: true, encoding: .utf8)
+        gw.signal(SIGHUP)
+        usleep(500_000)
+        #expect(gw.stderr.contains("configuration reloaded"))
+        #expect(try curl([gw.url("public", "/v2/x")]).1.contains("\"route\":\"api\""))
+        #expect(try curl([gw.url("public", "/api/x")]).1.contains("\"route\":\"default\""))
+    }
+
+    @Test("SIGTERM drains and exits 0") func drain() throws {
+        let gw = try GatewayProcess(config: Self.config)
+        defer { gw.stop() }
+        #expect(try curl([gw.url("public", "/")]).0 == 200)
+        gw.signal(SIGTERM)
+        #expect(gw.waitForExit() == 0)
+        #expect(gw.stderr.contains("\"msg\":\"stopped\""))
+    }
+
+    @Test("gatewayd check: valid and invalid files") func check() throws {
+        let gw = try runProcess(gatewaydBinary, ["check", "--config", repositoryRoot.appendingPathComponent("gateway.yaml").path])
+        #expect(gw.status == 0)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-check-\(UUID().uuidString).yaml")
+        try "workers: lots\nlisteners: []\n".write(to: dir, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bad = try runProcess(gatewaydBinary, ["check", "--config", dir.path])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains(":1:10:"))
+    }
+}
