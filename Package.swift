@@ -71,9 +71,9 @@ let package = Package(
 
         // Shared by the test targets: the real-device vectors, the built binary, processes.
         .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire"], path: "Tests/GatewayTestSupport"),
-        .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire"]),
-        .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO"]),
-        .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP"]),
+        .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire", "GatewayTestSupport"]),
+        .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayTestSupport"]),
+        .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayTestSupport"]),
         .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),

@@ -72,32 +72,7 @@ public final class P256PublicKey: @unchecked Sendable {
 
     /// Reads the uncompressed point of an EC P-256 EVP_PKEY, or nil if the key is anything else.
     static func uncompressedPoint(of pkey: OpaquePointer) -> [UInt8]? {
-        guard EVP_PKEY_is_a(pkey, "EC") == 1 else { return nil }
-        var group = [CChar](repeating: 0, count: 64)
-        var groupLen = 0
-        guard EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, &group, group.count, &groupLen) == 1,
-            String(decoding: group.prefix(groupLen).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1"
-        else {
-            OpenSSLError.clear()
-            return nil
-        }
-        var x: OpaquePointer? = nil
-        var y: OpaquePointer? = nil
-        defer {
-            BN_free(x)
-            BN_free(y)
-        }
-        guard EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_EC_PUB_X, &x) == 1,
-            EVP_PKEY_get_bn_param(pkey, OSSL_PKEY_PARAM_EC_PUB_Y, &y) == 1, let x, let y
-        else {
-            OpenSSLError.clear()
-            return nil
-        }
-        var out = [UInt8](repeating: 0, count: 65)
-        out[0] = 0x04
-        let ok = out.withUnsafeMutableBufferPointer { buf in
-            BN_bn2binpad(x, buf.baseAddress! + 1, 32) == 32 && BN_bn2binpad(y, buf.baseAddress! + 33, 32) == 32
-        }
-        return ok ? out : nil
+        guard ECPrivateKey.curve(of: pkey) == .p256 else { return nil }
+        return ECPrivateKey.uncompressedPoint(of: pkey, curve: .p256)
     }
 }

@@ -107,10 +107,7 @@ struct VerifyAttestation: ParsableCommand {
     }
 
     mutating func validate() throws {
-        guard !appIDs.isEmpty else { throw ValidationError("at least one --app-id is required") }
-        parsedAppIDs = try appIDs.map { (s: String) throws -> AppID in
-            do { return try AppID(s) } catch { throw ValidationError("--app-id: \(error)") }
-        }
+        parsedAppIDs = try parseAppIDs(appIDs)
         guard (challenge == nil) != (clientDataHash == nil) else {
             throw ValidationError("give exactly one of --challenge and --client-data-hash")
         }
@@ -184,10 +181,7 @@ struct VerifyAssertion: ParsableCommand {
     }
 
     mutating func validate() throws {
-        guard !appIDs.isEmpty else { throw ValidationError("at least one --app-id is required") }
-        parsedAppIDs = try appIDs.map { (s: String) throws -> AppID in
-            do { return try AppID(s) } catch { throw ValidationError("--app-id: \(error)") }
-        }
+        parsedAppIDs = try parseAppIDs(appIDs)
         guard (clientData == nil) != (clientDataHash == nil) else {
             throw ValidationError("give exactly one of --client-data and --client-data-hash")
         }
@@ -222,6 +216,14 @@ struct VerifyAssertion: ParsableCommand {
             return out
         }
         try Verdict.emit(result)
+    }
+}
+
+/// `--app-id` values: at least one, each a non-empty id without white space.
+func parseAppIDs(_ values: [String]) throws -> [AppID] {
+    guard !values.isEmpty else { throw ValidationError("at least one --app-id is required") }
+    return try values.map { (s: String) throws -> AppID in
+        do { return try AppID(s) } catch { throw ValidationError("--app-id: \(error)") }
     }
 }
 

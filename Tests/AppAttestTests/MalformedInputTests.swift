@@ -7,18 +7,7 @@ import Testing
 
 // MARK: - Helpers (all file-private: other test files of this target define their own)
 
-/// SplitMix64, seeded, so the random mutations are the same on every run.
-private struct MalformedRNG: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+private typealias MalformedRNG = SeededRandom
 
 private func hexBytes(_ hex: String) -> [UInt8] {
     guard let b = Hex.decode(hex) else { fatalError("bad hex in test: \(hex)") }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GatewayIO
+import GatewayTestSupport
 import Glibc
 import Testing
 
@@ -50,47 +51,7 @@ final class EchoServer: ConnectionDelegate, @unchecked Sendable {
     }
 }
 
-/// A blocking client socket with a receive timeout, for tests.
-struct BlockingClient {
-    let fd: Int32
-
-    init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var tv = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard r == 0 else { throw POSIXError(.ECONNREFUSED) }
-    }
-
-    func send(_ bytes: [UInt8]) {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { return }
-            off += n
-        }
-    }
-
-    func receive(exactly count: Int) -> [UInt8] {
-        var out = [UInt8]()
-        var buf = [UInt8](repeating: 0, count: 65536)
-        while out.count < count {
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, min($0.count, count - out.count), 0) }
-            if n <= 0 { break }
-            out += buf[0..<n]
-        }
-        return out
-    }
-
-    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
-    func close() { Glibc.close(fd) }
-}
+typealias BlockingClient = LoopbackClient
 
 @Suite("Event loop, connections and timers", .timeLimit(.minutes(1)))
 struct EventLoopTests {

@@ -2,6 +2,7 @@ import Foundation
 import GatewayHTTP
 import GatewayIO
 import GatewayProxy
+import GatewayTestSupport
 import Glibc
 import Testing
 
@@ -82,44 +83,21 @@ final class ProxyFixture: @unchecked Sendable {
     }
 }
 
-/// A raw client reading HTTP/1.1 responses off a blocking socket.
+/// A raw client reading HTTP/1.1 responses off a blocking loopback socket.
 final class RawClient {
-    let fd: Int32
+    let socket: LoopbackClient
     var buffer: [UInt8] = []
 
-    init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var tv = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard r == 0 else { throw POSIXError(.ECONNREFUSED) }
-    }
+    init(port: UInt16) throws { socket = try LoopbackClient(port: port) }
 
-    deinit { close(fd) }
-
-    func send(_ s: String) { send(Array(s.utf8)) }
-
-    func send(_ bytes: [UInt8]) {
-        var off = 0
-        while off < bytes.count {
-            let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { return }
-            off += n
-        }
-    }
+    func send(_ s: String) { socket.send(s) }
+    func send(_ bytes: [UInt8]) { socket.send(bytes) }
+    func isClosedByPeer() -> Bool { socket.isClosedByPeer() }
 
     private func fill() -> Bool {
-        var tmp = [UInt8](repeating: 0, count: 65536)
-        let n = tmp.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-        guard n > 0 else { return false }
-        buffer += tmp[0..<n]
-        return true
+        let chunk = socket.receiveSome()
+        buffer += chunk
+        return !chunk.isEmpty
     }
 
     struct Response {
@@ -166,15 +144,6 @@ final class RawClient {
         }
     }
 
-    /// True when the server closed the connection (reads EOF within the timeout).
-    func isClosedByPeer() -> Bool {
-        var tmp = [UInt8](repeating: 0, count: 1024)
-        while true {
-            let n = tmp.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n == 0 { return true }
-            if n < 0 { return false }
-        }
-    }
 }
 
 @Suite("Reverse proxy over loopback (in process)", .timeLimit(.minutes(1)), .serialized)

@@ -1,18 +1,8 @@
+import GatewayTestSupport
 import GatewayWire
 import Testing
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator so random tests are reproducible.
-struct WireTestRNG: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+typealias WireTestRNG = SeededRandom
 
 /// Decodes raw bytes (possibly not UTF-8) through the pointer entry point.
 private func decodeRaw(_ bytes: [UInt8]) throws(Base64.DecodingError) -> [UInt8] {
