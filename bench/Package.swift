@@ -1,0 +1,28 @@
+// swift-tools-version: 6.0
+// verify-bench: assertion verifications per second on one core, for bench/verify-vs-openssl.
+// A separate package so that benchmarking code never ships with the gateway.
+import PackageDescription
+
+let package = Package(
+    name: "attest-gateway-bench",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(name: "attest-gateway", path: ".."),
+    ],
+    targets: [
+        // OpenSSL for the probes only (the gateway's own module map is internal to the root package).
+        .systemLibrary(name: "CBenchOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // Raw OpenSSL loops, to split the per-request cost into ECDSA and everything around it.
+        .target(name: "OpenSSLProbe", dependencies: ["CBenchOpenSSL"]),
+        .executableTarget(
+            name: "verify-bench",
+            dependencies: [
+                "OpenSSLProbe",
+                .product(name: "AppAttest", package: "attest-gateway"),
+                .product(name: "AppAttestSimulator", package: "attest-gateway"),
+                .product(name: "GatewayCrypto", package: "attest-gateway"),
+                .product(name: "GatewayWire", package: "attest-gateway"),
+            ]
+        ),
+    ]
+)
