@@ -9,11 +9,7 @@ public struct HTTPRequestHead: Sendable, Equatable {
     public var framing: BodyFraming
 
     /// Whether the connection stays open after this exchange (RFC 9112 §9.3).
-    public var keepAlive: Bool {
-        let tokens = headers.tokens("Connection")
-        if tokens.contains("close") { return false }
-        return minorVersion == 1 || tokens.contains("keep-alive")
-    }
+    public var keepAlive: Bool { persistentConnection(headers, minorVersion: minorVersion) }
 
     public var expectsContinue: Bool {
         minorVersion == 1 && headers["Expect"].map { $0.lowercased() == "100-continue" } == true
@@ -28,11 +24,14 @@ public struct HTTPResponseHead: Sendable, Equatable {
     public var headers: HTTPFields
     public var framing: BodyFraming
 
-    public var keepAlive: Bool {
-        let tokens = headers.tokens("Connection")
-        if tokens.contains("close") { return false }
-        return minorVersion == 1 || tokens.contains("keep-alive")
-    }
+    public var keepAlive: Bool { persistentConnection(headers, minorVersion: minorVersion) }
+}
+
+/// RFC 9112 §9.3: "close" ends the connection; HTTP/1.1 persists by default, HTTP/1.0 only with keep-alive.
+func persistentConnection(_ headers: HTTPFields, minorVersion: Int) -> Bool {
+    let tokens = headers.tokens("Connection")
+    if tokens.contains("close") { return false }
+    return minorVersion == 1 || tokens.contains("keep-alive")
 }
 
 /// How the message body is delimited (RFC 9112 §6.3).
