@@ -18,6 +18,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "5.0.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
     ],
     targets: [
         // Layer 1: C libraries through module maps (Debian -dev packages, found with pkg-config).
@@ -46,7 +48,10 @@ let package = Package(
         // The composition root: config compiled into loops, listeners, routers and pools; admin, reload, drain.
         .target(
             name: "Gateway",
-            dependencies: ["GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire"],
+            dependencies: [
+                "GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
             swiftSettings: strict
         ),
 
@@ -64,6 +69,8 @@ let package = Package(
             name: "gatewayd",
             dependencies: [
                 "Gateway", "GatewayConfig", "AppAttest", "GatewayWire", "GatewayCrypto",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -1,21 +1,22 @@
 import Foundation
 import GatewayProxy
 import GatewayWire
-import Synchronization
 
-/// Where finished exchanges go: one JSON access-log line each (stdout), and the counters behind
-/// the admin endpoints. Shared by all loops; the lock is held only to bump counters.
+/// Where finished exchanges go: one JSON access-log line each (stdout) and the metrics.
+/// Shared by all loops.
 public final class GatewayEvents: Sendable {
     public let accessLog: Bool
-    private let counters = Mutex<[String: Int]>([:])
+    public let metrics: GatewayMetrics
 
-    public init(accessLog: Bool) {
+    public init(accessLog: Bool, metrics: GatewayMetrics) {
         self.accessLog = accessLog
+        self.metrics = metrics
     }
 
     func exchangeDidFinish(_ r: ExchangeRecord) {
-        let statusClass = r.status == 0 ? "none" : "\(r.status / 100)xx"
-        counters.withLock { $0["\(r.route)|\(statusClass)", default: 0] += 1 }
+        metrics.request(
+            route: r.route, status: r.status, protocolName: r.protocolName, seconds: r.durationSeconds, upstream: r.upstream,
+            upstreamSeconds: r.upstreamSeconds, error: r.error)
         guard accessLog else { return }
         var line = JSONObject()
         line.set("ts", Date().formatted(.iso8601))
@@ -33,9 +34,6 @@ public final class GatewayEvents: Sendable {
         if let e = r.error { line.set("error", e) }
         Self.writeLine(line.description)
     }
-
-    /// Requests seen, by "route|status class".
-    public func requestCounts() -> [String: Int] { counters.withLock { $0 } }
 
     /// One write(2) per line, so lines from several loops never interleave.
     static func writeLine(_ text: String) {

@@ -58,7 +58,12 @@ final class GatewayRouter: RequestRouter {
         return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody))
     }
 
-    func exchangeDidFinish(_ record: ExchangeRecord) { events.exchangeDidFinish(record) }
+    func exchangeDidFinish(_ record: ExchangeRecord) {
+        events.exchangeDidFinish(record)
+        if let name = record.upstream, let p = pools[name] {
+            events.metrics.pool(upstream: name, loop: loop.index, open: p.openCount, idle: p.idleCount)
+        }
+    }
 }
 
 /// The in-process `demo` upstream: answers what it would have been sent, as JSON, so that a newcomer

@@ -23,11 +23,16 @@ public final class GatewayServer: @unchecked Sendable {
 
     enum State { case starting, serving, draining, stopped }
 
-    public init(config: GatewayConfig, configPath: String?) throws {
+    /// - Parameters:
+    ///   - metrics: where the gateway's metrics go (its factory is the backend).
+    ///   - exposition: the text served at the admin `/metrics` (Prometheus format); nil: 404.
+    public init(config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
+                exposition: (@Sendable () -> [UInt8])? = nil) throws
+    {
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
         self.configPath = configPath
-        events = GatewayEvents(accessLog: config.logging.accessLog)
+        events = GatewayEvents(accessLog: config.logging.accessLog, metrics: metrics)
         Socket.ignoreSIGPIPE()
         loops = (0..<rt.workers).map { EventLoop(index: $0) }
         for loop in loops {
@@ -40,10 +45,12 @@ public final class GatewayServer: @unchecked Sendable {
             let server = try HTTPServer(
                 address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections
             ) { loop in routerTable.router(for: loop) }
+            server.onAccept = { _ in metrics.connectionOpened() }
+            server.onClose = { _ in metrics.connectionClosed() }
             servers.append((l.name, server))
         }
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
-        let adminRouter = AdminRouter(server: self)
+        let adminRouter = AdminRouter(server: self, exposition: exposition)
         admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
         state.withLock { $0 = .serving }
     }
@@ -57,7 +64,6 @@ public final class GatewayServer: @unchecked Sendable {
 
     var isReady: Bool { state.withLock { $0 == .serving } }
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
-    func requestCounts() -> [String: Int] { events.requestCounts() }
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
     public func run() {
@@ -89,11 +95,13 @@ public final class GatewayServer: @unchecked Sendable {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
         } catch {
+            events.metrics.reloaded(success: false)
             GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])
             return
         }
         runtime = next
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
+        events.metrics.reloaded(success: true)
         GatewayEvents.log("info", "configuration reloaded", [("routes", String(next.routes.count))])
     }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Gateway
 import GatewayConfig
+import Prometheus
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -24,9 +25,19 @@ struct Run: ParsableCommand {
             FileHandle.standardError.write(Data("\(error)\n".utf8))
             throw ExitCode(2)
         }
+        // The only place that picks the metrics backend: Prometheus, exposed on the admin /metrics.
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+            .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5),
+            .seconds(10), .seconds(30),
+        ]
         let server: GatewayServer
         do {
-            server = try GatewayServer(config: cfg, configPath: config)
+            server = try GatewayServer(
+                config: cfg, configPath: config, metrics: GatewayMetrics(factory: factory),
+                exposition: { registry.emitToBuffer() })
         } catch {
             FileHandle.standardError.write(Data("gatewayd: cannot start: \(error)\n".utf8))
             throw ExitCode(1)

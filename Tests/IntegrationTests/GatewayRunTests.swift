@@ -36,6 +36,11 @@ struct GatewayRunTests {
         #expect(big.0 == 413)
         #expect(big.1.contains("\"error\":\"body_too_large\""))
         #expect(try curl(["--http1.1", gw.url("public", "/a%2Fb")]).0 == 400)
+        let metrics = try curl([gw.url("admin", "/metrics")])
+        #expect(metrics.0 == 200)
+        #expect(metrics.1.contains("attest_gateway_requests_total{route=\"api\",status_class=\"2xx\",protocol=\"http1\"} 1"))
+        #expect(metrics.1.contains("attest_gateway_requests_total{route=\"api\",status_class=\"4xx\",protocol=\"http1\"} 1"))
+        #expect(metrics.1.contains("# TYPE attest_gateway_request_duration_seconds histogram"))
         usleep(200_000)
         let log = gw.stdout.split(separator: "\n")
         #expect(log.count >= 4)
@@ -57,6 +62,44 @@ struct GatewayRunTests {
         #expect(gw.stderr.contains("configuration reloaded"))
         #expect(try curl([gw.url("public", "/v2/x")]).1.contains("\"route\":\"api\""))
         #expect(try curl([gw.url("public", "/api/x")]).1.contains("\"route\":\"default\""))
+        let metrics = try curl([gw.url("admin", "/metrics")]).1
+        #expect(metrics.contains("attest_gateway_config_reloads_total{result=\"failure\"} 1"))
+        #expect(metrics.contains("attest_gateway_config_reloads_total{result=\"success\"} 1"))
+    }
+
+    @Test("a gateway in front of another gateway: a real HTTP upstream, pool reuse, upstream metrics") func chained() throws {
+        let upstream = try GatewayProcess(config: Self.config)
+        defer { upstream.stop() }
+        let port = upstream.url("public", "").split(separator: ":").last!
+        let front = try GatewayProcess(config: """
+            workers: 1
+            listeners:
+              - {name: public, address: 127.0.0.1:0}
+            admin: {address: 127.0.0.1:0}
+            upstreams:
+              - {name: legacy, url: http://127.0.0.1:\(port), max_connections: 4, response_timeout: 5s}
+            routes:
+              - {name: all, match: {path_prefix: /}, upstream: legacy}
+            """)
+        defer { front.stop() }
+        for i in 0..<5 {
+            let (code, body) = try curl(["-H", "X-Forwarded-For: 203.0.113.9", front.url("public", "/api/\(i)")])
+            #expect(code == 200)
+            #expect(body.contains("\"target\":\"/api/\(i)\""))
+            // The demo behind saw two hops of forwarding.
+            #expect(body.contains("\"X-Forwarded-For\":\"203.0.113.9, 127.0.0.1, 127.0.0.1\""))
+            #expect(body.contains("\"Via\":\"1.1 attest-gateway, 1.1 attest-gateway\""))
+        }
+        let big = try curl(["-X", "POST", "--data-binary", String(repeating: "y", count: 900), front.url("public", "/api/big")])
+        #expect(big.0 == 200 && big.1.contains("\"bodyBytes\":900"))
+        let metrics = try curl([front.url("admin", "/metrics")]).1
+        #expect(metrics.contains("attest_gateway_requests_total{route=\"all\",status_class=\"2xx\",protocol=\"http1\"} 6"))
+        #expect(metrics.contains("attest_gateway_upstream_duration_seconds_count{upstream=\"legacy\"} 6"))
+        #expect(metrics.contains("attest_gateway_upstream_pool_connections{upstream=\"legacy\",state=\"idle\"} 1"))
+        upstream.stop()
+        let down = try curl([front.url("public", "/api/x")])
+        #expect(down.0 == 502)
+        #expect(down.1.contains("upstream_"))
     }
 
     @Test("SIGTERM drains and exits 0") func drain() throws {
