@@ -12,6 +12,7 @@ let package = Package(
         .package(name: "attest-gateway", path: ".."),
     ],
     targets: [
+        .target(name: "FuzzSupport", dependencies: [.product(name: "AppAttest", package: "attest-gateway")]),
         .executableTarget(
             name: "FuzzCBOR",
             dependencies: [.product(name: "GatewayWire", package: "attest-gateway")],
@@ -25,6 +26,7 @@ let package = Package(
         .executableTarget(
             name: "FuzzAttestation",
             dependencies: [
+                "FuzzSupport",
                 .product(name: "AppAttest", package: "attest-gateway"),
                 .product(name: "GatewayWire", package: "attest-gateway"),
             ],
@@ -33,6 +35,7 @@ let package = Package(
         .executableTarget(
             name: "FuzzAssertion",
             dependencies: [
+                "FuzzSupport",
                 .product(name: "AppAttest", package: "attest-gateway"),
                 .product(name: "GatewayCrypto", package: "attest-gateway"),
                 .product(name: "GatewayWire", package: "attest-gateway"),

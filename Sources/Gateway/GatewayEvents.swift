@@ -2,21 +2,16 @@ import Foundation
 import GatewayProxy
 import GatewayWire
 
-/// Where finished exchanges go: one JSON access-log line each (stdout) and the metrics.
-/// Shared by all loops.
+/// The access log (one JSON line per finished exchange, stdout) and the gateway's event log
+/// (stderr). Shared by all loops; each line is one write(2), so lines never interleave.
 public final class GatewayEvents: Sendable {
     public let accessLog: Bool
-    public let metrics: GatewayMetrics
 
-    public init(accessLog: Bool, metrics: GatewayMetrics) {
+    public init(accessLog: Bool) {
         self.accessLog = accessLog
-        self.metrics = metrics
     }
 
     func exchangeDidFinish(_ r: ExchangeRecord) {
-        metrics.request(
-            route: r.route, status: r.status, protocolName: r.protocolName, seconds: r.durationSeconds, upstream: r.upstream,
-            upstreamSeconds: r.upstreamSeconds, error: r.error)
         guard accessLog else { return }
         var line = JSONObject()
         line.set("ts", Date().formatted(.iso8601))

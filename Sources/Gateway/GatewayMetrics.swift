@@ -1,19 +1,16 @@
 import CoreMetrics
+import GatewayProxy
 import Synchronization
 
-/// Every metric the gateway exports, declared once, with bounded labels: route and upstream names
-/// come from the configuration, status classes and reasons from fixed lists. Key ids, paths and
-/// client addresses are never labels. The backend (Prometheus in `gatewayd`, a test kit in tests)
-/// is handed in as a factory; nothing here bootstraps a global.
+/// Every metric the gateway exports, with bounded labels: route and upstream names come from the
+/// configuration, status classes and reasons from fixed lists. Key ids, paths and client addresses
+/// are never labels. The backend (Prometheus in `gatewayd`, a test kit in tests) is handed in as a
+/// factory; nothing here bootstraps a global. Per-request handles live in each loop's `LoopMetrics`.
 public final class GatewayMetrics: Sendable {
-    private let factory: any MetricsFactory
-    private let requests = Mutex<[String: Counter]>([:])
-    private let durations = Mutex<[String: CoreMetrics.Timer]>([:])
-    private let upstreamDurations = Mutex<[String: CoreMetrics.Timer]>([:])
-    private let upstreamErrors = Mutex<[String: Counter]>([:])
+    let factory: any MetricsFactory
     private let pools = Mutex<[String: [Int: (open: Int, idle: Int)]]>([:])
-    private let poolGauges = Mutex<[String: Meter]>([:])
     private let activeConnections: Meter
+    private let refusedConnections: Counter
     private let reloadsOK: Counter
     private let reloadsFailed: Counter
 
@@ -22,84 +19,101 @@ public final class GatewayMetrics: Sendable {
     public static let upstreamDuration = "attest_gateway_upstream_duration_seconds"
     public static let upstreamErrorsTotal = "attest_gateway_upstream_errors_total"
     public static let activeConnectionsName = "attest_gateway_active_connections"
+    public static let refusedConnectionsName = "attest_gateway_connections_refused_total"
     public static let poolConnections = "attest_gateway_upstream_pool_connections"
     public static let configReloads = "attest_gateway_config_reloads_total"
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
         activeConnections = Meter(label: Self.activeConnectionsName, dimensions: [], factory: factory)
+        refusedConnections = Counter(label: Self.refusedConnectionsName, dimensions: [], factory: factory)
         reloadsOK = Counter(label: Self.configReloads, dimensions: [("result", "success")], factory: factory)
         reloadsFailed = Counter(label: Self.configReloads, dimensions: [("result", "failure")], factory: factory)
     }
 
-    /// One finished request: counted by route, status class and protocol; timed by route; upstream
-    /// latency and upstream failures by upstream.
-    func request(route: String, status: Int, protocolName: String, seconds: Double, upstream: String?, upstreamSeconds: Double?,
-                 error: String?)
-    {
-        let statusClass = status == 0 ? "none" : "\(status / 100)xx"
-        let key = "\(route)|\(statusClass)|\(protocolName)"
-        let counter = requests.withLock { cache in
-            if let c = cache[key] { return c }
-            let c = Counter(
-                label: Self.requestsTotal, dimensions: [("route", route), ("status_class", statusClass), ("protocol", protocolName)],
-                factory: factory)
-            cache[key] = c
-            return c
-        }
-        counter.increment()
-        let timer = durations.withLock { cache in
-            if let t = cache[route] { return t }
-            let t = CoreMetrics.Timer(label: Self.requestDuration, dimensions: [("route", route)], factory: factory)
-            cache[route] = t
-            return t
-        }
-        timer.recordNanoseconds(Int64(seconds * 1e9))
-        guard let upstream else { return }
-        if let upstreamSeconds {
-            let t = upstreamDurations.withLock { cache in
-                if let t = cache[upstream] { return t }
-                let t = CoreMetrics.Timer(label: Self.upstreamDuration, dimensions: [("upstream", upstream)], factory: factory)
-                cache[upstream] = t
-                return t
-            }
-            t.recordNanoseconds(Int64(upstreamSeconds * 1e9))
-        }
-        if let error, error.hasPrefix("upstream_") {
-            let k = "\(upstream)|\(error)"
-            let c = upstreamErrors.withLock { cache in
-                if let c = cache[k] { return c }
-                let c = Counter(label: Self.upstreamErrorsTotal, dimensions: [("upstream", upstream), ("reason", error)], factory: factory)
-                cache[k] = c
-                return c
-            }
-            c.increment()
-        }
-    }
-
     func connectionOpened() { activeConnections.increment() }
     func connectionClosed() { activeConnections.decrement() }
+    /// Connections closed at accept: over `limits.max_connections`, or out of descriptors.
+    func connectionRefused() { refusedConnections.increment() }
+    func reloaded(success: Bool) { (success ? reloadsOK : reloadsFailed).increment() }
 
-    /// One loop's view of one upstream pool; the gauges show the sum over loops.
+    /// One loop's view of one upstream pool changed; the gauges show the sum over loops.
     func pool(upstream: String, loop: Int, open: Int, idle: Int) {
         let (openSum, idleSum) = pools.withLock { table -> (Int, Int) in
             table[upstream, default: [:]][loop] = (open, idle)
             let all = table[upstream]!.values
             return (all.reduce(0) { $0 + $1.open }, all.reduce(0) { $0 + $1.idle })
         }
-        gauge(upstream, "busy").set(openSum - idleSum)
-        gauge(upstream, "idle").set(idleSum)
+        Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "busy")], factory: factory)
+            .set(openSum - idleSum)
+        Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "idle")], factory: factory)
+            .set(idleSum)
+    }
+}
+
+/// The per-request metric handles of one event loop, created on first use per label set and cached
+/// without locks (loop-confined). The factory returns the same series for the same labels, so loops
+/// share series while never sharing a lock on the request path.
+final class LoopMetrics {
+    let shared: GatewayMetrics
+    private let loop: Int
+    private var requests: [String: Counter] = [:]
+    private var durations: [String: CoreMetrics.Timer] = [:]
+    private var upstreamDurations: [String: CoreMetrics.Timer] = [:]
+    private var upstreamErrors: [String: Counter] = [:]
+    private var lastPoolState: [String: (open: Int, idle: Int)] = [:]
+
+    init(shared: GatewayMetrics, loop: Int) {
+        self.shared = shared
+        self.loop = loop
     }
 
-    private func gauge(_ upstream: String, _ state: String) -> Meter {
-        poolGauges.withLock { cache in
-            let k = "\(upstream)|\(state)"
-            if let m = cache[k] { return m }
-            let m = Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", state)], factory: factory)
-            cache[k] = m
-            return m
+    /// One finished request: counted by route, status class and protocol; timed by route; upstream
+    /// latency and upstream failures by upstream.
+    func record(_ r: ExchangeRecord) {
+        let factory = shared.factory
+        let statusClass = r.status == 0 ? "none" : "\(r.status / 100)xx"
+        let key = "\(r.route)|\(statusClass)|\(r.protocolName)"
+        let counter = requests[key] ?? {
+            let c = Counter(
+                label: GatewayMetrics.requestsTotal,
+                dimensions: [("route", r.route), ("status_class", statusClass), ("protocol", r.protocolName)], factory: factory)
+            requests[key] = c
+            return c
+        }()
+        counter.increment()
+        let timer = durations[r.route] ?? {
+            let t = CoreMetrics.Timer(label: GatewayMetrics.requestDuration, dimensions: [("route", r.route)], factory: factory)
+            durations[r.route] = t
+            return t
+        }()
+        timer.recordNanoseconds(Int64(r.durationSeconds * 1e9))
+        guard let upstream = r.upstream else { return }
+        if let seconds = r.upstreamSeconds {
+            let t = upstreamDurations[upstream] ?? {
+                let t = CoreMetrics.Timer(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory: factory)
+                upstreamDurations[upstream] = t
+                return t
+            }()
+            t.recordNanoseconds(Int64(seconds * 1e9))
+        }
+        if let error = r.error, error.hasPrefix("upstream_") {
+            let k = "\(upstream)|\(error)"
+            let c = upstreamErrors[k] ?? {
+                let c = Counter(
+                    label: GatewayMetrics.upstreamErrorsTotal, dimensions: [("upstream", upstream), ("reason", error)], factory: factory)
+                upstreamErrors[k] = c
+                return c
+            }()
+            c.increment()
         }
     }
 
-    func reloaded(success: Bool) { (success ? reloadsOK : reloadsFailed).increment() }
+    /// Publishes this loop's pool state when it changed since the last exchange.
+    func pool(_ name: String, _ pool: UpstreamPool) {
+        let now = (open: pool.openCount, idle: pool.idleCount)
+        if let last = lastPoolState[name], last == now { return }
+        lastPoolState[name] = now
+        shared.pool(upstream: name, loop: loop, open: now.open, idle: now.idle)
+    }
 }

@@ -10,11 +10,13 @@ final class GatewayRouter: RequestRouter {
     private(set) var runtime: GatewayRuntime
     private var pools: [String: UpstreamPool] = [:]
     private let events: GatewayEvents
+    private let metrics: LoopMetrics
 
-    init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents) {
+    init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents, metrics: GatewayMetrics) {
         self.loop = loop
         self.runtime = runtime
         self.events = events
+        self.metrics = LoopMetrics(shared: metrics, loop: loop.index)
         rebuildPools(previous: [:])
     }
 
@@ -60,9 +62,8 @@ final class GatewayRouter: RequestRouter {
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
         events.exchangeDidFinish(record)
-        if let name = record.upstream, let p = pools[name] {
-            events.metrics.pool(upstream: name, loop: loop.index, open: p.openCount, idle: p.idleCount)
-        }
+        metrics.record(record)
+        if let name = record.upstream, let p = pools[name] { metrics.pool(name, p) }
     }
 }
 

@@ -9,7 +9,7 @@ public final class GatewayRuntime: Sendable {
     public struct CompiledRoute: Sendable {
         public let name: String
         public let match: GatewayProxy.RouteMatch
-        /// nil: the in-process demo application.
+        /// An upstream name; for a name in `demoUpstreams`, the in-process demo application.
         public let upstream: String
         public let maxBody: Int
     }

@@ -16,6 +16,7 @@ public final class GatewayServer: @unchecked Sendable {
     private var servers: [(name: String, server: HTTPServer)] = []
     private var admin: HTTPServer?
     private let events: GatewayEvents
+    private let metrics: GatewayMetrics
     private let configPath: String?
     private let state = Mutex<State>(.starting)
     private var signalSources: [any DispatchSourceSignal] = []
@@ -32,11 +33,12 @@ public final class GatewayServer: @unchecked Sendable {
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
         self.configPath = configPath
-        events = GatewayEvents(accessLog: config.logging.accessLog, metrics: metrics)
+        events = GatewayEvents(accessLog: config.logging.accessLog)
+        self.metrics = metrics
         Socket.ignoreSIGPIPE()
         loops = (0..<rt.workers).map { EventLoop(index: $0) }
         for loop in loops {
-            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events) })
+            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics) })
         }
         let routerByLoop = Dictionary(uniqueKeysWithValues: zip(loops.map { ObjectIdentifier($0) }, routers))
         let routerTable = RouterTable(routerByLoop)
@@ -47,6 +49,7 @@ public final class GatewayServer: @unchecked Sendable {
             ) { loop in routerTable.router(for: loop) }
             server.onAccept = { _ in metrics.connectionOpened() }
             server.onClose = { _ in metrics.connectionClosed() }
+            server.onRefuse = { _ in metrics.connectionRefused() }
             servers.append((l.name, server))
         }
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
@@ -95,13 +98,13 @@ public final class GatewayServer: @unchecked Sendable {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
         } catch {
-            events.metrics.reloaded(success: false)
+            metrics.reloaded(success: false)
             GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])
             return
         }
         runtime = next
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
-        events.metrics.reloaded(success: true)
+        metrics.reloaded(success: true)
         GatewayEvents.log("info", "configuration reloaded", [("routes", String(next.routes.count))])
     }
 

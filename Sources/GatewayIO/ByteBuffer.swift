@@ -38,10 +38,6 @@ public struct ByteBuffer: Sendable {
         try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[readIndex...])) }
     }
 
-    public func readable(_ range: Range<Int>) -> ArraySlice<UInt8> {
-        storage[(readIndex + range.lowerBound)..<(readIndex + range.upperBound)]
-    }
-
     private mutating func compactIfWorthIt() {
         if readIndex > 0 && readIndex >= storage.count / 2 {
             storage.removeFirst(readIndex)

@@ -197,7 +197,8 @@ public final class Listener: FileEventHandler {
     public let address: SocketAddress
     private let onAccept: (Int32, SocketAddress) -> Void
     private var paused = false
-    public private(set) var acceptErrors = 0
+    /// Told of each failed accept (for a metric); descriptor exhaustion also pauses accepting.
+    public var onAcceptError: ((Socket.Error) -> Void)?
 
     public init(address: SocketAddress, loop: EventLoop, reusePort: Bool, onAccept: @escaping (Int32, SocketAddress) -> Void)
         throws(Socket.Error)
@@ -218,7 +219,7 @@ public final class Listener: FileEventHandler {
             case .wouldBlock:
                 return
             case .failed(let e):
-                acceptErrors += 1
+                onAcceptError?(e)
                 if e.errno == EMFILE || e.errno == ENFILE || e.errno == ENOBUFS || e.errno == ENOMEM {
                     // Out of descriptors: pause accepting briefly instead of spinning or dying.
                     paused = true

@@ -81,11 +81,6 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         }
     }
 
-    public var inLoop: Bool {
-        dispatchPrecondition(condition: .onQueue(queue))
-        return true
-    }
-
     /// Registers `fd` (non-blocking) for edge-triggered input, output and peer hang-up.
     public func register(fd: Int32, handler: any FileEventHandler) throws(Socket.Error) {
         if Int(fd) >= handlers.count { handlers += Array(repeating: nil, count: Int(fd) - handlers.count + 64) }

@@ -299,12 +299,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                 }
             }
         } catch {
-            downstream.inbound.consume(min(consumed, downstream.inbound.readableBytes))
             let e = error as? HTTPParseError
             abortExchange(status: e?.status ?? 400, code: e?.kind.rawValue ?? "bad_request")
             return
         }
-        downstream.inbound.consume(min(consumed, downstream.inbound.readableBytes))
+        // Delivering body bytes may have ended the exchange and closed the connection (its buffer is gone).
+        guard !downstream.isClosed else { return }
+        downstream.inbound.consume(consumed)
         if progressed { lastProgress = EventLoop.monotonicMillis() }
         guard phase == .readingBody else { return }  // delivering may have aborted the exchange
         if bodyDone {
@@ -562,11 +563,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                 }
             }
         } catch {
-            u.connection.inbound.consume(min(consumed, u.connection.inbound.readableBytes))
             abortExchange(status: nil, code: "upstream_bad_response")
             return
         }
-        u.connection.inbound.consume(min(consumed, u.connection.inbound.readableBytes))
+        // Sending may have broken the client side and, with it, this exchange and its upstream.
+        guard !u.connection.isClosed, upstream === u else { return }
+        u.connection.inbound.consume(consumed)
         if done {
             responseComplete(upstreamReusable: !closeAfterResponseUpstream && u.connection.inbound.isEmpty)
         } else if downstream.outboundBytes > limits.highWaterMark {

@@ -11,10 +11,10 @@ public final class HTTPServer: @unchecked Sendable {
     private var listeners: [Listener?]
     private var connections: [[ObjectIdentifier: HTTP1ServerConnection]]
     private let maxConnectionsPerLoop: Int
-    /// Connections refused because the per-process limit was reached (read on each loop, summed).
-    private var refused: [Int]
     public var onAccept: ((EventLoop) -> Void)?
     public var onClose: ((EventLoop) -> Void)?
+    /// A connection closed at accept: over the connection limit, or accept itself failed (EMFILE…).
+    public var onRefuse: ((EventLoop) -> Void)?
 
     /// - Parameter makeRouter: called once per loop, on that loop.
     public init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
@@ -24,7 +24,6 @@ public final class HTTPServer: @unchecked Sendable {
         self.address = address
         self.listeners = Array(repeating: nil, count: loops.count)
         self.connections = Array(repeating: [:], count: loops.count)
-        self.refused = Array(repeating: 0, count: loops.count)
         self.maxConnectionsPerLoop = max(1, maxConnections / max(1, loops.count))
         var bound = address
         var failure: Socket.Error?
@@ -35,6 +34,7 @@ public final class HTTPServer: @unchecked Sendable {
                     let l = try Listener(address: bound, loop: loop, reusePort: loops.count > 1) { [unowned self] fd, peer in
                         self.accepted(fd: fd, peer: peer, loopIndex: i, router: router, limits: limits, scheme: scheme)
                     }
+                    l.onAcceptError = { [unowned self] _ in self.onRefuse?(loop) }
                     listeners[i] = l
                     bound = l.address  // port 0: the other loops bind the port the first one got
                 } catch let e as Socket.Error {
@@ -56,8 +56,8 @@ public final class HTTPServer: @unchecked Sendable {
     {
         let loop = loops[i]
         guard connections[i].count < maxConnectionsPerLoop, listeners[i] != nil else {
-            refused[i] += 1
             Socket.close(fd)
+            onRefuse?(loop)
             return
         }
         let conn: Connection
@@ -80,10 +80,6 @@ public final class HTTPServer: @unchecked Sendable {
     /// Live connections across loops (hops onto each loop).
     public var connectionCount: Int {
         loops.enumerated().reduce(0) { sum, e in sum + e.element.queue.sync { connections[e.offset].count } }
-    }
-
-    public var refusedCount: Int {
-        loops.enumerated().reduce(0) { sum, e in sum + e.element.queue.sync { refused[e.offset] } }
     }
 
     /// Closes the listening sockets (callable from any thread; waits for each loop).

@@ -54,8 +54,6 @@ public final class UpstreamPool {
     public private(set) var connectsStarted = 0
     public var openCount: Int { members.count }
     public var idleCount: Int { idle.count }
-    public var busyCount: Int { members.count - idle.count }
-    public var waitingCount: Int { waiters.count }
 
     public init(target: UpstreamTarget, loop: EventLoop) {
         self.target = target

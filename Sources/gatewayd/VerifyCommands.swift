@@ -28,6 +28,18 @@ struct B64Argument: ExpressibleByArgument {
     }
 }
 
+extension B64Argument {
+    /// clientDataHash from one of two mutually exclusive options (`validate` checked that exactly one
+    /// is given): SHA256 of the raw bytes, or the hash itself as opaque bytes.
+    static func clientDataHash(hashing raw: B64Argument?, _ rawFlag: String, given hash: B64Argument?)
+        throws(AppAttestError) -> [UInt8]
+    {
+        if let raw { return SHA256.hash(try raw.decode(rawFlag)) }
+        guard let hash else { throw AppAttestError(.malformed, "no clientDataHash given") }
+        return try hash.decode("--client-data-hash")
+    }
+}
+
 enum EnvironmentChoice: String, ExpressibleByArgument, CaseIterable {
     case development, production, any
 
@@ -119,12 +131,7 @@ struct VerifyAttestation: ParsableCommand {
         let result = Result { () throws(AppAttestError) -> JSONObject in
             let attestationBytes = try attestation.decode("--attestation")
             let keyIDBytes = try keyID.decode("--key-id")
-            let cdh: [UInt8]
-            if let challenge {
-                cdh = SHA256.hash(try challenge.decode("--challenge"))
-            } else {
-                cdh = try clientDataHash!.decode("--client-data-hash")
-            }
+            let cdh = try B64Argument.clientDataHash(hashing: challenge, "--challenge", given: clientDataHash)
             let verifier = AttestationVerifier(
                 policy: .init(appIDs: parsedAppIDs, environments: environment.environments), extraRoots: extraRoots)
             let v = try verifier.verify(attestation: attestationBytes, keyID: keyIDBytes, clientDataHash: cdh, at: instant)
@@ -200,12 +207,7 @@ struct VerifyAssertion: ParsableCommand {
                     throw AppAttestError(point.count == 65 && point.first == 4 ? .invalidPublicKey : .malformed, "--public-key: \(why)")
                 }
             }
-            let cdh: [UInt8]
-            if let clientData {
-                cdh = SHA256.hash(try clientData.decode("--client-data"))
-            } else {
-                cdh = try clientDataHash!.decode("--client-data-hash")
-            }
+            let cdh = try B64Argument.clientDataHash(hashing: clientData, "--client-data", given: clientDataHash)
             let v = try AssertionVerifier(appIDs: parsedAppIDs).verify(
                 assertion: assertionBytes, publicKey: key, clientDataHash: cdh, previousCounter: previousCounter)
             var out = JSONObject()

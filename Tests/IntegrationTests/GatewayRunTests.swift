@@ -102,6 +102,21 @@ struct GatewayRunTests {
         #expect(down.1.contains("upstream_"))
     }
 
+    @Test("over limits.max_connections a connection is refused and counted") func connectionLimit() throws {
+        let gw = try GatewayProcess(config: Self.config.replacingOccurrences(of: "workers: 2", with: "workers: 1")
+            .replacingOccurrences(of: "drain_timeout: 5s}", with: "drain_timeout: 5s, max_connections: 1}"))
+        defer { gw.stop() }
+        let port = UInt16(gw.url("public", "").split(separator: ":").last!)!
+        let held = try LoopbackClient(port: port)
+        held.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(!held.receiveSome().isEmpty)  // answered, and kept open
+        let refused = try LoopbackClient(port: port)
+        #expect(refused.isClosedByPeer())
+        let metrics = try curl([gw.url("admin", "/metrics")]).1
+        #expect(metrics.contains("attest_gateway_connections_refused_total 1"))
+        #expect(metrics.contains("attest_gateway_active_connections 1"))
+    }
+
     @Test("SIGTERM drains and exits 0") func drain() throws {
         let gw = try GatewayProcess(config: Self.config)
         defer { gw.stop() }

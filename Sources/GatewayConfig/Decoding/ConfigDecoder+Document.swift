@@ -112,23 +112,17 @@ extension ConfigDecoder {
     func decodeLimits(_ node: YAMLNode, path: String) -> LimitsConfig? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.limits) else { return nil }
         var limits = LimitsConfig()
-        func read<Value>(
-            _ key: String,
-            _ keyPath: WritableKeyPath<LimitsConfig, Value>,
-            _ decode: (YAMLNode, String) -> Value?
-        ) {
-            guard let node = fields[key], let value = decode(node, fields.path(key)) else { return }
-            limits[keyPath: keyPath] = value
-        }
-        read("max_request_line", \.maxRequestLine) { size($0, $1, minimum: 16) }
-        read("max_header_bytes", \.maxHeaderBytes) { size($0, $1, minimum: 64) }
-        read("max_header_count", \.maxHeaderCount) { int($0, $1, in: 1...10_000) }
-        read("max_body", \.maxBody) { size($0, $1, minimum: 0) }
-        read("idle_timeout", \.idleTimeout) { duration($0, $1) }
-        read("header_timeout", \.headerTimeout) { duration($0, $1) }
-        read("body_timeout", \.bodyTimeout) { duration($0, $1) }
-        read("drain_timeout", \.drainTimeout) { duration($0, $1, allowZero: true) }
-        read("max_connections", \.maxConnections) { int($0, $1, in: 1...1_000_000) }
+        // Invalid values are reported; the file then fails as a whole, so limits keep their defaults here.
+        var valid = true
+        fields.read("max_request_line", into: &limits, \.maxRequestLine, valid: &valid) { size($0, $1, minimum: 16) }
+        fields.read("max_header_bytes", into: &limits, \.maxHeaderBytes, valid: &valid) { size($0, $1, minimum: 64) }
+        fields.read("max_header_count", into: &limits, \.maxHeaderCount, valid: &valid) { int($0, $1, in: 1...10_000) }
+        fields.read("max_body", into: &limits, \.maxBody, valid: &valid) { size($0, $1, minimum: 0) }
+        fields.read("idle_timeout", into: &limits, \.idleTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("header_timeout", into: &limits, \.headerTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("body_timeout", into: &limits, \.bodyTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("drain_timeout", into: &limits, \.drainTimeout, valid: &valid) { duration($0, $1, allowZero: true) }
+        fields.read("max_connections", into: &limits, \.maxConnections, valid: &valid) { int($0, $1, in: 1...1_000_000) }
         return limits
     }
 

@@ -138,22 +138,10 @@ extension ConfigDecoder {
         let mode = modeNode.flatMap { choice($0, fields.path("mode"), as: AssertionPolicy.Mode.self) }
         var policy = AssertionPolicy(mode: mode ?? .off)
         var valid = mode != nil
-        func read<Value>(
-            _ key: String,
-            _ keyPath: WritableKeyPath<AssertionPolicy, Value>,
-            _ decode: (YAMLNode, String) -> Value?
-        ) {
-            guard let node = fields[key] else { return }
-            guard let value = decode(node, fields.path(key)) else {
-                valid = false
-                return
-            }
-            policy[keyPath: keyPath] = value
-        }
-        read("bind", \.bind) { choice($0, $1, as: AssertionPolicy.Binding.self) }
-        read("challenge", \.challenge) { choice($0, $1, as: AssertionPolicy.Challenge.self) }
-        read("rollout", \.rollout) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
-        read("on_store_error", \.onStoreError) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
+        fields.read("bind", into: &policy, \.bind, valid: &valid) { choice($0, $1, as: AssertionPolicy.Binding.self) }
+        fields.read("challenge", into: &policy, \.challenge, valid: &valid) { choice($0, $1, as: AssertionPolicy.Challenge.self) }
+        fields.read("rollout", into: &policy, \.rollout, valid: &valid) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
+        fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
         if policy.bind == .request, policy.challenge != .required, let challengeNode = fields["challenge"] {
             report(
                 "\(fields.path("challenge")) must be \"required\" when bind is \"request\" (the challenge is what makes "

@@ -37,22 +37,10 @@ extension ConfigDecoder {
         }
         var upstream = UpstreamConfig(name: name ?? "", target: target ?? .demo)
         var valid = name != nil && target != nil
-        func read<Value>(
-            _ key: String,
-            _ keyPath: WritableKeyPath<UpstreamConfig, Value>,
-            _ decode: (YAMLNode, String) -> Value?
-        ) {
-            guard let node = fields[key] else { return }
-            guard let value = decode(node, fields.path(key)) else {
-                valid = false
-                return
-            }
-            upstream[keyPath: keyPath] = value
-        }
-        read("max_connections", \.maxConnections) { int($0, $1, in: 1...100_000) }
-        read("connect_timeout", \.connectTimeout) { duration($0, $1) }
-        read("response_timeout", \.responseTimeout) { duration($0, $1) }
-        read("idle_timeout", \.idleTimeout) { duration($0, $1) }
+        fields.read("max_connections", into: &upstream, \.maxConnections, valid: &valid) { int($0, $1, in: 1...100_000) }
+        fields.read("connect_timeout", into: &upstream, \.connectTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("response_timeout", into: &upstream, \.responseTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("idle_timeout", into: &upstream, \.idleTimeout, valid: &valid) { duration($0, $1) }
 
         let isHTTPS: Bool
         if case .url(let url) = target, url.scheme == .https { isHTTPS = true } else { isHTTPS = false }
@@ -79,18 +67,11 @@ extension ConfigDecoder {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.upstreamTLS) else { return nil }
         var tls = UpstreamTLSConfig()
         var valid = true
-        /// Reads an optional key; a present but invalid value marks the block invalid.
-        func read<Value>(_ key: String, _ decode: (YAMLNode, String) -> Value?) -> Value? {
-            guard let node = fields[key] else { return nil }
-            let value = decode(node, fields.path(key))
-            if value == nil { valid = false }
-            return value
-        }
-        tls.caFile = read("ca_file") { filePath($0, $1) }
-        tls.serverName = read("server_name") { hostname($0, $1) }
-        tls.clientCertificate = read("client_certificate") { filePath($0, $1) }
-        tls.clientKey = read("client_key") { filePath($0, $1) }
-        tls.verify = read("verify") { bool($0, $1) } ?? true
+        tls.caFile = fields.optional("ca_file", valid: &valid) { filePath($0, $1) }
+        tls.serverName = fields.optional("server_name", valid: &valid) { hostname($0, $1) }
+        tls.clientCertificate = fields.optional("client_certificate", valid: &valid) { filePath($0, $1) }
+        tls.clientKey = fields.optional("client_key", valid: &valid) { filePath($0, $1) }
+        tls.verify = fields.optional("verify", valid: &valid) { bool($0, $1) } ?? true
         if (fields["client_certificate"] == nil) != (fields["client_key"] == nil) {
             let missing = fields["client_key"] == nil ? "client_key" : "client_certificate"
             let present = missing == "client_key" ? "client_certificate" : "client_key"

@@ -53,6 +53,23 @@ struct MappingFields {
     func keyPosition(_ key: String) -> SourcePosition? { keyPositions[key] }
 
     func path(_ key: String) -> String { ConfigDecoder.child(path, key) }
+
+    /// An optional key: its decoded value, or nil when absent or invalid. An invalid value (which
+    /// `decode` has already reported) clears `valid`.
+    func optional<Value>(_ key: String, valid: inout Bool, _ decode: (YAMLNode, String) -> Value?) -> Value? {
+        guard let node = values[key] else { return nil }
+        let value = decode(node, path(key))
+        if value == nil { valid = false }
+        return value
+    }
+
+    /// An optional key decoded into `root[keyPath]`; absent or invalid leaves the default in place.
+    func read<Root, Value>(
+        _ key: String, into root: inout Root, _ keyPath: WritableKeyPath<Root, Value>, valid: inout Bool,
+        _ decode: (YAMLNode, String) -> Value?
+    ) {
+        if let value = optional(key, valid: &valid, decode) { root[keyPath: keyPath] = value }
+    }
 }
 
 extension ConfigDecoder {

@@ -87,7 +87,7 @@ public struct ChunkedDecoder: Sendable {
                 guard trailerBytes <= maxTrailerBytes else {
                     throw HTTPParseError(.headersTooLarge, at: p, "trailers larger than \(maxTrailerBytes) bytes")
                 }
-                let f = try HTTP1Parser().parseFields(buf, [p..<lineEnd][...])
+                let f = try HTTP1Parser.parseFields(buf, [p..<lineEnd][...])
                 for field in f { trailers.append(field.name, field.value) }
                 p = lineEnd + 2
             }

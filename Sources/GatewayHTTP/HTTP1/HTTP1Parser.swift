@@ -38,7 +38,7 @@ public struct HTTP1Parser: Sendable {
         guard let (lines, end) = try splitHead(buf, from: s, isRequest: true) else { return nil }
         let first = lines[0]
         let (method, target, minor) = try parseRequestLine(buf, first)
-        let headers = try parseFields(buf, lines.dropFirst())
+        let headers = try Self.parseFields(buf, lines.dropFirst())
         if minor == 1 {
             let hosts = headers.values("Host")
             guard hosts.count == 1 else {
@@ -56,7 +56,7 @@ public struct HTTP1Parser: Sendable {
         guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
         let first = lines[0]
         let (status, reason, minor) = try parseStatusLine(buf, first)
-        let headers = try parseFields(buf, lines.dropFirst())
+        let headers = try Self.parseFields(buf, lines.dropFirst())
         let framing = try responseFraming(headers, status: status, requestMethod: requestMethod, at: first.lowerBound)
         return (HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing), end)
     }
@@ -112,14 +112,14 @@ public struct HTTP1Parser: Sendable {
         guard i > r.lowerBound, i < r.upperBound, buf[i] == 0x20 else {
             throw HTTPParseError(.badRequestLine, at: i, "method must be a token followed by one space")
         }
-        let method = latin1(buf, r.lowerBound..<i)
+        let method = Self.latin1(buf, r.lowerBound..<i)
         let targetStart = i + 1
         var j = targetStart
         while j < r.upperBound, buf[j] > 0x20, buf[j] < 0x7f { j += 1 }
         guard j > targetStart, j < r.upperBound, buf[j] == 0x20 else {
             throw HTTPParseError(.badRequestLine, at: j, "request-target must be visible ASCII followed by one space")
         }
-        let target = latin1(buf, targetStart..<j)
+        let target = Self.latin1(buf, targetStart..<j)
         let minor = try parseVersion(buf, (j + 1)..<r.upperBound, kind: .badRequestLine)
         return (method, target, minor)
     }
@@ -144,7 +144,7 @@ public struct HTTP1Parser: Sendable {
             for k in (p + 1)..<r.upperBound where !HTTPChar.isFieldValueChar(buf[k]) {
                 throw HTTPParseError(.badStatusLine, at: k, "control character in the reason phrase")
             }
-            reason = latin1(buf, (p + 1)..<r.upperBound)
+            reason = Self.latin1(buf, (p + 1)..<r.upperBound)
         }
         return (status, reason, minor)
     }
@@ -165,8 +165,9 @@ public struct HTTP1Parser: Sendable {
         return minor
     }
 
-    /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5).
-    func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
+    /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5). Needs no limits: the caller
+    /// bounded the lines.
+    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
         for r in lines {
@@ -182,7 +183,7 @@ public struct HTTP1Parser: Sendable {
                 throw HTTPParseError(.badHeader, at: i, what)
             }
             guard i > r.lowerBound else { throw HTTPParseError(.badHeader, at: i, "empty field name") }
-            let name = latin1(buf, r.lowerBound..<i)
+            let name = Self.latin1(buf, r.lowerBound..<i)
             var vs = i + 1
             var ve = r.upperBound
             while vs < ve, buf[vs] == 0x20 || buf[vs] == 0x09 { vs += 1 }
@@ -190,7 +191,7 @@ public struct HTTP1Parser: Sendable {
             for k in vs..<ve where !HTTPChar.isFieldValueChar(buf[k]) {
                 throw HTTPParseError(.badHeader, at: k, "control character in the value of \(name)")
             }
-            fields.append(HTTPFields.Field(name, latin1(buf, vs..<ve)))
+            fields.append(HTTPFields.Field(name, Self.latin1(buf, vs..<ve)))
         }
         return HTTPFields(fields)
     }
@@ -255,7 +256,7 @@ public struct HTTP1Parser: Sendable {
         return result
     }
 
-    private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
+    private static func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
         var allASCII = true
         for k in r where buf[k] >= 0x80 { allASCII = false; break }
         if allASCII { return String(decoding: UnsafeRawBufferPointer(rebasing: buf[r]), as: UTF8.self) }

@@ -1,3 +1,4 @@
+import FuzzSupport
 // libFuzzer target: AssertionVerifier.verify on arbitrary bytes (the gateway's per-request path).
 //
 // Fixed context, from the real iOS 14.4 sample in
@@ -36,7 +37,6 @@ let clientDataHash = decode64("i+ZcylFa0JfJU5Z9GNY12G3XihQu09B3UmvtEca+xns=")
 let assertionCodes: Set<AppAttestError.Code> = [.malformed, .badSignature, .appIDMismatch, .counterReplay]
 
 /// FUZZ_PRINT=1 prints each input's outcome to stderr (to see which code a crasher or seed reaches).
-let printOutcome = ProcessInfo.processInfo.environment["FUZZ_PRINT"] == "1"
 
 func decode64(_ s: String) -> [UInt8] {
     do { return try Base64.decode(s) } catch { fatalError("fixed base64 does not decode: \(error)") }
@@ -63,18 +63,11 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         staged = .failure(error)
     }
 
-    if printOutcome {
-        switch direct {
-        case .success(let v): FileHandle.standardError.write("\(bytes.count) bytes: valid (counter \(v.signCount), \(v.appID))\n".data(using: .utf8)!)
-        case .failure(let e): FileHandle.standardError.write("\(bytes.count) bytes: \(e)\n".data(using: .utf8)!)
-        }
-    }
+    FuzzSupport.print(bytes.count, direct) { "counter \($0.signCount), \($0.appID)" }
 
     switch (direct, staged) {
     case (.failure(let a), .failure(let b)):
-        guard a.code == b.code else { fatalError("verify(assertion:) threw \(a) but parse + verify threw \(b)") }
-        guard assertionCodes.contains(a.code) else { fatalError("assertion failed with code \(a.code): \(a)") }
-        guard !a.detail.isEmpty else { fatalError("error \(a.code) has no detail") }
+        FuzzSupport.checkFailures(a, b, allowed: assertionCodes, what: "verify(assertion:)")
     case (.success(let v), .success(let w)):
         guard v == w else { fatalError("the two verify paths returned different results") }
         guard v.signCount > 0 else { fatalError("accepted counter \(v.signCount) over previous 0") }
