@@ -9,6 +9,7 @@ import Synchronization
 public final class GatewayMetrics: Sendable {
     let factory: any MetricsFactory
     private let pools = Mutex<[String: [Int: (open: Int, idle: Int)]]>([:])
+    private let poolGauges = Mutex<[String: (busy: Meter, idle: Meter)]>([:])
     private let activeConnections: Meter
     private let refusedConnections: Counter
     private let reloadsOK: Counter
@@ -37,17 +38,25 @@ public final class GatewayMetrics: Sendable {
     func connectionRefused() { refusedConnections.increment() }
     func reloaded(success: Bool) { (success ? reloadsOK : reloadsFailed).increment() }
 
-    /// One loop's view of one upstream pool changed; the gauges show the sum over loops.
+    /// One loop's view of one upstream pool (reported once a second per loop); the gauges show the
+    /// sum over loops.
     func pool(upstream: String, loop: Int, open: Int, idle: Int) {
         let (openSum, idleSum) = pools.withLock { table -> (Int, Int) in
             table[upstream, default: [:]][loop] = (open, idle)
             let all = table[upstream]!.values
             return (all.reduce(0) { $0 + $1.open }, all.reduce(0) { $0 + $1.idle })
         }
-        Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "busy")], factory: factory)
-            .set(openSum - idleSum)
-        Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "idle")], factory: factory)
-            .set(idleSum)
+        let gauges = poolGauges.withLock { cache in
+            if let g = cache[upstream] { return g }
+            let g = (
+                busy: Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "busy")], factory: factory),
+                idle: Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "idle")], factory: factory)
+            )
+            cache[upstream] = g
+            return g
+        }
+        gauges.busy.set(openSum - idleSum)
+        gauges.idle.set(idleSum)
     }
 }
 
@@ -109,7 +118,7 @@ final class LoopMetrics {
         }
     }
 
-    /// Publishes this loop's pool state when it changed since the last exchange.
+    /// Publishes this loop's pool state when it changed since the last report.
     func pool(_ name: String, _ pool: UpstreamPool) {
         let now = (open: pool.openCount, idle: pool.idleCount)
         if let last = lastPoolState[name], last == now { return }

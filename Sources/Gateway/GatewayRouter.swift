@@ -18,6 +18,17 @@ final class GatewayRouter: RequestRouter {
         self.events = events
         self.metrics = LoopMetrics(shared: metrics, loop: loop.index)
         rebuildPools(previous: [:])
+        reportPoolsEverySecond()
+    }
+
+    /// Pool gauges move with every request; once a second per loop is enough for a scrape and keeps
+    /// them off the request path.
+    private func reportPoolsEverySecond() {
+        loop.timers.schedule(afterMillis: 1000) { [weak self] in
+            guard let self else { return }
+            for (name, p) in self.pools { self.metrics.pool(name, p) }
+            self.reportPoolsEverySecond()
+        }
     }
 
     /// Adopts a new runtime: pools whose target is unchanged are kept, the rest replaced (their idle
@@ -63,7 +74,6 @@ final class GatewayRouter: RequestRouter {
     func exchangeDidFinish(_ record: ExchangeRecord) {
         events.exchangeDidFinish(record)
         metrics.record(record)
-        if let name = record.upstream, let p = pools[name] { metrics.pool(name, p) }
     }
 }
 

@@ -92,7 +92,13 @@ struct GatewayRunTests {
         }
         let big = try curl(["-X", "POST", "--data-binary", String(repeating: "y", count: 900), front.url("public", "/api/big")])
         #expect(big.0 == 200 && big.1.contains("\"bodyBytes\":900"))
-        let metrics = try curl([front.url("admin", "/metrics")]).1
+        // Pool gauges are reported once a second per loop.
+        var metrics = ""
+        for _ in 0..<30 {
+            metrics = try curl([front.url("admin", "/metrics")]).1
+            if metrics.contains("attest_gateway_upstream_pool_connections{upstream=\"legacy\",state=\"idle\"} 1") { break }
+            usleep(100_000)
+        }
         #expect(metrics.contains("attest_gateway_requests_total{route=\"all\",status_class=\"2xx\",protocol=\"http1\"} 6"))
         #expect(metrics.contains("attest_gateway_upstream_duration_seconds_count{upstream=\"legacy\"} 6"))
         #expect(metrics.contains("attest_gateway_upstream_pool_connections{upstream=\"legacy\",state=\"idle\"} 1"))
