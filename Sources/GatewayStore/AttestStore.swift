@@ -1,0 +1,226 @@
+import GatewayWire
+
+/// The state the assertion gateway keeps: attested device keys and one-time challenges.
+///
+/// Every operation answers through a completion, so that a store on a network engine (Redis) can
+/// plug in behind the same calls; the memory store answers inline except where it must wait for
+/// durability (a registration is answered only once its journal record is on disk).
+///
+/// Completions may run on any thread. Times are Unix milliseconds passed in by the caller (no
+/// clock is read inside a decision, so tests control time).
+public protocol AttestStore: AnyObject, Sendable {
+    /// Issues a fresh challenge (at least 16 random bytes) bound to `request`'s purpose and key.
+    func issueChallenge(
+        _ request: ChallengeRequest, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void)
+
+    /// What the store knows of a challenge, without changing it (pre-checks and `explain`).
+    func challengeState(
+        _ token: ChallengeToken, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void)
+
+    /// The registered key, or nil.
+    func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void)
+
+    /// One atomic step: the challenge is checked (known, unexpired, unconsumed, purpose `register`
+    /// or unbound, bound key nil or `registration.record.keyID`) and consumed, and the key stored.
+    /// A key registered already keeps the higher of the two counters (a registration never rolls a
+    /// counter back) and its first-seen time. Completes after the record is durable.
+    func register(
+        _ registration: Registration, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<RegistrationOutcome, StoreError>) -> Void)
+
+    /// One atomic step, taken only after every other check passed: the key must exist, `counter`
+    /// must be strictly greater than the stored one, and the challenge (when given) must be known,
+    /// unexpired, unconsumed, purpose `assert` or unbound, bound to this key or to none. Then the
+    /// challenge is consumed and the counter advanced together; otherwise nothing changes. Two
+    /// parallel commits with the same challenge or the same counter give exactly one `.committed`.
+    func commitAssertion(
+        _ commit: AssertionCommit, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void)
+
+    /// Sizes for metrics and readiness.
+    var statistics: StoreStatistics { get }
+}
+
+/// SHA-256 of a device public key: exactly 32 bytes.
+public struct KeyID: Hashable, Sendable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    public init?(_ bytes: [UInt8]) {
+        guard bytes.count == 32 else { return nil }
+        self.bytes = bytes
+    }
+
+    /// Standard base64 with padding (how Apple's APIs print key ids).
+    public var description: String { Base64.encode(bytes) }
+}
+
+/// A challenge's bytes as issued (at least 16). Clients send them back base64url-encoded.
+public struct ChallengeToken: Hashable, Sendable {
+    public let bytes: [UInt8]
+
+    public init?(_ bytes: [UInt8]) {
+        guard (16...64).contains(bytes.count) else { return nil }
+        self.bytes = bytes
+    }
+}
+
+public enum ChallengePurpose: String, Sendable, CaseIterable {
+    case register
+    case assert
+}
+
+public struct ChallengeRequest: Sendable, Equatable {
+    /// nil: usable for either purpose.
+    public var purpose: ChallengePurpose?
+    /// nil: usable with any key.
+    public var keyID: KeyID?
+    public var ttlMillis: Int64
+
+    public init(purpose: ChallengePurpose?, keyID: KeyID?, ttlMillis: Int64) {
+        self.purpose = purpose
+        self.keyID = keyID
+        self.ttlMillis = ttlMillis
+    }
+}
+
+public struct IssuedChallenge: Sendable, Equatable {
+    public let token: ChallengeToken
+    public let expiresAtMillis: Int64
+
+    public init(token: ChallengeToken, expiresAtMillis: Int64) {
+        self.token = token
+        self.expiresAtMillis = expiresAtMillis
+    }
+}
+
+public enum ChallengeState: Sendable, Equatable {
+    /// Never issued, swept after expiry, or retired by a restart after an unclean stop.
+    case unknown
+    case expired(expiresAtMillis: Int64)
+    case consumed
+    case valid(purpose: ChallengePurpose?, keyID: KeyID?, expiresAtMillis: Int64)
+}
+
+/// Apple's attestation environment (the aaguid).
+public enum KeyEnvironment: UInt8, Sendable, CaseIterable {
+    case development = 0
+    case production = 1
+
+    public var name: String { self == .development ? "development" : "production" }
+}
+
+/// A registered device key. The receipt is kept by the store but not carried here (it is read
+/// rarely, and at a million keys it would dominate memory).
+public struct DeviceKeyRecord: Sendable, Equatable {
+    public var keyID: KeyID
+    /// Uncompressed X9.62 point, 65 bytes.
+    public var publicKey: [UInt8]
+    /// The highest accepted counter (0 right after attestation).
+    public var counter: UInt32
+    /// `TEAMID.bundle.id`.
+    public var appID: String
+    public var environment: KeyEnvironment
+    /// iOS 27 `apple_validation_category_01`, raw value, when the attestation carried one.
+    public var validationCategory: UInt32?
+    /// iOS 27 `apple_bundle_version_01`, when the attestation carried one.
+    public var bundleVersion: String?
+    public var firstSeenMillis: Int64
+    public var lastSeenMillis: Int64
+
+    public init(
+        keyID: KeyID, publicKey: [UInt8], counter: UInt32, appID: String, environment: KeyEnvironment,
+        validationCategory: UInt32?, bundleVersion: String?, firstSeenMillis: Int64, lastSeenMillis: Int64
+    ) {
+        self.keyID = keyID
+        self.publicKey = publicKey
+        self.counter = counter
+        self.appID = appID
+        self.environment = environment
+        self.validationCategory = validationCategory
+        self.bundleVersion = bundleVersion
+        self.firstSeenMillis = firstSeenMillis
+        self.lastSeenMillis = lastSeenMillis
+    }
+}
+
+public struct Registration: Sendable, Equatable {
+    public var record: DeviceKeyRecord
+    public var receipt: [UInt8]
+    public var challenge: ChallengeToken
+
+    public init(record: DeviceKeyRecord, receipt: [UInt8], challenge: ChallengeToken) {
+        self.record = record
+        self.receipt = receipt
+        self.challenge = challenge
+    }
+}
+
+public enum RegistrationOutcome: Sendable, Equatable {
+    /// Stored and durable. `existing`: the key had been registered before (its counter kept).
+    case registered(existing: Bool)
+    case challengeRejected(ChallengeRejection)
+}
+
+public struct AssertionCommit: Sendable, Equatable {
+    public var keyID: KeyID
+    public var counter: UInt32
+    /// nil on routes whose challenge policy lets a request go without one.
+    public var challenge: ChallengeToken?
+
+    public init(keyID: KeyID, counter: UInt32, challenge: ChallengeToken?) {
+        self.keyID = keyID
+        self.counter = counter
+        self.challenge = challenge
+    }
+}
+
+public enum CommitOutcome: Sendable, Equatable {
+    case committed(previousCounter: UInt32)
+    case unknownKey
+    /// `counter` was not strictly greater than `stored`.
+    case counterReplay(stored: UInt32)
+    case challengeRejected(ChallengeRejection)
+}
+
+public enum ChallengeRejection: String, Sendable, Equatable, CaseIterable {
+    case unknown = "challenge_unknown"
+    case expired = "challenge_expired"
+    case consumed = "challenge_consumed"
+    /// Issued for the other purpose.
+    case wrongPurpose = "challenge_wrong_purpose"
+    /// Issued for another key.
+    case wrongKey = "challenge_wrong_key"
+}
+
+public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: String, Sendable {
+        /// The store cannot be reached or cannot write (disk full, Redis down).
+        case unavailable = "store_unavailable"
+        /// Too many live challenges; try later.
+        case challengeCapacity = "challenge_capacity"
+        /// The store is still restoring its state.
+        case notReady = "store_not_ready"
+    }
+
+    public let code: Code
+    public let detail: String
+
+    public init(_ code: Code, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+
+    public var description: String { "\(code.rawValue): \(detail)" }
+}
+
+public struct StoreStatistics: Sendable, Equatable {
+    public var keys: Int
+    public var liveChallenges: Int
+
+    public init(keys: Int, liveChallenges: Int) {
+        self.keys = keys
+        self.liveChallenges = liveChallenges
+    }
+}
