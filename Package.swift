@@ -50,6 +50,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire",
+                "GatewayPolicy", "GatewayStore", "AppAttest", "GatewayCrypto",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
@@ -57,6 +58,13 @@ let package = Package(
 
         // Attested keys and one-time challenges: sharded in memory, journal and snapshots on disk. No sockets.
         .target(name: "GatewayStore", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
+
+        // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
+        .target(
+            name: "GatewayPolicy",
+            dependencies: ["AppAttest", "GatewayConfig", "GatewayCrypto", "GatewayStore", "GatewayWire"],
+            swiftSettings: strict
+        ),
 
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
@@ -93,7 +101,11 @@ let package = Package(
             dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"],
             exclude: ["Vectors"]
         ),
-        .testTarget(name: "IntegrationTests", dependencies: ["GatewayTestSupport"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
+        ),
+        .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "GatewayCrypto", "GatewayWire"]),
         .testTarget(
             name: "CLITests",
             dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
