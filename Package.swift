@@ -25,6 +25,7 @@ let package = Package(
         // Layer 1: C libraries through module maps (Debian -dev packages, found with pkg-config).
         .systemLibrary(name: "CGatewayOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CGatewayNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "CGatewayHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
 
         // Linux system calls (epoll, accept4, eventfd) for the event loop; imported only by GatewayIO.
         .target(name: "CGatewaySystem"),
@@ -50,7 +51,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire",
-                "GatewayPolicy", "GatewayStore", "AppAttest", "GatewayCrypto",
+                "GatewayPolicy", "GatewayStore", "GatewayRedis", "AppAttest", "GatewayCrypto",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
@@ -58,6 +59,9 @@ let package = Package(
 
         // Attested keys and one-time challenges: sharded in memory, journal and snapshots on disk. No sockets.
         .target(name: "GatewayStore", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
+
+        // The same store contract on Redis (hiredis through CGatewayHiredis): connections on their own threads.
+        .target(name: "GatewayRedis", dependencies: ["CGatewayHiredis", "GatewayStore", "GatewayWire"], swiftSettings: strict),
 
         // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
         .target(
@@ -95,6 +99,7 @@ let package = Package(
         .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
+        .testTarget(name: "GatewayRedisTests", dependencies: ["GatewayRedis", "GatewayStore", "GatewayTestSupport"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

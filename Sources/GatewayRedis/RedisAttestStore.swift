@@ -1,0 +1,372 @@
+import Dispatch
+import Glibc
+import GatewayStore
+import GatewayWire
+import Synchronization
+
+/// What the Redis store measures; the gateway turns it into metrics.
+public protocol RedisStoreObserver: Sendable {
+    /// One store call, from the call to its completion. `error`: the failure, if it failed.
+    func operation(_ operation: RedisStoreOperation, seconds: Double, error: StoreError?)
+    /// A connection came up (true) or went down (false).
+    func connectionChanged(up: Bool)
+}
+
+/// The store calls, as metric labels.
+public enum RedisStoreOperation: String, Sendable, CaseIterable {
+    case issueChallenge = "issue_challenge"
+    case challengeState = "challenge_state"
+    case deviceKey = "device_key"
+    case register
+    case commitAssertion = "commit_assertion"
+    case statistics
+}
+
+/// `AttestStore` on Redis: the same semantics as `MemoryAttestStore`, shared by every gateway
+/// instance on one Redis. Each atomic step (issue, register, commit) is one Lua script; challenge
+/// expiry is a Redis expiry; the event loops never wait (connections run on their own threads, see
+/// `RedisConnection`). While Redis is unreachable every call fails at once with
+/// `StoreError(.unavailable, …)`. See docs/redis.md.
+public final class RedisAttestStore: AttestStore {
+    public struct Options: Sendable, Equatable {
+        public var endpoint: RedisEndpoint
+        /// Replicas that must acknowledge a registration (`WAIT`) before it is answered. 0: none.
+        public var waitReplicas: Int
+        /// Connections in the pool (each with its own thread and pipeline). Default 2.
+        public var connections: Int
+        /// Prefix of every Redis key the store writes. Default `ag:`.
+        public var keyPrefix: String
+        /// How long a challenge stays in Redis after its expiry, so that it answers `expired`
+        /// (then `unknown`), like the memory store between sweeps. Default 1 s.
+        public var expiredGraceMillis: Int64
+
+        public init(
+            endpoint: RedisEndpoint, waitReplicas: Int = 0, connections: Int = 2, keyPrefix: String = "ag:",
+            expiredGraceMillis: Int64 = 1_000
+        ) {
+            self.endpoint = endpoint
+            self.waitReplicas = max(0, waitReplicas)
+            self.connections = max(1, connections)
+            self.keyPrefix = keyPrefix
+            self.expiredGraceMillis = max(0, expiredGraceMillis)
+        }
+    }
+
+    public let options: Options
+    private let pool: [RedisConnection]
+    private let next = Atomic<Int>(0)
+    private let observer: (any RedisStoreObserver)?
+    private let cachedKeys = Atomic<Int>(0)
+    /// Challenges this instance issued, by expiry second (for `statistics.liveChallenges`).
+    private let issued = Mutex<[Int64: Int]>([:])
+    private let issueSHA = SHA1.hex(RedisScripts.issue)
+    private let registerSHA = SHA1.hex(RedisScripts.register)
+    private let commitSHA = SHA1.hex(RedisScripts.commit)
+    private let keyCountName: [UInt8]
+
+    /// Starts the connections (they connect in the background; see `waitUntilConnected`).
+    public init(options: Options, observer: (any RedisStoreObserver)? = nil) {
+        self.options = options
+        self.observer = observer
+        keyCountName = Array((options.keyPrefix + "keys").utf8)
+        pool = (0..<options.connections).map { i in
+            RedisConnection(endpoint: options.endpoint, scripts: RedisScripts.all, name: "redis-store-\(i)") { up in
+                observer?.connectionChanged(up: up)
+            }
+        }
+    }
+
+    /// True while at least one connection is up (readiness).
+    public var isHealthy: Bool { pool.contains { $0.isUp } }
+
+    /// Why the store is not healthy (the last connection error), for logs and `/readyz`.
+    public var lastError: String { pool.first?.lastErrorText ?? "" }
+
+    /// Waits (polling, at most `timeoutMillis`) until a connection is up. Called at start-up only.
+    public func waitUntilConnected(timeoutMillis: Int64) -> Bool {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, timeoutMillis)) * 1_000_000
+        while !isHealthy {
+            if DispatchTime.now().uptimeNanoseconds >= deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
+    /// Ends the connections; later calls fail with `unavailable`.
+    public func close() {
+        for c in pool { c.close() }
+    }
+
+    deinit { close() }
+
+    // MARK: - Sending
+
+    private func send(_ commands: [RedisCommand], _ completion: @escaping @Sendable (Result<[RedisValue], StoreError>) -> Void) {
+        let request = RedisRequest(commands: commands, completion: completion)
+        let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        for i in 0..<pool.count where pool[(start &+ i) % pool.count].submit(request) { return }
+        completion(.failure(StoreError(
+            .unavailable, "Redis at \(options.endpoint.description) is unreachable: \(lastError)")))
+    }
+
+    /// Times `operation` and reports it to the observer around `completion`.
+    private func timed<T>(
+        _ operation: RedisStoreOperation, _ completion: @escaping @Sendable (Result<T, StoreError>) -> Void
+    ) -> @Sendable (Result<T, StoreError>) -> Void {
+        guard let observer else { return completion }
+        let started = DispatchTime.now().uptimeNanoseconds
+        return { result in
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9
+            if case .failure(let e) = result {
+                observer.operation(operation, seconds: seconds, error: e)
+            } else {
+                observer.operation(operation, seconds: seconds, error: nil)
+            }
+            completion(result)
+        }
+    }
+
+    private static func protocolError(_ what: String, _ replies: [RedisValue]) -> StoreError {
+        StoreError(.unavailable, "unexpected Redis reply to \(what): \(replies)")
+    }
+
+    // MARK: - Key layout
+
+    /// `ag:k:{8 hex}` ‖ 56 hex: the tag is the key id's first 4 bytes.
+    func keyName(_ id: KeyID) -> [UInt8] { Self.tagged(options.keyPrefix + "k:", id.bytes) }
+
+    /// `ag:c:{8 hex}` ‖ rest: the tag is the token's first 4 bytes (the bound key's first 4 bytes
+    /// for a challenge bound to a key, so that both hash to one Cluster slot).
+    func challengeName(_ token: ChallengeToken) -> [UInt8] { Self.tagged(options.keyPrefix + "c:", token.bytes) }
+
+    private static func tagged(_ prefix: String, _ bytes: [UInt8]) -> [UInt8] {
+        Array((prefix + "{" + Hex.encode(bytes.prefix(4)) + "}" + Hex.encode(bytes.dropFirst(4))).utf8)
+    }
+
+    static func purposeCode(_ p: ChallengePurpose?) -> String {
+        switch p {
+        case nil: "0"
+        case .register?: "1"
+        case .assert?: "2"
+        }
+    }
+
+    private static func decimal(_ n: some BinaryInteger) -> [UInt8] { Array(String(n).utf8) }
+
+    // MARK: - AttestStore
+
+    public var statistics: StoreStatistics {
+        let now = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000_000)
+        let live = issued.withLock { table -> Int in
+            table = table.filter { $0.key >= now }
+            return table.values.reduce(0, +)
+        }
+        return StoreStatistics(keys: cachedKeys.load(ordering: .relaxed), liveChallenges: live)
+    }
+
+    /// Reads the Redis-wide key count into `statistics.keys` (called about once a second).
+    public func refreshStatistics() {
+        send([RedisCommand([Array("GET".utf8), keyCountName])], timed(.statistics) { [self] result in
+            if case .success(let replies) = result, let n = replies.first?.integer { self.cachedKeys.store(Int(n), ordering: .relaxed) }
+        })
+    }
+
+    public func issueChallenge(
+        _ request: ChallengeRequest, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
+    ) {
+        issue(request, nowMillis: nowMillis, attempts: 3, completion: timed(.issueChallenge, completion))
+    }
+
+    private func issue(
+        _ request: ChallengeRequest, nowMillis: Int64, attempts: Int,
+        completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
+    ) {
+        let ttl = max(0, request.ttlMillis)
+        let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
+        let expires = overflow ? Int64.max : sum
+        var rng = SystemRandomNumberGenerator()
+        let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? (0..<4).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let token = ChallengeToken(tag + (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })!
+        let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
+        let command = RedisCommand([
+            Array("EVALSHA".utf8), Array(issueSHA.utf8), Array("1".utf8), challengeName(token),
+            Array(Self.purposeCode(request.purpose).utf8), request.keyID?.bytes ?? [],
+            Self.decimal(expires), Self.decimal(max(1, redisTTL)),
+        ])
+        send([command]) { [self] result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let replies):
+                switch replies.first {
+                case .integer(1)?:
+                    let second = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000_000) + (ttl + 999) / 1000
+                    issued.withLock { $0[second, default: 0] += 1 }
+                    completion(.success(IssuedChallenge(token: token, expiresAtMillis: expires)))
+                case .integer(0)? where attempts > 1:
+                    issue(request, nowMillis: nowMillis, attempts: attempts - 1, completion: completion)
+                default:
+                    completion(.failure(Self.protocolError("the issue script", replies)))
+                }
+            }
+        }
+    }
+
+    public func challengeState(
+        _ token: ChallengeToken, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void
+    ) {
+        let completion = timed(.challengeState, completion)
+        let command = RedisCommand([Array("HMGET".utf8), challengeName(token), [0x70], [0x6B], [0x65], [0x75]])  // p k e u
+        send([command]) { result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let replies):
+                guard case .array(let f)? = replies.first, f.count == 4 else {
+                    return completion(.failure(Self.protocolError("HMGET", replies)))
+                }
+                guard let expires = f[2].integer else { return completion(.success(.unknown)) }
+                if f[3].text == "1" { return completion(.success(.consumed)) }
+                if nowMillis >= expires { return completion(.success(.expired(expiresAtMillis: expires))) }
+                let purpose: ChallengePurpose? = switch f[0].text {
+                case "1": .register
+                case "2": .assert
+                default: nil
+                }
+                let key = f[1].bytes.flatMap(KeyID.init)
+                completion(.success(.valid(purpose: purpose, keyID: key, expiresAtMillis: expires)))
+            }
+        }
+    }
+
+    public func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        let completion = timed(.deviceKey, completion)
+        let fields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls"].map { Array($0.utf8) }
+        send([RedisCommand([Array("HMGET".utf8), keyName(id)] + fields)]) { result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let replies):
+                guard case .array(let f)? = replies.first, f.count == 8 else {
+                    return completion(.failure(Self.protocolError("HMGET", replies)))
+                }
+                guard let point = f[0].bytes, let counter = f[1].integer else { return completion(.success(nil)) }
+                completion(.success(DeviceKeyRecord(
+                    keyID: id, publicKey: point, counter: UInt32(clamping: counter), appID: f[2].text ?? "",
+                    environment: f[3].text == "1" ? .production : .development,
+                    validationCategory: f[4].integer.map { UInt32(clamping: $0) }, bundleVersion: f[5].text,
+                    firstSeenMillis: f[6].integer ?? 0, lastSeenMillis: f[7].integer ?? 0)))
+            }
+        }
+    }
+
+    /// The receipt stored with the key's latest registration, or nil.
+    public func receipt(for id: KeyID, completion: @escaping @Sendable (Result<[UInt8]?, StoreError>) -> Void) {
+        send([RedisCommand([Array("HGET".utf8), keyName(id), Array("rc".utf8)])]) { result in
+            completion(result.map { $0.first?.bytes })
+        }
+    }
+
+    public func register(
+        _ registration: Registration, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<RegistrationOutcome, StoreError>) -> Void
+    ) {
+        let completion = timed(.register, completion)
+        let rec = registration.record
+        guard rec.publicKey.count == 65, rec.publicKey[0] == 0x04 else {
+            return completion(.failure(StoreError(
+                .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
+        }
+        guard rec.appID.utf8.count <= 4096, (rec.bundleVersion?.utf8.count ?? 0) <= 4096 else {
+            return completion(.failure(StoreError(
+                .unavailable, "registration refused: app id or bundle version over 4096 bytes")))
+        }
+        var commands = [RedisCommand([
+            Array("EVALSHA".utf8), Array(registerSHA.utf8), Array("3".utf8),
+            keyName(rec.keyID), challengeName(registration.challenge), keyCountName,
+            Self.decimal(nowMillis), rec.keyID.bytes, rec.publicKey, Self.decimal(rec.counter), Array(rec.appID.utf8),
+            Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
+            rec.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
+            Self.decimal(rec.firstSeenMillis), Self.decimal(rec.lastSeenMillis), registration.receipt,
+        ])]
+        let replicas = options.waitReplicas
+        let waitMillis = max(1, options.endpoint.timeoutMillis * 3 / 4)
+        if replicas > 0 { commands.append(RedisCommand("WAIT", String(replicas), String(waitMillis))) }
+        send(commands) { result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let replies):
+                guard case .array(let a)? = replies.first, let status = a.first?.text else {
+                    return completion(.failure(Self.protocolError("the register script", replies)))
+                }
+                let outcome: RegistrationOutcome
+                switch status {
+                case "new": outcome = .registered(existing: false)
+                case "existing": outcome = .registered(existing: true)
+                default:
+                    guard let why = Self.rejection(status) else {
+                        return completion(.failure(Self.protocolError("the register script", replies)))
+                    }
+                    return completion(.success(.challengeRejected(why)))
+                }
+                if replicas > 0 {
+                    let acknowledged = replies.count > 1 ? replies[1].integer ?? -1 : -1
+                    guard acknowledged >= Int64(replicas) else {
+                        return completion(.failure(StoreError(
+                            .unavailable,
+                            "registration written but acknowledged by \(max(0, acknowledged)) of \(replicas) replicas within \(waitMillis) ms")))
+                    }
+                }
+                completion(.success(outcome))
+            }
+        }
+    }
+
+    static func rejection(_ status: String) -> ChallengeRejection? {
+        switch status {
+        case "unknown": .unknown
+        case "expired": .expired
+        case "consumed": .consumed
+        case "wrong_purpose": .wrongPurpose
+        case "wrong_key": .wrongKey
+        default: nil
+        }
+    }
+
+    public func commitAssertion(
+        _ commit: AssertionCommit, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
+    ) {
+        let completion = timed(.commitAssertion, completion)
+        var args: [[UInt8]] = [Array("EVALSHA".utf8), Array(commitSHA.utf8)]
+        if let token = commit.challenge {
+            args += [Array("2".utf8), keyName(commit.keyID), challengeName(token)]
+        } else {
+            args += [Array("1".utf8), keyName(commit.keyID)]
+        }
+        args += [Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter)]
+        send([RedisCommand(args)]) { result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let replies):
+                guard case .array(let a)? = replies.first, a.count == 2, let status = a[0].text, let n = a[1].integer else {
+                    return completion(.failure(Self.protocolError("the commit script", replies)))
+                }
+                switch status {
+                case "committed": completion(.success(.committed(previousCounter: UInt32(clamping: n))))
+                case "unknown_key": completion(.success(.unknownKey))
+                case "replay": completion(.success(.counterReplay(stored: UInt32(clamping: n))))
+                default:
+                    guard let why = Self.rejection(status) else {
+                        return completion(.failure(Self.protocolError("the commit script", replies)))
+                    }
+                    completion(.success(.challengeRejected(why)))
+                }
+            }
+        }
+    }
+}

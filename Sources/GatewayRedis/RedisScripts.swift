@@ -1,0 +1,82 @@
+/// The store's atomic steps, each one Lua script run by `EVALSHA` (loaded with `SCRIPT LOAD` on
+/// every connect, and again on a `NOSCRIPT` reply). See docs/redis.md for the key layout.
+///
+/// Challenge hash fields: `p` purpose (0 any, 1 register, 2 assert), `k` bound key id (32 bytes,
+/// absent when unbound), `e` expiry (Unix ms, the caller's clock), `u` "1" once consumed.
+/// Key hash fields: `pk` point, `ctr` counter, `app`, `env` (0/1), `cat`, `bv`, `fs`, `ls` (Unix ms),
+/// `rc` receipt.
+enum RedisScripts {
+    /// KEYS[1] challenge. ARGV: purpose, bound key ("" = none), expiry ms, Redis expiry ms.
+    /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
+    static let issue = """
+        if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+        redis.call('HSET', KEYS[1], 'p', ARGV[1], 'e', ARGV[3])
+        if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'k', ARGV[2]) end
+        redis.call('PEXPIRE', KEYS[1], ARGV[4])
+        return 1
+        """
+
+    /// The challenge check shared by both steps: nil when usable, else the rejection's name.
+    /// `want`: the purpose code the step needs; `key`: the key id the step is for.
+    private static let check = """
+        local function check(name, now, want, key)
+          local c = redis.call('HMGET', name, 'p', 'k', 'e', 'u')
+          if not c[3] then return 'unknown' end
+          if c[4] == '1' then return 'consumed' end
+          if now >= tonumber(c[3]) then return 'expired' end
+          if c[1] ~= '0' and c[1] ~= want then return 'wrong_purpose' end
+          if c[2] and c[2] ~= key then return 'wrong_key' end
+          return nil
+        end
+        """
+
+    /// KEYS[1] key record, KEYS[2] challenge, KEYS[3] key count.
+    /// ARGV: now, key id, point, counter, app, env, category ("" none), bundle ("" none, else "v" ‖ text),
+    /// first seen, last seen, receipt.
+    /// Returns {'new'|'existing'|rejection, 0}.
+    static let register = check + """
+
+        local why = check(KEYS[2], tonumber(ARGV[1]), '1', ARGV[2])
+        if why then return {why, 0} end
+        local old = redis.call('HMGET', KEYS[1], 'ctr', 'fs', 'ls')
+        local existing = old[1] ~= false
+        local ctr = tonumber(ARGV[4])
+        local fs = tonumber(ARGV[9])
+        local ls = tonumber(ARGV[10])
+        if existing then
+          ctr = math.max(ctr, tonumber(old[1]))
+          fs = tonumber(old[2])
+          ls = math.max(ls, tonumber(old[3]))
+        end
+        redis.call('HSET', KEYS[1], 'pk', ARGV[3], 'ctr', string.format('%d', ctr), 'app', ARGV[5], 'env', ARGV[6],
+          'fs', string.format('%d', fs), 'ls', string.format('%d', ls), 'rc', ARGV[11])
+        if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'cat') else redis.call('HSET', KEYS[1], 'cat', ARGV[7]) end
+        if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
+        redis.call('HSET', KEYS[2], 'u', '1')
+        if existing then return {'existing', 0} end
+        redis.call('INCR', KEYS[3])
+        return {'new', 0}
+        """
+
+    /// KEYS[1] key record, KEYS[2] challenge (absent: no challenge). ARGV: now, key id, counter.
+    /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored} | {rejection, 0}.
+    static let commit = check + """
+
+        local cur = redis.call('HGET', KEYS[1], 'ctr')
+        if not cur then return {'unknown_key', 0} end
+        cur = tonumber(cur)
+        local n = tonumber(ARGV[3])
+        if n <= cur then return {'replay', cur} end
+        local now = tonumber(ARGV[1])
+        if #KEYS > 1 then
+          local why = check(KEYS[2], now, '2', ARGV[2])
+          if why then return {why, 0} end
+        end
+        local ls = math.max(tonumber(redis.call('HGET', KEYS[1], 'ls') or '0'), now)
+        redis.call('HSET', KEYS[1], 'ctr', string.format('%d', n), 'ls', string.format('%d', ls))
+        if #KEYS > 1 then redis.call('HSET', KEYS[2], 'u', '1') end
+        return {'committed', cur}
+        """
+
+    static let all = [issue, register, commit]
+}

@@ -1,0 +1,397 @@
+import Foundation
+import GatewayStore
+import GatewayTestSupport
+import Synchronization
+import Testing
+
+@testable import GatewayRedis
+
+private let t0: Int64 = 1_700_000_000_000
+
+/// Runs a completion-style call and waits for its answer (bounded: 30 s, then the test fails).
+func wait<T: Sendable>(_ call: (@escaping @Sendable (T) -> Void) -> Void) -> T {
+    let box = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    call { value in
+        box.withLock { $0 = value }
+        done.signal()
+    }
+    let answered = done.wait(timeout: .now() + 30) == .success
+    precondition(answered, "store call did not complete within 30 s")
+    return box.withLock { $0! }
+}
+
+extension AttestStore {
+    func issue(_ purpose: ChallengePurpose?, key: KeyID? = nil, ttl: Int64 = 60_000, now: Int64) throws -> IssuedChallenge {
+        try wait { issueChallenge(ChallengeRequest(purpose: purpose, keyID: key, ttlMillis: ttl), nowMillis: now, completion: $0) }.get()
+    }
+
+    func state(_ token: ChallengeToken, now: Int64) throws -> ChallengeState {
+        try wait { challengeState(token, nowMillis: now, completion: $0) }.get()
+    }
+
+    func key(_ id: KeyID) throws -> DeviceKeyRecord? { try wait { deviceKey(id, completion: $0) }.get() }
+
+    func registerNow(_ record: DeviceKeyRecord, receipt: [UInt8] = [1, 2, 3], challenge: ChallengeToken, now: Int64) throws
+        -> RegistrationOutcome
+    {
+        try wait { register(Registration(record: record, receipt: receipt, challenge: challenge), nowMillis: now, completion: $0) }.get()
+    }
+
+    func commit(_ id: KeyID, counter: UInt32, challenge: ChallengeToken?, now: Int64) throws -> CommitOutcome {
+        try wait { commitAssertion(AssertionCommit(keyID: id, counter: counter, challenge: challenge), nowMillis: now, completion: $0) }.get()
+    }
+
+    @discardableResult
+    func registerFresh(_ record: DeviceKeyRecord, receipt: [UInt8] = [9, 9], now: Int64) throws -> RegistrationOutcome {
+        let c = try issue(.register, now: now)
+        let outcome = try registerNow(record, receipt: receipt, challenge: c.token, now: now)
+        #expect(outcome == .registered(existing: false) || outcome == .registered(existing: true))
+        return outcome
+    }
+}
+
+func makeRecord(_ rng: inout SeededRandom, counter: UInt32 = 0, environment: KeyEnvironment = .production,
+                category: UInt32? = nil, bundle: String? = nil, seen: Int64 = t0) -> DeviceKeyRecord
+{
+    let id = KeyID((0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) })!
+    let point = [0x04] + (0..<64).map { _ in UInt8.random(in: 0...255, using: &rng) }
+    return DeviceKeyRecord(
+        keyID: id, publicKey: point, counter: counter, appID: "TEAM123456.com.example.app", environment: environment,
+        validationCategory: category, bundleVersion: bundle, firstSeenMillis: seen, lastSeenMillis: seen)
+}
+
+/// A fresh redis-server and a connected store on it; both ended by `stop()`.
+final class RedisFixture: Sendable {
+    let redis: RedisProcess
+    let store: RedisAttestStore
+
+    init(durable: Bool = false, connections: Int = 2, timeoutMillis: Int64 = 1_000, waitReplicas: Int = 0) throws {
+        redis = try RedisProcess(durable: durable)
+        store = RedisAttestStore(options: .init(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, timeoutMillis: timeoutMillis),
+            waitReplicas: waitReplicas, connections: connections))
+        guard store.waitUntilConnected(timeoutMillis: 10_000) else {
+            stop()
+            throw NSError(domain: "RedisFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
+        }
+    }
+
+    func stop() {
+        store.close()
+        redis.stop()
+    }
+}
+
+func unavailable<T>(_ result: Result<T, StoreError>) -> Bool {
+    if case .failure(let e) = result { return e.code == .unavailable }
+    return false
+}
+
+@Suite("Redis store: pieces without a server")
+struct RedisPiecesTests {
+    @Test func sha1MatchesKnownVectors() {
+        #expect(SHA1.hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(SHA1.hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(SHA1.hex(String(repeating: "a", count: 1000)) == "291e9a6c66994949b57ba5e650361e98fc36b1ba")
+    }
+
+    @Test func keyLayoutTagsBoundChallengesWithTheKeysSlot() {
+        let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: 1)))
+        defer { store.close() }
+        let id = KeyID((0..<32).map { UInt8($0) })!
+        #expect(String(decoding: store.keyName(id), as: UTF8.self)
+            == "ag:k:{00010203}0405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+        let token = ChallengeToken([0, 1, 2, 3] + [UInt8](repeating: 0xAB, count: 16))!
+        #expect(String(decoding: store.challengeName(token), as: UTF8.self) == "ag:c:{00010203}" + String(repeating: "ab", count: 16))
+    }
+
+    /// Nothing listens: every call fails promptly with `unavailable`.
+    @Test func unreachableServerAnswersUnavailable() throws {
+        let port = try RedisProcess.freePort()
+        let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 200)))
+        defer { store.close() }
+        #expect(!store.waitUntilConnected(timeoutMillis: 300))
+        #expect(!store.isHealthy)
+        var rng = SeededRandom(seed: 1)
+        let record = makeRecord(&rng)
+        #expect(unavailable(wait { store.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
+        #expect(unavailable(wait { store.deviceKey(record.keyID, completion: $0) }))
+        #expect(unavailable(wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }))
+        let c = ChallengeToken([UInt8](repeating: 1, count: 20))!
+        #expect(unavailable(wait { store.register(Registration(record: record, receipt: [], challenge: c), nowMillis: t0, completion: $0) }))
+    }
+}
+
+@Suite("Redis store: outcomes on a real redis-server", .serialized, .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+struct RedisStoreTests {
+    @Test func challengesAreValidExpiredConsumedAndBound() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let store = f.store
+        var rng = SeededRandom(seed: 2)
+        let id = makeRecord(&rng).keyID
+        let c = try store.issue(.assert, ttl: 5_000, now: t0)
+        #expect(c.token.bytes.count == 20)
+        #expect(c.expiresAtMillis == t0 + 5_000)
+        #expect(try store.state(c.token, now: t0) == .valid(purpose: .assert, keyID: nil, expiresAtMillis: t0 + 5_000))
+        #expect(try store.state(c.token, now: t0 + 5_000) == .expired(expiresAtMillis: t0 + 5_000))
+        let bound = try store.issue(.register, key: id, now: t0)
+        #expect(Array(bound.token.bytes.prefix(4)) == Array(id.bytes.prefix(4)))
+        #expect(try store.state(bound.token, now: t0) == .valid(purpose: .register, keyID: id, expiresAtMillis: t0 + 60_000))
+        let any = try store.issue(nil, now: t0)
+        #expect(try store.state(any.token, now: t0) == .valid(purpose: nil, keyID: nil, expiresAtMillis: t0 + 60_000))
+        #expect(try store.state(ChallengeToken([UInt8](repeating: 7, count: 16))!, now: t0) == .unknown)
+        var seen = Set<[UInt8]>()
+        for _ in 0..<500 { seen.insert(try store.issue(.assert, now: t0).token.bytes) }
+        #expect(seen.count == 500)
+        #expect(store.statistics.liveChallenges >= 500)
+    }
+
+    /// The Redis expiry removes a challenge (consumed or not) shortly after its expiry.
+    @Test func redisExpiryRemovesChallenges() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let c = try f.store.issue(.assert, ttl: 50, now: now)
+        #expect(try f.redis.cli(["PTTL", String(decoding: f.store.challengeName(c.token), as: UTF8.self)]).hasPrefix("1"))
+        #expect(try f.store.state(c.token, now: now + 50) == .expired(expiresAtMillis: now + 50))
+        let deadline = Date().addingTimeInterval(5)
+        var state = try f.store.state(c.token, now: now + 50)
+        while state != .unknown && Date() < deadline {
+            usleep(100_000)
+            state = try f.store.state(c.token, now: now + 50)
+        }
+        #expect(state == .unknown)
+    }
+
+    @Test func registerStoresEveryFieldAndReRegistrationKeepsTheHigherCounter() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let store = f.store
+        var rng = SeededRandom(seed: 3)
+        let record = makeRecord(&rng, environment: .development, category: 7, bundle: "27.1 (300)", seen: t0 + 1_234)
+        #expect(try store.key(record.keyID) == nil)
+        #expect(try store.registerFresh(record, receipt: [5, 6, 7, 0, 255], now: t0) == .registered(existing: false))
+        #expect(try store.key(record.keyID) == record)
+        #expect(wait { store.receipt(for: record.keyID, completion: $0) } == .success([5, 6, 7, 0, 255]))
+        store.refreshStatistics()
+        #expect(try store.commit(record.keyID, counter: 5, challenge: nil, now: t0 + 5_000) == .committed(previousCounter: 0))
+        var again = record
+        again.firstSeenMillis = t0 + 9_000
+        again.lastSeenMillis = t0 + 9_000
+        again.bundleVersion = nil
+        again.validationCategory = nil
+        #expect(try store.registerFresh(again, receipt: [42], now: t0 + 9_000) == .registered(existing: true))
+        let stored = try #require(try store.key(record.keyID))
+        #expect(stored.counter == 5)
+        #expect(stored.firstSeenMillis == t0 + 1_234)
+        #expect(stored.lastSeenMillis == t0 + 9_000)
+        #expect(stored.bundleVersion == nil)
+        #expect(stored.validationCategory == nil)
+        #expect(try f.redis.cli(["GET", "ag:keys"]) == "1")
+    }
+
+    @Test func registerRejectsEveryBadChallenge() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let store = f.store
+        var rng = SeededRandom(seed: 5)
+        let record = makeRecord(&rng)
+        let other = makeRecord(&rng).keyID
+        #expect(try store.registerNow(record, challenge: ChallengeToken([UInt8](repeating: 1, count: 16))!, now: t0) == .challengeRejected(.unknown))
+        let expired = try store.issue(.register, ttl: 10, now: t0)
+        #expect(try store.registerNow(record, challenge: expired.token, now: t0 + 10) == .challengeRejected(.expired))
+        let assertOnly = try store.issue(.assert, now: t0)
+        #expect(try store.registerNow(record, challenge: assertOnly.token, now: t0) == .challengeRejected(.wrongPurpose))
+        let otherKey = try store.issue(.register, key: other, now: t0)
+        #expect(try store.registerNow(record, challenge: otherKey.token, now: t0) == .challengeRejected(.wrongKey))
+        #expect(try store.key(record.keyID) == nil)
+        let any = try store.issue(nil, key: record.keyID, now: t0)
+        #expect(try store.registerNow(record, challenge: any.token, now: t0) == .registered(existing: false))
+        #expect(try store.registerNow(record, challenge: any.token, now: t0) == .challengeRejected(.consumed))
+        #expect(try store.state(any.token, now: t0) == .consumed)
+    }
+
+    @Test func registerRefusesMalformedPublicKeyAndKeepsTheChallenge() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 6)
+        var record = makeRecord(&rng)
+        record.publicKey = Array(record.publicKey.prefix(33))
+        let c = try f.store.issue(.register, now: t0)
+        let result = wait { f.store.register(Registration(record: record, receipt: [], challenge: c.token), nowMillis: t0, completion: $0) }
+        guard case .failure(let error) = result else {
+            Issue.record("a 33-byte key was stored")
+            return
+        }
+        #expect(error.detail.contains("65-byte"))
+        #expect(try f.store.state(c.token, now: t0) == .valid(purpose: .register, keyID: nil, expiresAtMillis: t0 + 60_000))
+    }
+
+    @Test func commitOutcomes() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let store = f.store
+        var rng = SeededRandom(seed: 7)
+        let record = makeRecord(&rng)
+        let other = makeRecord(&rng)
+        try store.registerFresh(record, now: t0)
+        try store.registerFresh(other, now: t0)
+
+        #expect(try store.commit(makeRecord(&rng).keyID, counter: 1, challenge: nil, now: t0) == .unknownKey)
+        #expect(try store.commit(record.keyID, counter: 0, challenge: nil, now: t0) == .counterReplay(stored: 0))
+        #expect(try store.commit(record.keyID, counter: 3, challenge: nil, now: t0 + 2_000) == .committed(previousCounter: 0))
+        #expect(try store.commit(record.keyID, counter: 3, challenge: nil, now: t0) == .counterReplay(stored: 3))
+        #expect(try store.commit(record.keyID, counter: 2, challenge: nil, now: t0) == .counterReplay(stored: 3))
+        #expect(try store.key(record.keyID)?.lastSeenMillis == t0 + 2_000)
+
+        #expect(try store.commit(record.keyID, counter: 4, challenge: ChallengeToken([UInt8](repeating: 3, count: 16))!, now: t0)
+            == .challengeRejected(.unknown))
+        #expect(try store.commit(record.keyID, counter: 4, challenge: ChallengeToken([UInt8](repeating: 3, count: 40))!, now: t0)
+            == .challengeRejected(.unknown))
+        let expired = try store.issue(.assert, ttl: 5, now: t0)
+        #expect(try store.commit(record.keyID, counter: 4, challenge: expired.token, now: t0 + 5) == .challengeRejected(.expired))
+        let registerOnly = try store.issue(.register, now: t0)
+        #expect(try store.commit(record.keyID, counter: 4, challenge: registerOnly.token, now: t0) == .challengeRejected(.wrongPurpose))
+        let forOther = try store.issue(.assert, key: other.keyID, now: t0)
+        #expect(try store.commit(record.keyID, counter: 4, challenge: forOther.token, now: t0) == .challengeRejected(.wrongKey))
+        #expect(try store.key(record.keyID)?.counter == 3)
+        #expect(try store.state(forOther.token, now: t0) == .valid(purpose: .assert, keyID: other.keyID, expiresAtMillis: t0 + 60_000))
+
+        let good = try store.issue(.assert, key: record.keyID, now: t0)
+        #expect(try store.commit(record.keyID, counter: 3, challenge: good.token, now: t0) == .counterReplay(stored: 3))
+        #expect(try store.commit(record.keyID, counter: 4, challenge: good.token, now: t0) == .committed(previousCounter: 3))
+        #expect(try store.commit(record.keyID, counter: 5, challenge: good.token, now: t0) == .challengeRejected(.consumed))
+        #expect(try store.state(good.token, now: t0) == .consumed)
+        #expect(try store.key(record.keyID)?.counter == 4)
+    }
+
+    /// Two stores (two gateway instances) on one Redis race the same challenge and counter.
+    @Test func exactlyOneCommitWinsAcrossInstances() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let second = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port)))
+        defer { second.close() }
+        #expect(second.waitUntilConnected(timeoutMillis: 10_000))
+        let stores: [RedisAttestStore] = [f.store, second]
+        var rng = SeededRandom(seed: 8)
+        let record = makeRecord(&rng)
+        try f.store.registerFresh(record, now: t0)
+        for round in 1...10 {
+            let challenge = try stores[round % 2].issue(.assert, now: t0)
+            let wins = Atomic<Int>(0)
+            let answered = DispatchGroup()
+            for i in 0..<16 {
+                answered.enter()
+                stores[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + i), challenge: challenge.token), nowMillis: t0) {
+                    if case .success(.committed) = $0 { wins.wrappingAdd(1, ordering: .relaxed) }
+                    answered.leave()
+                }
+            }
+            #expect(answered.wait(timeout: .now() + 30) == .success)
+            #expect(wins.load(ordering: .relaxed) == 1)
+            let sameCounter = Atomic<Int>(0)
+            for i in 0..<16 {
+                answered.enter()
+                stores[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil), nowMillis: t0) {
+                    if case .success(.committed) = $0 { sameCounter.wrappingAdd(1, ordering: .relaxed) }
+                    answered.leave()
+                }
+            }
+            #expect(answered.wait(timeout: .now() + 30) == .success)
+            #expect(sameCounter.load(ordering: .relaxed) == 1)
+        }
+        // And one registration per challenge.
+        let records = (0..<8).map { _ in makeRecord(&rng) }
+        let challenge = try second.issue(.register, now: t0)
+        let registered = Atomic<Int>(0)
+        let answered = DispatchGroup()
+        for (i, r) in records.enumerated() {
+            answered.enter()
+            stores[i % 2].register(Registration(record: r, receipt: [], challenge: challenge.token), nowMillis: t0) {
+                if case .success(.registered) = $0 { registered.wrappingAdd(1, ordering: .relaxed) }
+                answered.leave()
+            }
+        }
+        #expect(answered.wait(timeout: .now() + 30) == .success)
+        #expect(registered.load(ordering: .relaxed) == 1)
+    }
+
+    /// Many requests in flight at once (pipelined): all answered, none lost.
+    @Test func pipelinedCommitsOnManyKeys() throws {
+        let f = try RedisFixture(connections: 1)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 10)
+        let records = (0..<8).map { _ in makeRecord(&rng) }
+        for r in records { try f.store.registerFresh(r, now: t0) }
+        let committed = Atomic<Int>(0)
+        let answered = DispatchGroup()
+        DispatchQueue.concurrentPerform(iterations: records.count) { i in
+            for c in 1...300 {
+                answered.enter()
+                f.store.commitAssertion(AssertionCommit(keyID: records[i].keyID, counter: UInt32(c), challenge: nil), nowMillis: t0) {
+                    if case .success(.committed) = $0 { committed.wrappingAdd(1, ordering: .relaxed) }
+                    answered.leave()
+                }
+            }
+        }
+        #expect(answered.wait(timeout: .now() + 60) == .success)
+        #expect(committed.load(ordering: .relaxed) == 8 * 300)
+        for r in records { #expect(try f.store.key(r.keyID)?.counter == 300) }
+    }
+
+    /// SCRIPT FLUSH (as after a failover): the next call gets NOSCRIPT, reloads and succeeds.
+    @Test func reloadsScriptsOnNoScript() throws {
+        let f = try RedisFixture(connections: 1)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 11)
+        let record = makeRecord(&rng)
+        try f.store.registerFresh(record, now: t0)
+        try f.redis.cli(["SCRIPT", "FLUSH"])
+        #expect(try f.store.commit(record.keyID, counter: 1, challenge: nil, now: t0) == .committed(previousCounter: 0))
+        #expect(try f.redis.cli(["SCRIPT", "EXISTS", SHA1.hex(RedisScripts.commit)]) == "1")
+    }
+
+    /// Redis killed: calls fail promptly with `unavailable`; restarted with its AOF: the store
+    /// reconnects, state survived, and a replay is still refused.
+    @Test func survivesARestartAndRefusesReplaysAfterIt() throws {
+        let f = try RedisFixture(durable: true, timeoutMillis: 500)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 12)
+        let record = makeRecord(&rng)
+        try f.store.registerFresh(record, now: t0)
+        let c = try f.store.issue(.assert, key: record.keyID, now: t0)
+        #expect(try f.store.commit(record.keyID, counter: 1, challenge: c.token, now: t0) == .committed(previousCounter: 0))
+        f.redis.kill()
+        // The first call may be the one that finds the connection broken; every call fails.
+        for _ in 0..<3 {
+            #expect(unavailable(wait { f.store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 2, challenge: nil), nowMillis: t0, completion: $0) }))
+        }
+        let deadline = Date().addingTimeInterval(5)  // idle connections notice by their PING
+        while f.store.isHealthy && Date() < deadline { usleep(20_000) }
+        #expect(!f.store.isHealthy)
+        try f.redis.start()
+        #expect(f.store.waitUntilConnected(timeoutMillis: 10_000))
+        #expect(try f.store.commit(record.keyID, counter: 1, challenge: nil, now: t0) == .counterReplay(stored: 1))
+        #expect(try f.store.commit(record.keyID, counter: 2, challenge: c.token, now: t0) == .challengeRejected(.consumed))
+        #expect(try f.store.commit(record.keyID, counter: 2, challenge: nil, now: t0) == .committed(previousCounter: 1))
+    }
+
+    /// `wait_replicas` without replicas: the registration is written but not acknowledged, so it is
+    /// not reported as registered.
+    @Test func waitReplicasRefusesUnacknowledgedRegistrations() throws {
+        let f = try RedisFixture(timeoutMillis: 400, waitReplicas: 1)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 13)
+        let record = makeRecord(&rng)
+        let c = try f.store.issue(.register, now: t0)
+        let result = wait { f.store.register(Registration(record: record, receipt: [], challenge: c.token), nowMillis: t0, completion: $0) }
+        guard case .failure(let e) = result else {
+            Issue.record("registered without the replica's acknowledgement: \(result)")
+            return
+        }
+        #expect(e.code == .unavailable)
+        #expect(e.detail.contains("0 of 1 replicas"))
+    }
+}
