@@ -100,9 +100,6 @@ public final class GatewayRuntime: Sendable {
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = { fields in fields.remove(verifiedHeader) }
-        if case .redis = config.store.backend {
-            throw CompileError(description: "store.kind redis: the Redis store is not part of this build yet; use kind: memory")
-        }
         let l = config.limits
         downstreamLimits = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),

@@ -84,8 +84,9 @@ public final class GatewayServer: @unchecked Sendable {
         return out
     }
 
-    /// Ready once the store is restored and the listeners are open, until draining starts.
-    var isReady: Bool { state.withLock { $0 == .serving } }
+    /// Ready once the store is restored and the listeners are open, until draining starts; and,
+    /// on Redis, only while the store has a live connection.
+    var isReady: Bool { state.withLock { $0 == .serving } && (store?.isHealthy ?? false) }
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.

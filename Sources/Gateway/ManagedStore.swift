@@ -1,13 +1,17 @@
 import Dispatch
 import Foundation
 import GatewayConfig
+import GatewayRedis
 import GatewayStore
 
 /// The store the gateway runs on, with its upkeep: restore at start, a challenge sweep and store
 /// gauges every second, periodic snapshots, and a final snapshot (marking a clean stop) on drain.
+/// With `kind: redis`: connect at start (not ready until connected), key count every second, and
+/// readiness that follows the connection.
 final class ManagedStore: @unchecked Sendable {
     let attestStore: any AttestStore
-    private let memory: MemoryAttestStore
+    private let memory: MemoryAttestStore?
+    private let redis: RedisAttestStore?
     private let metrics: AttestMetrics
     private let snapshotInterval: Duration?
     private let queue = DispatchQueue(label: "gateway.store.upkeep", qos: .utility)
@@ -17,14 +21,28 @@ final class ManagedStore: @unchecked Sendable {
 
     private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?) {
         self.memory = memory
+        redis = nil
         attestStore = memory
         self.metrics = metrics
         self.snapshotInterval = snapshotInterval
     }
 
+    private init(redis: RedisAttestStore, metrics: AttestMetrics) {
+        memory = nil
+        self.redis = redis
+        attestStore = redis
+        self.metrics = metrics
+        snapshotInterval = nil
+    }
+
+    /// False while the Redis store has no live connection (`/readyz` answers 503 then).
+    var isHealthy: Bool { redis?.isHealthy ?? true }
+
     static func open(_ config: StoreConfig, metrics: AttestMetrics) throws -> ManagedStore {
-        guard case .memory(let m) = config.backend else {
-            throw GatewayRuntime.CompileError(description: "store.kind \(config.kind) is not available in this build")
+        let m: StoreConfig.Memory
+        switch config.backend {
+        case .memory(let memoryConfig): m = memoryConfig
+        case .redis(let r): return openRedis(r, metrics: metrics)
         }
         let started = Date()
         let memory = try MemoryAttestStore.open(
@@ -42,6 +60,28 @@ final class ManagedStore: @unchecked Sendable {
         return ManagedStore(memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval)
     }
 
+    /// Starts the connections and waits up to the command timeout (at least 1 s) for the first
+    /// one; a Redis that is down at start is not fatal: the gateway starts not ready, answers 503
+    /// `store_unavailable` (or fails open where the route says so) and connects when Redis returns.
+    private static func openRedis(_ r: StoreConfig.Redis, metrics: AttestMetrics) -> ManagedStore {
+        let endpoint = RedisEndpoint(host: r.url.host, port: r.url.port, database: r.url.database, timeoutMillis: r.timeout.millis)
+        let store = RedisAttestStore(
+            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas),
+            observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
+        let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
+        if connected {
+            GatewayEvents.log("info", "store connected", [
+                ("kind", "redis"), ("url", r.url.description), ("timeout_ms", String(r.timeout.millis)),
+                ("wait_replicas", String(r.waitReplicas)),
+            ])
+        } else {
+            GatewayEvents.log("error", "store unreachable: not ready until Redis answers; protected routes answer 503 store_unavailable or fail open", [
+                ("kind", "redis"), ("url", r.url.description), ("error", store.lastError),
+            ])
+        }
+        return ManagedStore(redis: store, metrics: metrics)
+    }
+
     func startMaintenance() {
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(100))
@@ -52,6 +92,13 @@ final class ManagedStore: @unchecked Sendable {
 
     private func tick() {
         guard !closed else { return }
+        if let redis {
+            redis.refreshStatistics()  // the key count arrives for the next tick
+            let stats = redis.statistics
+            metrics.storeSizes(keys: stats.keys, challenges: stats.liveChallenges)
+            return
+        }
+        guard let memory else { return }
         _ = memory.sweepExpired(nowMillis: AttestContext.nowMillis())  // counted through the observer
         let stats = memory.statistics
         metrics.storeSizes(keys: stats.keys, challenges: stats.liveChallenges)
@@ -62,6 +109,7 @@ final class ManagedStore: @unchecked Sendable {
     }
 
     private func snapshot() {
+        guard let memory else { return }
         do {
             _ = try memory.snapshot()  // timed through the observer
             lastSnapshot = Date()
@@ -78,6 +126,12 @@ final class ManagedStore: @unchecked Sendable {
             guard !closed else { return }
             closed = true
             timer?.cancel()
+            if let redis {
+                redis.close()
+                GatewayEvents.log("info", "store closed", [("kind", "redis")])
+                return
+            }
+            guard let memory else { return }
             do {
                 try memory.close()
                 GatewayEvents.log("info", "store closed cleanly", [("keys", String(memory.statistics.keys))])
