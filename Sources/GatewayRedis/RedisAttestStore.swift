@@ -105,8 +105,10 @@ public final class RedisAttestStore: AttestStore {
         let request = RedisRequest(commands: commands, completion: completion)
         let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
         for i in 0..<pool.count where pool[(start &+ i) % pool.count].submit(request) { return }
-        completion(.failure(StoreError(
-            .unavailable, "Redis at \(options.endpoint.description) is unreachable: \(lastError)")))
+        let detail = isHealthy
+            ? "Redis at \(options.endpoint.description) is too slow: \(RedisConnection.maxPending) requests queued on every connection"
+            : "Redis at \(options.endpoint.description) is unreachable: \(lastError)"
+        completion(.failure(StoreError(.unavailable, detail)))
     }
 
     /// Times `operation` and reports it to the observer around `completion`.

@@ -131,6 +131,8 @@ final class RedisConnection: @unchecked Sendable {
     private var context: UnsafeMutablePointer<redisContext>?
     private var backoffMillis: Int64 = 0
     static let maxBatch = 512
+    /// Requests queued beyond this are refused (`unavailable`) rather than queued behind a slow Redis.
+    static let maxPending = 65_536
 
     init(endpoint: RedisEndpoint, scripts: [String], name: String, onStateChange: @escaping @Sendable (Bool) -> Void) {
         self.endpoint = endpoint
@@ -144,11 +146,12 @@ final class RedisConnection: @unchecked Sendable {
     var isUp: Bool { up.load(ordering: .acquiring) }
     var lastErrorText: String { lastError.withLock { $0 } }
 
-    /// Queues `request`; false (and nothing queued) when the connection is down or closed.
+    /// Queues `request`; false (and nothing queued) when the connection is down, closed, or has
+    /// `maxPending` requests waiting.
     func submit(_ request: RedisRequest) -> Bool {
         guard isUp else { return false }
         let queued = queue.withLock { q -> Bool in
-            guard !q.closed else { return false }
+            guard !q.closed, q.pending.count < Self.maxPending else { return false }
             q.pending.append(request)
             return true
         }
