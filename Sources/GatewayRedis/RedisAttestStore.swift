@@ -97,7 +97,8 @@ public final class RedisAttestStore: AttestStore {
         for c in pool { c.close() }
     }
 
-    deinit { close() }
+    /// The last reference may go away inside a completion, on a connection's thread: no waiting.
+    deinit { for c in pool { c.close(wait: false) } }
 
     // MARK: - Sending
 

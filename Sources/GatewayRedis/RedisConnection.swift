@@ -130,7 +130,10 @@ final class RedisConnection: @unchecked Sendable {
     /// Touched only by the connection's thread.
     private var context: UnsafeMutablePointer<redisContext>?
     private var backoffMillis: Int64 = 0
+    private let threadName: String
     static let maxBatch = 512
+    /// Makes thread names unique (`close` recognises its own thread by name).
+    private static let serial = Atomic<Int>(0)
     /// Requests queued beyond this are refused (`unavailable`) rather than queued behind a slow Redis.
     static let maxPending = 65_536
 
@@ -138,8 +141,9 @@ final class RedisConnection: @unchecked Sendable {
         self.endpoint = endpoint
         self.scripts = scripts
         self.onStateChange = onStateChange
+        threadName = "\(name)#\(Self.serial.wrappingAdd(1, ordering: .relaxed).oldValue)"
         let thread = Thread { [self] in run() }
-        thread.name = name
+        thread.name = threadName
         thread.start()
     }
 
@@ -159,15 +163,16 @@ final class RedisConnection: @unchecked Sendable {
         return queued
     }
 
-    /// Fails whatever is queued, disconnects and ends the thread; returns once it has ended.
-    func close() {
+    /// Fails whatever is queued, disconnects and ends the thread; with `wait`, returns once it has
+    /// ended (never waits when called from the connection's own thread, e.g. from a completion).
+    func close(wait: Bool = true) {
         let first = queue.withLock { q -> Bool in
             defer { q.closed = true }
             return !q.closed
         }
         guard first else { return }
         wake.signal()
-        exited.wait()
+        if wait && Thread.current.name != threadName { exited.wait() }
     }
 
     // MARK: - The connection's thread
