@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "GatewayCrypto", targets: ["GatewayCrypto"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .executable(name: "attest-sim", targets: ["attest-sim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -68,6 +69,18 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The device simulator and load generator: HTTP/1.1 client, devices, load runs, attacks, reports.
+        .target(
+            name: "AttestSim",
+            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "attest-sim",
+            dependencies: ["AttestSim", "AppAttest", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+
         .executableTarget(
             name: "gatewayd",
             dependencies: [
@@ -94,6 +107,7 @@ let package = Package(
             exclude: ["Vectors"]
         ),
         .testTarget(name: "IntegrationTests", dependencies: ["GatewayTestSupport"]),
+        .testTarget(name: "AttestSimTests", dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]),
         .testTarget(
             name: "CLITests",
             dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
