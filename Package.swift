@@ -51,6 +51,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire",
+                "GatewayPolicy", "GatewayStore", "AppAttest", "GatewayCrypto",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
@@ -58,6 +59,13 @@ let package = Package(
 
         // Attested keys and one-time challenges: sharded in memory, journal and snapshots on disk. No sockets.
         .target(name: "GatewayStore", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
+
+        // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
+        .target(
+            name: "GatewayPolicy",
+            dependencies: ["AppAttest", "GatewayConfig", "GatewayCrypto", "GatewayStore", "GatewayWire"],
+            swiftSettings: strict
+        ),
 
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
@@ -106,8 +114,15 @@ let package = Package(
             dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"],
             exclude: ["Vectors"]
         ),
-        .testTarget(name: "IntegrationTests", dependencies: ["GatewayTestSupport"]),
-        .testTarget(name: "AttestSimTests", dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
+        ),
+        .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "GatewayCrypto", "GatewayWire"]),
+        .testTarget(
+            name: "AttestSimTests",
+            dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
+        ),
         .testTarget(
             name: "CLITests",
             dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]

@@ -63,18 +63,24 @@ public struct RunOptions: Sendable {
     /// The devices of worker `w` (every `workers`-th, starting at `w`).
     public func devices(ofWorker w: Int) -> [Int] { Array(stride(from: w, to: devices, by: workers)) }
 
-    /// A deterministic body of `bodySize` bytes, different per device and request.
-    public func body(device: Int, request: Int) -> [UInt8] {
+    /// A deterministic JSON-like body of `bodySize` bytes, different per device and request. With
+    /// `bind: body` it holds the challenge (the gateway requires a presented challenge to be inside
+    /// the signed body), and is longer than `bodySize` when the challenge does not fit.
+    public func body(device: Int, request: Int, challenge: String? = nil) -> [UInt8] {
+        let challengeField = challenge.map { "\"challenge\":\"\($0)\"," } ?? ""
+        let seed = Array("{\(challengeField)\"device\":\(device),\"request\":\(request),\"pad\":\"".utf8)
+        if challenge != nil && seed.count + 2 >= bodySize { return seed + Array("\"}".utf8) }
         guard bodySize > 0 else { return [] }
-        let seed = Array("{\"device\":\(device),\"request\":\(request),\"pad\":\"".utf8)
         var out = [UInt8]()
         out.reserveCapacity(bodySize)
         out += seed.prefix(bodySize)
         var i = 0
-        while out.count < bodySize {
+        while out.count < bodySize - 2 {
             out.append(UInt8(ascii: "a") + UInt8(i % 26))
             i += 1
         }
+        if seed.count + 2 <= bodySize { out += Array("\"}".utf8) }
+        while out.count < bodySize { out.append(UInt8(ascii: " ")) }
         return out
     }
 }
@@ -204,7 +210,7 @@ public final class LoadRunner: Sendable {
                         continue
                     }
                 }
-                let body = o.body(device: i, request: slots[s].sent)
+                let body = o.body(device: i, request: slots[s].sent, challenge: o.binding == .body ? challenge : nil)
                 let request = GatewayRequests.protected(
                     device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
                     binding: o.binding)

@@ -106,6 +106,17 @@ struct ClientDataTests {
         #expect(two.devices(ofWorker: 0) == [0, 2, 4] && two.devices(ofWorker: 1) == [1, 3])
         #expect(o.body(device: 1, request: 2).count == 40)
         #expect(o.body(device: 1, request: 2) != o.body(device: 1, request: 3))
+        for size in [0, 1, 20, 40, 300] {
+            let sized = try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, bodySize: size)
+            #expect(sized.body(device: 0, request: 0).count == size)
+            // bind: body puts the challenge inside the signed body, growing it when it does not fit.
+            let withChallenge = String(decoding: sized.body(device: 0, request: 0, challenge: "CHALLENGE-TEXT"), as: UTF8.self)
+            #expect(withChallenge.contains("\"challenge\":\"CHALLENGE-TEXT\""))
+            #expect(withChallenge.utf8.count >= size)
+        }
+        let json = String(decoding: (try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, bodySize: 300))
+            .body(device: 0, request: 0, challenge: "C"), as: UTF8.self)
+        #expect((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["challenge"] as? String == "C")
         let bad: [() throws -> RunOptions] = [
             { try RunOptions(endpoint: e, appID: Self.appID, devices: 0, requests: 1, concurrency: 1) },
             { try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: -1, concurrency: 1) },
