@@ -16,13 +16,16 @@ public struct RunOptions: Sendable {
     public var bodySize: Int
     public var binding: Binding
     public var useNextChallenge: Bool
+    /// Baseline mode: the same requests without registration, challenge or assertion (for a route
+    /// without an assertion block), to compare the protected rate with.
+    public var plain: Bool
     /// Seconds per exchange.
     public var timeout: Double
 
     public init(
         endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
-        bodySize: Int = 256, binding: Binding = .request, useNextChallenge: Bool = true, timeout: Double = 10
+        bodySize: Int = 256, binding: Binding = .request, useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10
     ) throws(AttestSimError) {
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
         guard requests >= 0 else { throw .usage("--requests must not be negative (got \(requests))") }
@@ -50,6 +53,7 @@ public struct RunOptions: Sendable {
         self.bodySize = bodySize
         self.binding = binding
         self.useNextChallenge = useNextChallenge
+        self.plain = plain
         self.timeout = timeout
     }
 
@@ -100,7 +104,7 @@ public final class LoadRunner: Sendable {
         let o = options
         var report = RunReport(
             gateway: o.endpoint.description, devices: o.devices, requestsPlanned: o.requests, workers: o.workers,
-            method: o.method, path: o.path, bodySize: o.bodySize, binding: o.binding, nextChallenge: o.useNextChallenge)
+            method: o.method, path: o.path, bodySize: o.bodySize, binding: o.binding, nextChallenge: o.useNextChallenge, plain: o.plain)
         let results = ResultBox(workers: o.workers)
         let barrier = Barrier(parties: o.workers + 1)
         let done = DispatchGroup()
@@ -168,6 +172,10 @@ public final class LoadRunner: Sendable {
         for i in o.devices(ofWorker: w) {
             let device = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)
             var remaining = o.share(ofDevice: i)
+            if o.plain {
+                if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining)) }
+                continue
+            }
             guard let challenge = fetch(session, .register, device, &r, who: "device \(i)") else {
                 r.refused += remaining
                 continue
@@ -197,7 +205,9 @@ public final class LoadRunner: Sendable {
             for s in active {
                 let i = slots[s].index
                 var challenge: String?
-                if let next = slots[s].next {
+                if o.plain {
+                    challenge = nil
+                } else if let next = slots[s].next {
                     challenge = next
                     slots[s].next = nil
                     r.nextChallengesUsed += 1
@@ -211,9 +221,14 @@ public final class LoadRunner: Sendable {
                     }
                 }
                 let body = o.body(device: i, request: slots[s].sent, challenge: o.binding == .body ? challenge : nil)
-                let request = GatewayRequests.protected(
-                    device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
-                    binding: o.binding)
+                let request =
+                    o.plain
+                    ? HTTPRequest(
+                        method: o.method, target: o.path,
+                        headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
+                    : GatewayRequests.protected(
+                        device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
+                        binding: o.binding)
                 let t0 = HTTPClient.now()
                 do {
                     let resp = try client.send(request)

@@ -62,6 +62,8 @@ public struct RunReport: Sendable {
     public var bodySize: Int
     public var binding: Binding
     public var nextChallenge: Bool
+    /// Requests sent without registration, challenge or assertion (baseline).
+    public var plain: Bool
 
     public var registrations = VerdictCounts()
     public var registrationLatencies: [Double] = []
@@ -79,7 +81,7 @@ public struct RunReport: Sendable {
 
     public init(
         gateway: String, devices: Int, requestsPlanned: Int, workers: Int, method: String, path: String, bodySize: Int,
-        binding: Binding, nextChallenge: Bool
+        binding: Binding, nextChallenge: Bool, plain: Bool = false
     ) {
         self.gateway = gateway
         self.devices = devices
@@ -90,6 +92,7 @@ public struct RunReport: Sendable {
         self.bodySize = bodySize
         self.binding = binding
         self.nextChallenge = nextChallenge
+        self.plain = plain
     }
 
     public var requestsDone: Int { requests.total }
@@ -100,11 +103,15 @@ public struct RunReport: Sendable {
     public var text: String {
         var out = ""
         out += "attest-sim run → \(gateway): \(devices) devices, \(requestsPlanned) requests, \(workers) workers, "
-        out += "\(method) \(path) (bind \(binding.rawValue), \(bodySize)-byte body, next-challenge \(nextChallenge ? "on" : "off"))\n"
-        let regOK = registrations.counts.filter { $0.key.hasPrefix("2") }.values.reduce(0, +)
-        out += "registrations: \(regOK)/\(devices) accepted"
-        if let s = LatencySummary(samples: registrationLatencies) { out += ", p50 \(Self.ms(s.p50)) max \(Self.ms(s.max))" }
-        out += "\n"
+        out += plain
+            ? "\(method) \(path) (plain: no attestation, \(bodySize)-byte body)\n"
+            : "\(method) \(path) (bind \(binding.rawValue), \(bodySize)-byte body, next-challenge \(nextChallenge ? "on" : "off"))\n"
+        if !plain {
+            let regOK = registrations.counts.filter { $0.key.hasPrefix("2") }.values.reduce(0, +)
+            out += "registrations: \(regOK)/\(devices) accepted"
+            if let s = LatencySummary(samples: registrationLatencies) { out += ", p50 \(Self.ms(s.p50)) max \(Self.ms(s.max))" }
+            out += "\n"
+        }
         out += "requests:      \(requestsDone) in \(String(format: "%.3f", requestPhaseSeconds)) s = "
         out += "\(String(format: "%.1f", requestsPerSecond)) req/s; challenges fetched \(challenges.total), "
         out += "next-challenge used \(nextChallengesUsed); connections \(connectionsOpened)\n"
@@ -135,7 +142,7 @@ public struct RunReport: Sendable {
         let object: [String: Any] = [
             "gateway": gateway, "devices": devices, "requests_planned": requestsPlanned, "requests_done": requestsDone,
             "workers": workers, "method": method, "path": path, "body_size": bodySize, "bind": binding.rawValue,
-            "next_challenge": nextChallenge, "seconds": requestPhaseSeconds, "requests_per_second": requestsPerSecond,
+            "next_challenge": nextChallenge, "plain": plain, "seconds": requestPhaseSeconds, "requests_per_second": requestsPerSecond,
             "latency": summary(requestLatencies), "registration_latency": summary(registrationLatencies),
             "verdicts": requests.counts, "registration_verdicts": registrations.counts, "challenge_verdicts": challenges.counts,
             "challenges_fetched": challenges.total, "next_challenges_used": nextChallengesUsed,

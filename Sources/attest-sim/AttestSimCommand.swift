@@ -152,6 +152,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Fetch a challenge for every request instead of using X-App-Attest-Next-Challenge.")
     var noNextChallenge = false
 
+    @Flag(help: "Baseline: send the same requests without registration, challenge or assertion (to an unprotected route).")
+    var plain = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -162,7 +165,7 @@ struct Run: ParsableCommand {
         let options = try RunOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
-            useNextChallenge: !noNextChallenge, timeout: common.timeout)
+            useNextChallenge: !noNextChallenge, plain: plain, timeout: common.timeout)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }

@@ -81,6 +81,9 @@ final class FakeGateway: @unchecked Sendable {
 
     func handle(_ r: ServerRequest) -> [UInt8] {
         switch r.target {
+        case "/open":
+            lock.withLock { forwarded += 1 }
+            return Self.json(200, ["target": r.target])
         case "/v1/attest/challenge":
             let body = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: String]
             let (value, expires) = issue(purpose: body?["purpose"], keyID: body?["keyId"])

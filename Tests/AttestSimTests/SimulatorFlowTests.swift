@@ -211,6 +211,15 @@ struct RunnerTests {
             endpoint: gw.endpoint, appID: Self.appID, devices: 2, requests: 6, concurrency: 2, useNextChallenge: false)
         let r2 = LoadRunner(options: fetchEach, ca: ca).run()
         #expect(r2.passed && r2.nextChallengesUsed == 0 && r2.challenges.total == 8)
+
+        // Plain (baseline) to an unprotected path: no challenge, no registration; to a protected one: refused.
+        let plain = try RunOptions(
+            endpoint: gw.endpoint, appID: Self.appID, devices: 2, requests: 5, concurrency: 2, path: "/open", plain: true)
+        let r3 = LoadRunner(options: plain, ca: ca).run()
+        #expect(r3.passed && r3.requests.counts == ["200": 5] && r3.challenges.total == 0 && r3.registrations.total == 0)
+        let plainProtected = try RunOptions(endpoint: gw.endpoint, appID: Self.appID, devices: 1, requests: 2, concurrency: 1, plain: true)
+        let r4 = LoadRunner(options: plainProtected, ca: ca).run()
+        #expect(!r4.passed && r4.requests.counts == ["401 assertion_missing": 2])
     }
 
     @Test("run: a device the gateway refuses makes the run fail") func refusedRun() throws {
