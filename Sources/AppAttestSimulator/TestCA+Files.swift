@@ -134,7 +134,8 @@ extension TestCA {
         do {
             let device = ECPrivateKey(curve: .p256)
             let leaf = try issueCredentialCertificate(
-                for: device.p256PublicKey!, nonce: [UInt8](repeating: 0, count: 32), validity: leafValidity(issuedAt: Date()))
+                for: device.p256PublicKey!, nonce: [UInt8](repeating: 0, count: 32),
+                validity: Validity(from: Date(timeIntervalSince1970: now - 60), lifetime: 3600))
             try verifier.verify(leaf: leaf, intermediates: [intermediate], at: now)
         } catch {
             throw FileError(

@@ -168,6 +168,8 @@ public final class HTTPClient {
     private var exchangesOnConnection = 0
     /// Connections opened so far (a measure of keep-alive reuse).
     public private(set) var connectionsOpened = 0
+    /// Requests sent a second time because a reused connection closed before answering.
+    public private(set) var retries = 0
 
     public init(endpoint: HTTPEndpoint, timeout: Double = 10) {
         self.endpoint = endpoint
@@ -202,6 +204,7 @@ public final class HTTPClient {
             // Only a reused connection that failed before any response byte is retried: the server
             // closed it while idle, so it never saw the request.
             guard reused, case .closed(let why) = error, why == Self.closedBeforeResponse else { throw error }
+            retries += 1
             try connect()
             do {
                 return try exchange(bytes, method: method)

@@ -129,6 +129,7 @@ public final class LoadRunner: Sendable {
             report.requestLatencies += r.requestLatencies
             report.nextChallengesUsed += r.nextChallengesUsed
             report.connectionsOpened += r.connectionsOpened
+            report.retries += r.retries
             report.refusedLegitimate += r.refused
             for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
         }
@@ -144,6 +145,7 @@ public final class LoadRunner: Sendable {
         var requestLatencies: [Double] = []
         var nextChallengesUsed = 0
         var connectionsOpened = 0
+        var retries = 0
         var refused = 0
         var failures: [String] = []
 
@@ -247,6 +249,7 @@ public final class LoadRunner: Sendable {
             active = active.filter { slots[$0].remaining > 0 }
         }
         r.connectionsOpened = client.connectionsOpened
+        r.retries = client.retries
         return r
     }
 
