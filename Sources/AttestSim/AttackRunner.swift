@@ -198,6 +198,8 @@ public final class AttackRunner {
     public let ca: TestCA
     /// Called with each probe as it completes (progress output).
     public var onProbe: ((Probe) -> Void)?
+    /// Called with progress notes (the wait of `expired-challenge`).
+    public var onNote: ((String) -> Void)?
 
     let client: HTTPClient
     let session: GatewaySession
@@ -426,6 +428,7 @@ public final class AttackRunner {
                 return
             }
             // The idle connection may be closed by the gateway meanwhile; the client reconnects.
+            onNote?(String(format: "expired-challenge: waiting %.1f s for the challenge to expire", wait))
             Thread.sleep(forTimeInterval: wait)
             send(
                 name, "assert", protectedRequest(control, challenge: c.value), expectAccepted: false, codes: codes,

@@ -202,7 +202,9 @@ struct Attack: ParsableCommand {
         let options = try AttackOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(),
             modes: AttackMode.parse(mode), challengeWait: challengeWait, method: method, path: path, timeout: common.timeout)
-        let report = AttackRunner(options: options, ca: try common.loadCA()).run()
+        let runner = AttackRunner(options: options, ca: try common.loadCA())
+        runner.onNote = { FileHandle.standardError.write(Data("attest-sim: \($0)\n".utf8)) }
+        let report = runner.run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
     }
