@@ -53,6 +53,7 @@ struct LifecycleTests {
             c.respond("slow answer\n")
         }
         defer { slow.stop() }
+        defer { release.open() }  // first: a failed test must not leave the upstream thread waiting
         let gw = try GatewayProcess(config: gatewayConfig(upstream: "http://127.0.0.1:\(slow.port)"))
         defer { gw.stop() }
         let port = publicPort(gw)
@@ -61,7 +62,13 @@ struct LifecycleTests {
         #expect(received.wait())
         gw.signal(SIGTERM)
         #expect(waitForLog(gw, "\"msg\":\"draining\""))
-        #expect((try? LoopbackClient(port: port)) == nil, "the listener still accepts while draining")
+        // "draining" is logged just before the listeners close: wait (bounded) for the refusal.
+        var refused = false
+        for _ in 0..<250 where !refused {
+            refused = (try? LoopbackClient(port: port)) == nil
+            if !refused { usleep(20_000) }
+        }
+        #expect(refused, "the listener still accepts while draining")
         release.open()
         let r = try c.readResponse()
         #expect(r.status == 200)
@@ -84,6 +91,7 @@ struct LifecycleTests {
             }
         }
         defer { slow.stop() }
+        defer { release.open() }  // first: a failed test must not leave the upstream thread waiting
         let config = gatewayConfig(upstream: "http://127.0.0.1:\(slow.port)")
         let gw = try GatewayProcess(config: config)
         defer { gw.stop() }
