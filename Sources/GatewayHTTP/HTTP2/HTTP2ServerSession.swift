@@ -566,6 +566,20 @@ public final class HTTP2ServerSession {
     }
 
     private func onFrameSend(_ frame: nghttp2_frame) -> Int32 {
+        if frame.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+            // A connection error nghttp2 detected by itself (bad stream id, flow control, too many
+            // streams or SETTINGS entries…): reported like ours.
+            let code = HTTP2ErrorCode(frame.goaway.error_code)
+            guard code != .noError, !terminated else { return 0 }
+            terminated = true
+            var detail = "GOAWAY \(code)"
+            if let p = frame.goaway.opaque_data, frame.goaway.opaque_data_len > 0 {
+                detail += ": " + String(decoding: UnsafeBufferPointer(start: p, count: frame.goaway.opaque_data_len), as: UTF8.self)
+            }
+            events.append(.connectionError(code: code, detail: detail))
+            abandonStreams(code)
+            return 0
+        }
         guard frame.hd.type == UInt8(NGHTTP2_RST_STREAM.rawValue) else { return 0 }
         let code = HTTP2ErrorCode(frame.rst_stream.error_code)
         if applicationResets.remove(frame.hd.stream_id) == nil, code != .noError, code != .cancel { noteReset() }
