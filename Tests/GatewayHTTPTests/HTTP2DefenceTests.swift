@@ -81,8 +81,9 @@ struct HTTP2DefenceTests {
         let events = server.receive(bytes)
         #expect(requestIDs(events).isEmpty)
         #expect(connectionErrors(events) == [.enhanceYourCalm])
-        _ = server.pullOutput()
+        #expect(H2.goaways(H2.frames(server.pullOutput())).map(\.errorCode) == [.enhanceYourCalm])
         #expect(server.isFinished)
+        #expect(server.pullOutput().isEmpty)
         #expect(server.receive(H2.request(stream: 3, H2.get)).isEmpty)
     }
 

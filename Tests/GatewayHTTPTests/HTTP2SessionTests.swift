@@ -232,6 +232,29 @@ struct HTTP2SessionTests {
         #expect(client.responses[id]?.closed == .noError)
     }
 
+    @Test("RFC 9110 §15.2.1, RFC 9113 §8.1: 100 Continue is sent as an interim HEADERS before the final response")
+    func interimContinue() throws {
+        let server = try HTTP2ServerSession()
+        let client = H2TestClient()
+        let responder = Responder(server)
+        var continued: [Int32] = []
+        let handle: (HTTP2Event) throws -> Void = { event in
+            if case .request(let id, let head) = event, head.expectsContinue {
+                continued.append(id)
+                #expect(throws: HTTP2SessionError(.invalidStatus, "status 101")) {
+                    try server.submitInterimResponse(streamID: id, status: 101)
+                }
+                try server.submitInterimResponse(streamID: id, status: 100)
+            }
+            try responder.handle(event)
+        }
+        let id = client.request(method: "POST", path: "/p", headers: [("expect", "100-continue")], body: [1, 2, 3])
+        try pump(client, server, handle: handle)
+        #expect(continued == [id])
+        #expect(client.responses[id]?.headers.filter { $0.0 == ":status" }.map(\.1) == ["100", "200"])
+        #expect(responder.bodies[id] == [1, 2, 3])
+    }
+
     @Test("RFC 9113 §6.4, §5.4.2: a stream reset by the client is reported and its bytes are given back")
     func peerReset() throws {
         let server = try HTTP2ServerSession()

@@ -191,17 +191,68 @@ public final class HTTP2ServerSession {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
         guard (200...999).contains(status) else { throw HTTP2SessionError(.invalidStatus, "status \(status)") }
+        try submit(stream, Self.responseFields(status: status, headers), endStream: endStream)
+    }
+
+    /// :status first, then the fields HTTP/2 can carry: hop-by-hop removed, names lowercased,
+    /// invalid names or values (which a strict upstream parser never lets through) dropped.
+    private static func responseFields(status: Int, _ headers: HTTPFields) -> [(String, String)] {
         var fields = headers
         HopByHop.strip(&fields, isRequest: false)
         var pairs: [(String, String)] = [(":status", String(status))]
         for f in fields {
             let name = f.name.lowercased()
             guard !name.isEmpty, name.utf8.allSatisfy(HTTP2RequestHead.isTchar), name != "host",
-                !f.value.utf8.contains(where: { $0 == 0 || $0 == 0x0a || $0 == 0x0d })
+                HTTP2RequestHead.validValue(f.value)
             else { continue }
             pairs.append((name, f.value))
         }
-        try submit(stream, pairs, endStream: endStream)
+        return pairs
+    }
+
+    private static func flatten(_ pairs: [(String, String)]) -> ([UInt8], [(Int, Int, Int, Int)]) {
+        var storage: [UInt8] = []
+        var spans: [(Int, Int, Int, Int)] = []
+        for (name, value) in pairs {
+            let n = storage.count
+            storage.append(contentsOf: latin1Bytes(name))
+            let v = storage.count
+            storage.append(contentsOf: latin1Bytes(value))
+            spans.append((n, v - n, v, storage.count - v))
+        }
+        storage.append(0)
+        return (storage, spans)
+    }
+
+    /// nghttp2 copies names and values during the submit call, so pointers into `buf` are enough.
+    private static func nvArray(_ buf: UnsafeBufferPointer<UInt8>, _ spans: [(Int, Int, Int, Int)]) -> [nghttp2_nv] {
+        let base = UnsafeMutablePointer(mutating: buf.baseAddress!)
+        return spans.map {
+            nghttp2_nv(
+                name: base + $0.0, value: base + $0.2, namelen: $0.1, valuelen: $0.3,
+                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+    }
+
+    /// Sends an interim response (RFC 9110 §15.2: 100 Continue, 103 Early Hints) before the final one;
+    /// 101 does not exist in HTTP/2 (RFC 9113 §8.6). Hop-by-hop fields are removed as for final heads.
+    public func submitInterimResponse(streamID: Int32, status: Int, headers: HTTPFields = HTTPFields())
+        throws(HTTP2SessionError)
+    {
+        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
+        guard let stream = streams[streamID], stream.delivered else {
+            throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
+        }
+        guard !stream.responseSubmitted else {
+            throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
+        }
+        guard (100...199).contains(status), status != 101 else { throw HTTP2SessionError(.invalidStatus, "status \(status)") }
+        let (storage, spans) = Self.flatten(Self.responseFields(status: status, headers))
+        let rv: Int32 = storage.withUnsafeBufferPointer { buf in
+            let nva = Self.nvArray(buf, spans)
+            return nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, nil, nva, nva.count, nil)
+        }
+        guard rv >= 0 else { throw Self.libraryError(Int(rv), "nghttp2_submit_headers") }
     }
 
     /// Appends response body bytes for `streamID` (after `submitResponse` without `endStream`);
@@ -313,23 +364,9 @@ public final class HTTP2ServerSession {
     // MARK: - Internals
 
     private func submit(_ stream: StreamState, _ pairs: [(String, String)], endStream: Bool) throws(HTTP2SessionError) {
-        var storage: [UInt8] = []
-        var spans: [(Int, Int, Int, Int)] = []
-        for (name, value) in pairs {
-            let n = storage.count
-            storage.append(contentsOf: latin1Bytes(name))
-            let v = storage.count
-            storage.append(contentsOf: latin1Bytes(value))
-            spans.append((n, v - n, v, storage.count - v))
-        }
-        storage.append(0)
-        let rv: Int32 = storage.withUnsafeMutableBufferPointer { buf in
-            let base = buf.baseAddress!
-            let nva = spans.map {
-                nghttp2_nv(
-                    name: base + $0.0, value: base + $0.2, namelen: $0.1, valuelen: $0.3,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-            }
+        let (storage, spans) = Self.flatten(pairs)
+        let rv: Int32 = storage.withUnsafeBufferPointer { buf in
+            let nva = Self.nvArray(buf, spans)
             if endStream {
                 return nghttp2_submit_response(session, stream.id, nva, nva.count, nil)
             }
