@@ -273,6 +273,23 @@ struct HTTP2SessionTests {
         #expect(server.wantsRead)
     }
 
+    @Test("RFC 9113 §6.9.1: unconsumed bytes of a stream the client reset go back to the connection window")
+    func resetStreamGivesWindowBack() throws {
+        var settings = HTTP2Settings()
+        settings.connectionWindowSize = 65535
+        let server = try HTTP2ServerSession(settings: settings)
+        _ = server.pullOutput()
+        var bytes = H2.start() + H2.request(stream: 1, H2.get + [("content-length", "60000")], endStream: false)
+        for _ in 0..<4 { bytes += H2.data(stream: 1, Array(repeating: 0x62, count: 15000)) }
+        server.receive(bytes)
+        let before = H2.frames(server.pullOutput()).filter { $0.type == H2.FrameType.windowUpdate.rawValue }
+        #expect(before.isEmpty, "nothing consumed yet: no WINDOW_UPDATE")
+        let events = server.receive(H2.rst(stream: 1, code: .cancel))
+        #expect(events.last == .streamClosed(streamID: 1, code: .cancel))
+        let updates = H2.frames(server.pullOutput()).filter { $0.type == H2.FrameType.windowUpdate.rawValue && $0.stream == 0 }
+        #expect(updates.map { H2.u32($0.payload, 0) } == [60000])
+    }
+
     @Test("RFC 9113 §6.8: GOAWAY from the client is reported")
     func clientGoaway() throws {
         let server = try HTTP2ServerSession()
