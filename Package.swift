@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "GatewayCrypto", dependencies: ["CGatewayOpenSSL", "GatewayWire"], swiftSettings: strict),
 
         // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
-        .target(name: "GatewayHTTP", swiftSettings: strict),
+        .target(name: "GatewayHTTP", dependencies: ["CGatewayNGHTTP2"], swiftSettings: strict),
 
         // Event loops (epoll under one Dispatch source each), sockets, timers. The only target that touches descriptors.
         .target(name: "GatewayIO", dependencies: ["CGatewaySystem"], swiftSettings: strict),
@@ -105,7 +105,9 @@ let package = Package(
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire", "GatewayTestSupport"]),
         .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayTestSupport"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayTestSupport"]),
-        .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
+        .testTarget(
+            name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "CGatewayNGHTTP2", "GatewayTestSupport"], exclude: ["Resources"]
+        ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
