@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "GatewayCrypto", targets: ["GatewayCrypto"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .executable(name: "attest-sim", targets: ["attest-sim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -35,7 +36,7 @@ let package = Package(
         .target(name: "GatewayCrypto", dependencies: ["CGatewayOpenSSL", "GatewayWire"], swiftSettings: strict),
 
         // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
-        .target(name: "GatewayHTTP", swiftSettings: strict),
+        .target(name: "GatewayHTTP", dependencies: ["CGatewayNGHTTP2"], swiftSettings: strict),
 
         // Event loops (epoll under one Dispatch source each), sockets, timers. The only target that touches descriptors.
         .target(name: "GatewayIO", dependencies: ["CGatewaySystem"], swiftSettings: strict),
@@ -80,6 +81,18 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The device simulator and load generator: HTTP/1.1 client, devices, load runs, attacks, reports.
+        .target(
+            name: "AttestSim",
+            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "attest-sim",
+            dependencies: ["AttestSim", "AppAttest", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict
+        ),
+
         .executableTarget(
             name: "gatewayd",
             dependencies: [
@@ -96,7 +109,9 @@ let package = Package(
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire", "GatewayTestSupport"]),
         .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayTestSupport"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayTestSupport"]),
-        .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
+        .testTarget(
+            name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "CGatewayNGHTTP2", "GatewayTestSupport"], exclude: ["Resources"]
+        ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
         .testTarget(name: "GatewayRedisTests", dependencies: ["GatewayRedis", "GatewayStore", "GatewayTestSupport"]),
@@ -111,6 +126,10 @@ let package = Package(
             dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
         ),
         .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "GatewayCrypto", "GatewayWire"]),
+        .testTarget(
+            name: "AttestSimTests",
+            dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
+        ),
         .testTarget(
             name: "CLITests",
             dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
