@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "GatewayCrypto", targets: ["GatewayCrypto"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .library(name: "GatewayStore", targets: ["GatewayStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -144,6 +144,7 @@ public final class MemoryAttestStore: AttestStore {
                         if !entry.consumed { u += 1 }
                     }
                 }
+                if r > 0 { s.shrinkChallengesIfSparse() }
                 return (r, u)
             }
             removed += r

@@ -217,6 +217,29 @@ struct ShardState {
         count += 1
     }
 
+    /// Appends `record` unless its key is present (one probe sequence for both); false if present.
+    mutating func appendIfAbsent(_ record: KeyRecord) -> Bool {
+        if (count + 1) * 4 > slots.count * 3 { grow() }
+        let mask = slots.count - 1
+        var i = slotHash(record.key) & mask
+        while true {
+            let s = slots[i]
+            if s == 0 { break }
+            let index = Int(s - 1)
+            if chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)].key == record.key { return false }
+            i = (i + 1) & mask
+        }
+        if count >> Self.chunkShift == chunks.count {
+            var chunk = ContiguousArray<KeyRecord>()
+            chunk.reserveCapacity(Self.chunkSize)
+            chunks.append(chunk)
+        }
+        chunks[count >> Self.chunkShift].append(record)
+        slots[i] = UInt32(count + 1)
+        count += 1
+        return true
+    }
+
     private mutating func place(_ key: KeyBits, index: Int) {
         let mask = slots.count - 1
         var i = slotHash(key) & mask
@@ -265,6 +288,14 @@ struct ShardState {
             firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000)
     }
 
+    /// After a burst, hands memory back: a dictionary or heap keeps its capacity when emptied.
+    mutating func shrinkChallengesIfSparse() {
+        if challenges.capacity > 1024 && challenges.count * 8 < challenges.capacity {
+            challenges = Dictionary(uniqueKeysWithValues: challenges.lazy.map { ($0.key, $0.value) })
+        }
+        expiries.shrinkIfSparse()
+    }
+
     /// Adds a challenge that is known not to be present.
     mutating func addChallenge(_ entry: ChallengeEntry) {
         challenges[entry.token] = entry
@@ -277,6 +308,10 @@ struct ExpiryHeap {
     private(set) var items: ContiguousArray<ExpiryItem> = []
 
     var top: ExpiryItem? { items.first }
+
+    mutating func shrinkIfSparse() {
+        if items.capacity > 1024 && items.count * 8 < items.capacity { items = ContiguousArray(items) }
+    }
 
     mutating func push(_ item: ExpiryItem) {
         items.append(item)

@@ -213,8 +213,7 @@ enum SnapshotFormat {
                 }
                 rec.appIndex = try mapped(rec.appIndex)
                 rec.bundleIndex = try mapped(rec.bundleIndex)
-                guard states[target].find(rec.key) == nil else { throw corrupt("key stored twice") }
-                states[target].append(rec)
+                guard states[target].appendIfAbsent(rec) else { throw corrupt("key stored twice") }
                 keys += 1
             }
             guard let challengeCount = r.u64(), let challengeBytes = r.take(Int(challengeCount) * challengeStride) else {
