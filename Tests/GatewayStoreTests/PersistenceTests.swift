@@ -158,6 +158,33 @@ struct PersistenceTests {
         _ = b
     }
 
+    /// A record journaled after the clean snapshot (an operation in flight during close) makes the
+    /// stop unclean even though the marker is there: its counter counts, challenges are retired.
+    @Test func recordAfterCleanSnapshotMakesTheStopUnclean() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        var rng = SeededRandom(seed: 29)
+        let record = makeRecord(&rng)
+        let a = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        try a.registerFresh(record, now: t0)
+        let challenge = try a.issue(.assert, now: t0)
+        try a.close()
+        #expect(dir.files().contains(MemoryAttestStore.markerName))
+        var payload: [UInt8] = [JournalRecord.advanceType] + record.keyID.bytes
+        withUnsafeBytes(of: UInt32(9).littleEndian) { payload += $0 }
+        withUnsafeBytes(of: UInt32(1_700_000_000).littleEndian) { payload += $0 }
+        var frame: [UInt8] = []
+        withUnsafeBytes(of: UInt32(payload.count).littleEndian) { frame += $0 }
+        let crc = payload.withUnsafeBytes { CRC32C.checksum($0) }
+        withUnsafeBytes(of: crc.littleEndian) { frame += $0 }
+        appendBytes(dir.lastSegment, frame + payload)
+        let b = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        #expect(!b.lastStopWasClean)
+        #expect(try b.state(challenge.token, now: t0) == .unknown)
+        #expect(try b.key(record.keyID)?.counter == 9)
+        try b.close()
+    }
+
     @Test func tornJournalTailIsDropped() throws {
         let dir = TempDirectory()
         defer { dir.remove() }
