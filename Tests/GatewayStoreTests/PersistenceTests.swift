@@ -127,12 +127,18 @@ struct PersistenceTests {
             #expect(try b.key(r.keyID)?.counter == (i == 0 ? 500 : UInt32(100 + i)))
         }
         #expect(b.receipt(for: records[20].keyID) == [7])
+        // Every field of a registration that exists only in the journal comes back.
+        let rich = makeRecord(&rng, app: "TEAM.rich", environment: .development, category: 3, bundle: "9.9 (1)", seen: t0)
+        try a.registerFresh(rich, receipt: [1, 2, 3, 4], now: t0)
+        let c = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        #expect(try c.key(rich.keyID) == rich)
+        #expect(c.receipt(for: rich.keyID) == [1, 2, 3, 4])
         #expect(try b.state(pending.token, now: t0) == .unknown)
         #expect(try b.state(used.token, now: t0) == .unknown)
         // A replayed assertion is still refused: the counter did not roll back.
         #expect(try b.commit(records[0].keyID, counter: 500, challenge: nil, now: t0) == .counterReplay(stored: 500))
         try b.close()
-        _ = a
+        _ = (a, c)
     }
 
     /// A clean stop followed by more work and then a crash is unclean: challenges go.
