@@ -34,6 +34,8 @@ public final class MemoryAttestStore: AttestStore {
     let closed = Atomic<Bool>(false)
     /// Serializes snapshots.
     let snapshotLock = Mutex<Int>(0)
+    /// The data directory's `flock`, held from `open` to `close`.
+    let directoryLock = Mutex<FileHandle?>(nil)
 
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)

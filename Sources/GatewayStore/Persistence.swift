@@ -10,9 +10,22 @@ extension MemoryAttestStore {
     /// completed registrations are restored. Errors (`StoreError`, code `.unavailable`) name the
     /// file and the problem: unreadable directory, corrupt snapshot (checksum), unknown version,
     /// journal corruption before its last record. A torn last journal record is dropped.
+    ///
+    /// The directory is locked (`flock` on `lock`) until `close()`: a second process, or a second
+    /// store in this process, cannot open it meanwhile.
     public static func open(
         directory: String?, shards: Int = 64, maxLiveChallenges: Int = 1_000_000,
         observer: (any AttestStoreObserver)? = nil
+    ) throws -> MemoryAttestStore {
+        try open(directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
+                 exclusive: true)
+    }
+
+    /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
+    /// a second store while the first, never closed, still holds the lock.
+    static func open(
+        directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
+        exclusive: Bool
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
@@ -22,6 +35,7 @@ extension MemoryAttestStore {
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
+        let lock = exclusive ? try lockDirectory(directory) : nil
         let names = try FileIO.listDirectory(directory)
         let seed = UInt64.random(in: .min ... .max)
         var states = (0..<shards).map { _ in ShardState(seed: seed) }
@@ -80,8 +94,22 @@ extension MemoryAttestStore {
         let store = MemoryAttestStore(
             states: states, live: live, maxLiveChallenges: maxLiveChallenges, clean: clean, directory: directory,
             journal: journal, receiptsReader: reader, observer: observer)
+        store.directoryLock.withLock { $0 = lock }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
         return store
+    }
+
+    private static func lockDirectory(_ directory: String) throws -> FileHandle {
+        let path = "\(directory)/lock"
+        let handle = FileHandle(fd: try FileIO.open(path, O_RDWR | O_CREAT), path: path)
+        while flock(handle.fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK {
+                throw StoreError(.unavailable, "data directory \(directory) is in use by another store (\(path) is locked)")
+            }
+            throw FileIO.failure("cannot lock", path)
+        }
+        return handle
     }
 
     private static func prepareDirectory(_ directory: String) throws {
@@ -247,5 +275,6 @@ extension MemoryAttestStore {
         w.bytes.append(contentsOf: Self.markerMagic)
         w.u64(generation)
         try FileIO.writeFileAtomically(w.bytes, directory: directory, name: Self.markerName)
+        directoryLock.withLock { $0 = nil }  // closing the descriptor releases the flock
     }
 }

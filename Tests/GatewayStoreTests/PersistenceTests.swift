@@ -7,6 +7,12 @@ import Testing
 
 private let t0: Int64 = 1_700_000_000_000
 
+/// Opens a store on a directory whose previous store "crashed": it was never closed and, being
+/// still alive in this process, still holds the directory lock.
+func openAfterCrash(_ path: String, shards: Int = 4) throws -> MemoryAttestStore {
+    try MemoryAttestStore.open(directory: path, shards: shards, maxLiveChallenges: 1_000_000, observer: nil, exclusive: false)
+}
+
 @Suite("Memory store: journal, snapshots, recovery")
 struct PersistenceTests {
     @Test func openCreatesDirectoryAndMemoryOnlyHasNoSnapshots() throws {
@@ -31,6 +37,18 @@ struct PersistenceTests {
         #expect(missingParent?.detail.contains("cannot create data directory") == true)
         let shards = storeError { _ = try MemoryAttestStore.open(directory: nil, shards: 3) }
         #expect(shards?.detail.contains("power of two") == true)
+    }
+
+    @Test func aDirectoryIsOpenedByOneStoreAtATime() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let first = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        let busy = storeError { _ = try MemoryAttestStore.open(directory: dir.path, shards: 4) }
+        #expect(busy?.detail.contains("is in use by another store") == true)
+        try first.close()
+        let second = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        #expect(second.lastStopWasClean)
+        try second.close()
     }
 
     @Test func snapshotRoundTripAndCleanStopKeepsChallenges() throws {
@@ -119,7 +137,7 @@ struct PersistenceTests {
         let used = try a.issue(.assert, now: t0)
         #expect(try a.commit(records[0].keyID, counter: 500, challenge: used.token, now: t0) == .committed(previousCounter: 100))
 
-        let b = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        let b = try openAfterCrash(dir.path, shards: 4)
         #expect(!b.lastStopWasClean)
         #expect(b.statistics.keys == 30)
         #expect(b.statistics.liveChallenges == 0)
@@ -130,7 +148,7 @@ struct PersistenceTests {
         // Every field of a registration that exists only in the journal comes back.
         let rich = makeRecord(&rng, app: "TEAM.rich", environment: .development, category: 3, bundle: "9.9 (1)", seen: t0)
         try a.registerFresh(rich, receipt: [1, 2, 3, 4], now: t0)
-        let c = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        let c = try openAfterCrash(dir.path, shards: 4)
         #expect(try c.key(rich.keyID) == rich)
         #expect(c.receipt(for: rich.keyID) == [1, 2, 3, 4])
         #expect(try b.state(pending.token, now: t0) == .unknown)
@@ -156,7 +174,7 @@ struct PersistenceTests {
         #expect(try b.state(challenge.token, now: t0) != .unknown)
         #expect(try b.commit(record.keyID, counter: 1, challenge: challenge.token, now: t0) == .committed(previousCounter: 0))
         // b crashes (never closed).
-        let c = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        let c = try openAfterCrash(dir.path, shards: 4)
         #expect(!c.lastStopWasClean)
         #expect(try c.state(challenge.token, now: t0) == .unknown)
         #expect(try c.key(record.keyID)?.counter == 1)
@@ -203,7 +221,7 @@ struct PersistenceTests {
         let segment = dir.lastSegment
         let before = readBytes(segment).count
         appendBytes(segment, [41, 0, 0, 0, 0xAA, 0xBB, 0xCC, 0xDD, 2, 1, 2, 3])
-        let b = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        let b = try openAfterCrash(dir.path, shards: 4)
         #expect(try b.key(record.keyID)?.counter == 7)
         #expect(readBytes(segment).count == before)   // cut back to the last whole record
         try b.close()
@@ -225,14 +243,14 @@ struct PersistenceTests {
         var torn = bytes
         torn[torn.count - 2] ^= 0xFF
         writeBytes(segment, torn)
-        let b = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        let b = try openAfterCrash(dir.path, shards: 4)
         #expect(try b.key(record.keyID)?.counter == 2)
         _ = b
         // A damaged record followed by whole ones: corruption, refused with the offset.
         bytes = readBytes(segment)
         bytes[bytes.count - advance - 2] ^= 0xFF
         writeBytes(segment, bytes)
-        let error = storeError { _ = try MemoryAttestStore.open(directory: dir.path, shards: 4) }
+        let error = storeError { _ = try openAfterCrash(dir.path, shards: 4) }
         #expect(error?.detail.contains("fails its checksum") == true)
         #expect(error?.detail.contains(segment) == true)
         _ = a
@@ -330,7 +348,7 @@ struct PersistenceTests {
         let report = try a.snapshot()
         #expect(report.keys == n)
         let restoreStart = ContinuousClock.now
-        let b = try MemoryAttestStore.open(directory: dir.path, shards: 64)
+        let b = try openAfterCrash(dir.path, shards: 64)
         let restored = seconds(since: restoreStart)
         #expect(b.statistics.keys == n)
         for records in byShard.prefix(8) {
