@@ -34,6 +34,8 @@ public final class MemoryAttestStore: AttestStore {
     let closed = Atomic<Bool>(false)
     /// Serializes snapshots.
     let snapshotLock = Mutex<Int>(0)
+    /// `startPeriodicSnapshots`' timer.
+    let snapshotTimer = Mutex<Journal.TimerBox?>(nil)
     /// The data directory's `flock`, held from `open` to `close`.
     let directoryLock = Mutex<FileHandle?>(nil)
 
@@ -70,6 +72,10 @@ public final class MemoryAttestStore: AttestStore {
         self.observer = observer
         self.liveCount = Atomic(live)
         self.keyCount = Atomic(keys)
+    }
+
+    deinit {
+        snapshotTimer.withLock { $0?.source.cancel() }
     }
 
     static func validShardCount(_ n: Int) -> Bool { n >= 1 && n <= 4096 && n & (n - 1) == 0 }

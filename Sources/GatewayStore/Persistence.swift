@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Synchronization
 
@@ -260,12 +261,44 @@ extension MemoryAttestStore {
         return (report, generation)
     }
 
+    /// Writes a snapshot every `interval` on a background queue while the store is open, skipping
+    /// rounds in which no key changed (the current journal segment is empty). Errors go to
+    /// `onError`; the observer sees each snapshot. A memory-only store has nothing to do.
+    public func startPeriodicSnapshots(
+        every interval: Duration, onError: @escaping @Sendable (StoreError) -> Void = { _ in }
+    ) {
+        guard journal != nil else { return }
+        let millis = max(1, Int(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "attest-store.snapshots", qos: .utility))
+        timer.schedule(deadline: .now() + .milliseconds(millis), repeating: .milliseconds(millis))
+        timer.setEventHandler { [weak self] in
+            guard let self, !self.closed.load(ordering: .relaxed), let journal = self.journal,
+                  journal.recordsInSegment > 0
+            else { return }
+            do {
+                _ = try self.snapshot()
+            } catch {
+                if !self.closed.load(ordering: .relaxed) { onError(StoreError.from(error)) }
+            }
+        }
+        let box = Journal.TimerBox(timer)
+        snapshotTimer.withLock { old in
+            old?.source.cancel()
+            old = box
+        }
+        timer.resume()
+    }
+
     /// Stops the store: no operation is accepted afterwards. With a data directory: a final
     /// snapshot (with live challenges and consumed flags), the journal fsync'ed, then the
     /// clean-stop marker naming that snapshot. Calling it twice does nothing the second time.
     public func close() throws {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
         else { return }
+        snapshotTimer.withLock { t in
+            t?.source.cancel()
+            t = nil
+        }
         guard let journal, let directory else { return }
         let generation = try snapshotLock.withLock { (_) throws -> UInt64 in
             try writeSnapshot().generation

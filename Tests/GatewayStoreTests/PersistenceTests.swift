@@ -318,6 +318,34 @@ struct PersistenceTests {
         try a.close()
     }
 
+    @Test func periodicSnapshotsRunWhenKeysChangeAndSkipIdleRounds() throws {
+        final class Count: AttestStoreObserver {
+            let snapshots = Atomic<Int>(0)
+            func snapshotWritten(_ report: SnapshotReport) { snapshots.wrappingAdd(1, ordering: .relaxed) }
+        }
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        var rng = SeededRandom(seed: 30)
+        let count = Count()
+        let store = try MemoryAttestStore.open(directory: dir.path, shards: 4, observer: count)
+        store.startPeriodicSnapshots(every: .milliseconds(20)) { Issue.record("snapshot failed: \($0)") }
+        let record = makeRecord(&rng)
+        try store.registerFresh(record, now: t0)
+        var waited = 0
+        while count.snapshots.load(ordering: .relaxed) == 0 && waited < 1_000 {
+            usleep(10_000)
+            waited += 1
+        }
+        let taken = count.snapshots.load(ordering: .relaxed)
+        #expect(taken >= 1)
+        usleep(200_000)  // ten rounds without a key change
+        #expect(count.snapshots.load(ordering: .relaxed) == taken)
+        try store.close()
+        let again = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        #expect(try again.key(record.keyID) != nil)
+        try again.close()
+    }
+
     /// One million keys: snapshot, then restore into a new store; sampled records compare equal.
     @Test func millionKeySnapshotAndRestore() throws {
         let dir = TempDirectory()
