@@ -180,7 +180,8 @@ struct ShardState {
 
     @inline(__always) func slotHash(_ key: KeyBits) -> Int {
         // w0 chose the shard; w1 (independent random bits) mixed with a per-process seed places it.
-        Int(truncatingIfNeeded: (key.w1 ^ seed) &* 0x9E37_79B9_7F4A_7C15 >> 16)
+        // (In Swift `>>` binds tighter than `&*`: the product is parenthesized; its high half is used.)
+        Int(truncatingIfNeeded: ((key.w1 ^ seed) &* 0x9E37_79B9_7F4A_7C15) >> 32)
     }
 
     /// The record index of `key`, or nil.

@@ -170,18 +170,19 @@ enum SnapshotFormat {
             throw StoreError(.unavailable, "snapshot \(path) was written by a build with another record layout")
         }
         let header = Header(
-            shardCount: shardCount, generation: r.u64()!, journalSeq: r.u64()!, keyCount: Int(r.u64()!),
-            challengeCount: Int(r.u64()!), createdMillis: r.i64()!)
+            shardCount: shardCount, generation: r.u64()!, journalSeq: r.u64()!, keyCount: Int(clamping: r.u64()!),
+            challengeCount: Int(clamping: r.u64()!), createdMillis: r.i64()!)
         guard shardCount >= 1, shardCount <= 1 << 16 else { throw corrupt("shard count \(shardCount)") }
 
         let mask = UInt64(states.count - 1)
         let sameSharding = shardCount == states.count
         var challenges: [ChallengeEntry] = []
-        challenges.reserveCapacity(min(header.challengeCount, 1 << 24))
+        challenges.reserveCapacity(min(header.challengeCount, size / challengeStride))
         var keys = 0
         if sameSharding {
             for i in 0..<states.count {
-                states[i].reserve(states[i].count + header.keyCount / max(1, shardCount) * 9 / 8 + 16)
+                let expected = min(header.keyCount, size / recordStride)
+                states[i].reserve(states[i].count + expected / shardCount * 9 / 8 + 16)
             }
         }
         for _ in 0..<shardCount {
@@ -193,7 +194,9 @@ enum SnapshotFormat {
             }
             // Source string index -> index in the target shard, per target shard (filled lazily).
             var remap = [[UInt32]](repeating: [], count: states.count)
-            guard let recordCount = r.u64(), let recordBytes = r.take(Int(recordCount) * recordStride) else {
+            guard let recordCount = r.u64(), recordCount <= UInt64(r.remaining / recordStride),
+                  let recordBytes = r.take(Int(recordCount) * recordStride)
+            else {
                 throw corrupt("truncated records")
             }
             for n in 0..<Int(recordCount) {
@@ -216,7 +219,9 @@ enum SnapshotFormat {
                 guard states[target].appendIfAbsent(rec) else { throw corrupt("key stored twice") }
                 keys += 1
             }
-            guard let challengeCount = r.u64(), let challengeBytes = r.take(Int(challengeCount) * challengeStride) else {
+            guard let challengeCount = r.u64(), challengeCount <= UInt64(r.remaining / challengeStride),
+                  let challengeBytes = r.take(Int(challengeCount) * challengeStride)
+            else {
                 throw corrupt("truncated challenges")
             }
             for n in 0..<Int(challengeCount) {
