@@ -47,6 +47,22 @@ extension MemoryAttestStore {
         let firstSeq = loaded?.header.journalSeq ?? 0
         let segments = names.compactMap(JournalFormat.sequence(ofName:)).sorted()
         let replay = segments.filter { $0 >= firstSeq }
+        // Segments are numbered from 1 and deleted only once a snapshot covers them: a gap, or a
+        // journal that does not start at 1 with no snapshot, means files were lost.
+        if loaded == nil, let first = segments.first, first > 1 {
+            throw StoreError(
+                .unavailable,
+                "data directory \(directory) has journal segments from \(first) on but no \(SnapshotFormat.fileName); "
+                    + "the keys of the segments before it would be lost")
+        }
+        var expected = loaded == nil ? replay.first : firstSeq
+        for seq in replay {
+            if let e = expected, seq != e {
+                throw StoreError(
+                    .unavailable, "data directory \(directory) lacks journal segment \(JournalFormat.segmentName(e))")
+            }
+            expected = seq + 1
+        }
         var replayed = 0
         for (i, seq) in replay.enumerated() {
             replayed += try replaySegment(

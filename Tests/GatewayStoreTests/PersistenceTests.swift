@@ -294,6 +294,30 @@ struct PersistenceTests {
         try restored.close()
     }
 
+    @Test func lostSnapshotOrSegmentIsAnError() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        var rng = SeededRandom(seed: 31)
+        let a = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        try a.registerFresh(makeRecord(&rng), now: t0)
+        _ = try a.snapshot()
+        try a.registerFresh(makeRecord(&rng), now: t0)
+        let snapshot = readBytes(dir.file(SnapshotFormat.fileName))
+        try FileManager.default.removeItem(atPath: dir.file(SnapshotFormat.fileName))
+        let noSnapshot = storeError { _ = try openAfterCrash(dir.path) }
+        #expect(noSnapshot?.detail.contains("no snapshot.dat") == true)
+        writeBytes(dir.file(SnapshotFormat.fileName), snapshot)
+        _ = try a.snapshot()   // covers the segment the first snapshot named: now delete the newest's predecessor
+        try a.registerFresh(makeRecord(&rng), now: t0)
+        let segments = dir.files().filter { $0.hasPrefix("journal-") }
+        #expect(segments.count == 1)
+        // Put the old snapshot back: it names a segment that no longer exists.
+        writeBytes(dir.file(SnapshotFormat.fileName), snapshot)
+        let gap = storeError { _ = try openAfterCrash(dir.path) }
+        #expect(gap?.detail.contains("lacks journal segment") == true)
+        _ = a
+    }
+
     @Test func snapshotDeletesCoveredSegmentsAndObserverIsTold() throws {
         final class Seen: AttestStoreObserver {
             let syncs = Atomic<Int>(0)
