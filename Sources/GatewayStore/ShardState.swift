@@ -279,16 +279,6 @@ struct ShardState {
         index == KeyRecord.noString || Int(index) >= strings.count ? nil : strings[Int(index)]
     }
 
-    func deviceKeyRecord(_ r: KeyRecord) -> DeviceKeyRecord {
-        DeviceKeyRecord(
-            keyID: r.key.keyID, publicKey: r.point.publicKey, counter: r.counter,
-            appID: string(r.appIndex) ?? "",
-            environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
-            validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil,
-            bundleVersion: string(r.bundleIndex),
-            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000)
-    }
-
     /// After a burst, hands memory back: a dictionary or heap keeps its capacity when emptied.
     mutating func shrinkChallengesIfSparse() {
         if challenges.capacity > 1024 && challenges.count * 8 < challenges.capacity {

@@ -226,11 +226,12 @@ do {
 
     try store.close()
     var restoredKeys = 0
+    var again: MemoryAttestStore?
     let restoreTime = try timed {
-        let again = try MemoryAttestStore.open(directory: dir, shards: options.shards)
-        restoredKeys = again.statistics.keys
-        try again.close()
+        again = try MemoryAttestStore.open(directory: dir, shards: options.shards)
+        restoredKeys = again?.statistics.keys ?? 0
     }
+    try again?.close()
     guard restoredKeys == n else { fail("restored \(restoredKeys) keys, expected \(n)") }
 
     func f(_ x: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", x) }
