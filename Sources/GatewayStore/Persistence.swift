@@ -308,6 +308,8 @@ extension MemoryAttestStore {
     /// Stops the store: no operation is accepted afterwards. With a data directory: a final
     /// snapshot (with live challenges and consumed flags), the journal fsync'ed, then the
     /// clean-stop marker naming that snapshot. Calling it twice does nothing the second time.
+    /// Call it from the gateway's shutdown path, not from inside a store completion (`register`
+    /// completions run on the journal's queue, which `close` waits for).
     public func close() throws {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
         else { return }
