@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "attest-sim", targets: ["attest-sim"]),
+        .library(name: "GatewayStore", targets: ["GatewayStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
