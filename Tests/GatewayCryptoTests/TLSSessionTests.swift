@@ -469,7 +469,7 @@ struct TLSContextErrorTests {
         #expect(e.kind == .invalidCertificate && e.message.contains(junk))
 
         let junkKey = pki.directory + "/junk.key"
-        FileManager.default.createFile(atPath: junkKey, contents: Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: junkKey, contents: Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8), attributes: [.posixPermissions: 0o600])
         e = try #require(serverError([.init(certificatePath: good.certificatePath, privateKeyPath: junkKey)]))
         #expect(e.kind == .invalidPrivateKey && e.message.contains(junkKey))
 
@@ -564,7 +564,7 @@ final class TLSTestPKI {
     }
 
     func writeKey(_ key: ECPrivateKey, to path: String, mode: Int = 0o600) throws {
-        FileManager.default.createFile(atPath: path, contents: Data(key.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: path, contents: Data(key.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
         try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
     }
 
