@@ -473,6 +473,22 @@ struct TLSContextErrorTests {
         e = try #require(serverError([.init(certificatePath: good.certificatePath, privateKeyPath: junkKey)]))
         #expect(e.kind == .invalidPrivateKey && e.message.contains(junkKey))
 
+        // An encrypted key is refused without prompting for a password.
+        let encryptedKey = pki.directory + "/encrypted.key"
+        let encrypted = """
+            -----BEGIN ENCRYPTED PRIVATE KEY-----
+            MIHsMFcGCSqGSIb3DQEFDTBKMCkGCSqGSIb3DQEFDDAcBAhs2uzQgB0AGAICCAAw
+            DAYIKoZIhvcNAgkFADAdBglghkgBZQMEASoEECU6+Ofs8XZ/LqtSelIBxFQEgZBV
+            WVVXQuTWKvDW5OcviJ0EqVP3OrApxusd2aVJskDBffMj5XYyzDFPZeARWz477d87
+            GObWcu7iQYas5zyVuYvDpRoGLkRJsxJVJjiUjr3NvC0UGsUDjWbGGLwmXWHGsR6B
+            aC2GjiJFrqcwIvTq43P01b3/77jtWoCjPi24+oSX3yQ2/JKu0nwathNNMQ4zEWs=
+            -----END ENCRYPTED PRIVATE KEY-----
+
+            """
+        _ = FileManager.default.createFile(atPath: encryptedKey, contents: Data(encrypted.utf8), attributes: [.posixPermissions: 0o600])
+        e = try #require(serverError([.init(certificatePath: good.certificatePath, privateKeyPath: encryptedKey)]))
+        #expect(e.kind == .invalidPrivateKey && e.message.contains("unencrypted"))
+
         e = try #require(serverError([.init(certificatePath: pki.directory, privateKeyPath: good.keyPath)]))
         #expect(e.kind == .unreadableFile && e.message.contains("not a regular file"))
     }
