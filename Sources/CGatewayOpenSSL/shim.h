@@ -65,4 +65,10 @@ static inline int cgw_SSL_AD_REASON_OFFSET(void) { return SSL_AD_REASON_OFFSET; 
 static inline STACK_OF(X509_NAME) *cgw_sk_X509_NAME_new_null(void) { return sk_X509_NAME_new_null(); }
 static inline int cgw_sk_X509_NAME_push(STACK_OF(X509_NAME) *sk, X509_NAME *n) { return sk_X509_NAME_push(sk, n); }
 static inline void cgw_sk_X509_NAME_pop_free(STACK_OF(X509_NAME) *sk) { sk_X509_NAME_pop_free(sk, X509_NAME_free); }
+/* Allocated bytes of a memory BIO's buffer (it grows with the largest burst and never shrinks). */
+static inline size_t cgw_BIO_mem_capacity(BIO *b) {
+    BUF_MEM *m = NULL;
+    (void)BIO_get_mem_ptr(b, &m);
+    return m == NULL ? 0 : m->max;
+}
 #endif

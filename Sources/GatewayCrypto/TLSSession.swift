@@ -75,8 +75,8 @@ public final class TLSSession {
 
     public let role: Role
     let ssl: OpaquePointer
-    let inbound: OpaquePointer
-    let outbound: OpaquePointer
+    private(set) var inbound: OpaquePointer
+    private(set) var outbound: OpaquePointer
     /// Keeps the context (and the callbacks' `arg`) alive as long as the session.
     private let server: TLSServerContext?
     private let client: TLSClientContext?
@@ -129,10 +129,8 @@ public final class TLSSession {
     }
 
     private static func attachBuffers(_ ssl: OpaquePointer) -> (OpaquePointer, OpaquePointer) {
-        guard let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else { OpenSSLFatal.fail("BIO_new") }
-        // An empty input buffer means "retry later" (WANT_READ), never end of file.
-        cgw_BIO_set_mem_eof_return(rbio, -1)
-        cgw_BIO_set_mem_eof_return(wbio, -1)
+        let rbio = newBuffer()
+        let wbio = newBuffer()
         SSL_set_bio(ssl, rbio, wbio)
         return (rbio, wbio)
     }
@@ -212,6 +210,7 @@ public final class TLSSession {
         let e = SSL_get_error(ssl, r)
         switch e {
         case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            releaseIdleBuffers()
             return .needMoreInput
         case SSL_ERROR_ZERO_RETURN:
             receivedCloseNotify = true
@@ -292,7 +291,10 @@ public final class TLSSession {
         while true {
             var p: UnsafeMutablePointer<CChar>? = nil
             let length = Int(cgw_BIO_get_mem_data(outbound, &p))
-            guard length > 0, let p else { return total }
+            guard length > 0, let p else {
+                releaseIdleBuffers()
+                return total
+            }
             let taken = min(max(send(UnsafeRawBufferPointer(start: p, count: length)), 0), length)
             guard taken > 0 else { return total }
             discardCiphertext(taken)
@@ -305,7 +307,9 @@ public final class TLSSession {
     public func readCiphertext(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         guard buffer.count > 0 else { return 0 }
         var n = 0
-        return BIO_read_ex(outbound, buffer.baseAddress, buffer.count, &n) == 1 ? n : 0
+        guard BIO_read_ex(outbound, buffer.baseAddress, buffer.count, &n) == 1 else { return 0 }
+        if pendingCiphertextCount == 0 { releaseIdleBuffers() }
+        return n
     }
 
     /// All waiting ciphertext (convenience for tests and simple callers).
@@ -315,6 +319,31 @@ public final class TLSSession {
         var out = [UInt8](repeating: 0, count: count)
         let n = out.withUnsafeMutableBytes { readCiphertext(into: $0) }
         return Array(out.prefix(n))
+    }
+
+    /// Bytes allocated by the two buffers (they grow with the largest burst).
+    public var bufferCapacity: Int { cgw_BIO_mem_capacity(inbound) + cgw_BIO_mem_capacity(outbound) }
+
+    /// Buffers above this size are replaced by empty ones once drained, so that an idle keep-alive
+    /// connection does not keep the memory of its largest transfer.
+    static let idleBufferLimit = 64 * 1024
+
+    private func releaseIdleBuffers() {
+        if BIO_ctrl_pending(outbound) == 0 && cgw_BIO_mem_capacity(outbound) > Self.idleBufferLimit {
+            outbound = Self.newBuffer()
+            SSL_set0_wbio(ssl, outbound)  // frees the old one
+        }
+        if BIO_ctrl_pending(inbound) == 0 && cgw_BIO_mem_capacity(inbound) > Self.idleBufferLimit {
+            inbound = Self.newBuffer()
+            SSL_set0_rbio(ssl, inbound)
+        }
+    }
+
+    private static func newBuffer() -> OpaquePointer {
+        guard let bio = BIO_new(BIO_s_mem()) else { OpenSSLFatal.fail("BIO_new") }
+        // An empty buffer means "retry later" (WANT_READ), never end of file.
+        cgw_BIO_set_mem_eof_return(bio, -1)
+        return bio
     }
 
     private func discardCiphertext(_ count: Int) {

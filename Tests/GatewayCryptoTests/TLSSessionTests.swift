@@ -277,6 +277,9 @@ struct TLSSessionTests {
         }
         #expect(receivedUp == up)
         #expect(receivedDown == down)
+        // Drained buffers do not keep the memory of the burst.
+        #expect(c.pendingCiphertextCount == 0 && s.pendingCiphertextCount == 0)
+        #expect(c.bufferCapacity <= 2 * 64 * 1024 && s.bufferCapacity <= 2 * 64 * 1024, "\(c.bufferCapacity) \(s.bufferCapacity)")
         // writePlaintext stops once the high-water mark is reached (one 64 KiB chunk may cross it).
         #expect(maxPending <= 64 * 1024 + 64 * 1024 + 1024)
     }
