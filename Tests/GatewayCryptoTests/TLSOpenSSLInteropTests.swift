@@ -41,6 +41,36 @@ struct TLSOpenSSLInteropTests {
         #expect(err.contains("Protocol version: TLSv1.3"), "\(err)")
     }
 
+    @Test("client-initiated renegotiation (openssl s_client's R command, TLS 1.2) is refused")
+    func renegotiation() throws {
+        let pki = try TLSTestPKI()
+        let leaf = try pki.issue("gateway.test", dnsNames: ["gateway.test"])
+        let server = try pki.server([(leaf, [])])
+        let (listener, port) = try LoopbackSocket.listen()
+        let tool = try OpenSSLTool([
+            "s_client", "-connect", "127.0.0.1:\(port)", "-servername", "gateway.test", "-tls1_2", "-CAfile", pki.caPath,
+        ])
+        defer { tool.stop() }
+        let socket = try listener.accept()
+        let session = server.makeSession()
+        try socket.handshake(session)
+        #expect(session.connectionInfo?.version == .tls12)
+        tool.input.fileHandleForWriting.write(Data("R\n".utf8))
+        var failure: TLSFailure? = nil
+        do {
+            _ = try socket.readPlaintext(session, until: { _ in false })
+        } catch let f as TLSFailure {
+            failure = f
+        }
+        tool.waitForExit()
+        let out = tool.standardOutput() + tool.standardError()
+        #expect(out.contains("RENEGOTIATING"), "\(out)")
+        // Our server answers the new ClientHello with a no_renegotiation alert; s_client gives up with a
+        // handshake_failure alert, which ends the session.
+        #expect(out.contains("no renegotiation"), "\(out)")
+        #expect(failure?.kind == .peerAlert, "\(String(describing: failure))")
+    }
+
     @Test("our client verifies openssl s_server, presents a client certificate and exchanges data")
     func sServer() throws {
         let pki = try TLSTestPKI()
