@@ -13,6 +13,7 @@ packages=(
   prometheus       # promtool: checks and unit-tests deploy/prometheus rules, dashboard PromQL
   redis-server     # loads deploy/kubernetes' redis.conf (Tests/DeployTests)
   python3-venv     # the venv holding kubernetes-validate (below)
+  busybox          # the container HEALTHCHECK client, run against a live gatewayd (Tests/DeployTests)
 )
 
 missing=()
