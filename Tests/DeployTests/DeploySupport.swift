@@ -100,3 +100,73 @@ enum ExportedMetrics {
         Set(expr.matches(of: /attest_gateway_[a-z0-9_]+/).map { String($0.output) })
     }
 }
+
+/// A redis-server on 127.0.0.1 and a free port, in a temporary directory, nothing persisted; for
+/// checks that may connect to the store. `stop()` ends it.
+final class ThrowawayRedis: @unchecked Sendable {
+    let port: UInt16
+    private let process = Process()
+    private let directory: URL
+
+    init(server: URL) throws {
+        directory = try Deploy.temporaryDirectory()
+        port = try Self.freePort()
+        process.executableURL = server
+        process.arguments = [
+            "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--logfile", directory.appendingPathComponent("redis.log").path,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Ready when it accepts a TCP connection (bounded: 5 s).
+        for _ in 0..<100 {
+            if Self.accepts(port) { return }
+            if !process.isRunning { break }
+            usleep(50_000)
+        }
+        stop()
+        throw DeployCheckError("redis-server did not start on 127.0.0.1:\(port)")
+    }
+
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    deinit { stop() }
+
+    /// A port the system hands out for 127.0.0.1 (released at once; redis-server binds it next).
+    static func freePort() throws -> UInt16 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw DeployCheckError("socket: \(errno)") }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        guard ok else { throw DeployCheckError("bind 127.0.0.1:0: \(errno)") }
+        return UInt16(bigEndian: addr.sin_port)
+    }
+
+    static func accepts(_ port: UInt16) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = port.bigEndian
+        return withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+}

@@ -42,19 +42,24 @@ struct KubernetesTests {
 
     static let kubernetesValidate: URL? = Deploy.tool("kubernetes-validate", extra: [Deploy.kubernetesValidateVenv])
 
-    static func validate(_ file: URL) throws -> ProcessResult {
+    /// The oldest and the newest Kubernetes versions kubernetes-validate 1.37.0 ships schemas for.
+    static let kubernetesVersions = ["1.25.0", "1.37.0"]
+
+    static func validate(_ file: URL, version: String = "1.37.0") throws -> ProcessResult {
         let tool = try #require(kubernetesValidate, "kubernetes-validate is missing: scripts/install-deps.sh installs it into .build-tools/venv")
-        return try runProcess(tool, ["--strict", "--quiet", file.path], timeout: 120)
+        return try runProcess(tool, ["--strict", "--quiet", "-k", version, file.path], timeout: 120)
     }
 
-    @Test("every manifest validates strictly against the Kubernetes schemas",
+    @Test("every manifest validates strictly against the Kubernetes 1.25 and 1.37 schemas",
           .enabled(if: Deploy.runnable("kubernetes-validate", extra: [Deploy.kubernetesValidateVenv]),
                    "kubernetes-validate not installed (scripts/install-deps.sh); skipped outside CI"))
     func schemas() throws {
         #expect(Self.manifestFiles.count >= 5)
         for f in Self.manifestFiles {
-            let r = try Self.validate(Deploy.url("\(Self.dir)/\(f)"))
-            #expect(r.status == 0, "\(f): \(r.stdout)\(r.stderr)")
+            for v in Self.kubernetesVersions {
+                let r = try Self.validate(Deploy.url("\(Self.dir)/\(f)"), version: v)
+                #expect(r.status == 0, "\(f) against \(v): \(r.stdout)\(r.stderr)")
+            }
         }
         // The validator is strict: a misspelled field or a wrong type is refused.
         let tmp = try Deploy.temporaryDirectory()
@@ -94,8 +99,13 @@ struct KubernetesTests {
         #expect(config.admin.address.isWildcard, "probes and Prometheus reach the admin listener on the pod IP")
 
         // gatewayd check resolves upstream names; cluster Service names only resolve inside the cluster,
-        // so the check runs on a copy where they are 127.0.0.1. Everything else is the shipped text.
-        var local = yaml.replacingOccurrences(of: "redis://\(redis.url.host):", with: "redis://127.0.0.1:")
+        // so the check runs on a copy where they are 127.0.0.1, with a throwaway redis-server behind the
+        // Redis URL when one is installed. Everything else is the shipped text.
+        let throwaway = Deploy.tool("redis-server").flatMap { try? ThrowawayRedis(server: $0) }
+        defer { throwaway?.stop() }
+        let redisPort = throwaway?.port ?? redis.url.port
+        var local = yaml.replacingOccurrences(
+            of: "redis://\(redis.url.host):\(redis.url.port)/", with: "redis://127.0.0.1:\(redisPort)/")
         for u in config.upstreams {
             if case .url(let url) = u.target { local = local.replacingOccurrences(of: "://\(url.host):", with: "://127.0.0.1:") }
         }
