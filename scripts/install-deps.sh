@@ -14,6 +14,7 @@ packages=(
   redis-server     # loads deploy/kubernetes' redis.conf (Tests/DeployTests)
   python3-venv     # the venv holding kubernetes-validate (below)
   busybox          # the container HEALTHCHECK client, run against a live gatewayd (Tests/DeployTests)
+  strace           # traces gatewayd against the systemd unit's sandbox (Tests/DeployTests)
 )
 
 missing=()
