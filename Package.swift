@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "attest-sim", targets: ["attest-sim"]),
+        .library(name: "GatewayStore", targets: ["GatewayStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -126,6 +127,7 @@ let package = Package(
             dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
         ),
         .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "GatewayCrypto", "GatewayWire"]),
+        .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(
             name: "AttestSimTests",
             dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]

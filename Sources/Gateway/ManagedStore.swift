@@ -16,15 +16,16 @@ final class ManagedStore: @unchecked Sendable {
     private let snapshotInterval: Duration?
     private let queue = DispatchQueue(label: "gateway.store.upkeep", qos: .utility)
     private var timer: (any DispatchSourceTimer)?
-    private var lastSnapshot = Date()
+    private let lastSnapshot: LastSnapshot
     private var closed = false
 
-    private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?) {
+    private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?, lastSnapshot: LastSnapshot) {
         self.memory = memory
         redis = nil
         attestStore = memory
         self.metrics = metrics
         self.snapshotInterval = snapshotInterval
+        self.lastSnapshot = lastSnapshot
     }
 
     private init(redis: RedisAttestStore, metrics: AttestMetrics) {
@@ -33,6 +34,7 @@ final class ManagedStore: @unchecked Sendable {
         attestStore = redis
         self.metrics = metrics
         snapshotInterval = nil
+        lastSnapshot = LastSnapshot()
     }
 
     /// False while the Redis store has no live connection (`/readyz` answers 503 then).
@@ -45,8 +47,9 @@ final class ManagedStore: @unchecked Sendable {
         case .redis(let r): return openRedis(r, metrics: metrics)
         }
         let started = Date()
+        let last = LastSnapshot()
         let memory = try MemoryAttestStore.open(
-            directory: m.dataDirectory, shards: m.shards, observer: StoreMetricsObserver(metrics: metrics))
+            directory: m.dataDirectory, shards: m.shards, observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last))
         let seconds = Date().timeIntervalSince(started)
         let stats = memory.statistics
         GatewayEvents.log("info", "store restored", [
@@ -57,7 +60,8 @@ final class ManagedStore: @unchecked Sendable {
         if !memory.lastStopWasClean {
             GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
         }
-        return ManagedStore(memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval)
+        return ManagedStore(
+            memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
     }
 
     /// Starts the connections and waits up to the command timeout (at least 1 s) for the first
@@ -88,6 +92,13 @@ final class ManagedStore: @unchecked Sendable {
         t.setEventHandler { [unowned self] in self.tick() }
         t.resume()
         timer = t
+        // Snapshots run on the store's own timer, and only when the journal holds something new.
+        if let interval = snapshotInterval, let memory {
+            memory.startPeriodicSnapshots(every: interval) { [metrics] error in
+                metrics.snapshotFailed("\(error)")
+                GatewayEvents.log("error", "snapshot failed; the journal keeps every change until the next one succeeds", [("error", "\(error)")])
+            }
+        }
     }
 
     private func tick() {
@@ -102,22 +113,10 @@ final class ManagedStore: @unchecked Sendable {
         _ = memory.sweepExpired(nowMillis: AttestContext.nowMillis())  // counted through the observer
         let stats = memory.statistics
         metrics.storeSizes(keys: stats.keys, challenges: stats.liveChallenges)
-        guard let interval = snapshotInterval else { return }
-        let age = Date().timeIntervalSince(lastSnapshot)
-        metrics.snapshotAge(seconds: age)
-        if age >= Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18 { snapshot() }
-    }
-
-    private func snapshot() {
-        guard let memory else { return }
-        do {
-            _ = try memory.snapshot()  // timed through the observer
-            lastSnapshot = Date()
-            metrics.snapshotAge(seconds: 0)
-        } catch {
-            metrics.snapshotFailed("\(error)")
-            GatewayEvents.log("error", "snapshot failed; the journal keeps every change until the next one succeeds", [("error", "\(error)")])
-        }
+        guard snapshotInterval != nil else { return }
+        // The age of the oldest change not yet in a snapshot: 0 while everything is covered (an idle
+        // gateway does not rewrite an unchanged snapshot, and must not look stale for it).
+        metrics.snapshotAge(seconds: memory.unsnapshottedRecords == 0 ? 0 : Date().timeIntervalSince(lastSnapshot.date))
     }
 
     /// The final snapshot and clean-stop marker. Called once no loop can reach the store.
@@ -145,9 +144,23 @@ final class ManagedStore: @unchecked Sendable {
 /// The memory store's measurements, into the gateway's metrics.
 struct StoreMetricsObserver: AttestStoreObserver {
     let metrics: AttestMetrics
+    let lastSnapshot: LastSnapshot
 
     func journalSynced(seconds: Double) { metrics.journalFsync(seconds: seconds) }
-    func snapshotWritten(_ report: SnapshotReport) { metrics.snapshot(seconds: report.seconds) }
+    func snapshotWritten(_ report: SnapshotReport) {
+        lastSnapshot.date = Date()
+        metrics.snapshot(seconds: report.seconds)
+    }
     func restored(keys: Int, seconds: Double) { metrics.restored(seconds: seconds) }
     func challengesExpired(_ count: Int) { metrics.challengesExpired(count) }
+}
+
+/// When the last snapshot was written (or the store opened).
+final class LastSnapshot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = Date()
+    var date: Date {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
+    }
 }

@@ -169,7 +169,6 @@ struct ByteWriter {
     init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
     mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u16(_ v: UInt16) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
     mutating func u32(_ v: UInt32) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
     mutating func u64(_ v: UInt64) { withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) } }
     mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
@@ -197,7 +196,6 @@ struct ByteReader {
     }
 
     mutating func u8() -> UInt8? { take(1).map { $0[0] } }
-    mutating func u16() -> UInt16? { take(2).map { UInt16(littleEndian: $0.loadUnaligned(as: UInt16.self)) } }
     mutating func u32() -> UInt32? { take(4).map { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) } }
     mutating func u64() -> UInt64? { take(8).map { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) } }
     mutating func i64() -> Int64? { u64().map { Int64(bitPattern: $0) } }

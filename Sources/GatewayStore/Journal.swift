@@ -124,6 +124,8 @@ final class Journal: Sendable {
         var receipts: FileHandle
         var receiptsEnd: UInt64
         var dirty = false
+        /// Records appended to the current segment.
+        var records = 0
         /// After a failed write or fsync nothing more is accepted: what reached the disk is unknown.
         var failed: StoreError?
         var closed = false
@@ -202,6 +204,7 @@ final class Journal: Sendable {
             throw error
         }
         s.dirty = true
+        s.records += 1
     }
 
     /// Appends a counter advance (allocation-free: the frame is built on the stack).
@@ -249,6 +252,9 @@ final class Journal: Sendable {
             return (offset, UInt32(receipt.count))
         }
     }
+
+    /// Records appended since the last rotation (0: a snapshot now would add nothing about keys).
+    var recordsInSegment: Int { state.withLock { $0.records } }
 
     /// Calls `completion` once everything appended before this call is on disk (group commit: one
     /// fsync serves every waiter that arrived while the previous one ran).
@@ -307,6 +313,7 @@ final class Journal: Sendable {
                 let next = try Journal.createSegment(directory: directory, seq: s.seq + 1)
                 s.segment = next
                 s.seq += 1
+                s.records = 0
                 return s.seq
             } catch {
                 s.failed = StoreError.from(error)

@@ -34,6 +34,10 @@ public final class MemoryAttestStore: AttestStore {
     let closed = Atomic<Bool>(false)
     /// Serializes snapshots.
     let snapshotLock = Mutex<Int>(0)
+    /// `startPeriodicSnapshots`' timer.
+    let snapshotTimer = Mutex<Journal.TimerBox?>(nil)
+    /// The data directory's `flock`, held from `open` to `close`.
+    let directoryLock = Mutex<FileHandle?>(nil)
 
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
@@ -68,6 +72,10 @@ public final class MemoryAttestStore: AttestStore {
         self.observer = observer
         self.liveCount = Atomic(live)
         self.keyCount = Atomic(keys)
+    }
+
+    deinit {
+        snapshotTimer.withLock { $0?.source.cancel() }
     }
 
     static func validShardCount(_ n: Int) -> Bool { n >= 1 && n <= 4096 && n & (n - 1) == 0 }
@@ -144,6 +152,7 @@ public final class MemoryAttestStore: AttestStore {
                         if !entry.consumed { u += 1 }
                     }
                 }
+                if r > 0 { s.shrinkChallengesIfSparse() }
                 return (r, u)
             }
             removed += r

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import Synchronization
 
@@ -10,9 +11,22 @@ extension MemoryAttestStore {
     /// completed registrations are restored. Errors (`StoreError`, code `.unavailable`) name the
     /// file and the problem: unreadable directory, corrupt snapshot (checksum), unknown version,
     /// journal corruption before its last record. A torn last journal record is dropped.
+    ///
+    /// The directory is locked (`flock` on `lock`) until `close()`: a second process, or a second
+    /// store in this process, cannot open it meanwhile.
     public static func open(
         directory: String?, shards: Int = 64, maxLiveChallenges: Int = 1_000_000,
         observer: (any AttestStoreObserver)? = nil
+    ) throws -> MemoryAttestStore {
+        try open(directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
+                 exclusive: true)
+    }
+
+    /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
+    /// a second store while the first, never closed, still holds the lock.
+    static func open(
+        directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
+        exclusive: Bool
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
@@ -22,6 +36,7 @@ extension MemoryAttestStore {
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
+        let lock = exclusive ? try lockDirectory(directory) : nil
         let names = try FileIO.listDirectory(directory)
         let seed = UInt64.random(in: .min ... .max)
         var states = (0..<shards).map { _ in ShardState(seed: seed) }
@@ -32,6 +47,22 @@ extension MemoryAttestStore {
         let firstSeq = loaded?.header.journalSeq ?? 0
         let segments = names.compactMap(JournalFormat.sequence(ofName:)).sorted()
         let replay = segments.filter { $0 >= firstSeq }
+        // Segments are numbered from 1 and deleted only once a snapshot covers them: a gap, or a
+        // journal that does not start at 1 with no snapshot, means files were lost.
+        if loaded == nil, let first = segments.first, first > 1 {
+            throw StoreError(
+                .unavailable,
+                "data directory \(directory) has journal segments from \(first) on but no \(SnapshotFormat.fileName); "
+                    + "the keys of the segments before it would be lost")
+        }
+        var expected = loaded == nil ? replay.first : firstSeq
+        for seq in replay {
+            if let e = expected, seq != e {
+                throw StoreError(
+                    .unavailable, "data directory \(directory) lacks journal segment \(JournalFormat.segmentName(e))")
+            }
+            expected = seq + 1
+        }
         var replayed = 0
         for (i, seq) in replay.enumerated() {
             replayed += try replaySegment(
@@ -80,8 +111,22 @@ extension MemoryAttestStore {
         let store = MemoryAttestStore(
             states: states, live: live, maxLiveChallenges: maxLiveChallenges, clean: clean, directory: directory,
             journal: journal, receiptsReader: reader, observer: observer)
+        store.directoryLock.withLock { $0 = lock }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
         return store
+    }
+
+    private static func lockDirectory(_ directory: String) throws -> FileHandle {
+        let path = "\(directory)/lock"
+        let handle = FileHandle(fd: try FileIO.open(path, O_RDWR | O_CREAT), path: path)
+        while flock(handle.fd, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK {
+                throw StoreError(.unavailable, "data directory \(directory) is in use by another store (\(path) is locked)")
+            }
+            throw FileIO.failure("cannot lock", path)
+        }
+        return handle
     }
 
     private static func prepareDirectory(_ directory: String) throws {
@@ -232,12 +277,50 @@ extension MemoryAttestStore {
         return (report, generation)
     }
 
+    /// Writes a snapshot every `interval` on a background queue while the store is open, skipping
+    /// rounds in which no key changed (the current journal segment is empty). Errors go to
+    /// `onError`; the observer sees each snapshot. A memory-only store has nothing to do.
+    /// Journal records not yet covered by a snapshot (0 without a data directory): what a crash
+    /// now would have to replay. The gateway reports the snapshot age as 0 while this is 0.
+    public var unsnapshottedRecords: Int { journal?.recordsInSegment ?? 0 }
+
+    public func startPeriodicSnapshots(
+        every interval: Duration, onError: @escaping @Sendable (StoreError) -> Void = { _ in }
+    ) {
+        guard journal != nil else { return }
+        let millis = max(1, Int(interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000))
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "attest-store.snapshots", qos: .utility))
+        timer.schedule(deadline: .now() + .milliseconds(millis), repeating: .milliseconds(millis))
+        timer.setEventHandler { [weak self] in
+            guard let self, !self.closed.load(ordering: .relaxed), let journal = self.journal,
+                  journal.recordsInSegment > 0
+            else { return }
+            do {
+                _ = try self.snapshot()
+            } catch {
+                if !self.closed.load(ordering: .relaxed) { onError(StoreError.from(error)) }
+            }
+        }
+        let box = Journal.TimerBox(timer)
+        snapshotTimer.withLock { old in
+            old?.source.cancel()
+            old = box
+        }
+        timer.resume()
+    }
+
     /// Stops the store: no operation is accepted afterwards. With a data directory: a final
     /// snapshot (with live challenges and consumed flags), the journal fsync'ed, then the
     /// clean-stop marker naming that snapshot. Calling it twice does nothing the second time.
+    /// Call it from the gateway's shutdown path, not from inside a store completion (`register`
+    /// completions run on the journal's queue, which `close` waits for).
     public func close() throws {
         guard closed.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
         else { return }
+        snapshotTimer.withLock { t in
+            t?.source.cancel()
+            t = nil
+        }
         guard let journal, let directory else { return }
         let generation = try snapshotLock.withLock { (_) throws -> UInt64 in
             try writeSnapshot().generation
@@ -247,5 +330,6 @@ extension MemoryAttestStore {
         w.bytes.append(contentsOf: Self.markerMagic)
         w.u64(generation)
         try FileIO.writeFileAtomically(w.bytes, directory: directory, name: Self.markerName)
+        directoryLock.withLock { $0 = nil }  // closing the descriptor releases the flock
     }
 }

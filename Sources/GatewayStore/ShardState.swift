@@ -180,7 +180,8 @@ struct ShardState {
 
     @inline(__always) func slotHash(_ key: KeyBits) -> Int {
         // w0 chose the shard; w1 (independent random bits) mixed with a per-process seed places it.
-        Int(truncatingIfNeeded: (key.w1 ^ seed) &* 0x9E37_79B9_7F4A_7C15 >> 16)
+        // (In Swift `>>` binds tighter than `&*`: the product is parenthesized; its high half is used.)
+        Int(truncatingIfNeeded: ((key.w1 ^ seed) &* 0x9E37_79B9_7F4A_7C15) >> 32)
     }
 
     /// The record index of `key`, or nil.
@@ -215,6 +216,29 @@ struct ShardState {
         chunks[count >> Self.chunkShift].append(record)
         place(record.key, index: count)
         count += 1
+    }
+
+    /// Appends `record` unless its key is present (one probe sequence for both); false if present.
+    mutating func appendIfAbsent(_ record: KeyRecord) -> Bool {
+        if (count + 1) * 4 > slots.count * 3 { grow() }
+        let mask = slots.count - 1
+        var i = slotHash(record.key) & mask
+        while true {
+            let s = slots[i]
+            if s == 0 { break }
+            let index = Int(s - 1)
+            if chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)].key == record.key { return false }
+            i = (i + 1) & mask
+        }
+        if count >> Self.chunkShift == chunks.count {
+            var chunk = ContiguousArray<KeyRecord>()
+            chunk.reserveCapacity(Self.chunkSize)
+            chunks.append(chunk)
+        }
+        chunks[count >> Self.chunkShift].append(record)
+        slots[i] = UInt32(count + 1)
+        count += 1
+        return true
     }
 
     private mutating func place(_ key: KeyBits, index: Int) {
@@ -255,14 +279,12 @@ struct ShardState {
         index == KeyRecord.noString || Int(index) >= strings.count ? nil : strings[Int(index)]
     }
 
-    func deviceKeyRecord(_ r: KeyRecord) -> DeviceKeyRecord {
-        DeviceKeyRecord(
-            keyID: r.key.keyID, publicKey: r.point.publicKey, counter: r.counter,
-            appID: string(r.appIndex) ?? "",
-            environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
-            validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil,
-            bundleVersion: string(r.bundleIndex),
-            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000)
+    /// After a burst, hands memory back: a dictionary or heap keeps its capacity when emptied.
+    mutating func shrinkChallengesIfSparse() {
+        if challenges.capacity > 1024 && challenges.count * 8 < challenges.capacity {
+            challenges = Dictionary(uniqueKeysWithValues: challenges.lazy.map { ($0.key, $0.value) })
+        }
+        expiries.shrinkIfSparse()
     }
 
     /// Adds a challenge that is known not to be present.
@@ -277,6 +299,10 @@ struct ExpiryHeap {
     private(set) var items: ContiguousArray<ExpiryItem> = []
 
     var top: ExpiryItem? { items.first }
+
+    mutating func shrinkIfSparse() {
+        if items.capacity > 1024 && items.count * 8 < items.capacity { items = ContiguousArray(items) }
+    }
 
     mutating func push(_ item: ExpiryItem) {
         items.append(item)

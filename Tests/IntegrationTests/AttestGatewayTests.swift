@@ -373,6 +373,28 @@ struct AttestGatewayTests {
         #expect(gw.process.isRunning)
     }
 
+    @Test("with a data directory: periodic snapshots only when something changed, their age and duration in metrics")
+    func snapshotMetrics() throws {
+        let gw = try GatewayProcess(config: config(dataDir: dir.appendingPathComponent("snap").path))
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
+        #expect(try phone.register().status == 201)
+        var metrics = ""
+        for _ in 0..<40 {  // snapshot_interval is 1 s here; allow a loaded machine some slack
+            usleep(250_000)
+            metrics = try curl([gw.url("admin", "/metrics")]).1
+            if metrics.contains("attest_gateway_store_snapshot_duration_seconds_count 1") { break }
+        }
+        #expect(metrics.contains("attest_gateway_store_snapshot_duration_seconds_count 1"))
+        #expect(metrics.contains("attest_gateway_store_keys 1"))
+        usleep(2_500_000)  // idle: nothing new, no second snapshot, and the age stays 0
+        metrics = try curl([gw.url("admin", "/metrics")]).1
+        #expect(metrics.contains("attest_gateway_store_snapshot_duration_seconds_count 1"))
+        #expect(metrics.contains("attest_gateway_store_snapshot_age_seconds 0"))
+        #expect(metrics.contains("attest_gateway_store_journal_fsync_duration_seconds_count"))
+    }
+
     @Test("kill -9 under load, restart, repeated: no registration lost, no accepted assertion accepted again")
     func crashUnderLoad() throws {
         let data = dir.appendingPathComponent("data").path
