@@ -119,7 +119,7 @@ struct SandboxTests {
         #expect(lines.count > 100, "trace has \(lines.count) lines")
         var used: Set<String> = []
         for line in lines {
-            if let m = line.firstMatch(of: /^\d+ ([a-z0-9_]+)\(/) { used.insert(String(m.output.1)) }
+            if let m = line.firstMatch(of: /^\d+\s+([a-z0-9_]+)\(/) { used.insert(String(m.output.1)) }
             if let m = line.firstMatch(of: /socket\((AF_[A-Z0-9]+)/) {
                 #expect(families.contains(String(m.output.1)), "RestrictAddressFamilies refuses \(m.output.1): \(line)")
             }
