@@ -51,8 +51,6 @@ public final class Connection: FileEventHandler {
     /// Bytes read per wake-up before yielding to other connections (fairness).
     public static let readBudget = 256 * 1024
 
-    /// One read scratch buffer per thread is enough: reads are copied into `inbound` at once.
-    nonisolated(unsafe) private static var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
 
     /// Adopts an accepted or connected descriptor and registers it with `loop`.
     public init(fd: Int32, loop: EventLoop, peer: SocketAddress?, connecting: Bool = false) throws(Socket.Error) {
@@ -98,15 +96,17 @@ public final class Connection: FileEventHandler {
     }
 
     private func readAvailable() {
+        // The loop's scratch buffer: loops run on different threads at once, so one per loop, not per process.
+        let scratch = loop.readScratch
         var total = 0
         var gotData = false
         while !isClosed && !readPaused {
-            switch Socket.read(fd, into: Self.scratch) {
+            switch Socket.read(fd, into: scratch) {
             case .bytes(let n):
-                inbound.append(UnsafeRawBufferPointer(rebasing: Self.scratch[0..<n]))
+                inbound.append(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
                 total += n
                 gotData = true
-                if n < Self.scratch.count && !sawHangup {
+                if n < scratch.count && !sawHangup {
                     // A short read: the socket is drained (a later arrival raises a new edge).
                     readPending = false
                     delegate?.connectionDidRead(self)

@@ -27,6 +27,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private var handlers: [(any FileEventHandler)?] = []
     private let fds = UnsafeMutablePointer<Int32>.allocate(capacity: 512)
     private let masks = UnsafeMutablePointer<UInt32>.allocate(capacity: 512)
+    /// Where this loop's connections read (then copy into their `inbound`). One per loop: a buffer
+    /// shared by all loops would be written by several threads at once.
+    let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
     private var closed = false
 
     public static let tick: DispatchTimeInterval = .milliseconds(100)
@@ -54,6 +57,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     deinit {
         fds.deallocate()
         masks.deallocate()
+        readScratch.deallocate()
     }
 
     public static func monotonicMillis() -> Int64 {
