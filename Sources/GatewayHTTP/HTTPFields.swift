@@ -87,23 +87,24 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
 func listContains(_ list: String, _ token: String) -> Bool {
     var list = list
     var token = token
-    return list.withUTF8 { l in
-        token.withUTF8 { t in
-            var i = 0
-            let n = l.count
-            while i <= n {
-                var end = i
-                while end < n, l[end] != UInt8(ascii: ",") { end += 1 }
-                var s = i
-                var e = end
-                while s < e, l[s] == 0x20 || l[s] == 0x09 { s += 1 }
-                while e > s, l[e - 1] == 0x20 || l[e - 1] == 0x09 { e -= 1 }
-                if e - s == t.count && asciiCaseInsensitiveEqual(UnsafeBufferPointer(rebasing: l[s..<e]), t) { return true }
-                i = end + 1
-            }
-            return false
-        }
+    return list.withUTF8 { l in token.withUTF8 { t in listContains(l, t) } }
+}
+
+/// The same over bytes: elements are split at commas and trimmed of spaces and tabs.
+func listContains(_ l: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
+    var i = 0
+    let n = l.count
+    while i <= n {
+        var end = i
+        while end < n, l[end] != UInt8(ascii: ",") { end += 1 }
+        var s = i
+        var e = end
+        while s < e, l[s] == 0x20 || l[s] == 0x09 { s += 1 }
+        while e > s, l[e - 1] == 0x20 || l[e - 1] == 0x09 { e -= 1 }
+        if e - s == t.count && asciiCaseInsensitiveEqual(UnsafeBufferPointer(rebasing: l[s..<e]), t) { return true }
+        i = end + 1
     }
+    return false
 }
 
 @inline(__always)

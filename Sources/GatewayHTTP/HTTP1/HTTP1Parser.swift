@@ -61,6 +61,33 @@ public struct HTTP1Parser: Sendable {
         return (HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing), end)
     }
 
+    /// Parses a response head like `parseResponseHead`, with the same checks and errors, but keeps
+    /// the reason and the fields as ranges of `buf` instead of strings: for a proxy that copies most
+    /// of the head through unchanged. Only the fields that decide framing and persistence
+    /// (Content-Length, Transfer-Encoding, Connection) become strings.
+    public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
+        throws(HTTPParseError) -> (HTTPResponseHeadLines, Int)?
+    {
+        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
+        let first = lines[0]
+        let (status, reason, minor) = try parseStatusLineRanges(buf, first)
+        var fields: [HTTPResponseHeadLines.FieldRange] = []
+        fields.reserveCapacity(lines.count - 1)
+        var decisive = HTTPFields()
+        try Self.forEachField(buf, lines.dropFirst()) { name, value in
+            fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
+            let n = UnsafeRawBufferPointer(rebasing: buf[name])
+            if equalsIgnoringCase(n, "Content-Length") || equalsIgnoringCase(n, "Transfer-Encoding") || equalsIgnoringCase(n, "Connection") {
+                decisive.append(Self.latin1(buf, name), Self.latin1(buf, value))
+            }
+        }
+        let framing = try responseFraming(decisive, status: status, requestMethod: requestMethod, at: first.lowerBound)
+        let head = HTTPResponseHeadLines(
+            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing,
+            keepAlive: persistentConnection(decisive, minorVersion: minor))
+        return (head, end)
+    }
+
     // MARK: - Lines
 
     /// Finds the end of the head (CRLF CRLF) and returns its lines (without CRLF). Bare CR or LF is an error.
@@ -135,6 +162,14 @@ public struct HTTP1Parser: Sendable {
     }
 
     private func parseStatusLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (Int, String, Int) {
+        let (status, reason, minor) = try parseStatusLineRanges(buf, r)
+        return (status, Self.latin1(buf, reason), minor)
+    }
+
+    /// The status line with the reason phrase as a range of `buf` (empty when absent).
+    private func parseStatusLineRanges(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError)
+        -> (Int, Range<Int>, Int)
+    {
         guard r.count >= 12 else { throw HTTPParseError(.badStatusLine, at: r.lowerBound, "status line too short") }
         let minor = try parseVersion(buf, r.lowerBound..<(r.lowerBound + 8), kind: .badStatusLine)
         var p = r.lowerBound + 8
@@ -148,13 +183,13 @@ public struct HTTP1Parser: Sendable {
         }
         guard status >= 100 else { throw HTTPParseError(.badStatusLine, at: p, "status code below 100") }
         p += 3
-        var reason = ""
+        var reason = r.upperBound..<r.upperBound
         if p < r.upperBound {
             guard buf[p] == 0x20 else { throw HTTPParseError(.badStatusLine, at: p, "expected a space after the status code") }
             for k in (p + 1)..<r.upperBound where !HTTPChar.isFieldValueChar(buf[k]) {
                 throw HTTPParseError(.badStatusLine, at: k, "control character in the reason phrase")
             }
-            reason = Self.latin1(buf, (p + 1)..<r.upperBound)
+            reason = (p + 1)..<r.upperBound
         }
         return (status, reason, minor)
     }
@@ -181,6 +216,16 @@ public struct HTTP1Parser: Sendable {
     static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
+        try forEachField(buf, lines) { name, value in
+            fields.append(HTTPFields.Field(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value)))
+        }
+        return HTTPFields(fields)
+    }
+
+    /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
+    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>,
+                             _ body: (Range<Int>, Range<Int>) -> Void) throws(HTTPParseError)
+    {
         for r in lines {
             let c0 = buf[r.lowerBound]
             if c0 == 0x20 || c0 == 0x09 {
@@ -194,17 +239,15 @@ public struct HTTP1Parser: Sendable {
                 throw HTTPParseError(.badHeader, at: i, what)
             }
             guard i > r.lowerBound else { throw HTTPParseError(.badHeader, at: i, "empty field name") }
-            let name = Self.commonName(buf, r.lowerBound..<i) ?? Self.latin1(buf, r.lowerBound..<i)
             var vs = i + 1
             var ve = r.upperBound
             while vs < ve, buf[vs] == 0x20 || buf[vs] == 0x09 { vs += 1 }
             while ve > vs, buf[ve - 1] == 0x20 || buf[ve - 1] == 0x09 { ve -= 1 }
             for k in vs..<ve where !HTTPChar.isFieldValueChar(buf[k]) {
-                throw HTTPParseError(.badHeader, at: k, "control character in the value of \(name)")
+                throw HTTPParseError(.badHeader, at: k, "control character in the value of \(Self.latin1(buf, r.lowerBound..<i))")
             }
-            fields.append(HTTPFields.Field(name, Self.latin1(buf, vs..<ve)))
+            body(r.lowerBound..<i, vs..<ve)
         }
-        return HTTPFields(fields)
     }
 
     // MARK: - Framing (RFC 9112 §6)

@@ -27,6 +27,15 @@ public enum HTTP1Serializer {
     public static func appendResponseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1,
                                           to out: inout [UInt8])
     {
+        appendStatusLine(status: status, minorVersion: minorVersion, to: &out)
+        appendLatin1(reason ?? HTTPStatus.reason(status), &out)
+        out.append(0x0d)
+        out.append(0x0a)
+        appendFields(headers, &out)
+    }
+
+    /// "HTTP/1.x NNN " (the reason phrase and CRLF follow).
+    static func appendStatusLine(status: Int, minorVersion: Int = 1, to out: inout [UInt8]) {
         appendASCII(minorVersion == 0 ? "HTTP/1.0 " : "HTTP/1.1 ", &out)
         if (100...999).contains(status) {
             out.append(UInt8(0x30 + status / 100))
@@ -36,10 +45,6 @@ public enum HTTP1Serializer {
             appendASCII(String(status), &out)
         }
         out.append(0x20)
-        appendLatin1(reason ?? HTTPStatus.reason(status), &out)
-        out.append(0x0d)
-        out.append(0x0a)
-        appendFields(headers, &out)
     }
 
     /// One chunk: hex size CRLF data CRLF (empty data writes nothing: use `lastChunk`).

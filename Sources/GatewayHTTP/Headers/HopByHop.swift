@@ -24,6 +24,20 @@ public enum HopByHop {
         if keepTrailersTE { headers.append("TE", "trailers") }
     }
 
+    /// The same for a name given as bytes.
+    public static func isListed(_ name: UnsafeRawBufferPointer) -> Bool {
+        switch name.count {
+        case 2: equalsIgnoringCase(name, "TE")
+        case 7: equalsIgnoringCase(name, "Trailer") || equalsIgnoringCase(name, "Upgrade")
+        case 10: equalsIgnoringCase(name, "Connection") || equalsIgnoringCase(name, "Keep-Alive")
+        case 16: equalsIgnoringCase(name, "Proxy-Connection")
+        case 17: equalsIgnoringCase(name, "Transfer-Encoding")
+        case 18: equalsIgnoringCase(name, "Proxy-Authenticate")
+        case 19: equalsIgnoringCase(name, "Proxy-Authorization")
+        default: false
+        }
+    }
+
     /// Whether `name` is one of `fields` (case-insensitive), decided on its length first.
     public static func isListed(_ name: String) -> Bool {
         switch name.utf8.count {
