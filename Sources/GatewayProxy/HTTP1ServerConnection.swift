@@ -55,7 +55,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var upstreamStarted: UInt64 = 0
     private var upstreamSeconds: Double?
     private var retried = false
-    private var response: HTTPResponseHead?
+    /// The final response head's status and persistence, once it came.
+    private var response: (status: Int, keepAlive: Bool)?
     private var responseFraming: BodyFraming = .none
     private var responseRemaining: UInt64 = 0
     private var responseDecoder = ChunkedDecoder()
@@ -475,70 +476,86 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func parseResponseHead(_ u: UpstreamConnection) {
         guard let h = head else { return }
+        var final: (HTTPResponseHeadLines, Int)?
         while true {
-            let result: (HTTPResponseHead, Int)?
+            let result: (HTTPResponseHeadLines, Int)?
             do {
                 result = try u.connection.inbound.withReadableBytes {
-                    try parser.parseResponseHead($0, requestMethod: h.method)
+                    try parser.parseResponseHeadLines($0, requestMethod: h.method)
                 }
             } catch {
                 abortExchange(status: 502, code: "upstream_bad_response")
                 return
             }
             guard let (r, end) = result else { return }
-            u.connection.inbound.consume(end)
             if (100..<200).contains(r.status) {
+                u.connection.inbound.consume(end)
                 if r.status == 101 {
                     abortExchange(status: 502, code: "upstream_bad_response")
                     return
                 }
                 continue  // 100 Continue and other interim answers are the gateway's business, not the client's
             }
-            response = r
+            final = (r, end)
             break
         }
-        guard let r = response else { return }
+        guard let (r, end) = final else { return }
+        response = (r.status, r.keepAlive)
         upstreamSeconds = Double(DispatchTime.now().uptimeNanoseconds - upstreamStarted) / 1e9
         if phase == .readingBody {
             // Answered early: stop sending the body; the connection cannot be reused, nor the downstream one.
             closeAfterResponse = true
             bodyDone = true
         }
-        sendResponseHead(r)
+        // The head's ranges point into the upstream's inbound bytes: use them before consuming.
+        u.connection.inbound.withReadableBytes { sendResponseHead(r, $0) }
+        u.connection.inbound.consume(end)
         phase = .streamingResponse
         armResponseTimer()
         pumpResponseBody(u)
     }
 
-    private func sendResponseHead(_ r: HTTPResponseHead) {
+    /// Writes the downstream response head: hop-by-hop fields removed, Via added, the route's
+    /// response fields set, framing and persistence as this side needs them. Without route fields
+    /// the upstream's field lines are copied as bytes; with them, through `HTTPFields`.
+    private func sendResponseHead(_ r: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
         guard let h = head else { return }
-        var fields = r.headers
-        ForwardedHeaders.rewriteResponse(&fields)
-        for extra in forward?.responseHeaders ?? HTTPFields() { fields.set(extra.name, extra.value) }
         responseFraming = r.framing
         chunkedDownstream = false
+        var dropContentLength = false
         switch r.framing {
         case .none:
             break
         case .contentLength(let n):
             responseRemaining = n
         case .chunked, .untilClose:
-            fields.remove("Content-Length")
+            dropContentLength = true
             if h.minorVersion == 1 {
-                fields.append("Transfer-Encoding", "chunked")
                 chunkedDownstream = true
             } else {
                 closeAfterResponse = true
             }
         }
-        if closeAfterResponse || draining {
-            fields.set("Connection", "close")
-        } else if h.minorVersion == 0 {
-            fields.set("Connection", "keep-alive")
-        }
+        let connection: String? = closeAfterResponse || draining ? "close" : h.minorVersion == 0 ? "keep-alive" : nil
         responseStatus = r.status
         responseHeadSent = true
-        downstream.write { HTTP1Serializer.appendResponseHead(status: r.status, reason: r.reason, headers: fields, to: &$0) }
+        if let extra = forward?.responseHeaders, extra.count > 0 {
+            let full = r.materialize(buf)
+            var fields = full.headers
+            ForwardedHeaders.rewriteResponse(&fields)
+            for e in extra { fields.set(e.name, e.value) }
+            if dropContentLength {
+                fields.remove("Content-Length")
+                if chunkedDownstream { fields.append("Transfer-Encoding", "chunked") }
+            }
+            if let connection { fields.set("Connection", connection) }
+            downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
+        } else {
+            downstream.write {
+                r.appendForwarded(from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength, chunked: chunkedDownstream,
+                                  connection: connection, to: &$0)
+            }
+        }
     }
 
     private func pumpResponseBody(_ u: UpstreamConnection) {
