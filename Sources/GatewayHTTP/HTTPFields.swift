@@ -46,6 +46,9 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
 
     public mutating func append(_ name: String, _ value: String) { fields.append(Field(name, value)) }
 
+    /// Room for `n` fields in all, so that a rewrite that appends several allocates once.
+    public mutating func reserveCapacity(_ n: Int) { fields.reserveCapacity(n) }
+
     public mutating func remove(_ name: String) {
         guard contains(name) else { return }  // no copy-on-write for a field that is not there
         fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }

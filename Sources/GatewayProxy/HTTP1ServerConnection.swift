@@ -416,6 +416,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         var fields = h.headers
+        fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
         ForwardedHeaders.rewriteRequest(&fields, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme,
                                         host: h.headers["Host"])
         fields.remove("Expect")

@@ -78,7 +78,7 @@ public struct HTTP1Parser: Sendable {
             fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
             let n = UnsafeRawBufferPointer(rebasing: buf[name])
             if equalsIgnoringCase(n, "Content-Length") || equalsIgnoringCase(n, "Transfer-Encoding") || equalsIgnoringCase(n, "Connection") {
-                decisive.append(Self.latin1(buf, name), Self.latin1(buf, value))
+                decisive.append(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value))
             }
         }
         let framing = try responseFraming(decisive, status: status, requestMethod: requestMethod, at: first.lowerBound)
