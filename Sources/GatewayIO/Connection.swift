@@ -46,6 +46,8 @@ public final class Connection: FileEventHandler {
     private var closeAfterFlush = false
     /// Queued on the loop's flush list (writes made while the loop dispatches events).
     var flushQueued = false
+    /// The last send did not take everything: wait for EPOLLOUT before trying again.
+    private var writeBlocked = false
     public private(set) var peerClosed = false
 
     /// Bytes read per wake-up before yielding to other connections (fairness).
@@ -74,7 +76,10 @@ public final class Connection: FileEventHandler {
             delegate?.connectionDidConnect(self)
             guard !isClosed else { return }
         }
-        if writable && outboundBytes > 0 { flush() }
+        if writable {
+            writeBlocked = false
+            if outboundBytes > 0 { flush() }
+        }
         guard !isClosed else { return }
         if readable {
             readPending = true
@@ -159,6 +164,53 @@ public final class Connection: FileEventHandler {
         scheduleFlush()
     }
 
+    /// Sends what is queued and then `bytes` at once, in one gathered `sendmsg`, and copies only what
+    /// the socket did not take: for body bytes borrowed from another connection's buffer, which then
+    /// usually need no copy at all. Falls back to `write` while connecting, closing after the queue,
+    /// or waiting for the socket to take more.
+    public func writeThrough(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosed, !bytes.isEmpty else { return }
+        if isConnecting || closeAfterFlush || writeBlocked {
+            write(bytes)
+            return
+        }
+        let pending = outboundBytes
+        let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
+            var iov = (
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + outboundStart }), iov_len: pending),
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+            )
+            return withUnsafeBytes(of: &iov) { p in
+                let all = p.bindMemory(to: iovec.self)
+                return pending > 0 ? Socket.writev(fd, all) : Socket.writev(fd, UnsafeBufferPointer(rebasing: all[1...]))
+            }
+        }
+        switch result {
+        case .bytes(let n) where n >= pending:
+            let taken = n - pending
+            outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+            outboundStart = 0
+            if taken < bytes.count {
+                outbound.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[taken...]))
+                writeBlocked = true  // a short write: the socket buffer is full until EPOLLOUT
+            } else if pending > 0 {
+                delegate?.connectionDidDrain(self)
+            }
+        case .bytes(let n):
+            outboundStart += n
+            outbound.append(contentsOf: bytes)
+            writeBlocked = true
+        case .wouldBlock, .eof:
+            outbound.append(contentsOf: bytes)
+            writeBlocked = true
+        case .failed:
+            // Not failed here: the caller may be reading another connection's buffer, which closing
+            // this exchange would clear. The queued send meets the same error on the loop, shortly.
+            outbound.append(contentsOf: bytes)
+            loop.enqueue { [self] in if !isClosed { flush() } }
+        }
+    }
+
     /// Lets a serializer append straight into the output buffer (no intermediate array).
     public func write(with body: (inout [UInt8]) -> Void) {
         guard !isClosed else { return }
@@ -192,6 +244,7 @@ public final class Connection: FileEventHandler {
             case .bytes(let n):
                 outboundStart += n
             case .wouldBlock, .eof:
+                writeBlocked = true
                 compactOutbound()
                 return
             case .failed(let e):

@@ -621,7 +621,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if chunkedDownstream {
             downstream.write { HTTP1Serializer.appendChunk(raw, to: &$0) }
         } else {
-            downstream.write(raw)
+            // Head (queued) and body leave in one send, the body without a copy when the socket takes it.
+            downstream.writeThrough(raw)
         }
     }
 
