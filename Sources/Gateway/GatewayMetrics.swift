@@ -66,8 +66,15 @@ public final class GatewayMetrics: Sendable {
 final class LoopMetrics {
     let shared: GatewayMetrics
     private let loop: Int
-    private var requests: [String: Counter] = [:]
-    private var durations: [String: CoreMetrics.Timer] = [:]
+    /// Per route: its duration timer and request counters by protocol and status class, found with
+    /// one dictionary lookup per request (no key string built per request).
+    private final class RouteHandles {
+        let duration: CoreMetrics.Timer
+        var counters: [(protocolName: String, byClass: [Counter?])] = []
+        init(duration: CoreMetrics.Timer) { self.duration = duration }
+    }
+
+    private var routes: [String: RouteHandles] = [:]
     private var upstreamDurations: [String: CoreMetrics.Timer] = [:]
     private var upstreamErrors: [String: Counter] = [:]
     private var lastPoolState: [String: (open: Int, idle: Int)] = [:]
@@ -77,26 +84,35 @@ final class LoopMetrics {
         self.loop = loop
     }
 
+    /// `none` for 0 (no response), `1xx` … `9xx` otherwise; the index of that label.
+    private static let statusClasses = ["none", "1xx", "2xx", "3xx", "4xx", "5xx", "6xx", "7xx", "8xx", "9xx"]
+
     /// One finished request: counted by route, status class and protocol; timed by route; upstream
     /// latency and upstream failures by upstream.
     func record(_ r: ExchangeRecord) {
         let factory = shared.factory
-        let statusClass = r.status == 0 ? "none" : "\(r.status / 100)xx"
-        let key = "\(r.route)|\(statusClass)|\(r.protocolName)"
-        let counter = requests[key] ?? {
+        let handles = routes[r.route] ?? {
+            let h = RouteHandles(
+                duration: CoreMetrics.Timer(label: GatewayMetrics.requestDuration, dimensions: [("route", r.route)], factory: factory))
+            routes[r.route] = h
+            return h
+        }()
+        let classIndex = r.status <= 0 || r.status > 999 ? 0 : r.status / 100
+        var p = 0
+        while p < handles.counters.count && handles.counters[p].protocolName != r.protocolName { p += 1 }
+        if p == handles.counters.count {
+            handles.counters.append((r.protocolName, Array(repeating: nil, count: Self.statusClasses.count)))
+        }
+        let counter = handles.counters[p].byClass[classIndex] ?? {
             let c = Counter(
                 label: GatewayMetrics.requestsTotal,
-                dimensions: [("route", r.route), ("status_class", statusClass), ("protocol", r.protocolName)], factory: factory)
-            requests[key] = c
+                dimensions: [("route", r.route), ("status_class", Self.statusClasses[classIndex]), ("protocol", r.protocolName)],
+                factory: factory)
+            handles.counters[p].byClass[classIndex] = c
             return c
         }()
         counter.increment()
-        let timer = durations[r.route] ?? {
-            let t = CoreMetrics.Timer(label: GatewayMetrics.requestDuration, dimensions: [("route", r.route)], factory: factory)
-            durations[r.route] = t
-            return t
-        }()
-        timer.recordNanoseconds(Int64(r.durationSeconds * 1e9))
+        handles.duration.recordNanoseconds(Int64(r.durationSeconds * 1e9))
         guard let upstream = r.upstream else { return }
         if let seconds = r.upstreamSeconds {
             let t = upstreamDurations[upstream] ?? {

@@ -1,4 +1,7 @@
 /// Header fields in wire order, names as received (matching is case-insensitive, RFC 9110 §5.1).
+///
+/// The lookups compare names on their UTF-8 bytes (length first), and the list helpers that the
+/// proxy calls per request (`count(of:)`, `hasToken`, `removeAll(where:)`) allocate nothing.
 public struct HTTPFields: Sendable, Equatable, Sequence {
     public struct Field: Sendable, Equatable {
         public var name: String
@@ -24,14 +27,37 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
     }
 
     public func values(_ name: String) -> [String] {
-        fields.filter { $0.name.equalsIgnoringASCIICase(name) }.map(\.value)
+        var out: [String] = []
+        for f in fields where f.name.equalsIgnoringASCIICase(name) { out.append(f.value) }
+        return out
     }
 
-    public func contains(_ name: String) -> Bool { fields.contains { $0.name.equalsIgnoringASCIICase(name) } }
+    /// How many fields are named `name`.
+    public func count(of name: String) -> Int {
+        var n = 0
+        for f in fields where f.name.equalsIgnoringASCIICase(name) { n += 1 }
+        return n
+    }
+
+    public func contains(_ name: String) -> Bool {
+        for f in fields where f.name.equalsIgnoringASCIICase(name) { return true }
+        return false
+    }
 
     public mutating func append(_ name: String, _ value: String) { fields.append(Field(name, value)) }
 
-    public mutating func remove(_ name: String) { fields.removeAll { $0.name.equalsIgnoringASCIICase(name) } }
+    /// Room for `n` fields in all, so that a rewrite that appends several allocates once.
+    public mutating func reserveCapacity(_ n: Int) { fields.reserveCapacity(n) }
+
+    public mutating func remove(_ name: String) {
+        guard contains(name) else { return }  // no copy-on-write for a field that is not there
+        fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }
+    }
+
+    /// Removes every field for which `shouldRemove` holds, in one pass, keeping the order of the rest.
+    public mutating func removeAll(where shouldRemove: (Field) throws -> Bool) rethrows {
+        try fields.removeAll(where: shouldRemove)
+    }
 
     public mutating func set(_ name: String, _ value: String) {
         remove(name)
@@ -40,18 +66,76 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
 
     /// Comma-separated list elements of every `name` field, trimmed, lowercased (for Connection, TE, …).
     public func tokens(_ name: String) -> [String] {
-        values(name).flatMap { $0.split(separator: ",") }.map {
-            $0.trimmingOWS().lowercased()
-        }.filter { !$0.isEmpty }
+        var out: [String] = []
+        for f in fields where f.name.equalsIgnoringASCIICase(name) {
+            for part in f.value.split(separator: ",") {
+                let t = part.trimmingOWS().lowercased()
+                if !t.isEmpty { out.append(t) }
+            }
+        }
+        return out
     }
+
+    /// Whether a `name` field lists `token` (case-insensitive, OWS trimmed), without allocating:
+    /// the same answer as `tokens(name).contains(token.lowercased())` for an ASCII token.
+    public func hasToken(_ name: String, _ token: String) -> Bool {
+        for f in fields where f.name.equalsIgnoringASCIICase(name) {
+            if listContains(f.value, token) { return true }
+        }
+        return false
+    }
+}
+
+/// Whether the comma-separated list `list` has an element equal to `token`, ignoring ASCII case.
+func listContains(_ list: String, _ token: String) -> Bool {
+    var list = list
+    var token = token
+    return list.withUTF8 { l in token.withUTF8 { t in listContains(l, t) } }
+}
+
+/// The same over bytes: elements are split at commas and trimmed of spaces and tabs.
+func listContains(_ l: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
+    var i = 0
+    let n = l.count
+    while i <= n {
+        var end = i
+        while end < n, l[end] != UInt8(ascii: ",") { end += 1 }
+        var s = i
+        var e = end
+        while s < e, l[s] == 0x20 || l[s] == 0x09 { s += 1 }
+        while e > s, l[e - 1] == 0x20 || l[e - 1] == 0x09 { e -= 1 }
+        if e - s == t.count && asciiCaseInsensitiveEqual(UnsafeBufferPointer(rebasing: l[s..<e]), t) { return true }
+        i = end + 1
+    }
+    return false
+}
+
+@inline(__always)
+func asciiCaseInsensitiveEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard a.count == b.count else { return false }
+    var i = 0
+    while i < a.count {
+        let x = a[i]
+        let y = b[i]
+        if x != y {
+            let lx = x | 0x20
+            guard lx == y | 0x20, lx >= 0x61, lx <= 0x7a else { return false }
+        }
+        i += 1
+    }
+    return true
 }
 
 extension String {
     public func equalsIgnoringASCIICase(_ other: String) -> Bool {
-        let a = utf8
-        let b = other.utf8
-        guard a.count == b.count else { return false }
-        for (x, y) in zip(a, b) where x != y {
+        // Native strings know their UTF-8 length: most names differ there already.
+        guard utf8.count == other.utf8.count else { return false }
+        if let r = utf8.withContiguousStorageIfAvailable({ a in
+            other.utf8.withContiguousStorageIfAvailable { b in asciiCaseInsensitiveEqual(a, b) }
+        }), let r {
+            return r
+        }
+        for (x, y) in zip(utf8, other.utf8) where x != y {
             guard x | 0x20 == y | 0x20, (x | 0x20) >= 0x61, (x | 0x20) <= 0x7a else { return false }
         }
         return true

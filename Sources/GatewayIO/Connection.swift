@@ -31,20 +31,28 @@ public final class Connection: FileEventHandler {
     public weak var delegate: (any ConnectionDelegate)?
     public var inbound = ByteBuffer()
 
-    private var outbound: [[UInt8]] = []
-    private var outboundOffset = 0
-    public private(set) var outboundBytes = 0
+    /// Bytes queued for the socket: `outbound[outboundStart...]`. One contiguous buffer, reused
+    /// across exchanges, so that what one event produces (a head and its body) leaves in one send.
+    private var outbound: [UInt8] = []
+    private var outboundStart = 0
+    public var outboundBytes: Int { outbound.count - outboundStart }
     public private(set) var isClosed = false
     public private(set) var isConnecting = false
     private var readPaused = false
+    /// Set when readable bytes may be left in the kernel (an edge not read until EAGAIN).
+    private var readPending = false
+    /// The peer hung up (or the socket failed): read until EOF or error, never stop at a short read.
+    private var sawHangup = false
     private var closeAfterFlush = false
+    /// Queued on the loop's flush list (writes made while the loop dispatches events).
+    var flushQueued = false
+    /// The last send did not take everything: wait for EPOLLOUT before trying again.
+    private var writeBlocked = false
     public private(set) var peerClosed = false
 
     /// Bytes read per wake-up before yielding to other connections (fairness).
     public static let readBudget = 256 * 1024
 
-    /// One read scratch buffer per thread is enough: reads are copied into `inbound` at once.
-    nonisolated(unsafe) private static var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
 
     /// Adopts an accepted or connected descriptor and registers it with `loop`.
     public init(fd: Int32, loop: EventLoop, peer: SocketAddress?, connecting: Bool = false) throws(Socket.Error) {
@@ -68,9 +76,16 @@ public final class Connection: FileEventHandler {
             delegate?.connectionDidConnect(self)
             guard !isClosed else { return }
         }
-        if writable && outboundBytes > 0 { flush() }
+        if writable {
+            writeBlocked = false
+            if outboundBytes > 0 { flush() }
+        }
         guard !isClosed else { return }
-        if readable && !readPaused { readAvailable() }
+        if readable {
+            readPending = true
+            if loop.currentEventHangup { sawHangup = true }
+            if !readPaused { readAvailable() }
+        }
     }
 
     /// Stops reading (the consumer cannot take more); bytes stay in the kernel, so TCP slows the peer.
@@ -79,34 +94,47 @@ public final class Connection: FileEventHandler {
     public func resumeReading() {
         guard readPaused else { return }
         readPaused = false
-        // Edge-triggered: bytes that arrived (or stayed unread) while paused raise no new event.
+        // Edge-triggered: bytes that arrived (or stayed unread) while paused raise no new event. When
+        // the last read ended on EAGAIN and no edge came since, there is nothing to pick up.
+        guard readPending else { return }
         loop.enqueue { [self] in if !isClosed && !readPaused { readAvailable() } }
     }
 
     private func readAvailable() {
+        // The loop's scratch buffer: loops run on different threads at once, so one per loop, not per process.
+        let scratch = loop.readScratch
         var total = 0
         var gotData = false
         while !isClosed && !readPaused {
-            switch Socket.read(fd, into: Self.scratch) {
+            switch Socket.read(fd, into: scratch) {
             case .bytes(let n):
-                inbound.append(UnsafeRawBufferPointer(rebasing: Self.scratch[0..<n]))
+                inbound.append(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
                 total += n
                 gotData = true
+                if n < scratch.count && !sawHangup {
+                    // A short read: the socket is drained (a later arrival raises a new edge).
+                    readPending = false
+                    delegate?.connectionDidRead(self)
+                    return
+                }
                 if total >= Self.readBudget {
                     delegate?.connectionDidRead(self)
                     loop.enqueue { [self] in if !isClosed && !readPaused { readAvailable() } }
                     return
                 }
             case .wouldBlock:
+                readPending = false
                 if gotData { delegate?.connectionDidRead(self) }
                 return
             case .eof:
+                readPending = false
                 if gotData { delegate?.connectionDidRead(self) }
                 guard !isClosed, !peerClosed else { return }
                 peerClosed = true
                 delegate?.connectionDidReadEOF(self)
                 return
             case .failed(let e):
+                readPending = false
                 if gotData { delegate?.connectionDidRead(self) }
                 fail(Socket.Error(operation: "read", errno: e))
                 return
@@ -115,56 +143,130 @@ public final class Connection: FileEventHandler {
         if gotData { delegate?.connectionDidRead(self) }
     }
 
-    /// Queues bytes and writes what the socket takes now.
+    /// Queues bytes. While the loop dispatches events the send waits for the end of the batch, so that
+    /// several writes of one event leave in one system call; otherwise it is attempted at once.
     public func write(_ bytes: [UInt8]) {
         guard !isClosed, !bytes.isEmpty else { return }
-        outbound.append(bytes)
-        outboundBytes += bytes.count
-        if !isConnecting && outboundBytes == bytes.count { flush() }
+        outbound.append(contentsOf: bytes)
+        scheduleFlush()
     }
 
-    public func write(_ bytes: ArraySlice<UInt8>) { write(Array(bytes)) }
+    public func write(_ bytes: ArraySlice<UInt8>) {
+        guard !isClosed, !bytes.isEmpty else { return }
+        outbound.append(contentsOf: bytes)
+        scheduleFlush()
+    }
+
+    /// Queues a copy of `bytes` (e.g. a slice of another connection's `inbound`).
+    public func write(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosed, !bytes.isEmpty else { return }
+        outbound.append(contentsOf: bytes)
+        scheduleFlush()
+    }
+
+    /// Sends what is queued and then `bytes` at once, in one gathered `sendmsg`, and copies only what
+    /// the socket did not take: for body bytes borrowed from another connection's buffer, which then
+    /// usually need no copy at all. Falls back to `write` while connecting, closing after the queue,
+    /// or waiting for the socket to take more.
+    public func writeThrough(_ bytes: UnsafeRawBufferPointer) {
+        guard !isClosed, !bytes.isEmpty else { return }
+        if isConnecting || closeAfterFlush || writeBlocked {
+            write(bytes)
+            return
+        }
+        let pending = outboundBytes
+        let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
+            var iov = (
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + outboundStart }), iov_len: pending),
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+            )
+            return withUnsafeBytes(of: &iov) { p in
+                let all = p.bindMemory(to: iovec.self)
+                return pending > 0 ? Socket.writev(fd, all) : Socket.writev(fd, UnsafeBufferPointer(rebasing: all[1...]))
+            }
+        }
+        switch result {
+        case .bytes(let n) where n >= pending:
+            let taken = n - pending
+            outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+            outboundStart = 0
+            if taken < bytes.count {
+                outbound.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[taken...]))
+                writeBlocked = true  // a short write: the socket buffer is full until EPOLLOUT
+            } else if pending > 0 {
+                delegate?.connectionDidDrain(self)
+            }
+        case .bytes(let n):
+            outboundStart += n
+            outbound.append(contentsOf: bytes)
+            writeBlocked = true
+        case .wouldBlock, .eof:
+            outbound.append(contentsOf: bytes)
+            writeBlocked = true
+        case .failed:
+            // Not failed here: the caller may be reading another connection's buffer, which closing
+            // this exchange would clear. The queued send meets the same error on the loop, shortly.
+            outbound.append(contentsOf: bytes)
+            loop.enqueue { [self] in if !isClosed { flush() } }
+        }
+    }
+
+    /// Lets a serializer append straight into the output buffer (no intermediate array).
+    public func write(with body: (inout [UInt8]) -> Void) {
+        guard !isClosed else { return }
+        let before = outbound.count
+        body(&outbound)
+        if outbound.count > before { scheduleFlush() }
+    }
+
+    private func scheduleFlush() {
+        if isConnecting || flushQueued { return }
+        if loop.isDispatching {
+            flushQueued = true
+            loop.queueFlush(self)
+        } else {
+            flush()
+        }
+    }
+
+    /// Called by the loop at the end of a batch of events.
+    func flushQueuedWrites() {
+        flushQueued = false
+        if !isClosed && !isConnecting && outboundBytes > 0 { flush() }
+    }
 
     private func flush() {
-        while !outbound.isEmpty {
-            // Gather up to 16 queued buffers into one sendmsg.
-            let count = min(outbound.count, 16)
-            var iov = [iovec](repeating: iovec(), count: count)
-            let result: Socket.IOResult = withExtendedLifetime(outbound) {
-                for i in 0..<count {
-                    outbound[i].withUnsafeBytes { raw in
-                        let start = i == 0 ? outboundOffset : 0
-                        iov[i] = iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + start), iov_len: raw.count - start)
-                    }
-                }
-                return iov.withUnsafeBufferPointer { Socket.writev(fd, $0) }
+        while outboundBytes > 0 {
+            let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
+                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outboundStart...]))
             }
             switch result {
-            case .bytes(var n):
-                outboundBytes -= n
-                while n > 0 {
-                    let left = outbound[0].count - outboundOffset
-                    if n >= left {
-                        n -= left
-                        outbound.removeFirst()
-                        outboundOffset = 0
-                    } else {
-                        outboundOffset += n
-                        n = 0
-                    }
-                }
+            case .bytes(let n):
+                outboundStart += n
             case .wouldBlock, .eof:
+                writeBlocked = true
+                compactOutbound()
                 return
             case .failed(let e):
                 fail(Socket.Error(operation: "write", errno: e))
                 return
             }
         }
+        outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+        outboundStart = 0
         if closeAfterFlush {
             close()
             return
         }
         delegate?.connectionDidDrain(self)
+    }
+
+    /// Drops the written prefix when it is most of the buffer (O(1) amortised).
+    private func compactOutbound() {
+        if outboundStart > 0 && outboundStart >= outbound.count / 2 {
+            outbound.removeFirst(outboundStart)
+            outboundStart = 0
+        }
     }
 
     /// Closes once everything queued is written.
@@ -173,7 +275,15 @@ public final class Connection: FileEventHandler {
         if outboundBytes == 0 { close() } else { closeAfterFlush = true }
     }
 
-    public func close() { finish(error: nil) }
+    /// Closes now. Bytes still queued get one non-blocking attempt first (writes of the current event
+    /// wait for the end of its batch, and a close right after them must not lose them).
+    public func close() {
+        guard !isClosed else { return }
+        if outboundBytes > 0 && !isConnecting {
+            _ = outbound.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outboundStart...])) }
+        }
+        finish(error: nil)
+    }
 
     private func fail(_ error: Socket.Error) { finish(error: error) }
 
@@ -183,7 +293,7 @@ public final class Connection: FileEventHandler {
         loop.deregister(fd: fd)
         Socket.close(fd)
         outbound.removeAll()
-        outboundBytes = 0
+        outboundStart = 0
         inbound.clear()
         delegate?.connectionDidClose(self, error: error)
         delegate = nil

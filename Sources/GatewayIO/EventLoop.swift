@@ -27,6 +27,9 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private var handlers: [(any FileEventHandler)?] = []
     private let fds = UnsafeMutablePointer<Int32>.allocate(capacity: 512)
     private let masks = UnsafeMutablePointer<UInt32>.allocate(capacity: 512)
+    /// Where this loop's connections read (then copy into their `inbound`). One per loop: a buffer
+    /// shared by all loops would be written by several threads at once.
+    let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
     private var closed = false
 
     public static let tick: DispatchTimeInterval = .milliseconds(100)
@@ -45,7 +48,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         source = src
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now() + Self.tick, repeating: Self.tick, leeway: .milliseconds(10))
-        t.setEventHandler { [unowned self] in self.timers.advance(toMillis: Self.monotonicMillis()) }
+        t.setEventHandler { [unowned self] in self.dispatching { self.timers.advance(toMillis: Self.monotonicMillis()) } }
         t.resume()
         ticker = t
         timers.start(atMillis: Self.monotonicMillis())
@@ -54,6 +57,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     deinit {
         fds.deallocate()
         masks.deallocate()
+        readScratch.deallocate()
     }
 
     public static func monotonicMillis() -> Int64 {
@@ -74,10 +78,45 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     }
 
     private func runPending() {
-        while !pendingTasks.isEmpty {
-            let batch = pendingTasks
-            pendingTasks.removeAll(keepingCapacity: true)
-            for t in batch { t() }
+        dispatching {
+            while !pendingTasks.isEmpty {
+                let batch = pendingTasks
+                pendingTasks.removeAll(keepingCapacity: true)
+                for t in batch { t() }
+            }
+        }
+    }
+
+    // MARK: - Write batching
+
+    /// True while the loop runs handlers (events, enqueued tasks, timers): connections then queue
+    /// their sends, and the loop flushes them once at the end of the batch.
+    private(set) var isDispatching = false
+    private var flushList: [Connection] = []
+    private var flushing: [Connection] = []
+    /// Whether the event being handled reported a hang-up (EPOLLRDHUP, EPOLLHUP or EPOLLERR).
+    private(set) var currentEventHangup = false
+
+    func queueFlush(_ c: Connection) { flushList.append(c) }
+
+    /// Runs `body` as a batch: writes made inside are sent at its end (nested calls join the outer batch).
+    private func dispatching(_ body: () -> Void) {
+        if isDispatching {
+            body()
+            return
+        }
+        isDispatching = true
+        body()
+        flushQueuedWrites()
+        isDispatching = false
+    }
+
+    private func flushQueuedWrites() {
+        // Flushing may queue more (a drained connection resumes its producer): loop until none is left.
+        while !flushList.isEmpty {
+            swap(&flushList, &flushing)
+            for c in flushing { c.flushQueuedWrites() }
+            flushing.removeAll(keepingCapacity: true)
         }
     }
 
@@ -114,14 +153,18 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         while !closed {
             let n = Int(cgw_epoll_poll(epfd, fds, masks, 512))
             if n <= 0 { return }
-            for i in 0..<n {
-                let fd = Int(fds[i])
-                guard fd < handlers.count, let h = handlers[fd] else { continue }
-                let m = masks[i]
-                h.handleEvents(
-                    readable: m & (cgw_EPOLLIN() | cgw_EPOLLRDHUP() | cgw_EPOLLHUP() | cgw_EPOLLERR()) != 0,
-                    writable: m & (cgw_EPOLLOUT() | cgw_EPOLLERR()) != 0,
-                    hangup: m & (cgw_EPOLLHUP() | cgw_EPOLLERR()) != 0)
+            dispatching {
+                for i in 0..<n {
+                    let fd = Int(fds[i])
+                    guard fd < handlers.count, let h = handlers[fd] else { continue }
+                    let m = masks[i]
+                    currentEventHangup = m & (cgw_EPOLLRDHUP() | cgw_EPOLLHUP() | cgw_EPOLLERR()) != 0
+                    h.handleEvents(
+                        readable: m & (cgw_EPOLLIN() | cgw_EPOLLRDHUP() | cgw_EPOLLHUP() | cgw_EPOLLERR()) != 0,
+                        writable: m & (cgw_EPOLLOUT() | cgw_EPOLLERR()) != 0,
+                        hangup: m & (cgw_EPOLLHUP() | cgw_EPOLLERR()) != 0)
+                }
+                currentEventHangup = false
             }
             rounds += 1
             if n < 512 { continue }
@@ -171,6 +214,10 @@ public final class TimerWheel {
     }
 
     func start(atMillis now: Int64) { startMillis = now }
+
+    /// The wheel's clock: monotonic milliseconds as of the last tick (up to one tick behind). Free to
+    /// read, for deadlines that are checked by the wheel anyway.
+    public var nowMillis: Int64 { startMillis + currentTick * tickMillis }
 
     public var count: Int { live.count }
 

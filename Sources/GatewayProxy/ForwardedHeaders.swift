@@ -9,23 +9,55 @@ public enum ForwardedHeaders {
     /// `X-Forwarded-For` is appended to (a client's list is kept, its own address added), while
     /// `X-Forwarded-Proto` and `X-Forwarded-Host` are replaced: only the gateway knows them.
     public static func rewriteRequest(_ fields: inout HTTPFields, peer: SocketAddress?, proto: String, host: String?) {
+        rewriteRequest(&fields, client: peer?.host ?? "unknown", proto: proto, host: host)
+    }
+
+    /// The same, with the client's address already formatted (a connection formats it once).
+    public static func rewriteRequest(_ fields: inout HTTPFields, client: String, proto: String, host: String?) {
         HopByHop.strip(&fields, isRequest: true)
-        let client = peer?.host ?? "unknown"
-        let prior = fields.values("X-Forwarded-For").joined(separator: ", ")
-        fields.remove("X-Forwarded-For")
-        fields.append("X-Forwarded-For", prior.isEmpty ? client : "\(prior), \(client)")
-        fields.set("X-Forwarded-Proto", proto)
-        if let host { fields.set("X-Forwarded-Host", host) } else { fields.remove("X-Forwarded-Host") }
-        fields.remove("Forwarded")
+        // One pass removes the forwarding fields, collecting the lists that are extended.
+        var prior = ""
+        var via = ""
+        if fields.contains(where: { isForwardingField($0.name) }) {
+            var priorSeen = false
+            var viaSeen = false
+            for f in fields {
+                if f.name.equalsIgnoringASCIICase("X-Forwarded-For") {
+                    prior = priorSeen ? prior + ", " + f.value : f.value
+                    priorSeen = true
+                } else if f.name.equalsIgnoringASCIICase("Via") {
+                    via = viaSeen ? via + ", " + f.value : f.value
+                    viaSeen = true
+                }
+            }
+            fields.removeAll { isForwardingField($0.name) }
+        }
+        fields.append("X-Forwarded-For", prior.isEmpty ? client : prior + ", " + client)
+        fields.append("X-Forwarded-Proto", proto)
+        if let host { fields.append("X-Forwarded-Host", host) }
+        fields.append("Via", via.isEmpty ? Self.via : via + ", " + Self.via)
+    }
+
+    public static func rewriteResponse(_ fields: inout HTTPFields) {
+        HopByHop.strip(&fields, isRequest: false)
+        guard fields.contains("Via") else {
+            fields.append("Via", Self.via)
+            return
+        }
         let via = fields.values("Via").joined(separator: ", ")
         fields.remove("Via")
         fields.append("Via", via.isEmpty ? Self.via : "\(via), \(Self.via)")
     }
 
-    public static func rewriteResponse(_ fields: inout HTTPFields) {
-        HopByHop.strip(&fields, isRequest: false)
-        let via = fields.values("Via").joined(separator: ", ")
-        fields.remove("Via")
-        fields.append("Via", via.isEmpty ? Self.via : "\(via), \(Self.via)")
+    /// X-Forwarded-For, -Proto, -Host, Forwarded and Via: the fields the gateway rewrites.
+    private static func isForwardingField(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 3: name.equalsIgnoringASCIICase("Via")
+        case 9: name.equalsIgnoringASCIICase("Forwarded")
+        case 15: name.equalsIgnoringASCIICase("X-Forwarded-For")
+        case 16: name.equalsIgnoringASCIICase("X-Forwarded-Host")
+        case 17: name.equalsIgnoringASCIICase("X-Forwarded-Proto")
+        default: false
+        }
     }
 }

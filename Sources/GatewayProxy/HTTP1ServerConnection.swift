@@ -55,16 +55,25 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var upstreamStarted: UInt64 = 0
     private var upstreamSeconds: Double?
     private var retried = false
-    private var response: HTTPResponseHead?
+    /// The final response head's status and persistence, once it came.
+    private var response: (status: Int, keepAlive: Bool)?
     private var responseFraming: BodyFraming = .none
     private var responseRemaining: UInt64 = 0
     private var responseDecoder = ChunkedDecoder()
     private var chunkedDownstream = false
     private var responseHeadSent = false
 
-    // One timer at a time, re-armed lazily on progress.
-    private var timer: TimerWheel.Handle?
-    private var lastProgress: Int64 = 0
+    // One deadline at a time (wheel clock), checked lazily: arming or moving it is two stores, and a
+    // wheel entry is scheduled only when no pending one fires by the deadline (not per exchange).
+    private enum TimerKind { case none, idle, header, body, response, acquire }
+    private var timerKind: TimerKind = .none
+    private var deadline: Int64 = 0
+    /// For the progress timers (body, response): progress moves the deadline this far ahead.
+    private var progressTimeout: Int64 = 0
+    /// The earliest due time of a scheduled wheel entry (.max: none known).
+    private var timerDue: Int64 = .max
+    /// The client's address as text, formatted once per connection (logs, X-Forwarded-For).
+    private lazy var peerHost: String = downstream.peer?.host ?? "-"
 
     public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http") {
         self.downstream = connection
@@ -169,7 +178,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             return
         }
         guard let (h, end) = result else {
-            if !downstream.inbound.isEmpty && lastProgress == 0 { armHeaderTimer() }
+            if !downstream.inbound.isEmpty && timerKind == .idle { armHeaderTimer() }
             return
         }
         downstream.inbound.consume(end)
@@ -197,7 +206,6 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         response = nil
         responseHeadSent = false
         buffered = []
-        lastProgress = 0
         bodyDecoder = ChunkedDecoder()
         responseDecoder = ChunkedDecoder()
         switch h?.framing {
@@ -248,9 +256,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         return true
     }
 
+    private static let continueResponse = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
     private func sendContinueIfExpected(_ h: HTTPRequestHead) {
         if h.expectsContinue && !bodyDone && downstream.inbound.isEmpty {
-            downstream.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+            downstream.write(Self.continueResponse)
         }
     }
 
@@ -306,7 +316,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         // Delivering body bytes may have ended the exchange and closed the connection (its buffer is gone).
         guard !downstream.isClosed else { return }
         downstream.inbound.consume(consumed)
-        if progressed { lastProgress = EventLoop.monotonicMillis() }
+        if progressed { madeProgress() }
         guard phase == .readingBody else { return }  // delivering may have aborted the exchange
         if bodyDone {
             requestBodyComplete()
@@ -327,10 +337,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             buffered.append(contentsOf: data)
         case .upstream:
             guard let u = upstream else { return }
+            let raw = UnsafeRawBufferPointer(rebasing: data)
             if case .chunked? = head?.framing {
-                u.connection.write(HTTP1Serializer.chunk(ArraySlice(data)))
+                u.connection.write { HTTP1Serializer.appendChunk(raw, to: &$0) }
             } else {
-                u.connection.write(Array(data))
+                u.connection.write(raw)
             }
         }
     }
@@ -371,10 +382,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         guard let f = forward else { return }
         phase = .waiting
         downstream.pauseReading()
-        armTimer(afterMillis: f.pool.target.connectTimeoutMillis + 1000) { [weak self] in
-            // The pool's own connect timer answers first; this guards a queue that never moves.
-            self?.abortExchange(status: 503, code: "upstream_busy")
+        if !fresh, let u = f.pool.takeIdle() {
+            // The common case: a kept-alive connection is free; no callback, no timer.
+            startUpstreamRequest(u)
+            return
         }
+        // The pool's own connect timer answers first; this guards a queue that never moves.
+        arm(.acquire, afterMillis: f.pool.target.connectTimeoutMillis + 1000)
         let acquire = fresh ? f.pool.acquireFresh : f.pool.acquire
         acquire { [weak self] result in
             guard let self else {
@@ -402,7 +416,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         var fields = h.headers
-        ForwardedHeaders.rewriteRequest(&fields, peer: downstream.peer, proto: scheme, host: h.headers["Host"])
+        fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
+        ForwardedHeaders.rewriteRequest(&fields, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme,
+                                        host: h.headers["Host"])
         fields.remove("Expect")
         // HTTP/1.0 clients may omit Host; the upstream request is HTTP/1.1, which requires one.
         if !fields.contains("Host") { fields.append("Host", f.pool.target.address.description) }
@@ -416,12 +432,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case .none, .untilClose:
             break
         }
-        u.connection.write(HTTP1Serializer.requestHead(method: h.method, target: h.target, headers: fields))
+        u.connection.write { HTTP1Serializer.appendRequestHead(method: h.method, target: h.target, headers: fields, to: &$0) }
         if bodyTarget == .buffer {
             // The body was read already (bounded) for a local decision; send it whole.
             if !buffered.isEmpty {
                 if case .chunked = h.framing {
-                    u.connection.write(HTTP1Serializer.chunk(buffered[...]))
+                    let body = buffered
+                    u.connection.write { out in body.withUnsafeBytes { HTTP1Serializer.appendChunk($0, to: &out) } }
                     u.connection.write(HTTP1Serializer.lastChunk)
                 } else {
                     u.connection.write(buffered)
@@ -448,7 +465,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func upstreamDidRead() {
         guard let u = upstream else { return }
-        lastProgress = EventLoop.monotonicMillis()
+        madeProgress()
         if response == nil {
             // The upstream may answer before the request body is complete (e.g. an early error).
             guard phase == .awaitingResponse || phase == .readingBody else { return }
@@ -460,70 +477,86 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func parseResponseHead(_ u: UpstreamConnection) {
         guard let h = head else { return }
+        var final: (HTTPResponseHeadLines, Int)?
         while true {
-            let result: (HTTPResponseHead, Int)?
+            let result: (HTTPResponseHeadLines, Int)?
             do {
                 result = try u.connection.inbound.withReadableBytes {
-                    try parser.parseResponseHead($0, requestMethod: h.method)
+                    try parser.parseResponseHeadLines($0, requestMethod: h.method)
                 }
             } catch {
                 abortExchange(status: 502, code: "upstream_bad_response")
                 return
             }
             guard let (r, end) = result else { return }
-            u.connection.inbound.consume(end)
             if (100..<200).contains(r.status) {
+                u.connection.inbound.consume(end)
                 if r.status == 101 {
                     abortExchange(status: 502, code: "upstream_bad_response")
                     return
                 }
                 continue  // 100 Continue and other interim answers are the gateway's business, not the client's
             }
-            response = r
+            final = (r, end)
             break
         }
-        guard let r = response else { return }
+        guard let (r, end) = final else { return }
+        response = (r.status, r.keepAlive)
         upstreamSeconds = Double(DispatchTime.now().uptimeNanoseconds - upstreamStarted) / 1e9
         if phase == .readingBody {
             // Answered early: stop sending the body; the connection cannot be reused, nor the downstream one.
             closeAfterResponse = true
             bodyDone = true
         }
-        sendResponseHead(r)
+        // The head's ranges point into the upstream's inbound bytes: use them before consuming.
+        u.connection.inbound.withReadableBytes { sendResponseHead(r, $0) }
+        u.connection.inbound.consume(end)
         phase = .streamingResponse
         armResponseTimer()
         pumpResponseBody(u)
     }
 
-    private func sendResponseHead(_ r: HTTPResponseHead) {
+    /// Writes the downstream response head: hop-by-hop fields removed, Via added, the route's
+    /// response fields set, framing and persistence as this side needs them. Without route fields
+    /// the upstream's field lines are copied as bytes; with them, through `HTTPFields`.
+    private func sendResponseHead(_ r: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
         guard let h = head else { return }
-        var fields = r.headers
-        ForwardedHeaders.rewriteResponse(&fields)
-        for extra in forward?.responseHeaders ?? HTTPFields() { fields.set(extra.name, extra.value) }
         responseFraming = r.framing
         chunkedDownstream = false
+        var dropContentLength = false
         switch r.framing {
         case .none:
             break
         case .contentLength(let n):
             responseRemaining = n
         case .chunked, .untilClose:
-            fields.remove("Content-Length")
+            dropContentLength = true
             if h.minorVersion == 1 {
-                fields.append("Transfer-Encoding", "chunked")
                 chunkedDownstream = true
             } else {
                 closeAfterResponse = true
             }
         }
-        if closeAfterResponse || draining {
-            fields.set("Connection", "close")
-        } else if h.minorVersion == 0 {
-            fields.set("Connection", "keep-alive")
-        }
+        let connection: String? = closeAfterResponse || draining ? "close" : h.minorVersion == 0 ? "keep-alive" : nil
         responseStatus = r.status
         responseHeadSent = true
-        downstream.write(HTTP1Serializer.responseHead(status: r.status, reason: r.reason, headers: fields, minorVersion: 1))
+        if let extra = forward?.responseHeaders, extra.count > 0 {
+            let full = r.materialize(buf)
+            var fields = full.headers
+            ForwardedHeaders.rewriteResponse(&fields)
+            for e in extra { fields.set(e.name, e.value) }
+            if dropContentLength {
+                fields.remove("Content-Length")
+                if chunkedDownstream { fields.append("Transfer-Encoding", "chunked") }
+            }
+            if let connection { fields.set("Connection", connection) }
+            downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
+        } else {
+            downstream.write {
+                r.appendForwarded(from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength, chunked: chunkedDownstream,
+                                  connection: connection, to: &$0)
+            }
+        }
     }
 
     private func pumpResponseBody(_ u: UpstreamConnection) {
@@ -584,10 +617,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func sendResponseData(_ data: Slice<UnsafeRawBufferPointer>) {
         responseBytes += data.count
+        let raw = UnsafeRawBufferPointer(rebasing: data)
         if chunkedDownstream {
-            downstream.write(HTTP1Serializer.chunk(ArraySlice(data)))
+            downstream.write { HTTP1Serializer.appendChunk(raw, to: &$0) }
         } else {
-            downstream.write(Array(data))
+            // Head (queued) and body leave in one send, the body without a copy when the socket takes it.
+            downstream.writeThrough(raw)
         }
     }
 
@@ -642,7 +677,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if closeAfterResponse || draining { fields.set("Connection", "close") }
         responseStatus = r.status
         responseHeadSent = true
-        downstream.write(HTTP1Serializer.responseHead(status: r.status, headers: fields))
+        downstream.write { HTTP1Serializer.appendResponseHead(status: r.status, headers: fields, to: &$0) }
         if !isHead && r.status != 204 && r.status != 304 {
             downstream.write(r.body)
             responseBytes += r.body.count
@@ -658,7 +693,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         fields.set("Connection", "close")
         responseStatus = r.status
         responseHeadSent = true
-        downstream.write(HTTP1Serializer.responseHead(status: r.status, headers: fields))
+        downstream.write { HTTP1Serializer.appendResponseHead(status: r.status, headers: fields, to: &$0) }
         downstream.write(r.body)
         responseBytes += r.body.count
         finishExchange()
@@ -710,37 +745,62 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         router.exchangeDidFinish(ExchangeRecord(
             route: routeName, method: head?.method ?? "-", target: head?.target ?? "-", status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
-            upstream: forward?.pool.target.name, upstreamSeconds: upstreamSeconds, peer: downstream.peer?.host ?? "-",
+            upstream: forward?.pool.target.name, upstreamSeconds: upstreamSeconds, peer: peerHost,
             error: error, protocolName: "http1"))
     }
 
     // MARK: - Timers
 
-    private func cancelTimer() {
-        if let t = timer { loop.timers.cancel(t) }
-        timer = nil
+    private func cancelTimer() { timerKind = .none }
+
+    /// Sets the one deadline; schedules a wheel entry only if none is due by then.
+    private func arm(_ kind: TimerKind, afterMillis ms: Int64) {
+        let now = loop.timers.nowMillis
+        timerKind = kind
+        deadline = now + ms
+        if deadline < timerDue { scheduleTimerCheck(at: deadline, now: now) }
     }
 
-    private func armTimer(afterMillis ms: Int64, _ fire: @escaping () -> Void) {
-        cancelTimer()
-        timer = loop.timers.schedule(afterMillis: ms) { [weak self] in
-            self?.timer = nil
-            fire()
+    private func scheduleTimerCheck(at due: Int64, now: Int64) {
+        timerDue = due
+        loop.timers.schedule(afterMillis: max(1, due - now)) { [weak self] in self?.timerCheck(due: due) }
+    }
+
+    private func timerCheck(due: Int64) {
+        if due == timerDue { timerDue = .max }
+        guard timerKind != .none, phase != .closed else { return }
+        let now = loop.timers.nowMillis
+        guard now >= deadline else {
+            if deadline < timerDue { scheduleTimerCheck(at: deadline, now: now) }
+            return
+        }
+        let kind = timerKind
+        timerKind = .none
+        switch kind {
+        case .none:
+            break
+        case .idle:
+            guard phase == .awaitingHead else { return }
+            if downstream.inbound.isEmpty { downstream.close() } else { headerTimedOut() }
+        case .header:
+            headerTimedOut()
+        case .body:
+            abortExchange(status: 408, code: "body_timeout")
+        case .response:
+            abortExchange(status: 504, code: "upstream_timeout")
+        case .acquire:
+            abortExchange(status: 503, code: "upstream_busy")
         }
     }
 
-    private func armIdleTimer() {
-        lastProgress = 0
-        armTimer(afterMillis: limits.idleTimeoutMillis) { [weak self] in
-            guard let self, self.phase == .awaitingHead else { return }
-            if self.downstream.inbound.isEmpty { self.downstream.close() } else { self.headerTimedOut() }
-        }
+    /// Bytes moved: a progress timer (body, response) starts its whole timeout again.
+    private func madeProgress() {
+        if timerKind == .body || timerKind == .response { deadline = loop.timers.nowMillis + progressTimeout }
     }
 
-    private func armHeaderTimer() {
-        lastProgress = EventLoop.monotonicMillis()
-        armTimer(afterMillis: limits.headerTimeoutMillis) { [weak self] in self?.headerTimedOut() }
-    }
+    private func armIdleTimer() { arm(.idle, afterMillis: limits.idleTimeoutMillis) }
+
+    private func armHeaderTimer() { arm(.header, afterMillis: limits.headerTimeoutMillis) }
 
     private func headerTimedOut() {
         guard phase == .awaitingHead else { return }
@@ -748,25 +808,14 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         respondAndClose(LocalResponse.error(408, "header_timeout"))
     }
 
-    /// Fires when nothing moved for the whole timeout; progress re-arms it for the remainder.
-    private func armProgressTimer(_ timeout: Int64, onTimeout: @escaping () -> Void) {
-        lastProgress = EventLoop.monotonicMillis()
-        func arm(_ ms: Int64) {
-            armTimer(afterMillis: ms) { [weak self] in
-                guard let self else { return }
-                let idle = EventLoop.monotonicMillis() - self.lastProgress
-                if idle >= timeout { onTimeout() } else { arm(timeout - idle) }
-            }
-        }
-        arm(timeout)
-    }
-
+    /// Fires when nothing moved for the whole timeout; progress moves the deadline.
     private func armBodyTimer() {
-        armProgressTimer(limits.bodyTimeoutMillis) { [weak self] in self?.abortExchange(status: 408, code: "body_timeout") }
+        progressTimeout = limits.bodyTimeoutMillis
+        arm(.body, afterMillis: progressTimeout)
     }
 
     private func armResponseTimer() {
-        let t = forward?.pool.target.responseTimeoutMillis ?? 30_000
-        armProgressTimer(t) { [weak self] in self?.abortExchange(status: 504, code: "upstream_timeout") }
+        progressTimeout = forward?.pool.target.responseTimeoutMillis ?? 30_000
+        arm(.response, afterMillis: progressTimeout)
     }
 }

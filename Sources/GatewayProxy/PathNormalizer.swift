@@ -9,6 +9,7 @@
 /// - Repeated slashes collapse; `.` and `..` segments are resolved.
 public enum PathNormalizer {
     public static func normalize(_ target: String) -> String? {
+        if let plain = alreadyNormal(target) { return plain }
         var path = Substring(target)
         if path == "*" { return "*" }
         if !path.hasPrefix("/") {
@@ -66,6 +67,32 @@ public enum PathNormalizer {
         }
         if trailingSlash && !segments.isEmpty { out.append(UInt8(ascii: "/")) }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The fast path: an origin-form target whose path has no escapes, backslashes, empty or dot
+    /// segments is its own normal form (up to `?` or `#`). Nil when the full algorithm must run.
+    static func alreadyNormal(_ target: String) -> String? {
+        var t = target
+        return t.withUTF8 { u -> String? in
+            guard let first = u.first, first == UInt8(ascii: "/") else { return nil }
+            var i = 0
+            var end = u.count
+            while i < u.count {
+                let c = u[i]
+                if c == UInt8(ascii: "?") || c == UInt8(ascii: "#") {
+                    end = i
+                    break
+                }
+                if c == UInt8(ascii: "%") || c == UInt8(ascii: "\\") { return nil }
+                if c == UInt8(ascii: "/") {
+                    // "//", "/." (dot segments, and names starting with a dot: left to the full path)
+                    if i + 1 < u.count, u[i + 1] == UInt8(ascii: "/") || u[i + 1] == UInt8(ascii: ".") { return nil }
+                }
+                i += 1
+            }
+            if end == u.count { return target }
+            return String(decoding: UnsafeBufferPointer(rebasing: u[0..<end]), as: UTF8.self)
+        }
     }
 
     private static func hex(_ c: UInt8) -> UInt8? {

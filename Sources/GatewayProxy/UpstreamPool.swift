@@ -80,6 +80,16 @@ public final class UpstreamPool {
         waiters.append(done)
     }
 
+    /// An idle connection that is still usable (most recently used first), or nil: the synchronous
+    /// fast path of `acquire`, without a callback.
+    func takeIdle() -> UpstreamConnection? {
+        while let c = idle.popLast() {
+            if c.takeFromIdle() { return c }
+            c.close()
+        }
+        return nil
+    }
+
     /// A fresh connection, bypassing idle ones (for the single retry of an idempotent request).
     public func acquireFresh(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
         if members.count < target.maxConnections {
@@ -137,7 +147,10 @@ public final class UpstreamConnection: ConnectionDelegate {
     public let connection: Connection
     unowned let pool: UpstreamPool
     weak var exchange: (any ConnectionDelegate)?
-    private var idleTimer: TimerWheel.Handle?
+    /// When the connection went idle (wheel clock), nil while in use. The idle timeout is checked
+    /// lazily: one wheel entry at a time, re-armed for the remainder, not one per release.
+    private var idleSince: Int64?
+    private var idleCheckPending = false
     private var connectTimer: TimerWheel.Handle?
     private var onConnect: ((Result<UpstreamConnection, UpstreamFailure>) -> Void)?
     /// Requests this connection has carried (0 = fresh: nothing can have been sent on it before).
@@ -188,23 +201,30 @@ public final class UpstreamConnection: ConnectionDelegate {
 
     func enterIdle(timeoutMillis: Int64) {
         exchange = nil
-        idleTimer = pool.loop.timers.schedule(afterMillis: timeoutMillis) { [weak self] in
-            guard let self else { return }
-            self.idleTimer = nil
-            self.connection.close()
-        }
+        idleSince = pool.loop.timers.nowMillis
+        if !idleCheckPending { scheduleIdleCheck(afterMillis: timeoutMillis) }
+    }
+
+    private func scheduleIdleCheck(afterMillis ms: Int64) {
+        idleCheckPending = true
+        pool.loop.timers.schedule(afterMillis: ms) { [weak self] in self?.idleCheck() }
+    }
+
+    private func idleCheck() {
+        idleCheckPending = false
+        guard let since = idleSince, !connection.isClosed else { return }
+        let left = since + pool.target.idleTimeoutMillis - pool.loop.timers.nowMillis
+        if left <= 0 { connection.close() } else { scheduleIdleCheck(afterMillis: left) }
     }
 
     /// False when the connection died while idle.
     func takeFromIdle() -> Bool {
-        if let t = idleTimer { pool.loop.timers.cancel(t) }
-        idleTimer = nil
+        idleSince = nil
         return !connection.isClosed && !connection.peerClosed && connection.inbound.isEmpty
     }
 
     public func close() {
-        if let t = idleTimer { pool.loop.timers.cancel(t) }
-        idleTimer = nil
+        idleSince = nil
         connection.close()
     }
 
@@ -237,8 +257,7 @@ public final class UpstreamConnection: ConnectionDelegate {
     public func connectionDidClose(_ c: Connection, error: Socket.Error?) {
         if let t = connectTimer { pool.loop.timers.cancel(t) }
         connectTimer = nil
-        if let t = idleTimer { pool.loop.timers.cancel(t) }
-        idleTimer = nil
+        idleSince = nil
         pool.memberDidClose(self)
         if let cb = onConnect {
             onConnect = nil

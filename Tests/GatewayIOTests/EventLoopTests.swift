@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import GatewayIO
+@testable import GatewayIO
 import GatewayTestSupport
 import Glibc
 import Testing
@@ -82,6 +82,15 @@ struct EventLoopTests {
         let echoed = client.receive(exactly: payload.count)
         #expect(echoed.count == payload.count)
         #expect(echoed == payload)
+    }
+
+    /// Loops run on different threads at once: a read buffer shared between them lets one loop's
+    /// bytes land in another loop's connection (seen once as a 414 from the proxy tests' upstream).
+    @Test("each loop reads into a buffer of its own") func readBufferPerLoop() {
+        let loops = [EventLoop(index: 30), EventLoop(index: 31)]
+        defer { for l in loops { l.shutdown() } }
+        #expect(loops[0].readScratch.baseAddress != loops[1].readScratch.baseAddress)
+        #expect(loops.allSatisfy { $0.readScratch.count >= 64 * 1024 })
     }
 
     @Test("a peer that closes is noticed and the connection released") func peerClose() throws {

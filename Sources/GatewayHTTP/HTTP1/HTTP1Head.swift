@@ -29,9 +29,8 @@ public struct HTTPResponseHead: Sendable, Equatable {
 
 /// RFC 9112 §9.3: "close" ends the connection; HTTP/1.1 persists by default, HTTP/1.0 only with keep-alive.
 func persistentConnection(_ headers: HTTPFields, minorVersion: Int) -> Bool {
-    let tokens = headers.tokens("Connection")
-    if tokens.contains("close") { return false }
-    return minorVersion == 1 || tokens.contains("keep-alive")
+    if headers.hasToken("Connection", "close") { return false }
+    return minorVersion == 1 || headers.hasToken("Connection", "keep-alive")
 }
 
 /// How the message body is delimited (RFC 9112 §6.3).

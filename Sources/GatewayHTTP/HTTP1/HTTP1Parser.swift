@@ -40,9 +40,9 @@ public struct HTTP1Parser: Sendable {
         let (method, target, minor) = try parseRequestLine(buf, first)
         let headers = try Self.parseFields(buf, lines.dropFirst())
         if minor == 1 {
-            let hosts = headers.values("Host")
-            guard hosts.count == 1 else {
-                throw HTTPParseError(.badHeader, at: first.lowerBound, hosts.isEmpty ? "HTTP/1.1 request without Host" : "more than one Host")
+            let hosts = headers.count(of: "Host")
+            guard hosts == 1 else {
+                throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
             }
         }
         let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
@@ -61,6 +61,33 @@ public struct HTTP1Parser: Sendable {
         return (HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing), end)
     }
 
+    /// Parses a response head like `parseResponseHead`, with the same checks and errors, but keeps
+    /// the reason and the fields as ranges of `buf` instead of strings: for a proxy that copies most
+    /// of the head through unchanged. Only the fields that decide framing and persistence
+    /// (Content-Length, Transfer-Encoding, Connection) become strings.
+    public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
+        throws(HTTPParseError) -> (HTTPResponseHeadLines, Int)?
+    {
+        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
+        let first = lines[0]
+        let (status, reason, minor) = try parseStatusLineRanges(buf, first)
+        var fields: [HTTPResponseHeadLines.FieldRange] = []
+        fields.reserveCapacity(lines.count - 1)
+        var decisive = HTTPFields()
+        try Self.forEachField(buf, lines.dropFirst()) { name, value in
+            fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
+            let n = UnsafeRawBufferPointer(rebasing: buf[name])
+            if equalsIgnoringCase(n, "Content-Length") || equalsIgnoringCase(n, "Transfer-Encoding") || equalsIgnoringCase(n, "Connection") {
+                decisive.append(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value))
+            }
+        }
+        let framing = try responseFraming(decisive, status: status, requestMethod: requestMethod, at: first.lowerBound)
+        let head = HTTPResponseHeadLines(
+            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing,
+            keepAlive: persistentConnection(decisive, minorVersion: minor))
+        return (head, end)
+    }
+
     // MARK: - Lines
 
     /// Finds the end of the head (CRLF CRLF) and returns its lines (without CRLF). Bare CR or LF is an error.
@@ -68,11 +95,20 @@ public struct HTTP1Parser: Sendable {
         -> ([Range<Int>], Int)?
     {
         var lines: [Range<Int>] = []
+        lines.reserveCapacity(16)
         var lineStart = start
         var i = start
         let n = buf.count
+        // Past these offsets the limit checks below run; before them, ordinary bytes only advance.
+        let requestLineLimit = start + limits.maxRequestLine
+        let headLimit = start + limits.maxHeaderBytes
+        var checkFrom = min(requestLineLimit, headLimit)
         while i < n {
             let c = buf[i]
+            if c > 0x0d && i < checkFrom {
+                i += 1
+                continue
+            }
             if c == 0x0d {
                 guard i + 1 < n else { break }  // need the LF
                 guard buf[i + 1] == 0x0a else { throw HTTPParseError(.badHeader, at: i, "bare CR") }
@@ -88,6 +124,7 @@ public struct HTTP1Parser: Sendable {
                 }
                 i += 2
                 lineStart = i
+                checkFrom = headLimit
                 continue
             }
             if c == 0x0a { throw HTTPParseError(.badHeader, at: i, "bare LF (lines must end with CRLF)") }
@@ -125,6 +162,14 @@ public struct HTTP1Parser: Sendable {
     }
 
     private func parseStatusLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (Int, String, Int) {
+        let (status, reason, minor) = try parseStatusLineRanges(buf, r)
+        return (status, Self.latin1(buf, reason), minor)
+    }
+
+    /// The status line with the reason phrase as a range of `buf` (empty when absent).
+    private func parseStatusLineRanges(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError)
+        -> (Int, Range<Int>, Int)
+    {
         guard r.count >= 12 else { throw HTTPParseError(.badStatusLine, at: r.lowerBound, "status line too short") }
         let minor = try parseVersion(buf, r.lowerBound..<(r.lowerBound + 8), kind: .badStatusLine)
         var p = r.lowerBound + 8
@@ -138,20 +183,21 @@ public struct HTTP1Parser: Sendable {
         }
         guard status >= 100 else { throw HTTPParseError(.badStatusLine, at: p, "status code below 100") }
         p += 3
-        var reason = ""
+        var reason = r.upperBound..<r.upperBound
         if p < r.upperBound {
             guard buf[p] == 0x20 else { throw HTTPParseError(.badStatusLine, at: p, "expected a space after the status code") }
             for k in (p + 1)..<r.upperBound where !HTTPChar.isFieldValueChar(buf[k]) {
                 throw HTTPParseError(.badStatusLine, at: k, "control character in the reason phrase")
             }
-            reason = Self.latin1(buf, (p + 1)..<r.upperBound)
+            reason = (p + 1)..<r.upperBound
         }
         return (status, reason, minor)
     }
 
     private func parseVersion(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>, kind: HTTPParseError.Kind) throws(HTTPParseError) -> Int {
-        let prefix: [UInt8] = Array("HTTP/".utf8)
-        guard r.count == 8, (0..<5).allSatisfy({ buf[r.lowerBound + $0] == prefix[$0] }),
+        let p = r.lowerBound
+        guard r.count == 8, buf[p] == UInt8(ascii: "H"), buf[p + 1] == UInt8(ascii: "T"), buf[p + 2] == UInt8(ascii: "T"),
+            buf[p + 3] == UInt8(ascii: "P"), buf[p + 4] == UInt8(ascii: "/"),
             buf[r.lowerBound + 6] == UInt8(ascii: "."), HTTPChar.isDigit(buf[r.lowerBound + 5]),
             HTTPChar.isDigit(buf[r.lowerBound + 7])
         else {
@@ -170,6 +216,16 @@ public struct HTTP1Parser: Sendable {
     static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
+        try forEachField(buf, lines) { name, value in
+            fields.append(HTTPFields.Field(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value)))
+        }
+        return HTTPFields(fields)
+    }
+
+    /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
+    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>,
+                             _ body: (Range<Int>, Range<Int>) -> Void) throws(HTTPParseError)
+    {
         for r in lines {
             let c0 = buf[r.lowerBound]
             if c0 == 0x20 || c0 == 0x09 {
@@ -183,25 +239,23 @@ public struct HTTP1Parser: Sendable {
                 throw HTTPParseError(.badHeader, at: i, what)
             }
             guard i > r.lowerBound else { throw HTTPParseError(.badHeader, at: i, "empty field name") }
-            let name = Self.latin1(buf, r.lowerBound..<i)
             var vs = i + 1
             var ve = r.upperBound
             while vs < ve, buf[vs] == 0x20 || buf[vs] == 0x09 { vs += 1 }
             while ve > vs, buf[ve - 1] == 0x20 || buf[ve - 1] == 0x09 { ve -= 1 }
             for k in vs..<ve where !HTTPChar.isFieldValueChar(buf[k]) {
-                throw HTTPParseError(.badHeader, at: k, "control character in the value of \(name)")
+                throw HTTPParseError(.badHeader, at: k, "control character in the value of \(Self.latin1(buf, r.lowerBound..<i))")
             }
-            fields.append(HTTPFields.Field(name, Self.latin1(buf, vs..<ve)))
+            body(r.lowerBound..<i, vs..<ve)
         }
-        return HTTPFields(fields)
     }
 
     // MARK: - Framing (RFC 9112 §6)
 
     private func requestFraming(_ h: HTTPFields, minor: Int, at offset: Int) throws(HTTPParseError) -> BodyFraming {
-        let te = h.values("Transfer-Encoding")
+        let hasTE = h.contains("Transfer-Encoding")
         let cl = try contentLength(h, at: offset)
-        if !te.isEmpty {
+        if hasTE {
             guard cl == nil else {
                 throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
             }
@@ -217,9 +271,9 @@ public struct HTTP1Parser: Sendable {
         -> BodyFraming
     {
         if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 { return .none }
-        let te = h.values("Transfer-Encoding")
+        let hasTE = h.contains("Transfer-Encoding")
         let cl = try contentLength(h, at: offset)
-        if !te.isEmpty {
+        if hasTE {
             guard cl == nil else {
                 throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
             }
@@ -240,20 +294,80 @@ public struct HTTP1Parser: Sendable {
         }
     }
 
-    /// All Content-Length values (and list members) must be the same decimal number.
+    /// All Content-Length values (and list members) must be the same decimal number: each member,
+    /// OWS trimmed, 1 to 19 digits. Decided on the bytes of the values, without allocating.
     private func contentLength(_ h: HTTPFields, at offset: Int) throws(HTTPParseError) -> UInt64? {
         var result: UInt64? = nil
-        for v in h.values("Content-Length") {
-            for part in v.split(separator: ",", omittingEmptySubsequences: false) {
-                let t = part.trimmingOWS()
-                guard !t.isEmpty, t.utf8.count <= 19, t.utf8.allSatisfy(HTTPChar.isDigit), let n = UInt64(t) else {
-                    throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(v.prefix(40))\"")
+        for f in h where f.name.equalsIgnoringASCIICase("Content-Length") {
+            var value = f.value
+            let parsed: UInt64?? = value.withUTF8 { v -> UInt64?? in
+                var i = 0
+                var members: UInt64? = nil
+                while i <= v.count {
+                    var end = i
+                    while end < v.count, v[end] != UInt8(ascii: ",") { end += 1 }
+                    var s = i
+                    var e = end
+                    while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
+                    while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
+                    guard e > s, e - s <= 19 else { return .some(nil) }
+                    var n: UInt64 = 0
+                    for k in s..<e {
+                        guard HTTPChar.isDigit(v[k]) else { return .some(nil) }
+                        n = n * 10 + UInt64(v[k] - 0x30)  // 19 digits fit in UInt64
+                    }
+                    if let m = members, m != n { return .none }
+                    members = n
+                    i = end + 1
                 }
+                return .some(members)
+            }
+            switch parsed {
+            case .none:
+                throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
+            case .some(nil):
+                throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(f.value.prefix(40))\"")
+            case .some(let n?):
                 if let r = result, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
                 result = n
             }
         }
         return result
+    }
+
+    /// Field names as most clients and servers spell them, shared instead of built per message. A
+    /// name is only taken from here when its bytes are exactly these (names keep their case).
+    private static let commonNames: [[String]] = {
+        let names = [
+            "Host", "Date", "Server", "Accept", "Connection", "Content-Type", "Content-Length", "User-Agent",
+            "Accept-Encoding", "Accept-Language", "Cache-Control", "Transfer-Encoding", "Keep-Alive", "Last-Modified",
+            "ETag", "Accept-Ranges", "Authorization", "Cookie", "Origin", "Referer", "Location", "Vary", "Expires",
+            "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via", "Content-Encoding",
+            "host", "date", "server", "accept", "connection", "content-type", "content-length", "user-agent",
+        ]
+        var table = [[String]](repeating: [], count: 32)
+        for n in names { table[n.utf8.count].append(n) }
+        return table
+    }()
+
+    private static func commonName(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String? {
+        guard r.count < commonNames.count else { return nil }
+        for candidate in commonNames[r.count] {
+            var c = candidate
+            let same = c.withUTF8 { u in memcmpEqual(u, buf, r) }
+            if same { return candidate }
+        }
+        return nil
+    }
+
+    @inline(__always)
+    private static func memcmpEqual(_ u: UnsafeBufferPointer<UInt8>, _ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Bool {
+        var k = 0
+        while k < u.count {
+            if u[k] != buf[r.lowerBound + k] { return false }
+            k += 1
+        }
+        return true
     }
 
     private static func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {

@@ -1,35 +1,81 @@
 /// HTTP/1.1 message heads and chunk framing as bytes. Field values were validated by the parser (or
 /// are the gateway's own); they are written back as Latin-1 so obs-text passes through unchanged.
+/// The `append…` forms write into a caller's buffer (a connection's output), the others return arrays.
 public enum HTTP1Serializer {
     public static func requestHead(method: String, target: String, headers: HTTPFields) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(256 + headers.count * 32)
+        appendRequestHead(method: method, target: target, headers: headers, to: &out)
+        return out
+    }
+
+    public static func appendRequestHead(method: String, target: String, headers: HTTPFields, to out: inout [UInt8]) {
         appendLatin1(method, &out)
         out.append(0x20)
         appendLatin1(target, &out)
-        out += Array(" HTTP/1.1\r\n".utf8)
+        appendASCII(" HTTP/1.1\r\n", &out)
         appendFields(headers, &out)
-        return out
     }
 
     public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(128 + headers.count * 32)
-        out += Array("HTTP/1.\(minorVersion) \(status) ".utf8)
-        appendLatin1(reason ?? HTTPStatus.reason(status), &out)
-        out += [0x0d, 0x0a]
-        appendFields(headers, &out)
+        appendResponseHead(status: status, reason: reason, headers: headers, minorVersion: minorVersion, to: &out)
         return out
+    }
+
+    public static func appendResponseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1,
+                                          to out: inout [UInt8])
+    {
+        appendStatusLine(status: status, minorVersion: minorVersion, to: &out)
+        appendLatin1(reason ?? HTTPStatus.reason(status), &out)
+        out.append(0x0d)
+        out.append(0x0a)
+        appendFields(headers, &out)
+    }
+
+    /// "HTTP/1.x NNN " (the reason phrase and CRLF follow).
+    static func appendStatusLine(status: Int, minorVersion: Int = 1, to out: inout [UInt8]) {
+        appendASCII(minorVersion == 0 ? "HTTP/1.0 " : "HTTP/1.1 ", &out)
+        if (100...999).contains(status) {
+            out.append(UInt8(0x30 + status / 100))
+            out.append(UInt8(0x30 + status / 10 % 10))
+            out.append(UInt8(0x30 + status % 10))
+        } else {
+            appendASCII(String(status), &out)
+        }
+        out.append(0x20)
     }
 
     /// One chunk: hex size CRLF data CRLF (empty data writes nothing: use `lastChunk`).
     public static func chunk(_ data: ArraySlice<UInt8>) -> [UInt8] {
         guard !data.isEmpty else { return [] }
-        var out = Array(String(data.count, radix: 16).utf8) + [0x0d, 0x0a]
-        out.reserveCapacity(out.count + data.count + 2)
-        out += data
-        out += [0x0d, 0x0a]
+        var out = [UInt8]()
+        out.reserveCapacity(data.count + 20)
+        data.withUnsafeBytes { appendChunk($0, to: &out) }
         return out
+    }
+
+    /// Appends one chunk (nothing for empty data).
+    public static func appendChunk(_ data: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard !data.isEmpty else { return }
+        appendChunkHeader(size: data.count, to: &out)
+        out.append(contentsOf: data)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    /// The chunk-size line (hex size CRLF) of a chunk of `size` bytes that follows.
+    public static func appendChunkHeader(size: Int, to out: inout [UInt8]) {
+        precondition(size > 0, "a chunk header for an empty chunk would be the last chunk")
+        var shift = (Int.bitWidth - size.leadingZeroBitCount + 3) / 4 * 4
+        while shift > 0 {
+            shift -= 4
+            let d = UInt8((size >> shift) & 0xf)
+            out.append(d < 10 ? 0x30 + d : 0x61 + d - 10)
+        }
+        out.append(0x0d)
+        out.append(0x0a)
     }
 
     public static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
@@ -37,14 +83,37 @@ public enum HTTP1Serializer {
     private static func appendFields(_ headers: HTTPFields, _ out: inout [UInt8]) {
         for f in headers {
             appendLatin1(f.name, &out)
-            out += [0x3a, 0x20]
+            out.append(0x3a)
+            out.append(0x20)
             appendLatin1(f.value, &out)
-            out += [0x0d, 0x0a]
+            out.append(0x0d)
+            out.append(0x0a)
         }
-        out += [0x0d, 0x0a]
+        out.append(0x0d)
+        out.append(0x0a)
     }
 
+    @inline(__always)
+    private static func appendASCII(_ s: StaticString, _ out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    private static func appendASCII(_ s: String, _ out: inout [UInt8]) { out.append(contentsOf: s.utf8) }
+
+    /// Latin-1 bytes of `s`: its UTF-8 bytes as they are when all are ASCII (the common case), else
+    /// one byte per scalar (`?` for scalars above U+00FF, which the parser never produces).
     static func appendLatin1(_ s: String, _ out: inout [UInt8]) {
+        var s = s
+        let ascii: Bool = s.withUTF8 { u in
+            var i = 0
+            while i < u.count {
+                if u[i] >= 0x80 { return false }
+                i += 1
+            }
+            out.append(contentsOf: u)
+            return true
+        }
+        if ascii { return }
         for u in s.unicodeScalars { out.append(u.value < 256 ? UInt8(u.value) : UInt8(ascii: "?")) }
     }
 }

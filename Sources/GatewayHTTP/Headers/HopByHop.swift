@@ -8,10 +8,48 @@ public enum HopByHop {
     ]
 
     public static func strip(_ headers: inout HTTPFields, isRequest: Bool) {
-        let keepTrailersTE = isRequest && headers.tokens("TE").contains("trailers")
-        // A client may not make the proxy drop Host (or the framing fields, which are rewritten anyway).
-        for name in headers.tokens("Connection") where !name.isEmpty && name != "host" { headers.remove(name) }
-        for name in fields { headers.remove(name) }
+        // Without a field of the fixed list there is no Connection field either: nothing to do.
+        guard headers.contains(where: { isListed($0.name) }) else { return }
+        let keepTrailersTE = isRequest && headers.hasToken("TE", "trailers")
+        // Fields named in Connection go too, except Host: a client may not make the proxy drop it (nor
+        // the framing fields, which are listed and rewritten anyway). Usually Connection names none
+        // ("keep-alive", "close"), and the check below costs no allocation.
+        var connection: [String] = []
+        for f in headers where f.name.equalsIgnoringASCIICase("Connection") { connection.append(f.value) }
+        headers.removeAll { f in
+            if isListed(f.name) { return true }
+            if connection.isEmpty || f.name.equalsIgnoringASCIICase("Host") { return false }
+            return connection.contains { listContains($0, f.name) }
+        }
         if keepTrailersTE { headers.append("TE", "trailers") }
     }
+
+    /// The same for a name given as bytes.
+    public static func isListed(_ name: UnsafeRawBufferPointer) -> Bool {
+        switch name.count {
+        case 2: equalsIgnoringCase(name, "TE")
+        case 7: equalsIgnoringCase(name, "Trailer") || equalsIgnoringCase(name, "Upgrade")
+        case 10: equalsIgnoringCase(name, "Connection") || equalsIgnoringCase(name, "Keep-Alive")
+        case 16: equalsIgnoringCase(name, "Proxy-Connection")
+        case 17: equalsIgnoringCase(name, "Transfer-Encoding")
+        case 18: equalsIgnoringCase(name, "Proxy-Authenticate")
+        case 19: equalsIgnoringCase(name, "Proxy-Authorization")
+        default: false
+        }
+    }
+
+    /// Whether `name` is one of `fields` (case-insensitive), decided on its length first.
+    public static func isListed(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 2: name.equalsIgnoringASCIICase("TE")
+        case 7: name.equalsIgnoringASCIICase("Trailer") || name.equalsIgnoringASCIICase("Upgrade")
+        case 10: name.equalsIgnoringASCIICase("Connection") || name.equalsIgnoringASCIICase("Keep-Alive")
+        case 16: name.equalsIgnoringASCIICase("Proxy-Connection")
+        case 17: name.equalsIgnoringASCIICase("Transfer-Encoding")
+        case 18: name.equalsIgnoringASCIICase("Proxy-Authenticate")
+        case 19: name.equalsIgnoringASCIICase("Proxy-Authorization")
+        default: false
+        }
+    }
 }
+

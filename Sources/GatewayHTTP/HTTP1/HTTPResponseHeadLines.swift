@@ -1,0 +1,128 @@
+/// A response head as ranges of the buffer it was parsed from (`HTTP1Parser.parseResponseHeadLines`):
+/// valid only while that buffer is unchanged. A proxy decides on `status`, `framing` and `keepAlive`
+/// and copies the fields it keeps byte for byte (`appendForwarded`), without a string per field.
+public struct HTTPResponseHeadLines: Sendable, Equatable {
+    public struct FieldRange: Sendable, Equatable {
+        public var name: Range<Int>
+        /// OWS-trimmed, as the parser validated it.
+        public var value: Range<Int>
+    }
+
+    public var status: Int
+    /// The reason phrase (empty range when absent).
+    public var reason: Range<Int>
+    public var minorVersion: Int
+    public var fields: [FieldRange]
+    public var framing: BodyFraming
+    public var keepAlive: Bool
+
+    /// The head as `parseResponseHead` would have returned it (strings for everything).
+    public func materialize(_ buf: UnsafeRawBufferPointer) -> HTTPResponseHead {
+        var headers: [HTTPFields.Field] = []
+        headers.reserveCapacity(fields.count)
+        for f in fields { headers.append(HTTPFields.Field(latin1(buf, f.name), latin1(buf, f.value))) }
+        return HTTPResponseHead(status: status, reason: latin1(buf, reason), minorVersion: minorVersion,
+                                headers: HTTPFields(headers), framing: framing)
+    }
+
+    /// Appends the head a proxy sends downstream, byte for byte what serializing the materialized
+    /// head after `HopByHop.strip`, a `Via` rewrite (`values("Via")` joined with ", ", then `via`),
+    /// removing Content-Length when `dropContentLength`, appending `Transfer-Encoding: chunked` when
+    /// `chunked`, and appending `Connection: <connection>` would give (status line in HTTP/1.1, the
+    /// reason as received, empty included).
+    public func appendForwarded(from buf: UnsafeRawBufferPointer, via: String, dropContentLength: Bool, chunked: Bool,
+                                connection: String?, to out: inout [UInt8])
+    {
+        // Status line: the reason is copied as received (Latin-1 bytes stay the same bytes).
+        HTTP1Serializer.appendStatusLine(status: status, to: &out)
+        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[reason]))
+        out.append(0x0d)
+        out.append(0x0a)
+        var connectionValues: [Range<Int>] = []
+        var hasListed = false
+        for f in fields {
+            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
+            if HopByHop.isListed(n) {
+                hasListed = true
+                if equalsIgnoringCase(n, "Connection") { connectionValues.append(f.value) }
+            }
+        }
+        var viaBytes = 0
+        var viaCount = 0
+        for f in fields {
+            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
+            if hasListed {
+                if HopByHop.isListed(n) { continue }
+                if !connectionValues.isEmpty && !equalsIgnoringCase(n, "Host")
+                    && connectionValues.contains(where: { listContains(UnsafeRawBufferPointer(rebasing: buf[$0]), n) })
+                {
+                    continue
+                }
+            }
+            if equalsIgnoringCase(n, "Via") {
+                viaBytes += f.value.count
+                viaCount += 1
+                continue
+            }
+            if dropContentLength && equalsIgnoringCase(n, "Content-Length") { continue }
+            out.append(contentsOf: n)
+            out.append(0x3a)
+            out.append(0x20)
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+            out.append(0x0d)
+            out.append(0x0a)
+        }
+        // Via: the received values joined (an all-empty join counts as none), then ours.
+        HTTP1Serializer.appendLatin1("Via: ", &out)
+        if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
+            var k = 0
+            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via") {
+                if k > 0 {
+                    out.append(0x2c)
+                    out.append(0x20)
+                }
+                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                k += 1
+            }
+            out.append(0x2c)
+            out.append(0x20)
+        }
+        HTTP1Serializer.appendLatin1(via, &out)
+        out.append(0x0d)
+        out.append(0x0a)
+        if chunked { HTTP1Serializer.appendLatin1("Transfer-Encoding: chunked\r\n", &out) }
+        if let connection {
+            HTTP1Serializer.appendLatin1("Connection: ", &out)
+            HTTP1Serializer.appendLatin1(connection, &out)
+            out.append(0x0d)
+            out.append(0x0a)
+        }
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
+        var s = String.UnicodeScalarView()
+        var ascii = true
+        for k in r where buf[k] >= 0x80 { ascii = false; break }
+        if ascii { return String(decoding: UnsafeRawBufferPointer(rebasing: buf[r]), as: UTF8.self) }
+        for k in r { s.append(Unicode.Scalar(buf[k])) }
+        return String(s)
+    }
+}
+
+/// `bytes` equal to the ASCII `name`, ignoring ASCII case.
+@inline(__always)
+func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+    guard bytes.count == name.utf8CodeUnitCount else { return false }
+    return asciiCaseInsensitiveEqual(
+        UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count),
+        UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+}
+
+/// Whether the comma-separated list in `list` has an element equal to `token` (ASCII case ignored).
+func listContains(_ list: UnsafeRawBufferPointer, _ token: UnsafeRawBufferPointer) -> Bool {
+    let l = UnsafeBufferPointer(start: list.baseAddress?.assumingMemoryBound(to: UInt8.self), count: list.count)
+    let t = UnsafeBufferPointer(start: token.baseAddress?.assumingMemoryBound(to: UInt8.self), count: token.count)
+    return listContains(l, t)
+}

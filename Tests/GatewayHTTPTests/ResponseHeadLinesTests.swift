@@ -1,0 +1,100 @@
+import GatewayHTTP
+import Testing
+
+/// The proxy copies response heads as bytes (`parseResponseHeadLines` + `appendForwarded`); these
+/// tests hold that path to the string path it replaces: same checks, same errors, same output.
+@Suite("Response heads as byte ranges")
+struct ResponseHeadLinesTests {
+    static let heads: [String] = [
+        "HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Mon, 23 Nov 2026 14:00:00 GMT\r\nContent-Type: application/json\r\nContent-Length: 31\r\nConnection: keep-alive\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nConnection: X-A, close\r\n\r\n",
+        "HTTP/1.1 200 \r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 404 Not Found\r\nVia: 1.1 a\r\nvia: 1.0 b\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nVia: \r\nContent-Length:  7  \r\n\r\n",
+        "HTTP/1.1 200 OK\r\nVia: \r\nVia:\r\nUpgrade: h2c\r\nTrailer: X\r\nProxy-Authenticate: Basic\r\nTE: trailers\r\n\r\n",
+        "HTTP/1.0 200 OK\r\nX-Latin: caf\u{E9}\r\nconnection: Keep-Alive, x-latin\r\nHost: h\r\n\r\n",
+        "HTTP/1.1 301 Moved\r\nLocation: /x\r\nConnection: host, location\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 100 Continue\r\n\r\n",
+        "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\nContent-Length: 9\r\n\r\n",
+    ]
+
+    static let bad: [String] = [
+        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "HTTP/1.1 20 OK\r\n\r\n",
+        "HTTP/1.1 200OK\r\n\r\n",
+        "HTTP/2.0 200 OK\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX: a\u{01}b\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n X: folded\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX : y\r\n\r\n",
+        "HTTP/1.1 200 OK\nX: y\r\n\r\n",
+    ]
+
+    /// Latin-1 bytes of a test string (the heads above use U+00E9 for an obs-text byte).
+    static func bytes(_ s: String) -> [UInt8] { s.unicodeScalars.map { UInt8($0.value) } }
+
+    /// What the proxy sent before the byte path: strings, then strip, Via, framing fields, serialize.
+    static func viaStrings(_ r: HTTPResponseHead, dropContentLength: Bool, chunked: Bool, connection: String?) -> [UInt8] {
+        var fields = r.headers
+        HopByHop.strip(&fields, isRequest: false)
+        let via = fields.values("Via").joined(separator: ", ")
+        fields.remove("Via")
+        fields.append("Via", via.isEmpty ? "1.1 test" : "\(via), 1.1 test")
+        if dropContentLength { fields.remove("Content-Length") }
+        if chunked { fields.append("Transfer-Encoding", "chunked") }
+        if let connection { fields.set("Connection", connection) }
+        return HTTP1Serializer.responseHead(status: r.status, reason: r.reason, headers: fields)
+    }
+
+    @Test("same head, framing and persistence as parseResponseHead", arguments: heads)
+    func sameHead(_ text: String) throws {
+        let raw = Self.bytes(text)
+        for method in ["GET", "HEAD"] {
+            let (lines, end) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: method) })
+            let (head, end2) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: method) })
+            #expect(end == end2 && end == raw.count)
+            #expect(raw.withUnsafeBytes { lines.materialize($0) } == head)
+            #expect(lines.keepAlive == head.keepAlive && lines.framing == head.framing && lines.status == head.status)
+        }
+    }
+
+    @Test("the forwarded bytes equal the string path's, for every framing choice", arguments: heads)
+    func sameBytes(_ text: String) throws {
+        let raw = Self.bytes(text)
+        let (lines, _) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") })
+        let head = raw.withUnsafeBytes { lines.materialize($0) }
+        for drop in [false, true] {
+            for chunked in [false, true] {
+                for connection in [nil, "close", "keep-alive"] {
+                    var out: [UInt8] = [1, 2]  // appends after what is there
+                    raw.withUnsafeBytes {
+                        lines.appendForwarded(from: $0, via: "1.1 test", dropContentLength: drop, chunked: chunked, connection: connection,
+                                              to: &out)
+                    }
+                    let expected = [1, 2] + Self.viaStrings(head, dropContentLength: drop, chunked: chunked, connection: connection)
+                    #expect(out == expected, "\(text.debugDescription) drop=\(drop) chunked=\(chunked) connection=\(connection ?? "nil")")
+                }
+            }
+        }
+    }
+
+    @Test("malformed heads fail with the same error", arguments: bad)
+    func sameErrors(_ text: String) {
+        let raw = Self.bytes(text)
+        var e1: HTTPParseError?
+        var e2: HTTPParseError?
+        do { _ = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") } } catch { e1 = error as? HTTPParseError }
+        do { _ = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: "GET") } } catch { e2 = error as? HTTPParseError }
+        #expect(e1 != nil)
+        #expect(e1 == e2)
+    }
+
+    @Test("an incomplete head asks for more") func incomplete() throws {
+        let raw = Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n".utf8)
+        #expect(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") } == nil)
+    }
+}
