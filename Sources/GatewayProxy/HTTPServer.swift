@@ -1,6 +1,7 @@
 import Dispatch
 import GatewayIO
 import Glibc
+import Synchronization
 
 /// An HTTP/1.1 listener on every event loop (SO_REUSEPORT when there are several), each accepted
 /// connection served by an `HTTP1ServerConnection` with its loop's router. Tracks live connections
@@ -10,7 +11,10 @@ public final class HTTPServer: @unchecked Sendable {
     public private(set) var address: SocketAddress
     private var listeners: [Listener?]
     private var connections: [[ObjectIdentifier: HTTP1ServerConnection]]
-    private let maxConnectionsPerLoop: Int
+    /// `limits.max_connections` for the whole listener, whichever loop the kernel hands a
+    /// connection to (SO_REUSEPORT hashes clients onto loops, so a per-loop share would refuse early).
+    private let maxConnections: Int
+    private let live = Atomic<Int>(0)
     public var onAccept: ((EventLoop) -> Void)?
     public var onClose: ((EventLoop) -> Void)?
     /// A connection closed at accept: over the connection limit, or accept itself failed (EMFILE…).
@@ -24,7 +28,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.address = address
         self.listeners = Array(repeating: nil, count: loops.count)
         self.connections = Array(repeating: [:], count: loops.count)
-        self.maxConnectionsPerLoop = max(1, maxConnections / max(1, loops.count))
+        self.maxConnections = max(1, maxConnections)
         var bound = address
         var failure: Socket.Error?
         for (i, loop) in loops.enumerated() {
@@ -55,7 +59,8 @@ public final class HTTPServer: @unchecked Sendable {
                           scheme: String)
     {
         let loop = loops[i]
-        guard connections[i].count < maxConnectionsPerLoop, listeners[i] != nil else {
+        guard listeners[i] != nil, live.wrappingAdd(1, ordering: .relaxed).newValue <= maxConnections else {
+            if listeners[i] != nil { live.wrappingSubtract(1, ordering: .relaxed) }
             Socket.close(fd)
             onRefuse?(loop)
             return
@@ -64,6 +69,7 @@ public final class HTTPServer: @unchecked Sendable {
         do {
             conn = try Connection(fd: fd, loop: loop, peer: peer)
         } catch {
+            live.wrappingSubtract(1, ordering: .relaxed)
             Socket.close(fd)
             return
         }
@@ -72,6 +78,7 @@ public final class HTTPServer: @unchecked Sendable {
         connections[i][id] = server
         server.onClose = { [unowned self] in
             connections[i][id] = nil
+            live.wrappingSubtract(1, ordering: .relaxed)
             onClose?(loop)
         }
         onAccept?(loop)

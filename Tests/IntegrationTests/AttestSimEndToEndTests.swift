@@ -14,13 +14,11 @@ struct AttestSimEndToEndTests {
         return gatewaydBinary.deletingLastPathComponent().appendingPathComponent("attest-sim")
     }
 
-    /// One event loop: with two, concurrent connections on both loops share GatewayIO's static read
-    /// scratch buffer (`Connection.scratch`), and attest-sim sees requests corrupted across
-    /// connections (400 bad_request_line, counter_replay, challenge_wrong_key, lost responses) in
-    /// about one run in three of 200 requests. Raise to 2 once the scratch is per loop.
+    /// Two event loops: concurrent connections land on both (this once caught a read buffer shared by
+    /// the loops' threads, which mixed bytes across connections).
     static func config(root: String) -> String {
         """
-        workers: 1
+        workers: 2
         listeners:
           - {name: public, address: 127.0.0.1:0}
         admin: {address: 127.0.0.1:0}

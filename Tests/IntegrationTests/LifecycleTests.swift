@@ -159,8 +159,7 @@ struct LifecycleTests {
     }
 
     @Test(
-        "limits.max_connections counts per process, also with several workers",
-        .disabled("bug: HTTPServer splits max_connections per loop with integer division (3 over 2 loops → 1 each) and SO_REUSEPORT hashing picks the loop, so a second connection can be refused; see docs/event-loop.md"))
+        "limits.max_connections counts per process, also with several workers")
     func maxConnectionsAcrossWorkers() throws {
         let gw = try GatewayProcess(config: gatewayConfig(upstream: "demo", limits: "max_connections: 3, drain_timeout: 1s")
             .replacingOccurrences(of: "workers: 1", with: "workers: 2"))
