@@ -106,7 +106,7 @@ let package = Package(
         ),
 
         // Shared by the test targets: the real-device vectors, the built binary, processes.
-        .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire"], path: "Tests/GatewayTestSupport"),
+        .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire", "GatewayStore"], path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire", "GatewayTestSupport"]),
         .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayTestSupport"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayTestSupport"]),

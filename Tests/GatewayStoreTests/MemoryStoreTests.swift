@@ -174,38 +174,7 @@ struct CommitTests {
     @Test func commitOutcomes() throws {
         let store = MemoryAttestStore(shards: 4)
         var rng = SeededRandom(seed: 7)
-        let record = makeRecord(&rng)
-        let other = makeRecord(&rng)
-        try store.registerFresh(record, now: t0)
-        try store.registerFresh(other, now: t0)
-
-        #expect(try store.commit(makeRecord(&rng).keyID, counter: 1, challenge: nil, now: t0) == .unknownKey)
-        #expect(try store.commit(record.keyID, counter: 0, challenge: nil, now: t0) == .counterReplay(stored: 0))
-        #expect(try store.commit(record.keyID, counter: 3, challenge: nil, now: t0 + 2_000) == .committed(previousCounter: 0))
-        #expect(try store.commit(record.keyID, counter: 3, challenge: nil, now: t0) == .counterReplay(stored: 3))
-        #expect(try store.commit(record.keyID, counter: 2, challenge: nil, now: t0) == .counterReplay(stored: 3))
-        #expect(try store.key(record.keyID)?.lastSeenMillis == t0 + 2_000)
-
-        let unknown = ChallengeToken([UInt8](repeating: 3, count: 16))!
-        #expect(try store.commit(record.keyID, counter: 4, challenge: unknown, now: t0) == .challengeRejected(.unknown))
-        let long = ChallengeToken([UInt8](repeating: 3, count: 40))!
-        #expect(try store.commit(record.keyID, counter: 4, challenge: long, now: t0) == .challengeRejected(.unknown))
-        let expired = try store.issue(.assert, ttl: 5, now: t0)
-        #expect(try store.commit(record.keyID, counter: 4, challenge: expired.token, now: t0 + 5) == .challengeRejected(.expired))
-        let registerOnly = try store.issue(.register, now: t0)
-        #expect(try store.commit(record.keyID, counter: 4, challenge: registerOnly.token, now: t0) == .challengeRejected(.wrongPurpose))
-        let forOther = try store.issue(.assert, key: other.keyID, now: t0)
-        #expect(try store.commit(record.keyID, counter: 4, challenge: forOther.token, now: t0) == .challengeRejected(.wrongKey))
-        // None of the rejections moved the counter or consumed a challenge.
-        #expect(try store.key(record.keyID)?.counter == 3)
-        #expect(try store.state(forOther.token, now: t0) == .valid(purpose: .assert, keyID: other.keyID, expiresAtMillis: t0 + 60_000))
-
-        let good = try store.issue(.assert, key: record.keyID, now: t0)
-        // A counter replay leaves the challenge unconsumed.
-        #expect(try store.commit(record.keyID, counter: 3, challenge: good.token, now: t0) == .counterReplay(stored: 3))
-        #expect(try store.commit(record.keyID, counter: 4, challenge: good.token, now: t0) == .committed(previousCounter: 3))
-        #expect(try store.commit(record.keyID, counter: 5, challenge: good.token, now: t0) == .challengeRejected(.consumed))
-        #expect(try store.key(record.keyID)?.counter == 4)
+        try checkCommitOutcomes(store, rng: &rng, t0: t0)
     }
 
     @Test func closedStoreRefusesWork() throws {
