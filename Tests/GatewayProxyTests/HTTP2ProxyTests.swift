@@ -289,7 +289,7 @@ struct HTTP2ProxyTests {
         defer { f.stop() }
         let c = try LoopbackClient(port: f.port)
         c.send(HTTP2Preface.bytes + [0, 0, 0, 0x4, 0, 0, 0, 0, 0])  // preface + empty SETTINGS
-        var reader = FrameReader(client: c)
+        var reader = HTTP2FrameReader(client: c)
         // Our SETTINGS first.
         let first = reader.next()
         #expect(first?.type == 0x4)
@@ -300,49 +300,11 @@ struct HTTP2ProxyTests {
             cut.withLock { $0 = n }
             drained.signal()
         }
-        var goaways: [UInt32] = []
-        while let fr = reader.next() {
-            if fr.type == 0x7 { goaways.append(UInt32(fr.payload[0] & 0x7f) << 24 | UInt32(fr.payload[1]) << 16 | UInt32(fr.payload[2]) << 8 | UInt32(fr.payload[3])) }
-            if fr.type == 0x6 && fr.flags & 1 == 0 {
-                c.send([0, 0, 8, 0x6, 0x1, 0, 0, 0, 0] + fr.payload)  // PING ACK
-            }
-            if fr.type == 0x4 && fr.flags & 1 == 0 { c.send([0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]) }  // SETTINGS ACK
-        }
+        let goaways = http2CollectGoaways(&reader)
         #expect(drained.wait(timeout: .now() + 10) == .success)
         #expect(goaways.count == 2)
         #expect(goaways.first == 0x7fff_ffff)
         #expect(goaways.last == 0)
         #expect(cut.withLock { $0 } == 0)
-    }
-}
-
-/// Reads HTTP/2 frames off a blocking loopback socket; nil at EOF (or the socket's timeout).
-struct FrameReader {
-    let client: LoopbackClient
-    var buffer: [UInt8] = []
-
-    struct Frame {
-        var type: UInt8
-        var flags: UInt8
-        var stream: UInt32
-        var payload: [UInt8]
-    }
-
-    mutating func next() -> Frame? {
-        while true {
-            if buffer.count >= 9 {
-                let len = Int(buffer[0]) << 16 | Int(buffer[1]) << 8 | Int(buffer[2])
-                if buffer.count >= 9 + len {
-                    let f = Frame(type: buffer[3], flags: buffer[4],
-                                  stream: UInt32(buffer[5] & 0x7f) << 24 | UInt32(buffer[6]) << 16 | UInt32(buffer[7]) << 8 | UInt32(buffer[8]),
-                                  payload: Array(buffer[9..<(9 + len)]))
-                    buffer.removeFirst(9 + len)
-                    return f
-                }
-            }
-            let chunk = client.receiveSome()
-            if chunk.isEmpty { return nil }
-            buffer += chunk
-        }
     }
 }
