@@ -33,7 +33,12 @@ final class H2ProxyFixture: @unchecked Sendable {
     let proxy: HTTPServer
     let router: RecordingProxyRouter
 
-    init(protocols: ServedProtocols, upstreamAddress: SocketAddress? = nil, maxBody: Int = 64 << 20) throws {
+    let resets = Mutex<[String]>([])
+    let goaways = Mutex<[String]>([])
+
+    init(protocols: ServedProtocols, upstreamAddress: SocketAddress? = nil, maxBody: Int = 64 << 20,
+         limits: DownstreamLimits = DownstreamLimits()) throws
+    {
         Socket.ignoreSIGPIPE()
         upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: DownstreamLimits()) { _ in
             EchoUpstreamRouter()
@@ -42,13 +47,15 @@ final class H2ProxyFixture: @unchecked Sendable {
             name: "legacy", address: upstreamAddress ?? upstream.address, maxConnections: 16, connectTimeoutMillis: 1000,
             responseTimeoutMillis: 5000)
         let box = RouterBox()
-        proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: DownstreamLimits(),
+        proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
                                protocols: protocols) { loop in
             let r = RecordingProxyRouter(pool: UpstreamPool(target: target, loop: loop), maxBody: maxBody)
             box.router = r
             return r
         }
         router = box.router!
+        proxy.onHTTP2StreamReset = { [weak self] reason in self?.resets.withLock { $0.append(reason) } }
+        proxy.onHTTP2Goaway = { [weak self] reason in self?.goaways.withLock { $0.append(reason) } }
     }
 
     final class RouterBox: @unchecked Sendable { var router: RecordingProxyRouter? }
@@ -108,6 +115,22 @@ func requireCurl() -> Bool {
     if curlInstalled { return true }
     if ProcessInfo.processInfo.environment["CI"] == "true" { Issue.record("curl is required under CI=true") }
     return false
+}
+
+/// A HEADERS frame (END_STREAM | END_HEADERS) for a GET, fields as HPACK literals without indexing
+/// and without Huffman coding (RFC 7541 §6.2.2): enough for a raw-socket client.
+func http2GetFrame(streamID: UInt32, path: String, authority: String) -> [UInt8] {
+    var block: [UInt8] = []
+    for (n, v) in [(":method", "GET"), (":scheme", "http"), (":path", path), (":authority", authority)] {
+        block.append(0x00)
+        block.append(UInt8(n.utf8.count))
+        block += Array(n.utf8)
+        block.append(UInt8(v.utf8.count))
+        block += Array(v.utf8)
+    }
+    let len = block.count
+    return [UInt8(len >> 16 & 0xff), UInt8(len >> 8 & 0xff), UInt8(len & 0xff), 0x1, 0x5,
+            UInt8(streamID >> 24 & 0x7f), UInt8(streamID >> 16 & 0xff), UInt8(streamID >> 8 & 0xff), UInt8(streamID & 0xff)] + block
 }
 
 /// The checksum EchoUpstreamRouter reports for a body.
@@ -306,5 +329,58 @@ struct HTTP2ProxyTests {
         #expect(goaways.first == 0x7fff_ffff)
         #expect(goaways.last == 0)
         #expect(cut.withLock { $0 } == 0)
+    }
+    @Test("the upstream dies mid-response: the stream is reset (RST_STREAM), counted, and the connection lives on")
+    func upstreamCutMidResponse() throws {
+        let cut = try ScriptedServer { c in
+            guard let req = c.readRequest() else { return }
+            if req.target == "/cut" {
+                _ = c.write("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + String(repeating: "x", count: 1000))
+                c.close()
+            } else {
+                _ = c.respond("fine")
+            }
+        }
+        defer { cut.stop() }
+        let f = try H2ProxyFixture(protocols: .h2c, upstreamAddress: try SocketAddress("127.0.0.1:\(cut.port)"))
+        defer { f.stop() }
+        // Two streams on one raw connection: /cut, then /after once /cut was reset.
+        let c = try LoopbackClient(port: f.port)
+        c.send(http2ClientPreface + http2GetFrame(streamID: 1, path: "/cut", authority: "127.0.0.1"))
+        var reader = HTTP2FrameReader(client: c)
+        var reset: UInt32?
+        var afterStatus: String?
+        var afterEnded = false
+        while let fr = reader.next() {
+            if fr.type == 0x3 && fr.stream == 1 {
+                reset = UInt32(fr.payload[0]) << 24 | UInt32(fr.payload[1]) << 16 | UInt32(fr.payload[2]) << 8 | UInt32(fr.payload[3])
+                c.send(http2GetFrame(streamID: 3, path: "/after", authority: "127.0.0.1"))
+            }
+            // The response HEADERS start with an indexed :status (0x88 = 200) from the static table.
+            if fr.type == 0x1 && fr.stream == 3 { afterStatus = fr.payload.first == 0x88 ? "200" : "other" }
+            if fr.type == 0x0 && fr.stream == 3 && fr.flags & 1 == 1 {
+                afterEnded = true
+                break
+            }
+        }
+        #expect(reset == 2)  // INTERNAL_ERROR
+        #expect(afterStatus == "200")
+        #expect(afterEnded)
+        #expect(f.resets.withLock { $0 } == ["upstream_closed"])
+        let recs = f.records
+        #expect(recs.contains { $0.target == "/cut" && $0.error == "upstream_closed" && $0.protocolName == "h2" })
+        #expect(recs.contains { $0.target == "/after" && $0.status == 200 && $0.error == nil })
+    }
+
+    @Test("idle timeout: a connection without streams gets GOAWAY(NO_ERROR) and is closed")
+    func idleTimeout() throws {
+        let f = try H2ProxyFixture(protocols: .h2c, limits: DownstreamLimits(idleTimeoutMillis: 300))
+        defer { f.stop() }
+        let c = try LoopbackClient(port: f.port)
+        c.send(http2ClientPreface)
+        var reader = HTTP2FrameReader(client: c)
+        let goaways = http2CollectGoaways(&reader)  // returns at EOF
+        #expect(goaways == [0])
+        #expect(f.goaways.withLock { $0 } == ["idle_timeout"])
     }
 }
