@@ -299,6 +299,7 @@ final class HTTP2Stream: ConnectionDelegate {
             forward = f
             bodyTarget = .upstream
             bodyLimit = f.maxBody
+            sendContinueIfExpected()
             acquireUpstream(fresh: false)
         case .buffer(let maxBody, let name, let handler):
             routeName = name
@@ -306,8 +307,16 @@ final class HTTP2Stream: ConnectionDelegate {
             bodyTarget = .buffer
             bodyLimit = maxBody
             bufferedHandler = handler
+            sendContinueIfExpected()
             arm(.body, conn.limits.bodyTimeoutMillis)
         }
+    }
+
+    /// `expect: 100-continue` (RFC 9110 §10.1.1): the body is wanted, as on HTTP/1.1 (the upstream
+    /// request goes without `Expect`).
+    private func sendContinueIfExpected() {
+        guard head.expectsContinue, head.framing != .none else { return }
+        try? session.submitInterimResponse(streamID: id, status: 100)
     }
 
     private func checkDeclaredLength(_ limit: Int) -> Bool {

@@ -192,6 +192,19 @@ struct HTTP2ProxyTests {
         #expect(f.records.last?.requestBytes == size)
     }
 
+    @Test("expect: 100-continue gets an interim 100 (RFC 9110 §10.1.1), then the body is forwarded") func expectContinue() throws {
+        guard requireCurl() else { return }
+        let f = try H2ProxyFixture(protocols: .h2c)
+        defer { f.stop() }
+        // A long wait for 100 would be a failure to send it: curl falls back to sending after 30 s,
+        // past the test's --max-time.
+        let a = try curlCall(["--http2-prior-knowledge", "--expect100-timeout", "60", "-H", "Expect: 100-continue",
+                              "--data-binary", String(repeating: "e", count: 3000), f.url("/ec")])
+        #expect(a.status == 200)
+        #expect(a.headers["x-seen-body-length"] == "3000")
+        #expect(a.headers["x-seen-expect"] == nil)
+    }
+
     @Test("a body without content-length is sent upstream chunked") func unknownLength() throws {
         guard requireCurl() else { return }
         let f = try H2ProxyFixture(protocols: .h2c)
