@@ -9,6 +9,7 @@ packages=(
   pkg-config       # how SwiftPM finds both
   openssl          # the openssl CLI, used by tests that cross-check certificates
   curl             # the HTTP client of the integration tests
+  nghttp2-client   # nghttp and h2load: HTTP/2 (h2c) clients of the integration tests and bench/h2-vs-nginx
   nginx            # the real upstream of the integration tests (started privately by each test)
   libhiredis-dev   # hiredis: the Redis store (module CGatewayHiredis); its tests run redis-server (below)
   systemd          # systemd-analyze: verifies deploy/systemd (Tests/DeployTests)

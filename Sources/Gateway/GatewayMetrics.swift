@@ -14,6 +14,7 @@ public final class GatewayMetrics: Sendable {
     private let refusedConnections: Counter
     private let reloadsOK: Counter
     private let reloadsFailed: Counter
+    private let h2Counters = Mutex<[String: Counter]>([:])
 
     public static let requestsTotal = "attest_gateway_requests_total"
     public static let requestDuration = "attest_gateway_request_duration_seconds"
@@ -23,6 +24,8 @@ public final class GatewayMetrics: Sendable {
     public static let refusedConnectionsName = "attest_gateway_connections_refused_total"
     public static let poolConnections = "attest_gateway_upstream_pool_connections"
     public static let configReloads = "attest_gateway_config_reloads_total"
+    public static let h2StreamsReset = "attest_gateway_h2_streams_reset_total"
+    public static let h2Goaways = "attest_gateway_h2_goaway_total"
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
@@ -37,6 +40,23 @@ public final class GatewayMetrics: Sendable {
     /// Connections closed at accept: over `limits.max_connections`, or out of descriptors.
     func connectionRefused() { refusedConnections.increment() }
     func reloaded(success: Bool) { (success ? reloadsOK : reloadsFailed).increment() }
+
+    /// An HTTP/2 stream reset: `client_<code>` when the client sent RST_STREAM, else why we reset it
+    /// (`upstream_closed`, `upstream_bad_response`, `upstream_timeout`, …: the exchange error codes).
+    func http2StreamReset(reason: String) { h2Counter(Self.h2StreamsReset, reason).increment() }
+    /// An HTTP/2 GOAWAY: `drain`, `idle_timeout`, `client_goaway` (received), or the error code of a
+    /// connection error (`protocol_error`, `enhance_your_calm`, …).
+    func http2Goaway(reason: String) { h2Counter(Self.h2Goaways, reason).increment() }
+
+    private func h2Counter(_ label: String, _ reason: String) -> Counter {
+        h2Counters.withLock { cache in
+            let key = label + "|" + reason
+            if let c = cache[key] { return c }
+            let c = Counter(label: label, dimensions: [("reason", reason)], factory: factory)
+            cache[key] = c
+            return c
+        }
+    }
 
     /// One loop's view of one upstream pool (reported once a second per loop); the gauges show the
     /// sum over loops.

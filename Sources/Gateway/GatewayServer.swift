@@ -58,9 +58,15 @@ public final class GatewayServer: @unchecked Sendable {
         let routerTable = RouterTable(routerByLoop)
         for l in config.listeners {
             let address = try SocketAddress.resolve(host: l.address.host.isEmpty ? "0.0.0.0" : l.address.host, port: l.address.port)
+            var served: ServedProtocols = []
+            if l.protocols.contains(.http1) { served.insert(.http1) }
+            if l.protocols.contains(.h2c) { served.insert(.h2c) }
             let server = try HTTPServer(
-                address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections
+                address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections,
+                protocols: served
             ) { loop in routerTable.router(for: loop) }
+            server.onHTTP2StreamReset = { reason in metrics.http2StreamReset(reason: reason) }
+            server.onHTTP2Goaway = { reason in metrics.http2Goaway(reason: reason) }
             server.onAccept = { _ in metrics.connectionOpened() }
             server.onClose = { _ in metrics.connectionClosed() }
             server.onRefuse = { _ in metrics.connectionRefused() }

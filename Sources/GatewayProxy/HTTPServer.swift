@@ -1,20 +1,29 @@
 import Dispatch
+import GatewayHTTP
 import GatewayIO
 import Glibc
 import Synchronization
 
-/// An HTTP/1.1 listener on every event loop (SO_REUSEPORT when there are several), each accepted
-/// connection served by an `HTTP1ServerConnection` with its loop's router. Tracks live connections
-/// for gauges and graceful drain.
+/// An HTTP listener on every event loop (SO_REUSEPORT when there are several), each accepted
+/// connection served with its loop's router by an `HTTP1ServerConnection`, an `HTTP2ServerConnection`
+/// (h2c with prior knowledge), or, when both are served, whichever the first bytes call for (the
+/// HTTP/2 preface or not). Tracks live connections for gauges and graceful drain.
 public final class HTTPServer: @unchecked Sendable {
     public let loops: [EventLoop]
     public private(set) var address: SocketAddress
     private var listeners: [Listener?]
-    private var connections: [[ObjectIdentifier: HTTP1ServerConnection]]
+    private var connections: [[Int: any ServerConnection]]
+    private var nextConnectionID = 0
     /// `limits.max_connections` for the whole listener, whichever loop the kernel hands a
     /// connection to (SO_REUSEPORT hashes clients onto loops, so a per-loop share would refuse early).
     private let maxConnections: Int
     private let live = Atomic<Int>(0)
+    public let protocols: ServedProtocols
+    public let http2Settings: HTTP2Settings
+    /// An HTTP/2 stream was reset (reason from a fixed list), on the connection's loop.
+    public var onHTTP2StreamReset: ((String) -> Void)?
+    /// An HTTP/2 GOAWAY was sent or received (reason from a fixed list), on the connection's loop.
+    public var onHTTP2Goaway: ((String) -> Void)?
     public var onAccept: ((EventLoop) -> Void)?
     public var onClose: ((EventLoop) -> Void)?
     /// A connection closed at accept: over the connection limit, or accept itself failed (EMFILE…).
@@ -22,13 +31,16 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// - Parameter makeRouter: called once per loop, on that loop.
     public init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
-                scheme: String = "http", makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
+                scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
+                makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
     {
         self.loops = loops
         self.address = address
         self.listeners = Array(repeating: nil, count: loops.count)
         self.connections = Array(repeating: [:], count: loops.count)
         self.maxConnections = max(1, maxConnections)
+        self.protocols = protocols.isEmpty ? .http1 : protocols
+        self.http2Settings = http2Settings
         var bound = address
         var failure: Socket.Error?
         for (i, loop) in loops.enumerated() {
@@ -73,15 +85,63 @@ public final class HTTPServer: @unchecked Sendable {
             Socket.close(fd)
             return
         }
-        let server = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
-        let id = ObjectIdentifier(server)
-        connections[i][id] = server
-        server.onClose = { [unowned self] in
+        let id = nextConnectionID
+        nextConnectionID += 1
+        let closed: () -> Void = { [unowned self] in
             connections[i][id] = nil
             live.wrappingSubtract(1, ordering: .relaxed)
             onClose?(loop)
         }
+        switch (protocols.contains(.http1), protocols.contains(.h2c)) {
+        case (true, true):
+            let sniffer = ProtocolSniffer(connection: conn, limits: limits) { [unowned self] verdict in
+                // The chosen handler takes the connection (and its bookkeeping slot) over.
+                switch verdict {
+                case .http2:
+                    guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme) else { return }
+                    connections[i][id] = h2
+                    h2.onClose = closed
+                    h2.transportDidRead()
+                default:
+                    let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
+                    connections[i][id] = h1
+                    h1.onClose = closed
+                    if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
+                }
+            }
+            sniffer.onClose = closed
+            connections[i][id] = sniffer
+        case (false, true):
+            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme) else {
+                live.wrappingSubtract(1, ordering: .relaxed)
+                return
+            }
+            connections[i][id] = h2
+            h2.onClose = closed
+            h2.transportDidRead()
+        default:
+            let server = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
+            connections[i][id] = server
+            server.onClose = closed
+        }
         onAccept?(loop)
+    }
+
+    /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
+    /// it, then lets it read (which also queues the server's SETTINGS).
+    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String)
+        -> HTTP2ServerConnection?
+    {
+        do {
+            let h2 = try HTTP2ServerConnection(transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme)
+            h2.onStreamReset = onHTTP2StreamReset
+            h2.onGoaway = onHTTP2Goaway
+            conn.delegate = h2
+            return h2
+        } catch {
+            conn.close()
+            return nil
+        }
     }
 
     /// Live connections across loops (hops onto each loop).
@@ -115,7 +175,7 @@ public final class HTTPServer: @unchecked Sendable {
             loop.queue.sync {
                 for c in connections[i].values {
                     cut += 1
-                    c.downstream.close()
+                    c.closeNow()
                 }
             }
         }
