@@ -369,9 +369,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case .respond(let r):
             writeLocal(r)
         case .forward(let f):
+            // bodyTarget stays .buffer: startUpstreamRequest sends the buffered body after the head.
             forward = f
             routeName = f.routeName
-            bodyTarget = .upstream
             acquireUpstream(fresh: false)
         }
     }

@@ -261,6 +261,38 @@ struct AttestGatewayTests {
         #expect(gw.stderr.contains("assertion would_refuse"))
     }
 
+    @Test("a verified request reaches a real upstream whole: head, verified key id and every body byte (nginx counts them)",
+          .enabled(if: NginxProcess.testsEnabled))
+    func verifiedBodyReachesRealUpstream() throws {
+        let nginx = try NginxProcess()
+        defer { nginx.stop() }
+        let yaml = config().replacingOccurrences(
+            of: "  - {name: demo, url: demo}",
+            with: "  - {name: demo, url: demo}\n  - {name: nginx, url: \"http://127.0.0.1:\(nginx.port)\"}")
+            .replacingOccurrences(of: "routes:\n", with: """
+                routes:
+                  - name: upload
+                    match: {methods: [POST], path_prefix: /upload}
+                    upstream: nginx
+                    assertion: {mode: enforce}
+
+                """)
+        let gw = try GatewayProcess(config: yaml)
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
+        #expect(try phone.register().status == 201)
+        // Several on one keep-alive upstream connection: a body left unsent would shift the next request.
+        var challenge = try phone.challenge()
+        for size in [1, 300, 20_000, 0, 64] {
+            let body = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let r = try phone.send(phone.sign(target: "/upload", body: body, challenge: challenge))
+            #expect(r.status == 200, "\(size) bytes: \(r.body)")
+            #expect(r.body.contains("received=\(size)"), "\(size) bytes: \(r.body)")
+            challenge = try #require(r.headers["x-app-attest-next-challenge"])
+        }
+    }
+
     @Test("iOS 27 signals: validation category and minimum bundle version, at registration and on assertions")
     func ios27Signals() throws {
         let yaml = config().replacingOccurrences(
