@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "GatewayCrypto", targets: ["GatewayCrypto"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
+        .executable(name: "attest-sim", targets: ["attest-sim"]),
+        .library(name: "GatewayStore", targets: ["GatewayStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -34,7 +36,7 @@ let package = Package(
         .target(name: "GatewayCrypto", dependencies: ["CGatewayOpenSSL", "GatewayWire"], swiftSettings: strict),
 
         // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
-        .target(name: "GatewayHTTP", swiftSettings: strict),
+        .target(name: "GatewayHTTP", dependencies: ["CGatewayNGHTTP2"], swiftSettings: strict),
 
         // Event loops (epoll under one Dispatch source each), sockets, timers. The only target that touches descriptors.
         .target(name: "GatewayIO", dependencies: ["CGatewaySystem"], swiftSettings: strict),
@@ -50,6 +52,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire",
+                "GatewayPolicy", "GatewayStore", "AppAttest", "GatewayCrypto",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
@@ -58,6 +61,13 @@ let package = Package(
         // Attested keys and one-time challenges: sharded in memory, journal and snapshots on disk. No sockets.
         .target(name: "GatewayStore", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
+        // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
+        .target(
+            name: "GatewayPolicy",
+            dependencies: ["AppAttest", "GatewayConfig", "GatewayCrypto", "GatewayStore", "GatewayWire"],
+            swiftSettings: strict
+        ),
+
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
@@ -65,6 +75,18 @@ let package = Package(
         .target(
             name: "AppAttestSimulator",
             dependencies: ["AppAttest", "GatewayCrypto", "GatewayWire"],
+            swiftSettings: strict
+        ),
+
+        // The device simulator and load generator: HTTP/1.1 client, devices, load runs, attacks, reports.
+        .target(
+            name: "AttestSim",
+            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "attest-sim",
+            dependencies: ["AttestSim", "AppAttest", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
 
@@ -84,7 +106,9 @@ let package = Package(
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire", "GatewayTestSupport"]),
         .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayTestSupport"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayTestSupport"]),
-        .testTarget(name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "GatewayTestSupport"], exclude: ["Resources"]),
+        .testTarget(
+            name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "CGatewayNGHTTP2", "GatewayTestSupport"], exclude: ["Resources"]
+        ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
@@ -93,7 +117,15 @@ let package = Package(
             dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"],
             exclude: ["Vectors"]
         ),
-        .testTarget(name: "IntegrationTests", dependencies: ["GatewayTestSupport"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
+        ),
+        .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "GatewayCrypto", "GatewayWire"]),
+        .testTarget(
+            name: "AttestSimTests",
+            dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
+        ),
         .testTarget(
             name: "CLITests",
             dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]

@@ -14,6 +14,11 @@ let package = Package(
         .systemLibrary(name: "CBenchOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // Raw OpenSSL loops, to split the per-request cost into ECDSA and everything around it.
         .target(name: "OpenSSLProbe", dependencies: ["CBenchOpenSSL"]),
+        // The memory store at a million keys: bytes per key, snapshot and restore time, ops/s.
+        .executableTarget(
+            name: "store-bench",
+            dependencies: [.product(name: "GatewayStore", package: "attest-gateway")]
+        ),
         .executableTarget(
             name: "verify-bench",
             dependencies: [

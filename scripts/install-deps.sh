@@ -9,6 +9,7 @@ packages=(
   pkg-config       # how SwiftPM finds both
   openssl          # the openssl CLI, used by tests that cross-check certificates
   curl             # the HTTP client of the integration tests
+  nginx            # the real upstream of the integration tests (started privately by each test)
 )
 
 missing=()

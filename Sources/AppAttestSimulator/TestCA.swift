@@ -82,6 +82,21 @@ public final class TestCA: Sendable {
         ).sign(with: rootKey)
     }
 
+    /// A CA from existing parts (to restore one saved with `write(to:)`). The names are rebuilt from
+    /// `name` exactly as `init(name:…)` makes them; `TestCA.load(from:)` checks that the parts fit.
+    init(name: String, rootKey: ECPrivateKey, intermediateKey: ECPrivateKey, root: X509Certificate,
+        intermediate: X509Certificate, leafLifetime: TimeInterval)
+    {
+        self.name = name
+        self.leafLifetime = leafLifetime
+        rootName = CertificateBuilder.Name(commonName: "\(name) Root CA", organization: name, state: "Test")
+        intermediateName = CertificateBuilder.Name(commonName: "\(name) CA 1", organization: name, state: "Test")
+        self.rootKey = rootKey
+        self.intermediateKey = intermediateKey
+        self.root = root
+        self.intermediate = intermediate
+    }
+
     /// The root as PEM, to write to a file for `gatewayd --root FILE`.
     public var rootPEM: String { root.pem }
 

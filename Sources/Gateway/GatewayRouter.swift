@@ -1,22 +1,32 @@
 import GatewayHTTP
 import GatewayIO
+import GatewayPolicy
 import GatewayProxy
+import GatewayStore
 import GatewayWire
 
 /// The router of one event loop: matches routes against the current runtime and owns this loop's
-/// upstream pools. Loop-confined; a reload swaps `runtime` on the loop.
+/// upstream pools and assertion gate. Loop-confined; a reload swaps `runtime` on the loop.
 final class GatewayRouter: RequestRouter {
     let loop: EventLoop
     private(set) var runtime: GatewayRuntime
     private var pools: [String: UpstreamPool] = [:]
     private let events: GatewayEvents
     private let metrics: LoopMetrics
+    let attest: AttestContext
+    let attestMetrics: AttestLoopMetrics
+    let gate: AssertionGate
+    let executor: EventLoopExecutor
 
-    init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents, metrics: GatewayMetrics) {
+    init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents, metrics: GatewayMetrics, attest: AttestContext) {
         self.loop = loop
         self.runtime = runtime
         self.events = events
         self.metrics = LoopMetrics(shared: metrics, loop: loop.index)
+        self.attest = attest
+        attestMetrics = AttestLoopMetrics(shared: attest.metrics)
+        executor = EventLoopExecutor(loop: loop)
+        gate = AssertionGate(store: attest.store, executor: executor)
         rebuildPools(previous: [:])
         reportPoolsEverySecond()
     }
@@ -57,18 +67,36 @@ final class GatewayRouter: RequestRouter {
     func closeIdle() { for p in pools.values { p.closeIdle() } }
 
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
-        guard let r = runtime.route(method: head.method, path: path, host: head.headers["Host"]) else {
+        let rt = runtime
+        if path == rt.config.attest.challengePath { return challengeEndpoint(head, runtime: rt) }
+        if path == rt.config.attest.registerPath { return registerEndpoint(head, runtime: rt) }
+        guard let r = rt.route(method: head.method, path: path, host: head.headers["Host"]) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
-        if runtime.demoUpstreams.contains(r.upstream) {
+        if r.assertion.mode != .off {
+            return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
+                self.protected(request, route: r, runtime: rt, done: done)
+            }
+        }
+        return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
+    }
+
+    /// Where a request that may go on goes: the in-process demo application, or an upstream pool.
+    /// `editHeaders` always removes a client-sent verified-key header.
+    func forward(
+        _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: @escaping (inout HTTPFields) -> Void,
+        responseHeaders: HTTPFields
+    ) -> RouteDecision {
+        if rt.demoUpstreams.contains(r.upstream) {
             return .buffer(maxBody: r.maxBody, routeName: r.name) { request, done in
-                done(.respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream)))
+                done(.respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
+                                                  responseHeaders: responseHeaders)))
             }
         }
         guard let pool = pools[r.upstream] else {
             return .respond(routeName: r.name, LocalResponse.error(502, "upstream_unavailable"))
         }
-        return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody))
+        return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
     }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
@@ -80,9 +108,13 @@ final class GatewayRouter: RequestRouter {
 /// The in-process `demo` upstream: answers what it would have been sent, as JSON, so that a newcomer
 /// can see routing and forwarding at work without installing anything.
 enum DemoUpstream {
-    static func answer(_ request: BufferedRequest, route: String, upstream: String) -> LocalResponse {
+    static func answer(
+        _ request: BufferedRequest, route: String, upstream: String, editHeaders: (inout HTTPFields) -> Void,
+        responseHeaders: HTTPFields
+    ) -> LocalResponse {
         var fields = request.head.headers
         ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: "http", host: request.head.headers["Host"])
+        editHeaders(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }
         var out = JSONObject()
@@ -92,6 +124,6 @@ enum DemoUpstream {
         out.set("target", request.head.target)
         out.set("bodyBytes", request.body.count)
         out.set("headers", .object(headers))
-        return LocalResponse.json(200, out.description)
+        return LocalResponse.json(200, out.description, headers: responseHeaders)
     }
 }

@@ -1,6 +1,9 @@
+import Foundation
 import GatewayConfig
+import GatewayCrypto
 import GatewayHTTP
 import GatewayIO
+import GatewayPolicy
 import GatewayProxy
 
 /// A configuration compiled into what the request path reads: matchers, resolved upstream
@@ -12,6 +15,7 @@ public final class GatewayRuntime: Sendable {
         /// An upstream name; for a name in `demoUpstreams`, the in-process demo application.
         public let upstream: String
         public let maxBody: Int
+        public let assertion: AssertionPolicy
     }
 
     public struct CompileError: Error, CustomStringConvertible {
@@ -25,6 +29,12 @@ public final class GatewayRuntime: Sendable {
     public let demoUpstreams: Set<String>
     public let downstreamLimits: DownstreamLimits
     public let workers: Int
+    /// Apps, trust roots and challenge TTL compiled for registration and assertion checks.
+    public let attest: AttestPolicy
+    /// Subjects of the roots trusted besides Apple's (tests only; logged loudly at start and reload).
+    public let extraRootSubjects: [String]
+    /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
+    public let stripVerifiedHeader: @Sendable (inout HTTPFields) -> Void
 
     public init(_ config: GatewayConfig, coreCount: Int) throws(CompileError) {
         self.config = config
@@ -63,7 +73,35 @@ public final class GatewayRuntime: Sendable {
             return CompiledRoute(
                 name: r.name,
                 match: GatewayProxy.RouteMatch(methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host),
-                upstream: r.upstream, maxBody: r.maxBody)
+                upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion)
+        }
+        var roots: [X509Certificate] = []
+        for path in config.trust.extraRoots {
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw CompileError(description: "trust.extra_roots: cannot read \(path): \(error.localizedDescription)")
+            }
+            let certs: [X509Certificate]
+            do {
+                certs = try X509Certificate.parsePEM(pem)
+            } catch {
+                throw CompileError(description: "trust.extra_roots: \(path): \(error)")
+            }
+            guard !certs.isEmpty else { throw CompileError(description: "trust.extra_roots: \(path): no certificate in the file") }
+            roots += certs
+        }
+        extraRootSubjects = roots.map(\.subject)
+        do {
+            attest = try AttestPolicy(apps: config.apps, extraRoots: roots, challengeTTLMillis: config.attest.challengeTTL.millis)
+        } catch {
+            throw CompileError(description: error.description)
+        }
+        let verifiedHeader = config.attest.verifiedKeyHeader
+        stripVerifiedHeader = { fields in fields.remove(verifiedHeader) }
+        if case .redis = config.store.backend {
+            throw CompileError(description: "store.kind redis: the Redis store is not part of this build yet; use kind: memory")
         }
         let l = config.limits
         downstreamLimits = DownstreamLimits(

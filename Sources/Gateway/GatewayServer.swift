@@ -15,6 +15,9 @@ public final class GatewayServer: @unchecked Sendable {
     private var routers: [GatewayRouter] = []
     private var servers: [(name: String, server: HTTPServer)] = []
     private var admin: HTTPServer?
+    /// Set once the state is restored (after the admin listener opened).
+    private var store: ManagedStore?
+    let explain: ExplainLog
     private let events: GatewayEvents
     private let metrics: GatewayMetrics
     private let configPath: String?
@@ -35,10 +38,21 @@ public final class GatewayServer: @unchecked Sendable {
         self.configPath = configPath
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
+        let attestMetrics = AttestMetrics(factory: metrics.factory)
+        explain = ExplainLog()
         Socket.ignoreSIGPIPE()
         loops = (0..<rt.workers).map { EventLoop(index: $0) }
+        // The admin listener comes first, so that /healthz answers and /readyz says "not ready" while
+        // the store restores its state.
+        let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
+        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain)
+        admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
+        Self.warnAboutExtraRoots(rt)
+        let store = try ManagedStore.open(config.store, metrics: attestMetrics)
+        self.store = store
+        let attest = AttestContext(store: store.attestStore, explain: explain, metrics: attestMetrics)
         for loop in loops {
-            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics) })
+            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }
         let routerByLoop = Dictionary(uniqueKeysWithValues: zip(loops.map { ObjectIdentifier($0) }, routers))
         let routerTable = RouterTable(routerByLoop)
@@ -52,10 +66,15 @@ public final class GatewayServer: @unchecked Sendable {
             server.onRefuse = { _ in metrics.connectionRefused() }
             servers.append((l.name, server))
         }
-        let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
-        let adminRouter = AdminRouter(server: self, exposition: exposition)
-        admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
+        store.startMaintenance()
         state.withLock { $0 = .serving }
+    }
+
+    private static func warnAboutExtraRoots(_ rt: GatewayRuntime) {
+        guard !rt.extraRootSubjects.isEmpty else { return }
+        GatewayEvents.log(
+            "warning", "TRUSTING EXTRA ROOTS for attestations besides Apple's App Attestation Root CA: for tests only",
+            [("roots", rt.extraRootSubjects.joined(separator: " | "))])
     }
 
     /// Bound addresses (port 0 resolved), by listener name; "admin" for the admin listener.
@@ -65,6 +84,7 @@ public final class GatewayServer: @unchecked Sendable {
         return out
     }
 
+    /// Ready once the store is restored and the listeners are open, until draining starts.
     var isReady: Bool { state.withLock { $0 == .serving } }
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
@@ -97,12 +117,16 @@ public final class GatewayServer: @unchecked Sendable {
             if config.listeners != runtime.config.listeners || config.admin != runtime.config.admin {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
+            if config.store != runtime.config.store {
+                GatewayEvents.log("warning", "store changes take effect after a restart")
+            }
         } catch {
             metrics.reloaded(success: false)
             GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])
             return
         }
         runtime = next
+        Self.warnAboutExtraRoots(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
         metrics.reloaded(success: true)
         GatewayEvents.log("info", "configuration reloaded", [("routes", String(next.routes.count))])
@@ -123,6 +147,8 @@ public final class GatewayServer: @unchecked Sendable {
         admin?.drain(deadlineMillis: 0)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
         for loop in loops { loop.shutdown() }
+        // Nothing can change the store any more: the final snapshot marks a clean stop.
+        store?.close()
         state.withLock { $0 = .stopped }
         GatewayEvents.log("info", "stopped", [("connections_cut", String(cut))])
         stopped.signal()

@@ -1,0 +1,186 @@
+import AppAttest
+import AppAttestSimulator
+import Foundation
+import GatewayCrypto
+import GatewayWire
+
+/// What the client data of an assertion covers (the route's `assertion.bind`).
+public enum Binding: String, Sendable, CaseIterable {
+    /// `challenge \n METHOD \n request-target \n hex(SHA256(body))`.
+    case request
+    /// The body itself.
+    case body
+}
+
+/// The byte strings a device hashes and signs, exactly as the gateway rebuilds them.
+public enum ClientData {
+    /// `bind: request`: UTF-8 of `challenge + "\n" + METHOD + "\n" + request-target + "\n" +
+    /// lowercase hex(SHA256(body))` (an empty body hashes the empty string).
+    public static func request(challenge: String, method: String, target: String, body: [UInt8]) -> [UInt8] {
+        Array("\(challenge)\n\(method)\n\(target)\n\(Hex.encode(SHA256.hash(body)))".utf8)
+    }
+
+    /// The client data for `binding`: the request form (challenge required) or the body.
+    public static func make(binding: Binding, challenge: String?, method: String, target: String, body: [UInt8]) -> [UInt8] {
+        switch binding {
+        case .request: request(challenge: challenge ?? "", method: method, target: target, body: body)
+        case .body: body
+        }
+    }
+
+    /// The clientDataHash of a registration: SHA256 of the UTF-8 bytes of the challenge as issued.
+    public static func registrationHash(challenge: String) -> [UInt8] { SHA256.hash(Array(challenge.utf8)) }
+}
+
+/// The gateway's App Attest endpoints and header names.
+public struct GatewayPaths: Sendable, Equatable {
+    public var challenge: String
+    public var register: String
+
+    public init(challenge: String = "/v1/attest/challenge", register: String = "/v1/attest/register") {
+        self.challenge = challenge
+        self.register = register
+    }
+
+    public static let keyIDHeader = "X-App-Attest-Key-Id"
+    public static let challengeHeader = "X-App-Attest-Challenge"
+    public static let assertionHeader = "X-App-Assertion"
+    public static let nextChallengeHeader = "X-App-Attest-Next-Challenge"
+    public static let nextChallengeExpiresHeader = "X-App-Attest-Next-Challenge-Expires"
+}
+
+/// A challenge as the gateway issued it; its text is used exactly as received.
+public struct IssuedChallenge: Sendable, Equatable {
+    public let value: String
+    /// RFC 3339 text, when the gateway sent it.
+    public let expiresAt: String?
+
+    public init(value: String, expiresAt: String?) {
+        self.value = value
+        self.expiresAt = expiresAt
+    }
+
+    /// `expiresAt` as a date (with or without fractional seconds); nil when absent or unparseable.
+    public var expiryDate: Date? {
+        guard let expiresAt else { return nil }
+        let f = ISO8601DateFormatter()
+        if let d = f.date(from: expiresAt) { return d }
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.date(from: expiresAt)
+    }
+}
+
+/// What a challenge binds to (the optional JSON body of the challenge request).
+public enum ChallengePurpose: String, Sendable {
+    case register
+    case assert
+}
+
+/// A refusal or acceptance as the gateway reports it: status and, for errors, `error` and `action`.
+public struct Verdict: Sendable, Hashable, CustomStringConvertible {
+    public let status: Int
+    public let error: String?
+    public let action: String?
+
+    public init(status: Int, error: String?, action: String?) {
+        self.status = status
+        self.error = error
+        self.action = action
+    }
+
+    public init(_ response: HTTPResponse) {
+        let json = (200..<300).contains(response.status) ? nil : response.jsonObject
+        self.init(status: response.status, error: json?["error"] as? String, action: json?["action"] as? String)
+    }
+
+    public var accepted: Bool { (200..<300).contains(status) }
+
+    public var description: String { error.map { "\(status) \($0)" } ?? "\(status)" }
+}
+
+/// Builds the simulator's requests to the gateway. Pure: no I/O, so every byte can be unit-tested.
+public enum GatewayRequests {
+    /// `POST <challenge path>`, with `{"purpose":…,"keyId":…}` when a purpose or key is given.
+    public static func challenge(paths: GatewayPaths, purpose: ChallengePurpose?, keyID: [UInt8]?) -> HTTPRequest {
+        guard purpose != nil || keyID != nil else { return HTTPRequest(method: "POST", target: paths.challenge) }
+        var o = JSONObject()
+        if let purpose { o.set("purpose", purpose.rawValue) }
+        if let keyID { o.set("keyId", Base64.encode(keyID)) }
+        return HTTPRequest(
+            method: "POST", target: paths.challenge, headers: [("Content-Type", "application/json")], body: Array(o.description.utf8))
+    }
+
+    /// `POST <register path>` with `{"keyId","attestation","challenge"}`.
+    public static func register(paths: GatewayPaths, keyID: [UInt8], attestation: [UInt8], challenge: String) -> HTTPRequest {
+        var o = JSONObject()
+        o.set("keyId", Base64.encode(keyID))
+        o.set("attestation", Base64.encode(attestation))
+        o.set("challenge", challenge)
+        return HTTPRequest(
+            method: "POST", target: paths.register, headers: [("Content-Type", "application/json")], body: Array(o.description.utf8))
+    }
+
+    /// A protected request: the device asserts over the client data of `binding` and the request
+    /// carries the key id, the challenge (when given) and the assertion.
+    public static func protected(
+        device: SimulatedDevice, challenge: String?, method: String, target: String, body: [UInt8], binding: Binding,
+        mutations: AssertionMutations = .none
+    ) -> HTTPRequest {
+        let clientData = ClientData.make(binding: binding, challenge: challenge, method: method, target: target, body: body)
+        let assertion = device.assert(clientDataHash: SHA256.hash(clientData), mutations: mutations)
+        var headers: [(String, String)] = [(GatewayPaths.keyIDHeader, Base64.encode(device.keyID))]
+        if let challenge { headers.append((GatewayPaths.challengeHeader, challenge)) }
+        headers.append((GatewayPaths.assertionHeader, Base64.encode(assertion)))
+        if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
+        return HTTPRequest(method: method, target: target, headers: headers, body: body)
+    }
+
+    /// The challenge of a 201 challenge response; nil when the response is not one.
+    public static func parseChallenge(_ response: HTTPResponse) -> IssuedChallenge? {
+        guard response.status == 201, let json = response.jsonObject, let c = json["challenge"] as? String, !c.isEmpty else {
+            return nil
+        }
+        return IssuedChallenge(value: c, expiresAt: json["expiresAt"] as? String)
+    }
+
+    /// The next challenge a verified response carries.
+    public static func nextChallenge(_ response: HTTPResponse) -> IssuedChallenge? {
+        guard let c = response.header(GatewayPaths.nextChallengeHeader), !c.isEmpty else { return nil }
+        return IssuedChallenge(value: c, expiresAt: response.header(GatewayPaths.nextChallengeExpiresHeader))
+    }
+}
+
+/// A device's conversation with the gateway over one client (one thread).
+public final class GatewaySession {
+    public let client: HTTPClient
+    public let paths: GatewayPaths
+
+    public init(client: HTTPClient, paths: GatewayPaths) {
+        self.client = client
+        self.paths = paths
+    }
+
+    /// Fetches a challenge; the response and, when it is a 201 with a challenge, that challenge.
+    public func fetchChallenge(purpose: ChallengePurpose?, keyID: [UInt8]?) throws(HTTPClientError)
+        -> (HTTPResponse, IssuedChallenge?)
+    {
+        let r = try client.send(GatewayRequests.challenge(paths: paths, purpose: purpose, keyID: keyID))
+        return (r, GatewayRequests.parseChallenge(r))
+    }
+
+    /// Attests the device's key over `challenge` and registers it.
+    public func register(device: SimulatedDevice, challenge: String) throws(AttestSimError) -> HTTPResponse {
+        let attestation: [UInt8]
+        do {
+            attestation = try device.attest(clientDataHash: ClientData.registrationHash(challenge: challenge))
+        } catch {
+            throw .file("the CA cannot issue a credential certificate: \(error)")
+        }
+        do {
+            return try client.send(
+                GatewayRequests.register(paths: paths, keyID: device.keyID, attestation: attestation, challenge: challenge))
+        } catch {
+            throw .transport(error)
+        }
+    }
+}

@@ -1,0 +1,312 @@
+import AppAttest
+import AppAttestSimulator
+import Foundation
+
+/// The options of `attest-sim run`, validated.
+public struct RunOptions: Sendable {
+    public var endpoint: HTTPEndpoint
+    public var paths: GatewayPaths
+    public var appID: AppID
+    public var environment: AttestEnvironment
+    public var devices: Int
+    public var requests: Int
+    public var concurrency: Int
+    public var method: String
+    public var path: String
+    public var bodySize: Int
+    public var binding: Binding
+    public var useNextChallenge: Bool
+    /// Baseline mode: the same requests without registration, challenge or assertion (for a route
+    /// without an assertion block), to compare the protected rate with.
+    public var plain: Bool
+    /// Seconds per exchange.
+    public var timeout: Double
+
+    public init(
+        endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
+        devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
+        bodySize: Int = 256, binding: Binding = .request, useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10
+    ) throws(AttestSimError) {
+        guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
+        guard requests >= 0 else { throw .usage("--requests must not be negative (got \(requests))") }
+        guard concurrency >= 1 else { throw .usage("--concurrency must be at least 1 (got \(concurrency))") }
+        guard bodySize >= 0, bodySize <= 16 * 1024 * 1024 else { throw .usage("--body-size must be 0…16777216 (got \(bodySize))") }
+        guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else {
+            throw .usage("--method must be an upper-case token such as POST (got \"\(method)\")")
+        }
+        guard path.hasPrefix("/"), !path.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) else {
+            throw .usage("--path must be an origin-form target starting with / without spaces (got \"\(path)\")")
+        }
+        guard timeout > 0 else { throw .usage("--timeout must be more than 0 seconds") }
+        for (name, p) in [("challenge", paths.challenge), ("register", paths.register)] where !p.hasPrefix("/") {
+            throw .usage("the \(name) path must start with / (got \"\(p)\")")
+        }
+        self.endpoint = endpoint
+        self.paths = paths
+        self.appID = appID
+        self.environment = environment
+        self.devices = devices
+        self.requests = requests
+        self.concurrency = concurrency
+        self.method = method
+        self.path = path
+        self.bodySize = bodySize
+        self.binding = binding
+        self.useNextChallenge = useNextChallenge
+        self.plain = plain
+        self.timeout = timeout
+    }
+
+    /// Workers actually used: a device's assertions are sequential (its counter), so never more
+    /// workers than devices.
+    public var workers: Int { min(concurrency, devices) }
+
+    /// Protected requests device `index` sends: an even share, the first `requests % devices` one more.
+    public func share(ofDevice index: Int) -> Int { requests / devices + (index < requests % devices ? 1 : 0) }
+
+    /// The devices of worker `w` (every `workers`-th, starting at `w`).
+    public func devices(ofWorker w: Int) -> [Int] { Array(stride(from: w, to: devices, by: workers)) }
+
+    /// A deterministic JSON-like body of `bodySize` bytes, different per device and request. With
+    /// `bind: body` it holds the challenge (the gateway requires a presented challenge to be inside
+    /// the signed body), and is longer than `bodySize` when the challenge does not fit.
+    public func body(device: Int, request: Int, challenge: String? = nil) -> [UInt8] {
+        let challengeField = challenge.map { "\"challenge\":\"\($0)\"," } ?? ""
+        let seed = Array("{\(challengeField)\"device\":\(device),\"request\":\(request),\"pad\":\"".utf8)
+        if challenge != nil && seed.count + 2 >= bodySize { return seed + Array("\"}".utf8) }
+        guard bodySize > 0 else { return [] }
+        var out = [UInt8]()
+        out.reserveCapacity(bodySize)
+        out += seed.prefix(bodySize)
+        var i = 0
+        while out.count < bodySize - 2 {
+            out.append(UInt8(ascii: "a") + UInt8(i % 26))
+            i += 1
+        }
+        if seed.count + 2 <= bodySize { out += Array("\"}".utf8) }
+        while out.count < bodySize { out.append(UInt8(ascii: " ")) }
+        return out
+    }
+}
+
+/// `attest-sim run`: N devices register, then send their share of M protected requests from C
+/// worker threads, each with its own keep-alive connection; the report counts every verdict.
+public final class LoadRunner: Sendable {
+    public let options: RunOptions
+    public let ca: TestCA
+
+    public init(options: RunOptions, ca: TestCA) {
+        self.options = options
+        self.ca = ca
+    }
+
+    public func run() -> RunReport {
+        let o = options
+        var report = RunReport(
+            gateway: o.endpoint.description, devices: o.devices, requestsPlanned: o.requests, workers: o.workers,
+            method: o.method, path: o.path, bodySize: o.bodySize, binding: o.binding, nextChallenge: o.useNextChallenge, plain: o.plain)
+        let results = ResultBox(workers: o.workers)
+        let barrier = Barrier(parties: o.workers + 1)
+        let done = DispatchGroup()
+        for w in 0..<o.workers {
+            done.enter()
+            let thread = Thread { [self] in
+                results.set(w, self.work(worker: w, barrier: barrier))
+                done.leave()
+            }
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+        barrier.arrive()
+        let start = HTTPClient.now()
+        done.wait()
+        report.requestPhaseSeconds = HTTPClient.now() - start
+        for r in results.all {
+            report.registrations.merge(r.registrations)
+            report.registrationLatencies += r.registrationLatencies
+            report.challenges.merge(r.challenges)
+            report.requests.merge(r.requests)
+            report.requestLatencies += r.requestLatencies
+            report.nextChallengesUsed += r.nextChallengesUsed
+            report.connectionsOpened += r.connectionsOpened
+            report.retries += r.retries
+            report.refusedLegitimate += r.refused
+            for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
+        }
+        return report
+    }
+
+    /// What one worker saw.
+    struct WorkerResult: Sendable {
+        var registrations = VerdictCounts()
+        var registrationLatencies: [Double] = []
+        var challenges = VerdictCounts()
+        var requests = VerdictCounts()
+        var requestLatencies: [Double] = []
+        var nextChallengesUsed = 0
+        var connectionsOpened = 0
+        var retries = 0
+        var refused = 0
+        var failures: [String] = []
+
+        mutating func fail(_ what: String) {
+            refused += 1
+            if failures.count < 5 { failures.append(what) }
+        }
+    }
+
+    /// One worker: registers its devices, waits for every worker, then sends the requests of its
+    /// devices round-robin (one at a time per device; each device keeps its next challenge).
+    func work(worker w: Int, barrier: Barrier) -> WorkerResult {
+        let o = options
+        var r = WorkerResult()
+        let client = HTTPClient(endpoint: o.endpoint, timeout: o.timeout)
+        defer { client.close() }
+        let session = GatewaySession(client: client, paths: o.paths)
+        struct Slot {
+            let index: Int
+            let device: SimulatedDevice
+            var remaining: Int
+            var next: String?
+            var sent = 0
+        }
+        var slots: [Slot] = []
+        for i in o.devices(ofWorker: w) {
+            let device = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)
+            var remaining = o.share(ofDevice: i)
+            if o.plain {
+                if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining)) }
+                continue
+            }
+            guard let challenge = fetch(session, .register, device, &r, who: "device \(i)") else {
+                r.refused += remaining
+                continue
+            }
+            let t0 = HTTPClient.now()
+            do {
+                let resp = try session.register(device: device, challenge: challenge)
+                r.registrationLatencies.append(HTTPClient.now() - t0)
+                let v = Verdict(resp)
+                r.registrations.add(VerdictCounts.key(v))
+                if !v.accepted {
+                    r.fail("device \(i) registration: \(v) \(resp.bodyText.prefix(200))")
+                    r.refused += remaining
+                    remaining = 0
+                }
+            } catch {
+                r.registrations.add(Self.key(error))
+                r.fail("device \(i) registration: \(error)")
+                r.refused += remaining
+                remaining = 0
+            }
+            if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining)) }
+        }
+        barrier.arrive()
+        var active = slots.indices.filter { slots[$0].remaining > 0 }
+        while !active.isEmpty {
+            for s in active {
+                let i = slots[s].index
+                var challenge: String?
+                if o.plain {
+                    challenge = nil
+                } else if let next = slots[s].next {
+                    challenge = next
+                    slots[s].next = nil
+                    r.nextChallengesUsed += 1
+                } else {
+                    challenge = fetch(session, .assert, slots[s].device, &r, who: "device \(i)")
+                    if challenge == nil {
+                        r.fail("device \(i): no challenge; \(slots[s].remaining) requests not sent")
+                        r.refused += slots[s].remaining - 1
+                        slots[s].remaining = 0
+                        continue
+                    }
+                }
+                let body = o.body(device: i, request: slots[s].sent, challenge: o.binding == .body ? challenge : nil)
+                let request =
+                    o.plain
+                    ? HTTPRequest(
+                        method: o.method, target: o.path,
+                        headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
+                    : GatewayRequests.protected(
+                        device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
+                        binding: o.binding)
+                let t0 = HTTPClient.now()
+                do {
+                    let resp = try client.send(request)
+                    r.requestLatencies.append(HTTPClient.now() - t0)
+                    let v = Verdict(resp)
+                    r.requests.add(VerdictCounts.key(v))
+                    if !v.accepted { r.fail("device \(i) request \(slots[s].sent): \(v) \(resp.bodyText.prefix(200))") }
+                    if o.useNextChallenge, v.accepted { slots[s].next = GatewayRequests.nextChallenge(resp)?.value }
+                } catch {
+                    r.requests.add(VerdictCounts.key(error))
+                    r.fail("device \(i) request \(slots[s].sent): \(error)")
+                }
+                slots[s].sent += 1
+                slots[s].remaining -= 1
+            }
+            active = active.filter { slots[$0].remaining > 0 }
+        }
+        r.connectionsOpened = client.connectionsOpened
+        r.retries = client.retries
+        return r
+    }
+
+    /// A challenge bound to `purpose` and the device's key; nil (counted as a failure) when the
+    /// gateway does not issue one.
+    private func fetch(
+        _ session: GatewaySession, _ purpose: ChallengePurpose, _ device: SimulatedDevice, _ r: inout WorkerResult, who: String
+    ) -> String? {
+        do {
+            let (resp, challenge) = try session.fetchChallenge(purpose: purpose, keyID: device.keyID)
+            let v = Verdict(resp)
+            r.challenges.add(VerdictCounts.key(v))
+            guard let challenge else {
+                r.fail("\(who) challenge (\(purpose.rawValue)): \(v) \(resp.bodyText.prefix(200))")
+                return nil
+            }
+            return challenge.value
+        } catch {
+            r.challenges.add(VerdictCounts.key(error))
+            r.fail("\(who) challenge (\(purpose.rawValue)): \(error)")
+            return nil
+        }
+    }
+
+    static func key(_ error: AttestSimError) -> String {
+        if case .transport(let e) = error { return VerdictCounts.key(e) }
+        return "error"
+    }
+}
+
+/// Per-worker results, written once by each worker thread and read after all have finished.
+final class ResultBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var results: [LoadRunner.WorkerResult?]
+
+    init(workers: Int) { results = Array(repeating: nil, count: workers) }
+
+    func set(_ w: Int, _ r: LoadRunner.WorkerResult) { lock.withLock { results[w] = r } }
+
+    var all: [LoadRunner.WorkerResult] { lock.withLock { results.compactMap { $0 } } }
+}
+
+/// Releases every party once all have arrived (the request phase starts together).
+final class Barrier: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var waiting: Int
+
+    init(parties: Int) { waiting = parties }
+
+    func arrive() {
+        condition.lock()
+        defer { condition.unlock() }
+        waiting -= 1
+        if waiting <= 0 {
+            condition.broadcast()
+            return
+        }
+        while waiting > 0 { condition.wait() }
+    }
+}

@@ -1,0 +1,85 @@
+import CoreMetrics
+import Synchronization
+
+/// The App Attest metrics. Labels come from config names (routes) and fixed lists (modes, verdicts,
+/// the gateway's error codes, challenge purposes): never key ids or paths.
+final class AttestMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    static let verdicts = "attest_gateway_assertion_verdicts_total"
+    static let registrations = "attest_gateway_registrations_total"
+    static let challengesIssued = "attest_gateway_challenges_issued_total"
+    static let challengesExpired = "attest_gateway_challenges_expired_total"
+    static let storeKeys = "attest_gateway_store_keys"
+    static let storeChallenges = "attest_gateway_store_live_challenges"
+    static let snapshotDuration = "attest_gateway_store_snapshot_duration_seconds"
+    static let snapshotAge = "attest_gateway_store_snapshot_age_seconds"
+    static let snapshotFailures = "attest_gateway_store_snapshot_failures_total"
+    static let restoreDuration = "attest_gateway_store_restore_duration_seconds"
+    static let fsyncDuration = "attest_gateway_store_journal_fsync_duration_seconds"
+
+    private let keys: Meter
+    private let liveChallenges: Meter
+    private let expired: Counter
+    private let snapshotTimer: CoreMetrics.Timer
+    private let snapshotAgeGauge: Meter
+    private let snapshotFailed: Counter
+    private let restoreGauge: Meter
+    private let fsyncTimer: CoreMetrics.Timer
+    private let counters = Mutex<[String: Counter]>([:])
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        keys = Meter(label: Self.storeKeys, dimensions: [], factory: factory)
+        liveChallenges = Meter(label: Self.storeChallenges, dimensions: [], factory: factory)
+        expired = Counter(label: Self.challengesExpired, dimensions: [], factory: factory)
+        snapshotTimer = CoreMetrics.Timer(label: Self.snapshotDuration, dimensions: [], factory: factory)
+        snapshotAgeGauge = Meter(label: Self.snapshotAge, dimensions: [], factory: factory)
+        snapshotFailed = Counter(label: Self.snapshotFailures, dimensions: [], factory: factory)
+        restoreGauge = Meter(label: Self.restoreDuration, dimensions: [], factory: factory)
+        fsyncTimer = CoreMetrics.Timer(label: Self.fsyncDuration, dimensions: [], factory: factory)
+    }
+
+    /// Counters off the request path's hot loop (registrations, challenges): one lock, created once.
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = label + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
+        return counters.withLock { table in
+            if let c = table[key] { return c }
+            let c = Counter(label: label, dimensions: dimensions, factory: factory)
+            table[key] = c
+            return c
+        }
+    }
+
+    func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
+    func challengeIssued(purpose: String) { counter(Self.challengesIssued, [("purpose", purpose)]).increment() }
+    func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
+    func storeSizes(keys k: Int, challenges c: Int) {
+        keys.set(k)
+        liveChallenges.set(c)
+    }
+    func snapshot(seconds: Double) { snapshotTimer.recordNanoseconds(Int64(seconds * 1e9)) }
+    func snapshotFailed(_: String) { snapshotFailed.increment() }
+    func snapshotAge(seconds: Double) { snapshotAgeGauge.set(seconds) }
+    func restored(seconds: Double) { restoreGauge.set(seconds) }
+    func journalFsync(seconds: Double) { fsyncTimer.recordNanoseconds(Int64(seconds * 1e9)) }
+}
+
+/// One loop's verdict counters, cached without locks (the verdict is counted on every protected request).
+final class AttestLoopMetrics {
+    private let shared: AttestMetrics
+    private var verdicts: [String: Counter] = [:]
+
+    init(shared: AttestMetrics) { self.shared = shared }
+
+    /// `verdict`: accepted, refused, would_refuse (shadow), fail_open (store down, route fails open).
+    func verdict(route: String, mode: String, verdict: String, reason: String) {
+        let key = "\(route)|\(mode)|\(verdict)|\(reason)"
+        if let c = verdicts[key] { return c.increment() }
+        let c = Counter(
+            label: AttestMetrics.verdicts,
+            dimensions: [("route", route), ("mode", mode), ("verdict", verdict), ("reason", reason)], factory: shared.factory)
+        verdicts[key] = c
+        c.increment()
+    }
+}

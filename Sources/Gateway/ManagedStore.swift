@@ -1,0 +1,112 @@
+import Dispatch
+import Foundation
+import GatewayConfig
+import GatewayStore
+
+/// The store the gateway runs on, with its upkeep: restore at start, a challenge sweep and store
+/// gauges every second, periodic snapshots, and a final snapshot (marking a clean stop) on drain.
+final class ManagedStore: @unchecked Sendable {
+    let attestStore: any AttestStore
+    private let memory: MemoryAttestStore
+    private let metrics: AttestMetrics
+    private let snapshotInterval: Duration?
+    private let queue = DispatchQueue(label: "gateway.store.upkeep", qos: .utility)
+    private var timer: (any DispatchSourceTimer)?
+    private let lastSnapshot: LastSnapshot
+    private var closed = false
+
+    private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?, lastSnapshot: LastSnapshot) {
+        self.memory = memory
+        attestStore = memory
+        self.metrics = metrics
+        self.snapshotInterval = snapshotInterval
+        self.lastSnapshot = lastSnapshot
+    }
+
+    static func open(_ config: StoreConfig, metrics: AttestMetrics) throws -> ManagedStore {
+        guard case .memory(let m) = config.backend else {
+            throw GatewayRuntime.CompileError(description: "store.kind \(config.kind) is not available in this build")
+        }
+        let started = Date()
+        let last = LastSnapshot()
+        let memory = try MemoryAttestStore.open(
+            directory: m.dataDirectory, shards: m.shards, observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last))
+        let seconds = Date().timeIntervalSince(started)
+        let stats = memory.statistics
+        GatewayEvents.log("info", "store restored", [
+            ("kind", "memory"), ("data_dir", m.dataDirectory ?? "-"), ("keys", String(stats.keys)),
+            ("live_challenges", String(stats.liveChallenges)), ("last_stop", memory.lastStopWasClean ? "clean" : "unclean"),
+            ("seconds", String(format: "%.3f", seconds)),
+        ])
+        if !memory.lastStopWasClean {
+            GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
+        }
+        return ManagedStore(
+            memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
+    }
+
+    func startMaintenance() {
+        let t = DispatchSource.makeTimerSource(queue: queue)
+        t.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(100))
+        t.setEventHandler { [unowned self] in self.tick() }
+        t.resume()
+        timer = t
+        // Snapshots run on the store's own timer, and only when the journal holds something new.
+        if let interval = snapshotInterval {
+            memory.startPeriodicSnapshots(every: interval) { [metrics] error in
+                metrics.snapshotFailed("\(error)")
+                GatewayEvents.log("error", "snapshot failed; the journal keeps every change until the next one succeeds", [("error", "\(error)")])
+            }
+        }
+    }
+
+    private func tick() {
+        guard !closed else { return }
+        _ = memory.sweepExpired(nowMillis: AttestContext.nowMillis())  // counted through the observer
+        let stats = memory.statistics
+        metrics.storeSizes(keys: stats.keys, challenges: stats.liveChallenges)
+        guard snapshotInterval != nil else { return }
+        // The age of the oldest change not yet in a snapshot: 0 while everything is covered (an idle
+        // gateway does not rewrite an unchanged snapshot, and must not look stale for it).
+        metrics.snapshotAge(seconds: memory.unsnapshottedRecords == 0 ? 0 : Date().timeIntervalSince(lastSnapshot.date))
+    }
+
+    /// The final snapshot and clean-stop marker. Called once no loop can reach the store.
+    func close() {
+        queue.sync {
+            guard !closed else { return }
+            closed = true
+            timer?.cancel()
+            do {
+                try memory.close()
+                GatewayEvents.log("info", "store closed cleanly", [("keys", String(memory.statistics.keys))])
+            } catch {
+                GatewayEvents.log("error", "store close failed: the next start will treat this stop as unclean", [("error", "\(error)")])
+            }
+        }
+    }
+}
+
+/// The memory store's measurements, into the gateway's metrics.
+struct StoreMetricsObserver: AttestStoreObserver {
+    let metrics: AttestMetrics
+    let lastSnapshot: LastSnapshot
+
+    func journalSynced(seconds: Double) { metrics.journalFsync(seconds: seconds) }
+    func snapshotWritten(_ report: SnapshotReport) {
+        lastSnapshot.date = Date()
+        metrics.snapshot(seconds: report.seconds)
+    }
+    func restored(keys: Int, seconds: Double) { metrics.restored(seconds: seconds) }
+    func challengesExpired(_ count: Int) { metrics.challengesExpired(count) }
+}
+
+/// When the last snapshot was written (or the store opened).
+final class LastSnapshot: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = Date()
+    var date: Date {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
+    }
+}

@@ -1,0 +1,276 @@
+import AppAttest
+import GatewayConfig
+import GatewayCrypto
+import GatewayStore
+import GatewayWire
+
+/// What the gate needs of a protected request.
+public struct GateRequest {
+    public var method: String
+    /// Exactly as in the request line.
+    public var target: String
+    public var body: [UInt8]
+    public var keyID: String?
+    public var challenge: String?
+    public var assertion: String?
+
+    public init(method: String, target: String, body: [UInt8], keyID: String?, challenge: String?, assertion: String?) {
+        self.method = method
+        self.target = target
+        self.body = body
+        self.keyID = keyID
+        self.challenge = challenge
+        self.assertion = assertion
+    }
+}
+
+public struct AcceptedAssertion: Sendable {
+    public let keyID: KeyID
+    public let counter: UInt32
+    public let appID: String
+    /// For `X-App-Attest-Next-Challenge`; nil when none could be issued (the request still passes).
+    public let nextChallenge: IssuedChallenge?
+}
+
+/// Runs work on an event loop: inline when already there, else queued to it.
+public protocol LoopExecutor: Sendable {
+    func run(_ work: @escaping @Sendable () -> Void)
+}
+
+/// A loop-confined value carried through a store completion back to its own loop, where alone it
+/// is used.
+public struct LoopBound<T>: @unchecked Sendable {
+    public let value: T
+    public init(_ value: T) { self.value = value }
+}
+
+public enum GateOutcome {
+    case accepted(AcceptedAssertion)
+    case refused(Explanation)
+}
+
+/// Checks one protected request, in order: headers → key lookup → app policy → Apple's assertion
+/// algorithm (signature over SHA256(authenticatorData ‖ SHA256(clientData)), rpIdHash, counter) →
+/// iOS 27 signals → the atomic commit (challenge consumed and counter advanced together, only now)
+/// → next challenge. Nothing is changed in the store unless every check passed.
+///
+/// One gate per event loop (loop-confined: it caches parsed public keys without locks). Every store
+/// completion is brought back to the loop through `onLoop` before the next step runs.
+public final class AssertionGate {
+    private let store: any AttestStore
+    private let executor: any LoopExecutor
+    private var keys: [KeyID: P256PublicKey] = [:]
+    private let keyCacheLimit: Int
+
+    public init(store: any AttestStore, executor: any LoopExecutor, keyCacheLimit: Int = 16_384) {
+        self.store = store
+        self.keyCacheLimit = keyCacheLimit
+        self.executor = executor
+    }
+
+    /// A store completion that continues on this gate's loop.
+    private func onLoop<T: Sendable>(_ body: @escaping (T) -> Void) -> @Sendable (T) -> Void {
+        let box = LoopBound(body)
+        let executor = self.executor
+        return { value in executor.run { box.value(value) } }
+    }
+
+    public func evaluate(
+        _ request: GateRequest, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
+        completion: @escaping (GateOutcome) -> Void
+    ) {
+        // 1. Headers.
+        let usesChallenge: Bool =
+            switch (route.bind, route.challenge) {
+            case (.request, _), (.body, .required): true
+            case (.body, .optional): request.challenge != nil
+            case (.body, .off): false
+            }
+        guard let keyText = request.keyID, let assertionText = request.assertion else {
+            var e = Explanation(step: "headers", error: .assertionMissing)
+            e.add("missing", [request.keyID == nil ? AttestHeaders.keyID : nil, request.assertion == nil ? AttestHeaders.assertion : nil]
+                .compactMap { $0 }.joined(separator: ","))
+            return completion(.refused(e))
+        }
+        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
+        guard let keyBytes, let keyID = KeyID(keyBytes) else {
+            var e = Explanation(step: "headers", error: .malformed)
+            e.add("key_id_encoding", keyEncoding.rawValue)
+            e.add("key_id_bytes", keyBytes.map { String($0.count) } ?? "undecodable")
+            e.add("expected", "base64 of the 32-byte key id")
+            return completion(.refused(e))
+        }
+        var token: ChallengeToken? = nil
+        var challengeText = ""
+        if usesChallenge {
+            guard let text = request.challenge else {
+                var e = Explanation(step: "headers", error: route.bind == .request ? .assertionMissing : .challengeMissing)
+                e.add("missing", AttestHeaders.challenge)
+                return completion(.refused(e))
+            }
+            guard let t = ChallengeText.decode(text) else {
+                var e = Explanation(step: "headers", error: .challengeUnknown)
+                e.add("challenge", Explanation.redact(text))
+                e.add("reason", "not base64url of 16 to 64 bytes")
+                return completion(.refused(e))
+            }
+            token = t
+            challengeText = text
+            if route.bind == .body, !Self.contains(request.body, challengeText) {
+                var e = Explanation(step: "headers", error: .challengeNotBound)
+                e.add("challenge", Explanation.redact(text))
+                e.add("reason", "with bind: body the signed body must contain the challenge it presents")
+                return completion(.refused(e))
+            }
+        }
+        let assertionObject: AssertionObject
+        do throws(AppAttestError) {
+            guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
+                throw AppAttestError(.malformed, "the assertion header is longer than any assertion")
+            }
+            let bytes: [UInt8]
+            do {
+                bytes = try Base64.decode(assertionText)
+            } catch {
+                throw AppAttestError(.malformed, "\(AttestHeaders.assertion) is not base64: \(error)")
+            }
+            assertionObject = try AssertionObject.parse(bytes)
+        } catch {
+            var e = Explanation(step: "headers", error: .malformed)
+            e.add("key_id", keyID.description)
+            e.add("detail", error.detail)
+            return completion(.refused(e))
+        }
+
+        // 2. The key.
+        store.deviceKey(keyID, completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
+                switch result {
+                case .failure(let error):
+                    completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
+                case .success(nil):
+                    completion(.refused(Explanation(
+                        step: "key_lookup", error: .keyUnknown,
+                        fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
+                case .success(let record?):
+                    self.verify(
+                        request, record: record, keyEncoding: keyEncoding, object: assertionObject, token: token,
+                        challengeText: challengeText, route: route, policy: policy, nowMillis: nowMillis,
+                        completion: completion)
+                }
+        })
+    }
+
+    private func verify(
+        _ request: GateRequest, record: DeviceKeyRecord, keyEncoding: BinaryEncoding, object: AssertionObject,
+        token: ChallengeToken?, challengeText: String, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
+        completion: @escaping (GateOutcome) -> Void
+    ) {
+        let keyID = record.keyID
+        var base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", record.appID)]
+        // 3. The key's app must still be allowed, in an allowed environment.
+        guard let app = policy.apps[record.appID] else {
+            return completion(.refused(Explanation(step: "app_policy", error: .appNotAllowed, fields: base)))
+        }
+        if let refusal = policy.refusal(
+            app: app, environment: record.environment, validationCategory: record.validationCategory,
+            bundleVersion: record.bundleVersion)
+        {
+            var e = refusal
+            e.fields = base + e.fields
+            return completion(.refused(e))
+        }
+        guard let publicKey = publicKey(for: record) else {
+            return completion(.refused(Explanation(step: "key_lookup", error: .invalidPublicKey, fields: base)))
+        }
+        // 4. Apple's assertion algorithm over the bound client data.
+        let clientData =
+            route.bind == .request
+            ? ClientData.forRequest(challenge: challengeText, method: request.method, target: request.target, body: request.body)
+            : request.body
+        let verified: VerifiedAssertion
+        do {
+            verified = try app.assertionVerifier.verify(
+                object, publicKey: publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: record.counter)
+        } catch {
+            var e = Explanation(step: "verify", error: GateError(error), fields: base)
+            let presented = object.authenticatorData
+            switch error.code {
+            case .appIDMismatch:
+                e.add("rp_id_hash_presented", Hex.encode(presented.rpIDHash))
+                e.add("rp_id_hash_expected", Hex.encode(app.appID.rpIDHash))
+            case .counterReplay:
+                e.add("counter_presented", String(presented.signCount))
+                e.add("counter_stored", String(record.counter))
+                e.add("counter_delta", String(Int64(presented.signCount) - Int64(record.counter)))
+            case .badSignature:
+                e.add("bound", route.bind == .request ? "challenge, method, target, sha256(body)" : "body")
+                e.add("method", request.method)
+                e.add("target", String(request.target.prefix(256)))
+                e.add("body_sha256", Hex.encode(SHA256.hash(request.body)))
+                if !challengeText.isEmpty { e.add("challenge", Explanation.redact(challengeText)) }
+            default:
+                e.add("detail", error.detail)
+            }
+            return completion(.refused(e))
+        }
+        // 5. The iOS 27 signals of this assertion, when it carries them (an updated app reports its
+        // new bundle version here).
+        if verified.validationCategory != nil || verified.bundleVersion != nil,
+            let refusal = policy.refusal(
+                app: app, environment: record.environment, validationCategory: verified.validationCategory?.rawValue,
+                bundleVersion: verified.bundleVersion)
+        {
+            var e = refusal
+            e.fields = base + e.fields
+            return completion(.refused(e))
+        }
+        // 6. The atomic commit: only now is anything changed.
+        base.append(("counter_presented", String(verified.signCount)))
+        base.append(("counter_stored", String(record.counter)))
+        let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token)
+        store.commitAssertion(commit, nowMillis: nowMillis, completion: onLoop { (result: Result<CommitOutcome, StoreError>) in
+                switch result {
+                case .failure(let error):
+                    completion(.refused(Explanation(step: "store", error: GateError(error), fields: base + [("detail", error.detail)])))
+                case .success(.unknownKey):
+                    completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: base)))
+                case .success(.counterReplay(let stored)):
+                    completion(.refused(Explanation(
+                        step: "commit", error: .counterReplay,
+                        fields: base + [("counter_stored_at_commit", String(stored))])))
+                case .success(.challengeRejected(let why)):
+                    completion(.refused(Explanation(
+                        step: "commit", error: GateError(why),
+                        fields: base + [("challenge", Explanation.redact(challengeText))])))
+                case .success(.committed):
+                    // 7. The next challenge, bound to this key, saves the app a round trip.
+                    let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis)
+                    self.store.issueChallenge(next, nowMillis: nowMillis, completion: self.onLoop { (issued: Result<IssuedChallenge, StoreError>) in
+                        completion(.accepted(AcceptedAssertion(
+                            keyID: keyID, counter: verified.signCount, appID: record.appID, nextChallenge: try? issued.get())))
+                    })
+                }
+        })
+    }
+
+    /// Parsed keys are kept per loop (parsing costs about a fifth of a verification); the cache is
+    /// bounded and simply emptied when full.
+    private func publicKey(for record: DeviceKeyRecord) -> P256PublicKey? {
+        if let k = keys[record.keyID] { return k }
+        guard let k = try? P256PublicKey(x962: record.publicKey) else { return nil }
+        if keys.count >= keyCacheLimit { keys.removeAll(keepingCapacity: true) }
+        keys[record.keyID] = k
+        return k
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
+        let n = Array(needle.utf8)
+        guard !n.isEmpty, haystack.count >= n.count else { return false }
+        var i = 0
+        while i + n.count <= haystack.count {
+            if haystack[i] == n[0], haystack[i..<(i + n.count)].elementsEqual(n) { return true }
+            i += 1
+        }
+        return false
+    }
+}

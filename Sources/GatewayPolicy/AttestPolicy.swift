@@ -1,0 +1,101 @@
+import AppAttest
+import GatewayConfig
+import GatewayCrypto
+import GatewayStore
+
+/// The `apps`, `trust` and `attest` sections compiled once into what registration and assertion
+/// checks read: verifiers built once, apps by app id. Immutable; a reload builds a new one.
+public final class AttestPolicy: Sendable {
+    public struct App: Sendable {
+        public let appID: AppID
+        public let environments: Set<KeyEnvironment>
+        /// Raw `apple_validation_category_01` values allowed; nil: any (and none).
+        public let validationCategories: Set<UInt32>?
+        public let minBundleVersion: BundleVersion?
+        /// Accepts exactly this app's rpIdHash.
+        public let assertionVerifier: AssertionVerifier
+    }
+
+    public struct CompileError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// By `TEAMID.bundle.id`.
+    public let apps: [String: App]
+    public let attestationVerifier: AttestationVerifier
+    public let challengeTTLMillis: Int64
+    /// How many roots besides Apple's are trusted (tests only; logged loudly when not zero).
+    public let extraRootCount: Int
+
+    public init(apps configs: [AppConfig], extraRoots: [X509Certificate], challengeTTLMillis: Int64) throws(CompileError) {
+        var apps: [String: App] = [:]
+        var allIDs: [AppID] = []
+        var allEnvironments: Set<AttestEnvironment> = []
+        for config in configs {
+            let environments = Set(config.environments.map { $0 == .development ? KeyEnvironment.development : .production })
+            for e in config.environments { allEnvironments.insert(e == .development ? .development : .production) }
+            let categories: Set<UInt32>? = config.validationCategories.map { names in
+                Set(names.compactMap { ValidationCategory(name: $0.rawValue)?.rawValue })
+            }
+            for bundle in config.bundleIDs {
+                let id: AppID
+                do {
+                    id = try AppID(teamID: config.teamID, bundleID: bundle)
+                } catch {
+                    throw CompileError(description: "app \(config.teamID).\(bundle): \(error)")
+                }
+                allIDs.append(id)
+                apps[id.description] = App(
+                    appID: id, environments: environments, validationCategories: categories,
+                    minBundleVersion: config.minBundleVersion, assertionVerifier: AssertionVerifier(appIDs: [id]))
+            }
+        }
+        self.apps = apps
+        attestationVerifier = AttestationVerifier(
+            policy: AttestationVerifier.Policy(appIDs: allIDs, environments: allEnvironments), extraRoots: extraRoots)
+        self.challengeTTLMillis = challengeTTLMillis
+        extraRootCount = extraRoots.count
+    }
+
+    /// The per-app rules that hold at registration and on every assertion: the environment, and the
+    /// iOS 27 signals when the device sent them. Devices before iOS 27 send neither signal; their keys
+    /// are accepted (nothing to check), which the README states. Returns nil when allowed.
+    public func refusal(app: App, environment: KeyEnvironment, validationCategory: UInt32?, bundleVersion: String?)
+        -> Explanation?
+    {
+        guard app.environments.contains(environment) else {
+            return Explanation(
+                step: "app_policy", error: .environmentNotAllowed,
+                fields: [("environment", environment.name), ("allowed", app.environments.map(\.name).sorted().joined(separator: ","))])
+        }
+        if let allowed = app.validationCategories, let category = validationCategory, !allowed.contains(category) {
+            return Explanation(
+                step: "app_policy", error: .validationCategoryNotAllowed,
+                fields: [
+                    ("validation_category", ValidationCategory(rawValue: category).name),
+                    ("allowed", allowed.map { ValidationCategory(rawValue: $0).name }.sorted().joined(separator: ",")),
+                ])
+        }
+        if let minimum = app.minBundleVersion, let presented = bundleVersion {
+            guard let version = BundleVersion(presented), version >= minimum else {
+                return Explanation(
+                    step: "app_policy", error: .bundleVersionTooOld,
+                    fields: [("bundle_version", String(presented.prefix(64))), ("minimum", minimum.description)])
+            }
+        }
+        return nil
+    }
+}
+
+/// `rollout: N%` on an enforce route: a stable share of keys is enforced, the rest shadowed. The
+/// share is taken from the key id itself (SHA-256 output, uniformly spread), so a key stays on the
+/// same side across requests, instances and restarts. A request without a usable key id is enforced
+/// only at 100 %.
+public enum Rollout {
+    public static func enforces(keyID: [UInt8]?, basisPoints: Int) -> Bool {
+        if basisPoints >= 10_000 { return true }
+        guard let k = keyID, k.count >= 4 else { return false }
+        let n = UInt32(k[0]) << 24 | UInt32(k[1]) << 16 | UInt32(k[2]) << 8 | UInt32(k[3])
+        return Int(n % 10_000) < basisPoints
+    }
+}

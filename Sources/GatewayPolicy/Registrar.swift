@@ -1,0 +1,176 @@
+import AppAttest
+import Foundation
+import GatewayCrypto
+import GatewayStore
+import GatewayWire
+
+public struct RegisteredKey: Sendable {
+    public let keyID: KeyID
+    public let environment: KeyEnvironment
+    public let appID: String
+    /// The key had been registered before; its counter was kept.
+    public let existing: Bool
+}
+
+public enum RegistrationResult: Sendable {
+    case registered(RegisteredKey)
+    case refused(Explanation)
+}
+
+/// `POST /v1/attest/register`: `{"keyId","attestation","challenge"}` → Apple's attestation
+/// algorithm with clientDataHash = SHA256(UTF-8 bytes of the challenge as issued) → the app's policy
+/// → one atomic store step (challenge consumed, key stored) that completes once durable.
+///
+/// Chain verification costs milliseconds: the gateway runs this off its event loops.
+public enum Registrar {
+    /// Bodies larger than this are refused before parsing (an attestation is a few KiB).
+    public static let maxBody = 128 * 1024
+
+    public static func register(
+        body: [UInt8], policy: AttestPolicy, store: any AttestStore, nowMillis: Int64,
+        completion: @escaping @Sendable (RegistrationResult) -> Void
+    ) {
+        let fields: [String: String]
+        switch JSONBody.strings(body, required: ["keyId", "attestation", "challenge"]) {
+        case .failure(let e): return completion(.refused(e))
+        case .success(let f): fields = f
+        }
+        let keyText = fields["keyId"]!, challengeText = fields["challenge"]!
+        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
+        guard let keyBytes, let keyID = KeyID(keyBytes) else {
+            return completion(.refused(Explanation(
+                step: "body", error: .malformed,
+                fields: [("field", "keyId"), ("key_id_encoding", keyEncoding.rawValue), ("expected", "base64 of the 32-byte key id")])))
+        }
+        guard let attestation = try? Base64.decode(fields["attestation"]!) else {
+            return completion(.refused(Explanation(step: "body", error: .malformed, fields: [("field", "attestation"), ("expected", "base64")])))
+        }
+        guard let token = ChallengeText.decode(challengeText) else {
+            return completion(.refused(Explanation(
+                step: "body", error: .challengeUnknown,
+                fields: [("challenge", Explanation.redact(challengeText)), ("reason", "not base64url of 16 to 64 bytes")])))
+        }
+        let base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)]
+        let verified: VerifiedAttestation
+        do {
+            verified = try policy.attestationVerifier.verify(
+                attestation: attestation, keyID: keyID.bytes, clientDataHash: SHA256.hash(Array(challengeText.utf8)),
+                at: Date(timeIntervalSince1970: Double(nowMillis) / 1000))
+        } catch {
+            return completion(.refused(Explanation(step: "attestation", error: GateError(error), fields: base + [("detail", error.detail)])))
+        }
+        guard let app = policy.apps[verified.appID.description] else {
+            return completion(.refused(Explanation(step: "app_policy", error: .appNotAllowed, fields: base + [("app_id", verified.appID.description)])))
+        }
+        let environment: KeyEnvironment = verified.environment == .development ? .development : .production
+        if let refusal = policy.refusal(
+            app: app, environment: environment, validationCategory: verified.validationCategory?.rawValue,
+            bundleVersion: verified.bundleVersion)
+        {
+            var e = refusal
+            e.fields = base + e.fields
+            return completion(.refused(e))
+        }
+        let record = DeviceKeyRecord(
+            keyID: keyID, publicKey: verified.publicKey.x962, counter: verified.signCount, appID: verified.appID.description,
+            environment: environment, validationCategory: verified.validationCategory?.rawValue,
+            bundleVersion: verified.bundleVersion, firstSeenMillis: nowMillis, lastSeenMillis: nowMillis)
+        let registration = Registration(record: record, receipt: verified.receipt, challenge: token)
+        store.register(registration, nowMillis: nowMillis) { result in
+            switch result {
+            case .failure(let error):
+                completion(.refused(Explanation(step: "store", error: GateError(error), fields: base + [("detail", error.detail)])))
+            case .success(.challengeRejected(let why)):
+                completion(.refused(Explanation(
+                    step: "commit", error: GateError(why), fields: base + [("challenge", Explanation.redact(challengeText))])))
+            case .success(.registered(let existing)):
+                completion(.registered(RegisteredKey(keyID: keyID, environment: environment, appID: record.appID, existing: existing)))
+            }
+        }
+    }
+}
+
+/// `POST /v1/attest/challenge` with an optional body `{"purpose":"register"|"assert","keyId":"<base64>"}`.
+public enum ChallengeEndpoint {
+    public static let maxBody = 4 * 1024
+
+    public static func request(body: [UInt8], ttlMillis: Int64) -> Result<ChallengeRequest, Explanation> {
+        if body.allSatisfy({ $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }) {
+            return .success(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: ttlMillis))
+        }
+        let fields: [String: String]
+        switch JSONBody.strings(body, required: []) {
+        case .failure(let e): return .failure(e)
+        case .success(let f): fields = f
+        }
+        var purpose: ChallengePurpose? = nil
+        if let p = fields["purpose"] {
+            guard let parsed = ChallengePurpose(rawValue: p) else {
+                return .failure(Explanation(step: "body", error: .badJSON, fields: [("field", "purpose"), ("expected", "register or assert")]))
+            }
+            purpose = parsed
+        }
+        var keyID: KeyID? = nil
+        if let k = fields["keyId"] {
+            let (bytes, encoding) = BinaryEncoding.decode(k)
+            guard let bytes, let id = KeyID(bytes) else {
+                return .failure(Explanation(
+                    step: "body", error: .malformed,
+                    fields: [("field", "keyId"), ("key_id_encoding", encoding.rawValue), ("expected", "base64 of the 32-byte key id")]))
+            }
+            keyID = id
+        }
+        return .success(ChallengeRequest(purpose: purpose, keyID: keyID, ttlMillis: ttlMillis))
+    }
+
+    /// `{"challenge":"<base64url>","expiresAt":"<RFC 3339>"}`.
+    public static func json(_ issued: IssuedChallenge) -> String {
+        var o = JSONObject()
+        o.set("challenge", ChallengeText.encode(issued.token))
+        o.set("expiresAt", RFC3339.format(millis: issued.expiresAtMillis))
+        return o.description
+    }
+}
+
+public enum RFC3339 {
+    /// `2026-11-23T14:05:09.123Z` (UTC, milliseconds).
+    public static func format(millis: Int64) -> String {
+        var t = time_t(millis / 1000)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        func pad(_ v: Int32, _ width: Int) -> String {
+            let s = String(v)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis % 1000), 3))Z"
+    }
+}
+
+/// The endpoints' JSON bodies: one object whose listed members are strings. Unknown members are
+/// ignored (clients may send more); a wrong type is an error that names the member.
+enum JSONBody {
+    static func strings(_ body: [UInt8], required: [String]) -> Result<[String: String], Explanation> {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: Data(body), options: [])
+        } catch {
+            return .failure(Explanation(step: "body", error: .badJSON, fields: [("detail", "the body is not JSON")]))
+        }
+        guard let dict = object as? [String: Any] else {
+            return .failure(Explanation(step: "body", error: .badJSON, fields: [("detail", "the body is not a JSON object")]))
+        }
+        var out: [String: String] = [:]
+        for (k, v) in dict {
+            guard ["keyId", "attestation", "challenge", "purpose"].contains(k) else { continue }
+            guard let s = v as? String else {
+                return .failure(Explanation(step: "body", error: .badJSON, fields: [("field", k), ("expected", "a string")]))
+            }
+            out[k] = s
+        }
+        for r in required where out[r] == nil {
+            return .failure(Explanation(step: "body", error: .missingField, fields: [("field", r)]))
+        }
+        return .success(out)
+    }
+}

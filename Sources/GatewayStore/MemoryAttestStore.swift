@@ -1,0 +1,442 @@
+import Dispatch
+import Glibc
+import Synchronization
+
+/// The in-process `AttestStore`: keys and challenges in `shards` shards, each behind its own
+/// `Mutex`; with a data directory, a journal (group-committed registrations, written-through
+/// counter advances), snapshots and crash recovery. See docs/store.md.
+///
+/// Callable from any thread. Completions run inline on the caller's thread, except `register`
+/// with a data directory, which completes on the journal's sync queue once its record is fsync'ed.
+public final class MemoryAttestStore: AttestStore {
+    final class Shard: Sendable {
+        let state: Mutex<ShardState>
+
+        init(_ state: consuming ShardState) {
+            self.state = Mutex(state)
+        }
+    }
+
+    let shards: [Shard]
+    let shardMask: UInt64
+    public let maxLiveChallenges: Int
+    /// True when the previous process closed the store (`close()`), or the directory held no state;
+    /// false after a crash, a kill or a power loss (challenges were then retired).
+    public let lastStopWasClean: Bool
+    /// The data directory, or nil for a memory-only store.
+    public let directory: String?
+
+    let journal: Journal?
+    let receiptsReader: FileHandle?
+    let observer: (any AttestStoreObserver)?
+    let liveCount: Atomic<Int>
+    let keyCount: Atomic<Int>
+    let closed = Atomic<Bool>(false)
+    /// Serializes snapshots.
+    let snapshotLock = Mutex<Int>(0)
+    /// `startPeriodicSnapshots`' timer.
+    let snapshotTimer = Mutex<Journal.TimerBox?>(nil)
+    /// The data directory's `flock`, held from `open` to `close`.
+    let directoryLock = Mutex<FileHandle?>(nil)
+
+    static let markerName = "clean-stop"
+    static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
+
+    /// A memory-only store (nothing survives the process). `shards`: a power of two from 1 to 4096.
+    public convenience init(shards: Int = 64, maxLiveChallenges: Int = 1_000_000, observer: (any AttestStoreObserver)? = nil) {
+        precondition(Self.validShardCount(shards), "shards must be a power of two from 1 to 4096")
+        let seed = UInt64.random(in: .min ... .max)
+        self.init(
+            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, maxLiveChallenges: maxLiveChallenges,
+            clean: true, directory: nil, journal: nil, receiptsReader: nil, observer: observer)
+    }
+
+    init(
+        states: [ShardState], live: Int, maxLiveChallenges: Int, clean: Bool, directory: String?,
+        journal: Journal?, receiptsReader: FileHandle?, observer: (any AttestStoreObserver)?
+    ) {
+        var keys = 0
+        var shards: [Shard] = []
+        shards.reserveCapacity(states.count)
+        for s in states {
+            keys += s.count
+            shards.append(Shard(s))
+        }
+        self.shards = shards
+        self.shardMask = UInt64(states.count - 1)
+        self.maxLiveChallenges = maxLiveChallenges
+        self.lastStopWasClean = clean
+        self.directory = directory
+        self.journal = journal
+        self.receiptsReader = receiptsReader
+        self.observer = observer
+        self.liveCount = Atomic(live)
+        self.keyCount = Atomic(keys)
+    }
+
+    deinit {
+        snapshotTimer.withLock { $0?.source.cancel() }
+    }
+
+    static func validShardCount(_ n: Int) -> Bool { n >= 1 && n <= 4096 && n & (n - 1) == 0 }
+
+    static let closedError = StoreError(.unavailable, "the store is closed")
+
+    @inline(__always) func shard(_ word: UInt64) -> Shard { shards[Int(word & shardMask)] }
+    @inline(__always) func shardIndex(_ word: UInt64) -> Int { Int(word & shardMask) }
+
+    public var statistics: StoreStatistics {
+        StoreStatistics(keys: keyCount.load(ordering: .relaxed), liveChallenges: liveCount.load(ordering: .relaxed))
+    }
+
+    // MARK: - Challenges
+
+    public func issueChallenge(
+        _ request: ChallengeRequest, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
+    ) {
+        if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
+        if liveCount.wrappingAdd(1, ordering: .relaxed).newValue > maxLiveChallenges {
+            liveCount.wrappingSubtract(1, ordering: .relaxed)
+            return completion(.failure(StoreError(
+                .challengeCapacity, "\(maxLiveChallenges) challenges are live; try again after some expire")))
+        }
+        let (expires, overflow) = nowMillis.addingReportingOverflow(max(0, request.ttlMillis))
+        let bound = request.keyID.map(KeyBits.init)
+        var entry = ChallengeEntry(
+            token: ChallengeBits(a: 0, b: 0), boundKey: bound ?? KeyBits(w0: 0, w1: 0, w2: 0, w3: 0),
+            expiresAt: overflow ? .max : expires, purpose: ChallengeEntry.purposeCode(request.purpose),
+            hasBoundKey: bound != nil, consumed: false)
+        var rng = SystemRandomNumberGenerator()
+        while true {
+            entry.token = ChallengeBits(a: rng.next(), b: rng.next())
+            let e = entry
+            let inserted = shard(e.token.a).state.withLock { s -> Bool in
+                if s.challenges[e.token] != nil { return false }
+                s.addChallenge(e)
+                return true
+            }
+            if inserted { break }
+        }
+        completion(.success(IssuedChallenge(token: entry.token.token, expiresAtMillis: entry.expiresAt)))
+    }
+
+    public func challengeState(
+        _ token: ChallengeToken, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void
+    ) {
+        guard let bits = ChallengeBits(token) else { return completion(.success(.unknown)) }
+        let entry = shard(bits.a).state.withLock { s in s.challenges[bits] }
+        guard let entry else { return completion(.success(.unknown)) }
+        if entry.consumed { return completion(.success(.consumed)) }
+        if nowMillis >= entry.expiresAt { return completion(.success(.expired(expiresAtMillis: entry.expiresAt))) }
+        completion(.success(.valid(
+            purpose: entry.purposeValue, keyID: entry.hasBoundKey ? entry.boundKey.keyID : nil,
+            expiresAtMillis: entry.expiresAt)))
+    }
+
+    /// Removes challenges whose expiry is at or before `nowMillis` (consumed ones included).
+    /// Returns how many of them had expired without being consumed. Call it about once a second.
+    @discardableResult
+    public func sweepExpired(nowMillis: Int64) -> Int {
+        var removed = 0
+        var unused = 0
+        for shard in shards {
+            let (r, u) = shard.state.withLock { s -> (Int, Int) in
+                var r = 0
+                var u = 0
+                while let top = s.expiries.top, top.expiresAt <= nowMillis {
+                    _ = s.expiries.pop()
+                    if let entry = s.challenges.removeValue(forKey: top.token) {
+                        r += 1
+                        if !entry.consumed { u += 1 }
+                    }
+                }
+                if r > 0 { s.shrinkChallengesIfSparse() }
+                return (r, u)
+            }
+            removed += r
+            unused += u
+        }
+        if removed > 0 { liveCount.wrappingSubtract(removed, ordering: .relaxed) }
+        observer?.challengesExpired(unused)
+        return unused
+    }
+
+    /// nil when acceptable, else why the challenge cannot be used.
+    @inline(__always)
+    static func check(
+        _ entry: ChallengeEntry?, nowMillis: Int64, purpose: ChallengePurpose, key: KeyBits
+    ) -> ChallengeRejection? {
+        guard let entry else { return .unknown }
+        if entry.consumed { return .consumed }
+        if nowMillis >= entry.expiresAt { return .expired }
+        if entry.purpose != 0 && entry.purpose != ChallengeEntry.purposeCode(purpose) { return .wrongPurpose }
+        if entry.hasBoundKey && entry.boundKey != key { return .wrongKey }
+        return nil
+    }
+
+    // MARK: - Keys
+
+    public func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        let key = KeyBits(id)
+        let found = shard(key.w0).state.withLock { s -> (KeyRecord, String?, String?)? in
+            guard let i = s.find(key) else { return nil }
+            let r = s.record(at: i)
+            return (r, s.string(r.appIndex), s.string(r.bundleIndex))
+        }
+        guard let (r, app, bundle) = found else { return completion(.success(nil)) }
+        completion(.success(DeviceKeyRecord(
+            keyID: id, publicKey: r.point.publicKey, counter: r.counter, appID: app ?? "",
+            environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
+            validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil, bundleVersion: bundle,
+            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000)))
+    }
+
+    /// The receipt stored with the key's latest registration, or nil (unknown key, or the receipts
+    /// file cannot be read).
+    public func receipt(for id: KeyID) -> [UInt8]? {
+        let key = KeyBits(id)
+        if journal == nil {
+            return shard(key.w0).state.withLock { s in s.memoryReceipts[key] }
+        }
+        let location = shard(key.w0).state.withLock { s -> (UInt64, UInt32)? in
+            guard let i = s.find(key) else { return nil }
+            let r = s.record(at: i)
+            return (r.receiptOffset, r.receiptLength)
+        }
+        guard let (offset, length) = location, let reader = receiptsReader else { return nil }
+        return Journal.readReceipt(reader, offset: offset, length: length)
+    }
+
+    private enum RegisterStep {
+        case rejected(ChallengeRejection)
+        case failed(StoreError)
+        case stored(existing: Bool)
+    }
+
+    public func register(
+        _ registration: Registration, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<RegistrationOutcome, StoreError>) -> Void
+    ) {
+        if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
+        let rec = registration.record
+        guard let point = PointBits(rec.publicKey) else {
+            return completion(.failure(StoreError(
+                .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
+        }
+        guard rec.appID.utf8.count <= 4096, (rec.bundleVersion?.utf8.count ?? 0) <= 4096,
+              registration.receipt.count <= Int(UInt32.max)
+        else {
+            return completion(.failure(StoreError(
+                .unavailable, "registration refused: app id or bundle version over 4096 bytes, or receipt over 4 GiB")))
+        }
+        guard let bits = ChallengeBits(registration.challenge) else {
+            return completion(.success(.challengeRejected(.unknown)))
+        }
+        let key = KeyBits(rec.keyID)
+        var flags: UInt8 = rec.environment == .production ? KeyRecord.flagProduction : 0
+        if rec.validationCategory != nil { flags |= KeyRecord.flagCategory }
+        let entry = JournalRecord.Registration(
+            key: key, point: point, counter: rec.counter, firstSeen: storedSeconds(rec.firstSeenMillis),
+            lastSeen: storedSeconds(rec.lastSeenMillis), flags: flags, category: rec.validationCategory ?? 0,
+            receiptOffset: 0, receiptLength: 0, appID: rec.appID, bundleVersion: rec.bundleVersion)
+        let receipt = registration.receipt
+
+        func store(_ s: inout ShardState) -> RegisterStep {
+            do {
+                return .stored(existing: try storeRegistration(&s, entry, receipt: receipt))
+            } catch {
+                return .failed(StoreError.from(error))
+            }
+        }
+        let ki = shardIndex(key.w0)
+        let ci = shardIndex(bits.a)
+        let step: RegisterStep
+        if ki == ci {
+            step = shards[ki].state.withLock { s -> RegisterStep in
+                if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .register, key: key) {
+                    return .rejected(why)
+                }
+                let result = store(&s)
+                if case .stored = result { s.challenges[bits]?.consumed = true }
+                return result
+            }
+        } else {
+            step = shards[min(ki, ci)].state.withLock { first -> RegisterStep in
+                shards[max(ki, ci)].state.withLock { second -> RegisterStep in
+                    func run(_ k: inout ShardState, _ c: inout ShardState) -> RegisterStep {
+                        if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .register, key: key) {
+                            return .rejected(why)
+                        }
+                        let result = store(&k)
+                        if case .stored = result { c.challenges[bits]?.consumed = true }
+                        return result
+                    }
+                    return ki < ci ? run(&first, &second) : run(&second, &first)
+                }
+            }
+        }
+        switch step {
+        case .rejected(let why):
+            completion(.success(.challengeRejected(why)))
+        case .failed(let error):
+            completion(.failure(error))
+        case .stored(let existing):
+            if !existing { keyCount.wrappingAdd(1, ordering: .relaxed) }
+            guard let journal else { return completion(.success(.registered(existing: existing))) }
+            journal.whenDurable { error in
+                completion(error.map { .failure($0) } ?? .success(.registered(existing: existing)))
+            }
+        }
+    }
+
+    /// Under the key's shard lock: the journal record is written first; memory changes only if it was.
+    private func storeRegistration(_ s: inout ShardState, _ entry: JournalRecord.Registration, receipt: [UInt8])
+        throws -> Bool
+    {
+        var r = entry
+        if let i = s.find(r.key) {
+            let old = s.record(at: i)
+            r.counter = max(old.counter, r.counter)
+            r.firstSeen = old.firstSeen
+            r.lastSeen = max(old.lastSeen, r.lastSeen)
+        }
+        if let journal {
+            let location = try journal.appendRegistration(r, receipt: receipt)
+            r.receiptOffset = location.offset
+            r.receiptLength = location.length
+        } else {
+            s.memoryReceipts[r.key] = receipt
+        }
+        return Self.apply(&s, r)
+    }
+
+    /// Sets a registration (also journal replay): the higher counter and the earlier first-seen
+    /// stay, so applying a record twice changes nothing. Returns whether the key existed.
+    @discardableResult
+    static func apply(_ s: inout ShardState, _ r: JournalRecord.Registration) -> Bool {
+        let app = s.intern(r.appID)
+        let bundle = s.internOptional(r.bundleVersion)
+        if let i = s.find(r.key) {
+            s.update(at: i) { x in
+                x.point = r.point
+                x.counter = max(x.counter, r.counter)
+                x.firstSeen = min(x.firstSeen, r.firstSeen)
+                x.lastSeen = max(x.lastSeen, r.lastSeen)
+                x.flags = r.flags
+                x.category = r.category
+                x.appIndex = app
+                x.bundleIndex = bundle
+                x.receiptOffset = r.receiptOffset
+                x.receiptLength = r.receiptLength
+            }
+            return true
+        }
+        s.append(KeyRecord(
+            key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
+            receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
+            firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags))
+        return false
+    }
+
+    // MARK: - Assertions
+
+    private enum KeyCheck {
+        case fail(CommitOutcome)
+        case ok(index: Int, previous: UInt32)
+    }
+
+    @inline(__always)
+    private static func checkKey(_ s: inout ShardState, _ key: KeyBits, counter: UInt32) -> KeyCheck {
+        guard let i = s.find(key) else { return .fail(.unknownKey) }
+        let stored = s.record(at: i).counter
+        guard counter > stored else { return .fail(.counterReplay(stored: stored)) }
+        return .ok(index: i, previous: stored)
+    }
+
+    /// Under the key's shard lock: the counter record is written (write(2)) before memory changes.
+    @inline(__always)
+    private func advance(_ s: inout ShardState, index: Int, key: KeyBits, counter: UInt32, nowMillis: Int64)
+        throws
+    {
+        let last = max(s.record(at: index).lastSeen, storedSeconds(nowMillis))
+        try journal?.appendAdvance(key: key, counter: counter, lastSeen: last)
+        s.update(at: index) { r in
+            r.counter = counter
+            r.lastSeen = last
+        }
+    }
+
+    public func commitAssertion(
+        _ commit: AssertionCommit, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
+    ) {
+        if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
+        let key = KeyBits(commit.keyID)
+        let counter = commit.counter
+        let ki = shardIndex(key.w0)
+        let result: Result<CommitOutcome, StoreError>
+
+        guard let token = commit.challenge, let bits = ChallengeBits(token) else {
+            let unusable = commit.challenge != nil  // a token this store never issues
+            result = shards[ki].state.withLock { s -> Result<CommitOutcome, StoreError> in
+                switch Self.checkKey(&s, key, counter: counter) {
+                case .fail(let outcome): return .success(outcome)
+                case .ok(let index, let previous):
+                    if unusable { return .success(.challengeRejected(.unknown)) }
+                    do {
+                        try advance(&s, index: index, key: key, counter: counter, nowMillis: nowMillis)
+                    } catch {
+                        return .failure(StoreError.from(error))
+                    }
+                    return .success(.committed(previousCounter: previous))
+                }
+            }
+            return completion(result)
+        }
+
+        let ci = shardIndex(bits.a)
+        if ki == ci {
+            result = shards[ki].state.withLock { s -> Result<CommitOutcome, StoreError> in
+                switch Self.checkKey(&s, key, counter: counter) {
+                case .fail(let outcome): return .success(outcome)
+                case .ok(let index, let previous):
+                    if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
+                        return .success(.challengeRejected(why))
+                    }
+                    do {
+                        try advance(&s, index: index, key: key, counter: counter, nowMillis: nowMillis)
+                    } catch {
+                        return .failure(StoreError.from(error))
+                    }
+                    s.challenges[bits]?.consumed = true
+                    return .success(.committed(previousCounter: previous))
+                }
+            }
+        } else {
+            result = shards[min(ki, ci)].state.withLock { first -> Result<CommitOutcome, StoreError> in
+                shards[max(ki, ci)].state.withLock { second -> Result<CommitOutcome, StoreError> in
+                    func run(_ k: inout ShardState, _ c: inout ShardState) -> Result<CommitOutcome, StoreError> {
+                        switch Self.checkKey(&k, key, counter: counter) {
+                        case .fail(let outcome): return .success(outcome)
+                        case .ok(let index, let previous):
+                            if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
+                                return .success(.challengeRejected(why))
+                            }
+                            do {
+                                try advance(&k, index: index, key: key, counter: counter, nowMillis: nowMillis)
+                            } catch {
+                                return .failure(StoreError.from(error))
+                            }
+                            c.challenges[bits]?.consumed = true
+                            return .success(.committed(previousCounter: previous))
+                        }
+                    }
+                    return ki < ci ? run(&first, &second) : run(&second, &first)
+                }
+            }
+        }
+        completion(result)
+    }
+}

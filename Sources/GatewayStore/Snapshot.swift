@@ -1,0 +1,312 @@
+import Dispatch
+import GatewayCrypto
+import Glibc
+
+/// What one snapshot wrote.
+public struct SnapshotReport: Sendable, Equatable {
+    public var keys: Int
+    public var challenges: Int
+    public var bytes: Int
+    public var seconds: Double
+
+    public init(keys: Int, challenges: Int, bytes: Int, seconds: Double) {
+        self.keys = keys
+        self.challenges = challenges
+        self.bytes = bytes
+        self.seconds = seconds
+    }
+}
+
+/// `snapshot.dat`:
+///
+/// header (72 bytes): magic `AGSNAPS1`, version (u32), shard count (u32), record stride (u32),
+/// challenge stride (u32), layout fingerprint (u64), generation (u64, random), first journal
+/// segment to replay (u64), key count (u64), challenge count (u64), created at (i64, Unix ms);
+/// then per shard: string count (u32) and strings (u32 length ‖ UTF-8), record count (u64) and the
+/// records as in memory (`KeyRecord`, fixed stride), challenge count (u64) and the challenges
+/// (`ChallengeEntry`); then SHA-256 of everything before it (32 bytes). Integers little-endian.
+enum SnapshotFormat {
+    static let fileName = "snapshot.dat"
+    static let magic: [UInt8] = Array("AGSNAPS1".utf8)
+    static let version: UInt32 = 1
+    static let headerSize = 72
+
+    /// Changes whenever the in-memory layout of a record or challenge changes, so a snapshot
+    /// written by a differently laid-out build is refused rather than misread.
+    static var layoutFingerprint: UInt64 {
+        let offsets: [Int?] = [
+            MemoryLayout<KeyRecord>.offset(of: \.key), MemoryLayout<KeyRecord>.offset(of: \.point),
+            MemoryLayout<KeyRecord>.offset(of: \.receiptOffset), MemoryLayout<KeyRecord>.offset(of: \.counter),
+            MemoryLayout<KeyRecord>.offset(of: \.receiptLength), MemoryLayout<KeyRecord>.offset(of: \.appIndex),
+            MemoryLayout<KeyRecord>.offset(of: \.bundleIndex), MemoryLayout<KeyRecord>.offset(of: \.category),
+            MemoryLayout<KeyRecord>.offset(of: \.firstSeen), MemoryLayout<KeyRecord>.offset(of: \.lastSeen),
+            MemoryLayout<KeyRecord>.offset(of: \.flags), MemoryLayout<KeyRecord>.size,
+            MemoryLayout<ChallengeEntry>.offset(of: \.token), MemoryLayout<ChallengeEntry>.offset(of: \.boundKey),
+            MemoryLayout<ChallengeEntry>.offset(of: \.expiresAt), MemoryLayout<ChallengeEntry>.offset(of: \.purpose),
+            MemoryLayout<ChallengeEntry>.offset(of: \.hasBoundKey), MemoryLayout<ChallengeEntry>.offset(of: \.consumed),
+            MemoryLayout<ChallengeEntry>.size,
+        ]
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for o in offsets {
+            h = (h ^ UInt64(o ?? 0xFFFF)) &* 0x100_0000_01B3
+        }
+        return h
+    }
+
+    /// One shard's state as of the moment its lock was held (copy-on-write: O(1) under the lock).
+    struct ShardCopy {
+        var strings: ContiguousArray<String>
+        var chunks: ContiguousArray<ContiguousArray<KeyRecord>>
+        var count: Int
+        var challenges: [ChallengeBits: ChallengeEntry]
+    }
+
+    struct Header {
+        var shardCount: Int
+        var generation: UInt64
+        var journalSeq: UInt64
+        var keyCount: Int
+        var challengeCount: Int
+        var createdMillis: Int64
+    }
+
+    /// Writes the snapshot to `snapshot.dat.tmp`, fsyncs, renames over `snapshot.dat`, fsyncs the directory.
+    static func write(directory: String, header: Header, shards: [ShardCopy]) throws -> Int {
+        let tmp = "\(directory)/\(fileName).tmp"
+        let fd = try FileIO.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
+        let out = BufferedHashingWriter(fd: fd, path: tmp)
+        do {
+            var h = ByteWriter(capacity: headerSize)
+            h.bytes.append(contentsOf: magic)
+            h.u32(version)
+            h.u32(UInt32(header.shardCount))
+            h.u32(UInt32(MemoryLayout<KeyRecord>.stride))
+            h.u32(UInt32(MemoryLayout<ChallengeEntry>.stride))
+            h.u64(layoutFingerprint)
+            h.u64(header.generation)
+            h.u64(header.journalSeq)
+            h.u64(UInt64(header.keyCount))
+            h.u64(UInt64(header.challengeCount))
+            h.i64(header.createdMillis)
+            try out.write(h.bytes)
+            for shard in shards {
+                var s = ByteWriter()
+                s.u32(UInt32(shard.strings.count))
+                for string in shard.strings { s.string(string) }
+                s.u64(UInt64(shard.count))
+                try out.write(s.bytes)
+                for chunk in shard.chunks {
+                    try chunk.withUnsafeBytes { (raw) throws in try out.write(raw) }
+                }
+                var c = ByteWriter(capacity: 8 + shard.challenges.count * MemoryLayout<ChallengeEntry>.stride)
+                c.u64(UInt64(shard.challenges.count))
+                for entry in shard.challenges.values {
+                    var e = entry
+                    withUnsafeBytes(of: &e) { raw in
+                        c.bytes.append(contentsOf: raw)
+                        let pad = MemoryLayout<ChallengeEntry>.stride - raw.count
+                        if pad > 0 { c.bytes.append(contentsOf: repeatElement(0, count: pad)) }
+                    }
+                }
+                try out.write(c.bytes)
+            }
+            try out.finish()
+            try FileIO.fsync(fd, path: tmp)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        Glibc.close(fd)
+        try FileIO.rename(tmp, "\(directory)/\(fileName)")
+        try FileIO.fsyncDirectory(directory)
+        return out.total
+    }
+
+    /// A snapshot read back: keys already placed into `states`; challenges returned separately
+    /// (they are kept only after a clean stop).
+    struct Loaded {
+        var header: Header
+        var challenges: [ChallengeEntry]
+    }
+
+    /// Reads, checks (magic, version, layout, SHA-256) and loads `path` into `states`.
+    static func load(path: String, into states: inout [ShardState]) throws -> Loaded? {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT { return nil }
+            throw FileIO.failure("cannot open snapshot", path)
+        }
+        defer { Glibc.close(fd) }
+        let size = try FileIO.fileSize(fd, path: path)
+        func corrupt(_ why: String) -> StoreError {
+            StoreError(.unavailable, "snapshot \(path) is corrupt: \(why); move it away to start without it")
+        }
+        guard size >= headerSize + 32 else { throw corrupt("\(size) bytes is shorter than a header and checksum") }
+        guard let map = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else {
+            throw FileIO.failure("cannot map snapshot", path)
+        }
+        defer { munmap(map, size) }
+        _ = madvise(map, size, MADV_SEQUENTIAL)
+        let all = UnsafeRawBufferPointer(start: map, count: size)
+
+        var r = ByteReader(all)
+        guard let m = r.take(8), Array(m) == magic else {
+            throw StoreError(.unavailable, "\(path) is not a store snapshot (bad magic)")
+        }
+        let v = r.u32()!
+        guard v == version else {
+            throw StoreError(.unavailable, "snapshot \(path) has unknown version \(v); this build reads version \(version)")
+        }
+        // SHA-256 of the body runs on another core while the records are parsed and placed (it is
+        // a third of the restore's CPU); nothing is returned before it matched. When parsing fails,
+        // a checksum mismatch is the error reported, since it explains any parse failure.
+        let base = UInt(bitPattern: map)
+        let digest = DigestBox()
+        let hashing = DispatchGroup()
+        DispatchQueue.global(qos: .userInitiated).async(group: hashing) {
+            let body = UnsafeRawBufferPointer(start: UnsafeRawPointer(bitPattern: base), count: size - 32)
+            digest.value = SHA256.hash(parts: [body])
+        }
+        defer { hashing.wait() }  // runs before the munmap above
+        func checksumMatches() -> Bool {
+            hashing.wait()
+            return digest.value.elementsEqual(all[(size - 32)...])
+        }
+        do {
+            let loaded = try parse(&r, all: all, size: size, path: path, corrupt: corrupt, into: &states)
+            guard checksumMatches() else { throw corrupt("SHA-256 checksum mismatch") }
+            return loaded
+        } catch {
+            guard checksumMatches() else { throw corrupt("SHA-256 checksum mismatch") }
+            throw error
+        }
+    }
+
+    /// Set by the hashing thread; read after `DispatchGroup.wait` (which orders the two).
+    final class DigestBox: @unchecked Sendable {
+        var value: [UInt8] = []
+    }
+
+    private static func parse(
+        _ r: inout ByteReader, all: UnsafeRawBufferPointer, size: Int, path: String,
+        corrupt: (String) -> StoreError, into states: inout [ShardState]
+    ) throws -> Loaded {
+        let shardCount = Int(r.u32()!)
+        let recordStride = Int(r.u32()!)
+        let challengeStride = Int(r.u32()!)
+        let fingerprint = r.u64()!
+        guard recordStride == MemoryLayout<KeyRecord>.stride, challengeStride == MemoryLayout<ChallengeEntry>.stride,
+              fingerprint == layoutFingerprint
+        else {
+            throw StoreError(.unavailable, "snapshot \(path) was written by a build with another record layout")
+        }
+        let header = Header(
+            shardCount: shardCount, generation: r.u64()!, journalSeq: r.u64()!, keyCount: Int(clamping: r.u64()!),
+            challengeCount: Int(clamping: r.u64()!), createdMillis: r.i64()!)
+        guard shardCount >= 1, shardCount <= 1 << 16 else { throw corrupt("shard count \(shardCount)") }
+
+        let mask = UInt64(states.count - 1)
+        let sameSharding = shardCount == states.count
+        var challenges: [ChallengeEntry] = []
+        challenges.reserveCapacity(min(header.challengeCount, size / challengeStride))
+        var keys = 0
+        if sameSharding {
+            for i in 0..<states.count {
+                let expected = min(header.keyCount, size / recordStride)
+                states[i].reserve(states[i].count + expected / shardCount * 9 / 8 + 16)
+            }
+        }
+        for _ in 0..<shardCount {
+            guard let stringCount = r.u32() else { throw corrupt("truncated string table") }
+            var strings: [String] = []
+            for _ in 0..<stringCount {
+                guard let s = r.string() else { throw corrupt("bad string in string table") }
+                strings.append(s)
+            }
+            // Source string index -> index in the target shard, per target shard (filled lazily).
+            var remap = [[UInt32]](repeating: [], count: states.count)
+            guard let recordCount = r.u64(), recordCount <= UInt64(r.remaining / recordStride),
+                  let recordBytes = r.take(Int(recordCount) * recordStride)
+            else {
+                throw corrupt("truncated records")
+            }
+            for n in 0..<Int(recordCount) {
+                var rec = recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
+                let target = Int(rec.key.w0 & mask)
+                func mapped(_ index: UInt32) throws -> UInt32 {
+                    if index == KeyRecord.noString { return index }
+                    guard Int(index) < strings.count else { throw corrupt("string index out of range") }
+                    if remap[target].isEmpty {
+                        remap[target] = [UInt32](repeating: KeyRecord.noString, count: strings.count)
+                    }
+                    let known = remap[target][Int(index)]
+                    if known != KeyRecord.noString { return known }
+                    let new = states[target].intern(strings[Int(index)])
+                    remap[target][Int(index)] = new
+                    return new
+                }
+                rec.appIndex = try mapped(rec.appIndex)
+                rec.bundleIndex = try mapped(rec.bundleIndex)
+                guard states[target].appendIfAbsent(rec) else { throw corrupt("key stored twice") }
+                keys += 1
+            }
+            guard let challengeCount = r.u64(), challengeCount <= UInt64(r.remaining / challengeStride),
+                  let challengeBytes = r.take(Int(challengeCount) * challengeStride)
+            else {
+                throw corrupt("truncated challenges")
+            }
+            for n in 0..<Int(challengeCount) {
+                challenges.append(challengeBytes.loadUnaligned(fromByteOffset: n * challengeStride, as: ChallengeEntry.self))
+            }
+        }
+        guard r.remaining == 32 else { throw corrupt("\(r.remaining - 32) bytes after the last shard") }
+        guard keys == header.keyCount, challenges.count == header.challengeCount else {
+            throw corrupt("counts in the header do not match the contents")
+        }
+        return Loaded(header: header, challenges: challenges)
+    }
+}
+
+/// Buffered sequential writes with a running SHA-256; `finish` appends the digest.
+final class BufferedHashingWriter {
+    let fd: Int32
+    let path: String
+    let hasher = SHA256.Hasher()
+    var buffer: [UInt8] = []
+    var total = 0
+    static let capacity = 1 << 20
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+        buffer.reserveCapacity(Self.capacity)
+    }
+
+    func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { (raw) throws in try write(raw) }
+    }
+
+    func write(_ raw: UnsafeRawBufferPointer) throws {
+        hasher.update(raw)
+        total += raw.count
+        if buffer.count + raw.count > Self.capacity { try flush() }
+        if raw.count >= Self.capacity {
+            try FileIO.writeAll(fd, raw, path: path)
+        } else {
+            buffer.append(contentsOf: raw)
+        }
+    }
+
+    func flush() throws {
+        guard !buffer.isEmpty else { return }
+        try buffer.withUnsafeBytes { (raw) throws in try FileIO.writeAll(fd, raw, path: path) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    func finish() throws {
+        let digest = hasher.finalize()
+        buffer.append(contentsOf: digest)
+        total += digest.count
+        try flush()
+    }
+}

@@ -1,0 +1,20 @@
+/// Measurements the memory store reports, for the gateway's metrics. Methods are called from the
+/// store's own threads (the journal's sync queue, the caller of `snapshot`, `open` and
+/// `sweepExpired`); implementations must be cheap and thread-safe. Every method has a no-op default.
+public protocol AttestStoreObserver: Sendable {
+    /// One fsync of the journal (and receipts file) took `seconds`.
+    func journalSynced(seconds: Double)
+    /// A snapshot was written.
+    func snapshotWritten(_ report: SnapshotReport)
+    /// `open` restored `keys` keys (snapshot + journal) in `seconds`.
+    func restored(keys: Int, seconds: Double)
+    /// A sweep removed `count` challenges that expired without being consumed.
+    func challengesExpired(_ count: Int)
+}
+
+extension AttestStoreObserver {
+    public func journalSynced(seconds: Double) {}
+    public func snapshotWritten(_ report: SnapshotReport) {}
+    public func restored(keys: Int, seconds: Double) {}
+    public func challengesExpired(_ count: Int) {}
+}

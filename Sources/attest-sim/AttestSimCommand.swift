@@ -1,0 +1,211 @@
+import AppAttest
+import AppAttestSimulator
+import ArgumentParser
+import AttestSim
+import Foundation
+
+/// `attest-sim`: software App Attest devices against a running gateway: a test CA, load runs, attacks.
+@main
+struct AttestSimCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "attest-sim",
+        abstract: "Simulated App Attest devices for attest-gateway: test CA, load generator, attack runner.",
+        subcommands: [CA.self, Run.self, Attack.self]
+    )
+
+    /// Usage errors exit 2 with the message on stderr (ArgumentParser's default is 64); help exits 0.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let exit as ExitCode {
+            Foundation.exit(exit.rawValue)
+        } catch let e as AttestSimError {
+            FileHandle.standardError.write(Data("attest-sim: \(e)\n".utf8))
+            Foundation.exit(2)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                Foundation.exit(0)
+            }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Foundation.exit(2)
+        }
+    }
+}
+
+/// Options shared by `run` and `attack`.
+struct GatewayOptions: ParsableArguments {
+    @Option(help: "The gateway, http://HOST:PORT.")
+    var gateway: String
+
+    @Option(help: "A CA directory made by `attest-sim ca` (its root.pem listed in the gateway's trust.extra_roots).")
+    var ca: String
+
+    @Option(name: .customLong("app-id"), help: "The app id the devices attest for, TEAMID.bundle.id.")
+    var appID: String
+
+    @Option(help: "development or production (the attestation's aaguid).")
+    var environment: String = "development"
+
+    @Option(help: "The gateway's challenge endpoint.")
+    var challengePath: String = "/v1/attest/challenge"
+
+    @Option(help: "The gateway's registration endpoint.")
+    var registerPath: String = "/v1/attest/register"
+
+    @Option(help: "Seconds for each exchange with the gateway.")
+    var timeout: Double = 10
+
+    func endpoint() throws(AttestSimError) -> HTTPEndpoint { try HTTPEndpoint(url: gateway) }
+
+    func app() throws(AttestSimError) -> AppID {
+        do {
+            return try AppID(appID).validated()
+        } catch {
+            throw .usage("--app-id: \(error)")
+        }
+    }
+
+    func env() throws(AttestSimError) -> AttestEnvironment {
+        guard let e = AttestEnvironment(rawValue: environment) else {
+            throw .usage("--environment must be development or production (got \"\(environment)\")")
+        }
+        return e
+    }
+
+    var paths: GatewayPaths { GatewayPaths(challenge: challengePath, register: registerPath) }
+
+    func loadCA() throws(AttestSimError) -> TestCA {
+        do {
+            return try TestCA.load(from: URL(fileURLWithPath: ca))
+        } catch {
+            throw .file("--ca: \(error)")
+        }
+    }
+}
+
+extension AppID {
+    /// Apple's `TEAMID.BUNDLEID` form is required on the command line (a typo would only show as refusals).
+    fileprivate func validated() throws(AppID.ParseError) -> AppID { try AppID(teamID: teamID, bundleID: bundleID) }
+}
+
+struct CA: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a test CA: DIR/root.pem (for trust.extra_roots) and the keys the simulator issues with.")
+
+    @Option(help: "Directory to create the CA in (refuses to overwrite an existing CA).")
+    var out: String
+
+    @Option(help: "Organization and common-name prefix of the CA certificates.")
+    var name: String = "Attest Gateway TEST"
+
+    func run() throws {
+        guard !name.isEmpty, !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+            throw AttestSimError.usage("--name must be non-empty text without control characters")
+        }
+        let dir = URL(fileURLWithPath: out)
+        let ca: TestCA
+        do {
+            ca = try TestCA(name: name)
+        } catch {
+            throw AttestSimError.file("cannot create the CA: \(error)")
+        }
+        do {
+            try ca.write(to: dir)
+        } catch {
+            throw AttestSimError.file("\(error)")
+        }
+        print("created \(dir.appendingPathComponent(TestCA.rootFile).path): list it in gateway.yaml under trust.extra_roots")
+    }
+}
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Register N devices, send M protected requests from C workers, report rate, latency and verdicts.",
+        discussion: "Exits 0 when every legitimate exchange was accepted, 1 otherwise, 2 on usage errors.")
+
+    @OptionGroup var common: GatewayOptions
+
+    @Option(help: "Number of simulated devices (each registers one key).")
+    var devices: Int = 4
+
+    @Option(help: "Protected requests in total, shared evenly among the devices.")
+    var requests: Int = 100
+
+    @Option(help: "Worker threads, each with its own keep-alive connection (at most one per device).")
+    var concurrency: Int = 2
+
+    @Option(help: "Method of the protected requests.")
+    var method: String = "POST"
+
+    @Option(help: "Request-target of the protected requests (a route with an assertion block).")
+    var path: String = "/api/purchase"
+
+    @Option(help: "Body bytes of each protected request.")
+    var bodySize: Int = 256
+
+    @Option(help: "request or body: what the assertion covers (the route's assertion.bind).")
+    var bind: String = "request"
+
+    @Flag(help: "Fetch a challenge for every request instead of using X-App-Attest-Next-Challenge.")
+    var noNextChallenge = false
+
+    @Flag(help: "Baseline: send the same requests without registration, challenge or assertion (to an unprotected route).")
+    var plain = false
+
+    @Flag(help: "Print the report as one JSON object.")
+    var json = false
+
+    func run() throws {
+        guard let binding = Binding(rawValue: bind) else {
+            throw AttestSimError.usage("--bind must be request or body (got \"\(bind)\")")
+        }
+        let options = try RunOptions(
+            endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
+            requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
+            useNextChallenge: !noNextChallenge, plain: plain, timeout: common.timeout)
+        let report = LoadRunner(options: options, ca: try common.loadCA()).run()
+        print(json ? report.json : report.text, terminator: json ? "\n" : "")
+        if !report.passed { throw ExitCode(1) }
+    }
+}
+
+struct Attack: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Try attacks the gateway must refuse, around a legitimate control device.",
+        discussion: """
+            Modes: \(AttackMode.allCases.map(\.rawValue).joined(separator: ", ")), or all.
+            Exits 0 only when every attack was refused with its expected code and the control requests \
+            were accepted; 1 otherwise; 2 on usage errors.
+            """)
+
+    @OptionGroup var common: GatewayOptions
+
+    @Option(help: "One attack mode, or all.")
+    var mode: String = "all"
+
+    @Option(help: "Seconds expired-challenge waits (default: until the challenge's expiresAt plus 1.5 s).")
+    var challengeWait: Double?
+
+    @Option(help: "Method of the protected requests.")
+    var method: String = "POST"
+
+    @Option(help: "Request-target of the protected requests (a route with assertion mode enforce, bind request).")
+    var path: String = "/api/purchase"
+
+    @Flag(help: "Print the report as one JSON object.")
+    var json = false
+
+    func run() throws {
+        let options = try AttackOptions(
+            endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(),
+            modes: AttackMode.parse(mode), challengeWait: challengeWait, method: method, path: path, timeout: common.timeout)
+        let runner = AttackRunner(options: options, ca: try common.loadCA())
+        runner.onNote = { FileHandle.standardError.write(Data("attest-sim: \($0)\n".utf8)) }
+        let report = runner.run()
+        print(json ? report.json : report.text, terminator: json ? "\n" : "")
+        if !report.passed { throw ExitCode(1) }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import GatewayTestSupport
+import Testing
+
+/// The built `attest-sim` next to the test bundle (`swift build --build-tests` builds it), or `$ATTEST_SIM_BIN`.
+var attestSimBinary: URL {
+    if let env = ProcessInfo.processInfo.environment["ATTEST_SIM_BIN"] { return URL(fileURLWithPath: env) }
+    return gatewaydBinary.deletingLastPathComponent().appendingPathComponent("attest-sim")
+}
+
+@Suite("attest-sim command line: usage errors exit 2 and say why", .serialized, .timeLimit(.minutes(1)))
+struct CommandLineTests {
+    static let app = "ABCDE12345.com.example.sim"
+
+    func sim(_ args: [String]) throws -> ProcessResult { try runProcess(attestSimBinary, args, timeout: 30) }
+
+    @Test("bad option values and missing options") func usageErrors() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("attest-sim-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let made = try sim(["ca", "--out", dir.path])
+        #expect(made.status == 0 && made.stdout.contains("root.pem"))
+        let again = try sim(["ca", "--out", dir.path])
+        #expect(again.status == 2 && again.stderr.contains("refusing to overwrite"))
+        let base = ["--gateway", "http://127.0.0.1:1", "--ca", dir.path, "--app-id", Self.app]
+        let cases: [([String], String)] = [
+            (["run"] + base + ["--devices", "0"], "--devices must be at least 1"),
+            (["run"] + base + ["--bind", "header"], "--bind must be request or body"),
+            (["run"] + base + ["--environment", "staging"], "--environment must be development or production"),
+            (["run"] + base + ["--method", "get"], "--method must be an upper-case token"),
+            (["run"] + base + ["--requests", "many"], "--requests"),
+            (["run", "--gateway", "https://127.0.0.1:1", "--ca", dir.path, "--app-id", Self.app], "must start with http://"),
+            (["run", "--gateway", "http://127.0.0.1:1", "--ca", dir.path, "--app-id", "nodot"], "--app-id"),
+            (["run", "--gateway", "http://127.0.0.1:1", "--ca", dir.path + "-missing", "--app-id", Self.app], "ca.json"),
+            (["run", "--ca", dir.path, "--app-id", Self.app], "--gateway"),
+            (["attack"] + base + ["--mode", "everything"], "--mode must be all or one of"),
+            (["attack"] + base + ["--challenge-wait", "5000"], "--challenge-wait must be 0…3600"),
+        ]
+        for (args, message) in cases {
+            let r = try sim(args)
+            #expect(r.status == 2, "\(args): \(r.stderr)")
+            #expect(r.stderr.contains(message), "\(args): \(r.stderr)")
+        }
+        // A gateway that is not there: the run happens and fails (exit 1), it is not a usage error.
+        let down = try sim(["run"] + base + ["--devices", "1", "--requests", "1", "--json"])
+        #expect(down.status == 1)
+        #expect(down.json?["passed"] as? Bool == false)
+    }
+}

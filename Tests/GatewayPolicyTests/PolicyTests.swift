@@ -1,0 +1,96 @@
+import AppAttest
+import GatewayConfig
+import GatewayCrypto
+import GatewayPolicy
+import GatewayStore
+import GatewayWire
+import Testing
+
+@Suite("Policy: the client contract's pure parts")
+struct PolicyTests {
+    @Test func clientDataBindsChallengeMethodTargetAndBodyHash() {
+        let cd = ClientData.forRequest(challenge: "abc", method: "POST", target: "/api/purchase?x=1", body: Array("{}".utf8))
+        #expect(String(decoding: cd, as: UTF8.self)
+            == "abc\nPOST\n/api/purchase?x=1\n44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+        // An empty body hashes the empty string.
+        #expect(String(decoding: ClientData.forRequest(challenge: "c", method: "GET", target: "/", body: []), as: UTF8.self)
+            .hasSuffix("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
+    }
+
+    @Test func keyIDEncodingsAreDetected() {
+        let raw = (0..<32).map { UInt8($0 * 7 % 256) }
+        #expect(BinaryEncoding.decode(Base64.encode(raw)) == (raw, .base64Standard))
+        let url = Base64.encodeURL([UInt8](repeating: 0xfb, count: 32))
+        #expect(BinaryEncoding.decode(url).encoding == .base64URL)
+        #expect(BinaryEncoding.decode(url).bytes == [UInt8](repeating: 0xfb, count: 32))
+        #expect(BinaryEncoding.decode(Hex.encode(raw)) == (raw, .hex))
+        #expect(BinaryEncoding.decode("not base64!").encoding == .invalid)
+    }
+
+    @Test func challengesTravelAsUnpaddedBase64URL() throws {
+        let token = try #require(ChallengeToken([UInt8](repeating: 0xff, count: 16)))
+        let text = ChallengeText.encode(token)
+        #expect(text == "_____________________w")
+        #expect(ChallengeText.decode(text) == token)
+        #expect(ChallengeText.decode("AAAA") == nil)  // 3 bytes: too short to be ours
+        #expect(ChallengeText.decode(String(repeating: "A", count: 200)) == nil)
+    }
+
+    @Test func challengeRequestBodies() throws {
+        #expect(try ChallengeEndpoint.request(body: [], ttlMillis: 1000).get() == ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1000))
+        let key = Base64.encode([UInt8](repeating: 1, count: 32))
+        let bound = try? ChallengeEndpoint.request(body: Array("{\"purpose\":\"assert\",\"keyId\":\"\(key)\"}".utf8), ttlMillis: 5).get()
+        #expect(bound == ChallengeRequest(purpose: .assert, keyID: KeyID([UInt8](repeating: 1, count: 32)), ttlMillis: 5))
+        for (body, code) in [("{\"purpose\":\"x\"}", GateError.badJSON), ("{\"purpose\":1}", .badJSON), ("[]", .badJSON),
+                             ("{\"keyId\":\"AAAA\"}", .malformed), ("{", .badJSON)] {
+            guard case .failure(let e) = ChallengeEndpoint.request(body: Array(body.utf8), ttlMillis: 5) else {
+                Issue.record("\(body) accepted")
+                continue
+            }
+            #expect(e.error == code, "\(body)")
+        }
+    }
+
+    @Test func errorsMapToStatusAndAction() {
+        #expect(GateError.keyUnknown.status == 401 && GateError.keyUnknown.action == .reattest)
+        #expect(GateError.challengeConsumed.action == .rechallenge)
+        #expect(GateError.badSignature.action == ClientAction.none)
+        #expect(GateError.appNotAllowed.status == 403)
+        #expect(GateError.environmentNotAllowed.status == 403 && GateError.environmentNotAllowed.action == .reattest)
+        #expect(GateError.storeUnavailable.status == 503)
+        #expect(GateError.badJSON.status == 400)
+        // Every verifier code has a gateway code of the same spelling.
+        for code in AppAttestError.Code.allCases { #expect(GateError(rawValue: code.rawValue) != nil, "\(code)") }
+        for r in ChallengeRejection.allCases { #expect(GateError(r).rawValue == r.rawValue) }
+    }
+
+    @Test func rolloutIsStableAndProportional() {
+        var rng = SystemRandomNumberGenerator()
+        let keys = (0..<4000).map { _ in (0..<32).map { _ in UInt8.random(in: 0...255, using: &rng) } }
+        let enforced = keys.filter { Rollout.enforces(keyID: $0, basisPoints: 2500) }.count
+        #expect((800...1200).contains(enforced))
+        for k in keys.prefix(50) { #expect(Rollout.enforces(keyID: k, basisPoints: 2500) == Rollout.enforces(keyID: k, basisPoints: 2500)) }
+        #expect(Rollout.enforces(keyID: nil, basisPoints: 10_000))
+        #expect(!Rollout.enforces(keyID: nil, basisPoints: 9_999))
+        #expect(keys.allSatisfy { !Rollout.enforces(keyID: $0, basisPoints: 0) })
+    }
+
+    @Test func rfc3339() {
+        #expect(RFC3339.format(millis: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(RFC3339.format(millis: 1_795_442_709_123) == "2026-11-23T14:05:09.123Z")
+    }
+
+    @Test func appPolicyChecksEnvironmentCategoryAndBundleVersion() throws {
+        let config = AppConfig(
+            teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.production],
+            validationCategories: [.appStore, .testflight], minBundleVersion: BundleVersion("4.2"))
+        let policy = try AttestPolicy(apps: [config], extraRoots: [], challengeTTLMillis: 300_000)
+        let app = try #require(policy.apps["ABCDE12345.com.example.shop"])
+        #expect(policy.refusal(app: app, environment: .production, validationCategory: nil, bundleVersion: nil) == nil)
+        #expect(policy.refusal(app: app, environment: .development, validationCategory: nil, bundleVersion: nil)?.error == .environmentNotAllowed)
+        #expect(policy.refusal(app: app, environment: .production, validationCategory: 4, bundleVersion: "4.10")  == nil)
+        #expect(policy.refusal(app: app, environment: .production, validationCategory: 3, bundleVersion: nil)?.error == .validationCategoryNotAllowed)
+        #expect(policy.refusal(app: app, environment: .production, validationCategory: 2, bundleVersion: "4.1.9")?.error == .bundleVersionTooOld)
+        #expect(policy.refusal(app: app, environment: .production, validationCategory: nil, bundleVersion: "garbage")?.error == .bundleVersionTooOld)
+    }
+}
