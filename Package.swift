@@ -122,6 +122,7 @@ let package = Package(
             dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
         ),
         .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "GatewayCrypto", "GatewayWire"]),
+        .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(
             name: "AttestSimTests",
             dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]

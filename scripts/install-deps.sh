@@ -10,14 +10,19 @@ packages=(
   openssl          # the openssl CLI, used by tests that cross-check certificates
   curl             # the HTTP client of the integration tests
   nginx            # the real upstream of the integration tests (started privately by each test)
+  systemd          # systemd-analyze: verifies deploy/systemd (Tests/DeployTests)
+  prometheus       # promtool: checks and unit-tests deploy/prometheus rules, dashboard PromQL
+  redis-server     # loads deploy/kubernetes' redis.conf (Tests/DeployTests)
+  python3-venv     # the venv holding kubernetes-validate (below)
+  busybox          # the container HEALTHCHECK client, run against a live gatewayd (Tests/DeployTests)
+  strace           # traces gatewayd against the systemd unit's sandbox (Tests/DeployTests)
 )
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
+if [ ${#missing[@]} -gt 0 ]; then
 echo "installing: ${missing[*]}" >&2
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -27,3 +32,11 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# kubernetes-validate (PyPI; ships the Kubernetes schemas, validates offline) for deploy/kubernetes.
+venv="$(dirname "$0")/../.build-tools/venv"
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  { python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check kubernetes-validate==1.37.0 >/dev/null; } \
+    || echo "warning: kubernetes-validate not installed: its checks skip (and fail under CI=true)" >&2
+fi
