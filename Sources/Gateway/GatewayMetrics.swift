@@ -23,6 +23,11 @@ public final class GatewayMetrics: Sendable {
     public static let refusedConnectionsName = "attest_gateway_connections_refused_total"
     public static let poolConnections = "attest_gateway_upstream_pool_connections"
     public static let configReloads = "attest_gateway_config_reloads_total"
+    public static let tlsHandshakes = "attest_gateway_tls_handshakes_total"
+    public static let tlsHandshakeFailures = "attest_gateway_tls_handshake_failures_total"
+    /// TLS counters by label set (`listener|version|resumed`, `listener|reason`): bounded by the
+    /// listeners, two versions and the fixed failure reasons. One lock per handshake, not per request.
+    private let tlsCounters = Mutex<[String: Counter]>([:])
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
@@ -37,6 +42,28 @@ public final class GatewayMetrics: Sendable {
     /// Connections closed at accept: over `limits.max_connections`, or out of descriptors.
     func connectionRefused() { refusedConnections.increment() }
     func reloaded(success: Bool) { (success ? reloadsOK : reloadsFailed).increment() }
+
+    /// A completed TLS handshake on a listener.
+    func tlsHandshake(listener: String, version: String, resumed: Bool) {
+        tlsCounter(
+            "\(listener)|\(version)|\(resumed)", Self.tlsHandshakes,
+            [("listener", listener), ("version", version), ("resumed", resumed ? "true" : "false")]
+        ).increment()
+    }
+
+    /// A failed TLS handshake on a listener; `reason` is a `TLSFailure.Kind` raw value or `timeout`.
+    func tlsHandshakeFailed(listener: String, reason: String) {
+        tlsCounter("\(listener)|\(reason)", Self.tlsHandshakeFailures, [("listener", listener), ("reason", reason)]).increment()
+    }
+
+    private func tlsCounter(_ key: String, _ label: String, _ dimensions: [(String, String)]) -> Counter {
+        tlsCounters.withLock { cache in
+            if let c = cache[key] { return c }
+            let c = Counter(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = c
+            return c
+        }
+    }
 
     /// One loop's view of one upstream pool (reported once a second per loop); the gauges show the
     /// sum over loops.

@@ -54,11 +54,15 @@ final class GatewayRouter: RequestRouter {
         for (name, target) in runtime.targets {
             if let p = previous[name], p.target.address == target.address, p.target.maxConnections == target.maxConnections,
                 p.target.connectTimeoutMillis == target.connectTimeoutMillis,
-                p.target.responseTimeoutMillis == target.responseTimeoutMillis
+                p.target.responseTimeoutMillis == target.responseTimeoutMillis, p.target.tls === target.tls
             {
                 pools[name] = p
             } else {
-                pools[name] = UpstreamPool(target: target, loop: loop)
+                let pool = UpstreamPool(target: target, loop: loop)
+                pool.onTLSFailure = { f in
+                    GatewayEvents.log("warning", "upstream TLS handshake failed", [("upstream", name), ("error", f.description)])
+                }
+                pools[name] = pool
             }
         }
         for (name, p) in previous where pools[name] !== p { p.retire() }
