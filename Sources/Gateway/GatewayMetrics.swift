@@ -25,6 +25,7 @@ public final class GatewayMetrics: Sendable {
     public static let configReloads = "attest_gateway_config_reloads_total"
     public static let tlsHandshakes = "attest_gateway_tls_handshakes_total"
     public static let tlsHandshakeFailures = "attest_gateway_tls_handshake_failures_total"
+    public static let upstreamTLSFailures = "attest_gateway_upstream_tls_failures_total"
     /// TLS counters by label set (`listener|version|resumed`, `listener|reason`): bounded by the
     /// listeners, two versions and the fixed failure reasons. One lock per handshake, not per request.
     private let tlsCounters = Mutex<[String: Counter]>([:])
@@ -54,6 +55,11 @@ public final class GatewayMetrics: Sendable {
     /// A failed TLS handshake on a listener; `reason` is a `TLSFailure.Kind` raw value or `timeout`.
     func tlsHandshakeFailed(listener: String, reason: String) {
         tlsCounter("\(listener)|\(reason)", Self.tlsHandshakeFailures, [("listener", listener), ("reason", reason)]).increment()
+    }
+
+    /// A failed TLS handshake with an https upstream (the request gets 502 `upstream_tls`).
+    func upstreamTLSFailed(upstream: String, reason: String) {
+        tlsCounter("up|\(upstream)|\(reason)", Self.upstreamTLSFailures, [("upstream", upstream), ("reason", reason)]).increment()
     }
 
     private func tlsCounter(_ key: String, _ label: String, _ dimensions: [(String, String)]) -> Counter {

@@ -59,7 +59,9 @@ final class GatewayRouter: RequestRouter {
                 pools[name] = p
             } else {
                 let pool = UpstreamPool(target: target, loop: loop)
+                let shared = metrics.shared
                 pool.onTLSFailure = { f in
+                    shared.upstreamTLSFailed(upstream: name, reason: f.kind.rawValue)
                     GatewayEvents.log("warning", "upstream TLS handshake failed", [("upstream", name), ("error", f.description)])
                 }
                 pools[name] = pool
