@@ -84,7 +84,8 @@ public final class GatewayServer: @unchecked Sendable {
             let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "gateway.tls-tickets"))
             let every = DispatchTimeInterval.seconds(Int(TLSDefaults.ticketKeyRotationInterval.components.seconds))
             t.schedule(deadline: .now() + every, repeating: every, leeway: .seconds(1))
-            t.setEventHandler { [unowned self] in runtime.ticketKeys.rotate() }
+            let keys = rt.ticketKeys  // the same object for the process's life: every reload passes it on
+            t.setEventHandler { keys.rotate() }
             t.resume()
             ticketRotation = t
         }
