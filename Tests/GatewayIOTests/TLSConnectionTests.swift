@@ -60,6 +60,9 @@ final class TLSEchoServer: ConnectionDelegate, @unchecked Sendable {
         self.loop = loop
         try loop.queue.sync {
             listener = try Listener(address: try SocketAddress("127.0.0.1:0"), loop: loop, reusePort: false) { [unowned self] fd, peer in
+                // Small kernel buffers, so that a client that does not read makes the output queue grow.
+                var size: Int32 = 32 * 1024
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
                 guard let c = try? Connection(fd: fd, loop: loop, peer: peer, tls: context.makeSession()) else {
                     Socket.close(fd)
                     return
@@ -116,8 +119,12 @@ final class TLSEchoClient: ConnectionDelegate, @unchecked Sendable {
     var closed = false
     let done = DispatchSemaphore(value: 0)
 
-    init(port: UInt16, context: TLSClientContext, payload: [UInt8], expect: Int) throws {
+    /// With `holdReading`, the client reads nothing until `resumeReading()` (to build back-pressure).
+    let holdReading: Bool
+
+    init(port: UInt16, context: TLSClientContext, payload: [UInt8], expect: Int, holdReading: Bool = false) throws {
         self.payload = payload
+        self.holdReading = holdReading
         self.expect = expect
         let address = try SocketAddress("127.0.0.1:\(port)")
         try loop.queue.sync {
@@ -125,6 +132,10 @@ final class TLSEchoClient: ConnectionDelegate, @unchecked Sendable {
             switch Socket.connect(address) {
             case .failed(let e): throw e
             case .connected(let fd), .inProgress(let fd):
+                if holdReading {
+                    var size: Int32 = 32 * 1024
+                    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+                }
                 let c = try Connection(fd: fd, loop: loop, peer: address, connecting: true, tls: session)
                 c.delegate = self
                 connection = c
@@ -132,8 +143,11 @@ final class TLSEchoClient: ConnectionDelegate, @unchecked Sendable {
         }
     }
 
+    func resumeReading() { loop.queue.sync { connection?.resumeReading() } }
+
     func connectionDidConnect(_ c: Connection) {
         connected = true
+        if holdReading { c.pauseReading() }
         var i = 0
         while i < payload.count {  // in pieces, as a producer would
             let end = min(payload.count, i + 100_000)
@@ -173,9 +187,17 @@ struct TLSConnectionTests {
         let server = try TLSEchoServer(loop: EventLoop(index: 0), context: try files.serverContext())
         defer { server.stop() }
         let payload = (0..<(4 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 13) }
-        let client = try TLSEchoClient(port: server.port, context: try files.clientContext(), payload: payload, expect: payload.count)
+        let client = try TLSEchoClient(
+            port: server.port, context: try files.clientContext(), payload: payload, expect: payload.count, holdReading: true)
         defer { client.stop() }
-        #expect(client.done.wait(timeout: .now() + 30) == .success)
+        // The client reads nothing: the server's output queue passes its mark and it stops reading.
+        var left = 1000
+        while server.loop.queue.sync(execute: { server.pauses }) == 0 && left > 0 {
+            usleep(20_000)
+            left -= 1
+        }
+        client.resumeReading()
+        #expect(client.done.wait(timeout: .now() + 60) == .success)
         let (received, connected, info) = client.on { (client.received, client.connected, client.connection?.tlsInfo) }
         #expect(connected)
         #expect(received.count == payload.count)
@@ -185,6 +207,7 @@ struct TLSConnectionTests {
         #expect(handshakes.count == 1)
         #expect(handshakes.first?.version == .tls13)
         #expect(pauses > 0, "the echo never had to pause: back-pressure untested")
+        #expect(server.loop.queue.sync { server.connections.values.allSatisfy { $0.outboundBytes == 0 } })
     }
 
     @Test("close() sends close_notify: the peer sees an end of stream and closes in turn")
