@@ -39,14 +39,15 @@ let package = Package(
         // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
         .target(name: "GatewayHTTP", dependencies: ["CGatewayNGHTTP2"], swiftSettings: strict),
 
-        // Event loops (epoll under one Dispatch source each), sockets, timers. The only target that touches descriptors.
-        .target(name: "GatewayIO", dependencies: ["CGatewaySystem"], swiftSettings: strict),
+        // Event loops (epoll under one Dispatch source each), sockets, timers, TLS sessions (GatewayCrypto) under
+        // connections. The only target that touches descriptors.
+        .target(name: "GatewayIO", dependencies: ["CGatewaySystem", "GatewayCrypto"], swiftSettings: strict),
 
         // gateway.yaml to a strictly validated, typed GatewayConfig (the only target that knows YAML keys).
         .target(name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
 
         // Reverse proxying: routes, upstream pools, the HTTP/1.1 exchange between downstream and upstream.
-        .target(name: "GatewayProxy", dependencies: ["GatewayIO", "GatewayHTTP", "GatewayWire"], swiftSettings: strict),
+        .target(name: "GatewayProxy", dependencies: ["GatewayIO", "GatewayHTTP", "GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
         // The composition root: config compiled into loops, listeners, routers and pools; admin, reload, drain.
         .target(
@@ -108,7 +109,7 @@ let package = Package(
         // Shared by the test targets: the real-device vectors, the built binary, processes.
         .target(name: "GatewayTestSupport", dependencies: ["AppAttest", "GatewayWire", "GatewayStore"], path: "Tests/GatewayTestSupport"),
         .testTarget(name: "GatewayWireTests", dependencies: ["GatewayWire", "GatewayTestSupport"]),
-        .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayTestSupport"]),
+        .testTarget(name: "GatewayIOTests", dependencies: ["GatewayIO", "GatewayCrypto", "GatewayTestSupport"]),
         .testTarget(name: "GatewayProxyTests", dependencies: ["GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayTestSupport"]),
         .testTarget(
             name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "CGatewayNGHTTP2", "GatewayTestSupport"], exclude: ["Resources"]

@@ -26,6 +26,12 @@ public final class GatewayMetrics: Sendable {
     public static let configReloads = "attest_gateway_config_reloads_total"
     public static let h2StreamsReset = "attest_gateway_h2_streams_reset_total"
     public static let h2Goaways = "attest_gateway_h2_goaway_total"
+    public static let tlsHandshakes = "attest_gateway_tls_handshakes_total"
+    public static let tlsHandshakeFailures = "attest_gateway_tls_handshake_failures_total"
+    public static let upstreamTLSFailures = "attest_gateway_upstream_tls_failures_total"
+    /// TLS counters by label set (`listener|version|resumed`, `listener|reason`): bounded by the
+    /// listeners, two versions and the fixed failure reasons. One lock per handshake, not per request.
+    private let tlsCounters = Mutex<[String: Counter]>([:])
 
     public init(factory: any MetricsFactory) {
         self.factory = factory
@@ -53,6 +59,33 @@ public final class GatewayMetrics: Sendable {
             let key = label + "|" + reason
             if let c = cache[key] { return c }
             let c = Counter(label: label, dimensions: [("reason", reason)], factory: factory)
+            cache[key] = c
+            return c
+        }
+    }
+
+    /// A completed TLS handshake on a listener.
+    func tlsHandshake(listener: String, version: String, resumed: Bool) {
+        tlsCounter(
+            "\(listener)|\(version)|\(resumed)", Self.tlsHandshakes,
+            [("listener", listener), ("version", version), ("resumed", resumed ? "true" : "false")]
+        ).increment()
+    }
+
+    /// A failed TLS handshake on a listener; `reason` is a `TLSFailure.Kind` raw value or `timeout`.
+    func tlsHandshakeFailed(listener: String, reason: String) {
+        tlsCounter("\(listener)|\(reason)", Self.tlsHandshakeFailures, [("listener", listener), ("reason", reason)]).increment()
+    }
+
+    /// A failed TLS handshake with an https upstream (the request gets 502 `upstream_tls`).
+    func upstreamTLSFailed(upstream: String, reason: String) {
+        tlsCounter("up|\(upstream)|\(reason)", Self.upstreamTLSFailures, [("upstream", upstream), ("reason", reason)]).increment()
+    }
+
+    private func tlsCounter(_ key: String, _ label: String, _ dimensions: [(String, String)]) -> Counter {
+        tlsCounters.withLock { cache in
+            if let c = cache[key] { return c }
+            let c = Counter(label: label, dimensions: dimensions, factory: factory)
             cache[key] = c
             return c
         }

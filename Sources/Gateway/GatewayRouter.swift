@@ -54,11 +54,17 @@ final class GatewayRouter: RequestRouter {
         for (name, target) in runtime.targets {
             if let p = previous[name], p.target.address == target.address, p.target.maxConnections == target.maxConnections,
                 p.target.connectTimeoutMillis == target.connectTimeoutMillis,
-                p.target.responseTimeoutMillis == target.responseTimeoutMillis
+                p.target.responseTimeoutMillis == target.responseTimeoutMillis, p.target.tls === target.tls
             {
                 pools[name] = p
             } else {
-                pools[name] = UpstreamPool(target: target, loop: loop)
+                let pool = UpstreamPool(target: target, loop: loop)
+                let shared = metrics.shared
+                pool.onTLSFailure = { f in
+                    shared.upstreamTLSFailed(upstream: name, reason: f.kind.rawValue)
+                    GatewayEvents.log("warning", "upstream TLS handshake failed", [("upstream", name), ("error", f.description)])
+                }
+                pools[name] = pool
             }
         }
         for (name, p) in previous where pools[name] !== p { p.retire() }
@@ -113,7 +119,7 @@ enum DemoUpstream {
         responseHeaders: HTTPFields
     ) -> LocalResponse {
         var fields = request.head.headers
-        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: "http", host: request.head.headers["Host"])
+        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"])
         editHeaders(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }

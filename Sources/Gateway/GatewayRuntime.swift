@@ -35,10 +35,28 @@ public final class GatewayRuntime: Sendable {
     public let extraRootSubjects: [String]
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
     public let stripVerifiedHeader: @Sendable (inout HTTPFields) -> Void
+    /// Listener name → its TLS context (certificates read and checked now), for TLS listeners.
+    public let listenerTLS: [String: TLSServerContext]
+    /// Session ticket keys shared by every TLS listener, carried over from the previous runtime on
+    /// reload (clients keep resuming); rotated hourly by the server.
+    public let ticketKeys: TLSTicketKeys
 
-    public init(_ config: GatewayConfig, coreCount: Int) throws(CompileError) {
+    /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
+    public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
         self.config = config
         workers = config.workers.resolved(coreCount: coreCount)
+        let keys = previous?.ticketKeys ?? TLSTicketKeys()
+        ticketKeys = keys
+        var listenerTLS: [String: TLSServerContext] = [:]
+        for l in config.listeners {
+            guard let tls = l.tls else { continue }
+            do {
+                listenerTLS[l.name] = try TLSServerContext(configuration: Self.serverConfiguration(l, tls), ticketKeys: keys)
+            } catch {
+                throw CompileError(description: "listener \(l.name): tls: \(error.message)")
+            }
+        }
+        self.listenerTLS = listenerTLS
         var targets: [String: GatewayProxy.UpstreamTarget] = [:]
         var demo: Set<String> = []
         for u in config.upstreams {
@@ -46,8 +64,14 @@ public final class GatewayRuntime: Sendable {
             case .demo:
                 demo.insert(u.name)
             case .url(let url):
-                guard url.scheme == .http else {
-                    throw CompileError(description: "upstream \(u.name): https upstreams arrive with the TLS work; use http:// for now")
+                var client: TLSClientContext?
+                if url.scheme == .https {
+                    let t = u.tls ?? UpstreamTLSConfig()
+                    do {
+                        client = try TLSClientContext(configuration: Self.clientConfiguration(t))
+                    } catch {
+                        throw CompileError(description: "upstream \(u.name): tls: \(error.message)")
+                    }
                 }
                 let address: SocketAddress
                 do {
@@ -59,7 +83,8 @@ public final class GatewayRuntime: Sendable {
                     name: u.name, address: address,
                     maxConnections: max(1, (u.maxConnections + workers - 1) / workers),
                     connectTimeoutMillis: u.connectTimeout.millis, responseTimeoutMillis: u.responseTimeout.millis,
-                    idleTimeoutMillis: u.idleTimeout.millis)
+                    idleTimeoutMillis: u.idleTimeout.millis,
+                    tls: client, tlsServerName: client == nil ? nil : (u.tls?.serverName ?? url.host))
             }
         }
         self.targets = targets
@@ -105,6 +130,19 @@ public final class GatewayRuntime: Sendable {
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),
             idleTimeoutMillis: l.idleTimeout.millis, headerTimeoutMillis: l.headerTimeout.millis,
             bodyTimeoutMillis: l.bodyTimeout.millis)
+    }
+
+    /// ALPN `h2,http/1.1` when the listener speaks HTTP/2, else `http/1.1` only.
+    static func serverConfiguration(_ l: ListenerConfig, _ tls: TLSConfig) -> TLSServerConfiguration {
+        TLSServerConfiguration(
+            certificates: tls.certificates.map {
+                .init(certificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath, serverNames: $0.serverNames)
+            },
+            alpnProtocols: l.protocols.contains(.h2c) ? ["h2", "http/1.1"] : ["http/1.1"])
+    }
+
+    static func clientConfiguration(_ t: UpstreamTLSConfig) -> TLSClientConfiguration {
+        TLSClientConfiguration(caFile: t.caFile, verify: t.verify, clientCertificatePath: t.clientCertificate, clientKeyPath: t.clientKey)
     }
 
     /// The first route whose match holds (file order).

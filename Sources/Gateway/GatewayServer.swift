@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GatewayConfig
+import GatewayCrypto
 import GatewayHTTP
 import GatewayIO
 import GatewayProxy
@@ -23,6 +24,9 @@ public final class GatewayServer: @unchecked Sendable {
     private let configPath: String?
     private let state = Mutex<State>(.starting)
     private var signalSources: [any DispatchSourceSignal] = []
+    /// Rotates the TLS session ticket keys every `TLSDefaults.ticketKeyRotationInterval` (one timer
+    /// for every listener: the keys are shared and survive reloads).
+    private var ticketRotation: (any DispatchSourceTimer)?
     private let stopped = DispatchSemaphore(value: 0)
 
     enum State { case starting, serving, draining, stopped }
@@ -61,18 +65,35 @@ public final class GatewayServer: @unchecked Sendable {
             var served: ServedProtocols = []
             if l.protocols.contains(.http1) { served.insert(.http1) }
             if l.protocols.contains(.h2c) { served.insert(.h2c) }
+            let tls = rt.listenerTLS[l.name]
             let server = try HTTPServer(
                 address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections,
-                protocols: served
+                scheme: tls == nil ? "http" : "https", protocols: served, tls: tls
             ) { loop in routerTable.router(for: loop) }
             server.onHTTP2StreamReset = { reason in metrics.http2StreamReset(reason: reason) }
             server.onHTTP2Goaway = { reason in metrics.http2Goaway(reason: reason) }
+            if tls != nil {
+                let name = l.name
+                server.onTLSHandshake = { _, info in
+                    metrics.tlsHandshake(listener: name, version: info.version.rawValue, resumed: info.resumed)
+                }
+                server.onTLSFailure = { _, reason in metrics.tlsHandshakeFailed(listener: name, reason: reason) }
+            }
             server.onAccept = { _ in metrics.connectionOpened() }
             server.onClose = { _ in metrics.connectionClosed() }
             server.onRefuse = { _ in metrics.connectionRefused() }
             servers.append((l.name, server))
         }
         store.startMaintenance()
+        if !rt.listenerTLS.isEmpty {
+            let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "gateway.tls-tickets"))
+            let every = DispatchTimeInterval.seconds(Int(TLSDefaults.ticketKeyRotationInterval.components.seconds))
+            t.schedule(deadline: .now() + every, repeating: every, leeway: .seconds(1))
+            let keys = rt.ticketKeys  // the same object for the process's life: every reload passes it on
+            t.setEventHandler { keys.rotate() }
+            t.resume()
+            ticketRotation = t
+        }
         state.withLock { $0 = .serving }
     }
 
@@ -120,7 +141,7 @@ public final class GatewayServer: @unchecked Sendable {
         let next: GatewayRuntime
         do {
             let config = try GatewayConfig.load(path: path)
-            next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
+            next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount, previous: runtime)
             if config.listeners != runtime.config.listeners || config.admin != runtime.config.admin {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
@@ -133,6 +154,10 @@ public final class GatewayServer: @unchecked Sendable {
             return
         }
         runtime = next
+        // New TLS handshakes use the certificates just read; open connections keep their sessions.
+        for (name, server) in servers {
+            if let context = next.listenerTLS[name], server.tls != nil { server.replaceTLSContext(context) }
+        }
         Self.warnAboutExtraRoots(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
         metrics.reloaded(success: true)
@@ -153,6 +178,7 @@ public final class GatewayServer: @unchecked Sendable {
         for (_, s) in servers { cut += s.drain(deadlineMillis: deadline) }
         admin?.drain(deadlineMillis: 0)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
+        ticketRotation?.cancel()
         for loop in loops { loop.shutdown() }
         // Nothing can change the store any more: the final snapshot marks a clean stop.
         store?.close()

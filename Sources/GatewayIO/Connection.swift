@@ -1,4 +1,5 @@
 import CGatewaySystem
+import GatewayCrypto
 import Glibc
 
 /// What a connection tells its owner, on the loop.
@@ -13,17 +14,31 @@ public protocol ConnectionDelegate: AnyObject {
     func connectionDidConnect(_ connection: Connection)
     /// The connection is closed; `error` when it broke rather than ended.
     func connectionDidClose(_ connection: Connection, error: Socket.Error?)
+    /// TLS only: the handshake finished (before any plaintext is delivered). The delegate may be
+    /// replaced here (e.g. by the protocol handler ALPN chose); the new one gets the plaintext.
+    func connectionDidCompleteHandshake(_ connection: Connection, info: TLSConnectionInfo)
+    /// TLS only: the handshake failed (or plain HTTP reached a TLS port); the connection closes next.
+    func connectionDidFailHandshake(_ connection: Connection, failure: TLSFailure)
 }
 
 extension ConnectionDelegate {
     public func connectionDidReadEOF(_ connection: Connection) { connection.close() }
     public func connectionDidDrain(_ connection: Connection) {}
     public func connectionDidConnect(_ connection: Connection) {}
+    public func connectionDidCompleteHandshake(_ connection: Connection, info: TLSConnectionInfo) {}
+    public func connectionDidFailHandshake(_ connection: Connection, failure: TLSFailure) {}
 }
 
 /// A non-blocking TCP connection on one loop: edge-triggered reads into `inbound` (paused on request,
 /// for back-pressure), a write queue flushed as the socket allows, and close exactly once.
 /// Loop-confined: every method runs on `loop.queue`.
+///
+/// With a `TLSSession` (`init(…, tls:)`) the connection is a TLS transport and its users still see
+/// plaintext: socket bytes are fed to the session and the decrypted bytes land in `inbound`; the
+/// write queue holds plaintext, encrypted as the socket takes ciphertext (`outboundBytes` counts
+/// both, so back-pressure is unchanged). The handshake is reported through
+/// `connectionDidCompleteHandshake`/`connectionDidFailHandshake`; a client connection reports
+/// `connectionDidConnect` only once its handshake is done. `close()` sends close_notify.
 public final class Connection: FileEventHandler {
     public let fd: Int32
     public let loop: EventLoop
@@ -35,7 +50,15 @@ public final class Connection: FileEventHandler {
     /// across exchanges, so that what one event produces (a head and its body) leaves in one send.
     private var outbound: [UInt8] = []
     private var outboundStart = 0
-    public var outboundBytes: Int { outbound.count - outboundStart }
+    /// Bytes not yet taken by the socket: queued (plaintext with TLS) plus ciphertext waiting in the session.
+    public var outboundBytes: Int { queuedBytes + (tls?.pendingCiphertextCount ?? 0) }
+    private var queuedBytes: Int { outbound.count - outboundStart }
+    /// The TLS session between the socket and `inbound`/the write queue; nil for plain TCP.
+    public let tls: TLSSession?
+    /// True until the TLS handshake is done (always false without TLS).
+    public private(set) var isHandshaking = false
+    /// What the TLS handshake agreed on, once done.
+    public private(set) var tlsInfo: TLSConnectionInfo?
     public private(set) var isClosed = false
     public private(set) var isConnecting = false
     private var readPaused = false
@@ -55,11 +78,17 @@ public final class Connection: FileEventHandler {
 
 
     /// Adopts an accepted or connected descriptor and registers it with `loop`.
-    public init(fd: Int32, loop: EventLoop, peer: SocketAddress?, connecting: Bool = false) throws(Socket.Error) {
+    /// With `tls`, the connection runs that session's handshake first (a client session's ClientHello
+    /// leaves once connected).
+    public init(fd: Int32, loop: EventLoop, peer: SocketAddress?, connecting: Bool = false, tls: TLSSession? = nil)
+        throws(Socket.Error)
+    {
         self.fd = fd
         self.loop = loop
         self.peer = peer
         self.isConnecting = connecting
+        self.tls = tls
+        self.isHandshaking = tls != nil
         try loop.register(fd: fd, handler: self)
     }
 
@@ -73,7 +102,11 @@ public final class Connection: FileEventHandler {
                 return
             }
             isConnecting = false
-            delegate?.connectionDidConnect(self)
+            if tls != nil {
+                flush()  // the ClientHello; `connectionDidConnect` follows the handshake
+            } else {
+                delegate?.connectionDidConnect(self)
+            }
             guard !isClosed else { return }
         }
         if writable {
@@ -108,17 +141,37 @@ public final class Connection: FileEventHandler {
         while !isClosed && !readPaused {
             switch Socket.read(fd, into: scratch) {
             case .bytes(let n):
-                inbound.append(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
                 total += n
-                gotData = true
+                if let tls {
+                    let before = inbound.readableBytes
+                    let outcome = feedTLS(tls, UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+                    if inbound.readableBytes > before { gotData = true }
+                    switch outcome {
+                    case .more:
+                        break
+                    case .stop:
+                        return
+                    case .peerClosed:
+                        // close_notify: what it ended is delivered, then the end (like a TCP EOF).
+                        readPending = false
+                        if gotData { delegate?.connectionDidRead(self) }
+                        guard !isClosed, !peerClosed else { return }
+                        peerClosed = true
+                        delegate?.connectionDidReadEOF(self)
+                        return
+                    }
+                } else {
+                    inbound.append(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+                    gotData = true
+                }
                 if n < scratch.count && !sawHangup {
                     // A short read: the socket is drained (a later arrival raises a new edge).
                     readPending = false
-                    delegate?.connectionDidRead(self)
+                    if gotData { delegate?.connectionDidRead(self) }
                     return
                 }
                 if total >= Self.readBudget {
-                    delegate?.connectionDidRead(self)
+                    if gotData { delegate?.connectionDidRead(self) }
                     loop.enqueue { [self] in if !isClosed && !readPaused { readAvailable() } }
                     return
                 }
@@ -141,6 +194,66 @@ public final class Connection: FileEventHandler {
             }
         }
         if gotData { delegate?.connectionDidRead(self) }
+    }
+
+    private enum TLSInput { case more, stop, peerClosed }
+
+    /// Feeds ciphertext to the session: advances the handshake (reporting its end), moves all the
+    /// plaintext now available into `inbound` (the session keeps no decrypted bytes behind, so a paused
+    /// reader has nothing to pick up later but the kernel's), and sends what the session queued.
+    private func feedTLS(_ tls: TLSSession, _ bytes: UnsafeRawBufferPointer) -> TLSInput {
+        tls.feed(bytes)
+        if isHandshaking {
+            switch tls.handshakeState {
+            case .inProgress:
+                flush()  // handshake messages
+                return isClosed ? .stop : .more
+            case .plainHTTPOnTLSPort:
+                isHandshaking = false
+                delegate?.connectionDidFailHandshake(self, failure: TLSFailure(.plainHTTP, "plain HTTP request on a TLS port"))
+                guard !isClosed else { return .stop }
+                // In clear, best effort (it is small), then closed.
+                _ = TLSSession.plainHTTPRejection.withUnsafeBytes { Socket.write(fd, $0) }
+                Glibc.shutdown(fd, Int32(SHUT_WR))
+                finish(error: nil)
+                return .stop
+            case .failed(let f):
+                isHandshaking = false
+                sendCiphertextOnce(tls)  // the alert, best effort
+                delegate?.connectionDidFailHandshake(self, failure: f)
+                finish(error: nil)
+                return .stop
+            case .done(let info):
+                isHandshaking = false
+                tlsInfo = info
+                delegate?.connectionDidCompleteHandshake(self, info: info)
+                guard !isClosed else { return .stop }
+                if tls.role == .client {
+                    delegate?.connectionDidConnect(self)
+                    guard !isClosed else { return .stop }
+                }
+            }
+        }
+        let result = tls.readPlaintext { chunk in inbound.append(chunk) }
+        if tls.pendingCiphertextCount > 0 || queuedBytes > 0 { scheduleFlush() }  // tickets, key updates, queued writes
+        switch result {
+        case .failed(let f) where !tls.receivedCloseNotify:
+            sendCiphertextOnce(tls)
+            fail(Socket.Error(operation: "tls (\(f.kind.rawValue))", errno: EPROTO))
+            return .stop
+        case .closed, .failed:
+            return .peerClosed
+        default:
+            return isClosed ? .stop : .more
+        }
+    }
+
+    /// One non-blocking attempt to send the session's pending ciphertext (alerts, close_notify).
+    private func sendCiphertextOnce(_ tls: TLSSession) {
+        _ = tls.sendCiphertext { raw in
+            if case .bytes(let n) = Socket.write(fd, raw) { return n }
+            return 0
+        }
     }
 
     /// Queues bytes. While the loop dispatches events the send waits for the end of the batch, so that
@@ -170,11 +283,11 @@ public final class Connection: FileEventHandler {
     /// or waiting for the socket to take more.
     public func writeThrough(_ bytes: UnsafeRawBufferPointer) {
         guard !isClosed, !bytes.isEmpty else { return }
-        if isConnecting || closeAfterFlush || writeBlocked {
+        if isConnecting || closeAfterFlush || writeBlocked || tls != nil {
             write(bytes)
             return
         }
-        let pending = outboundBytes
+        let pending = queuedBytes
         let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
             var iov = (
                 iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + outboundStart }), iov_len: pending),
@@ -236,7 +349,11 @@ public final class Connection: FileEventHandler {
     }
 
     private func flush() {
-        while outboundBytes > 0 {
+        if let tls {
+            flushTLS(tls)
+            return
+        }
+        while queuedBytes > 0 {
             let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
                 Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outboundStart...]))
             }
@@ -252,6 +369,59 @@ public final class Connection: FileEventHandler {
                 return
             }
         }
+        outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+        outboundStart = 0
+        if closeAfterFlush {
+            close()
+            return
+        }
+        delegate?.connectionDidDrain(self)
+    }
+
+    /// Encrypts the queued plaintext (up to the session's high-water mark at a time) and sends the
+    /// ciphertext until the socket would block; plaintext waits while the handshake runs.
+    private func flushTLS(_ tls: TLSSession) {
+        while true {
+            if !isHandshaking && queuedBytes > 0 {
+                let taken: Result<Int, TLSFailure> = outbound.withUnsafeBytes { raw in
+                    Result { () throws(TLSFailure) -> Int in
+                        try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[outboundStart...]))
+                    }
+                }
+                switch taken {
+                case .success(let n):
+                    outboundStart += n
+                    if n == 0 && tls.pendingCiphertextCount == 0 {
+                        fail(Socket.Error(operation: "tls write", errno: EPROTO))
+                        return
+                    }
+                case .failure(let f):
+                    fail(Socket.Error(operation: "tls write (\(f.kind.rawValue))", errno: EPROTO))
+                    return
+                }
+            }
+            var failedErrno: Int32 = 0
+            _ = tls.sendCiphertext { raw in
+                switch Socket.write(fd, raw) {
+                case .bytes(let n): return n
+                case .wouldBlock, .eof: return 0
+                case .failed(let e):
+                    failedErrno = e
+                    return 0
+                }
+            }
+            if failedErrno != 0 {
+                fail(Socket.Error(operation: "write", errno: failedErrno))
+                return
+            }
+            if tls.pendingCiphertextCount > 0 {
+                writeBlocked = true
+                compactOutbound()
+                return
+            }
+            if isHandshaking || queuedBytes == 0 { break }
+        }
+        guard !isHandshaking else { return }
         outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
         outboundStart = 0
         if closeAfterFlush {
@@ -279,7 +449,19 @@ public final class Connection: FileEventHandler {
     /// wait for the end of its batch, and a close right after them must not lose them).
     public func close() {
         guard !isClosed else { return }
-        if outboundBytes > 0 && !isConnecting {
+        if let tls, !isConnecting {
+            // What is queued, then close_notify: one non-blocking attempt.
+            if !isHandshaking && tls.failure == nil {
+                if queuedBytes > 0 {
+                    _ = outbound.withUnsafeBytes { raw in try? tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[outboundStart...])) }
+                }
+                _ = tls.shutdown()
+            }
+            sendCiphertextOnce(tls)
+            finish(error: nil)
+            return
+        }
+        if queuedBytes > 0 && !isConnecting {
             _ = outbound.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outboundStart...])) }
         }
         finish(error: nil)

@@ -354,7 +354,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             downstream.pauseReading()
             guard let h = head, let handler = bufferedHandler else { return }
             bufferedHandler = nil
-            let request = BufferedRequest(head: h, path: path, body: buffered, peer: downstream.peer)
+            let request = BufferedRequest(head: h, path: path, body: buffered, peer: downstream.peer, scheme: scheme)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if case .chunked? = head?.framing { upstream?.connection.write(HTTP1Serializer.lastChunk) }

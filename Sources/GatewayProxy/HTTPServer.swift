@@ -1,13 +1,16 @@
 import Dispatch
+import GatewayCrypto
 import GatewayHTTP
 import GatewayIO
 import Glibc
 import Synchronization
 
 /// An HTTP listener on every event loop (SO_REUSEPORT when there are several), each accepted
-/// connection served with its loop's router by an `HTTP1ServerConnection`, an `HTTP2ServerConnection`
-/// (h2c with prior knowledge), or, when both are served, whichever the first bytes call for (the
-/// HTTP/2 preface or not). Tracks live connections for gauges and graceful drain.
+/// connection served with its loop's router by an `HTTP1ServerConnection` or an
+/// `HTTP2ServerConnection`. Plain TCP: h2c with prior knowledge, HTTP/1.1, or, when both are served,
+/// whichever the first bytes call for (the HTTP/2 preface or not). TLS: the handshake first (bounded
+/// by the header timeout), then ALPN `h2` → HTTP/2, anything else → HTTP/1.1. Tracks live
+/// connections for gauges and graceful drain.
 public final class HTTPServer: @unchecked Sendable {
     public let loops: [EventLoop]
     public private(set) var address: SocketAddress
@@ -24,18 +27,32 @@ public final class HTTPServer: @unchecked Sendable {
     public var onHTTP2StreamReset: ((String) -> Void)?
     /// An HTTP/2 GOAWAY was sent or received (reason from a fixed list), on the connection's loop.
     public var onHTTP2Goaway: ((String) -> Void)?
+    /// The context new TLS handshakes use (nil: plain TCP); replaced on reload, while sessions
+    /// already made keep theirs.
+    private let tlsContext: Mutex<TLSServerContext?>
+    private let handshakeTimeoutMillis: Int64
+    /// A TLS handshake completed (for metrics: version, resumption).
+    public var onTLSHandshake: ((EventLoop, TLSConnectionInfo) -> Void)?
+    /// A TLS handshake failed; the reason is a `TLSFailure.Kind` raw value or `timeout`.
+    public var onTLSFailure: ((EventLoop, String) -> Void)?
     public var onAccept: ((EventLoop) -> Void)?
     public var onClose: ((EventLoop) -> Void)?
     /// A connection closed at accept: over the connection limit, or accept itself failed (EMFILE…).
     public var onRefuse: ((EventLoop) -> Void)?
 
-    /// - Parameter makeRouter: called once per loop, on that loop.
+    /// - Parameters:
+    ///   - tls: the listener's TLS context (nil: plain TCP). `scheme` should then be `https`; ALPN
+    ///     decides the protocol (the context offers `h2` only when `protocols` has `.h2c`).
+    ///   - makeRouter: called once per loop, on that loop.
     public init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
                 scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
+                tls: TLSServerContext? = nil,
                 makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
     {
         self.loops = loops
         self.address = address
+        self.tlsContext = Mutex(tls)
+        self.handshakeTimeoutMillis = limits.headerTimeoutMillis
         self.listeners = Array(repeating: nil, count: loops.count)
         self.connections = Array(repeating: [:], count: loops.count)
         self.maxConnections = max(1, maxConnections)
@@ -67,6 +84,15 @@ public final class HTTPServer: @unchecked Sendable {
         self.address = bound
     }
 
+    /// The context for new TLS handshakes (nil: plain TCP).
+    public var tls: TLSServerContext? { tlsContext.withLock { $0 } }
+
+    /// Swaps the TLS context (certificate reload): new handshakes use `context`; open connections keep
+    /// their sessions. Callable from any thread.
+    public func replaceTLSContext(_ context: TLSServerContext) {
+        tlsContext.withLock { $0 = context }
+    }
+
     private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, limits: DownstreamLimits,
                           scheme: String)
     {
@@ -77,9 +103,10 @@ public final class HTTPServer: @unchecked Sendable {
             onRefuse?(loop)
             return
         }
+        let context = tlsContext.withLock { $0 }
         let conn: Connection
         do {
-            conn = try Connection(fd: fd, loop: loop, peer: peer)
+            conn = try Connection(fd: fd, loop: loop, peer: peer, tls: context?.makeSession())
         } catch {
             live.wrappingSubtract(1, ordering: .relaxed)
             Socket.close(fd)
@@ -91,6 +118,30 @@ public final class HTTPServer: @unchecked Sendable {
             connections[i][id] = nil
             live.wrappingSubtract(1, ordering: .relaxed)
             onClose?(loop)
+        }
+        if context != nil {
+            let gate = TLSHandshakeGate(
+                connection: conn, timeoutMillis: handshakeTimeoutMillis,
+                ready: { [unowned self] c, info in
+                    onTLSHandshake?(loop, info)
+                    // The handler becomes the delegate; the plaintext that came with the handshake follows.
+                    if info.alpn == "h2", protocols.contains(.h2c),
+                        let h2 = startHTTP2(c, router: router, limits: limits, scheme: scheme)
+                    {
+                        connections[i][id] = h2
+                        h2.onClose = closed
+                        h2.transportDidRead()
+                    } else if !c.isClosed {
+                        let h1 = HTTP1ServerConnection(connection: c, router: router, limits: limits, scheme: scheme)
+                        connections[i][id] = h1
+                        h1.onClose = closed
+                    }
+                },
+                failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
+            gate.onClose = closed
+            connections[i][id] = gate
+            onAccept?(loop)
+            return
         }
         switch (protocols.contains(.http1), protocols.contains(.h2c)) {
         case (true, true):

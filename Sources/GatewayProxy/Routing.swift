@@ -62,6 +62,8 @@ public struct BufferedRequest {
     public let path: String
     public let body: [UInt8]
     public let peer: SocketAddress?
+    /// `http` or `https` (a TLS listener): for X-Forwarded-Proto.
+    public var scheme: String = "http"
 }
 
 public enum BufferedOutcome {

@@ -1,3 +1,4 @@
+import GatewayCrypto
 import GatewayIO
 
 /// An upstream as the proxy uses it.
@@ -11,10 +12,17 @@ public struct UpstreamTarget: Sendable {
     public var idleTimeoutMillis: Int64
     /// Requests that may wait for a free connection before new ones get 503.
     public var maxWaiters: Int
+    /// https upstreams: the client context (trust, client certificate) and the name sent as SNI and
+    /// checked in the certificate. nil: plain TCP.
+    public var tls: TLSClientContext?
+    public var tlsServerName: String
 
     public init(name: String, address: SocketAddress, maxConnections: Int = 64, connectTimeoutMillis: Int64 = 2000,
-                responseTimeoutMillis: Int64 = 30_000, idleTimeoutMillis: Int64 = 60_000, maxWaiters: Int = 1024)
+                responseTimeoutMillis: Int64 = 30_000, idleTimeoutMillis: Int64 = 60_000, maxWaiters: Int = 1024,
+                tls: TLSClientContext? = nil, tlsServerName: String? = nil)
     {
+        self.tls = tls
+        self.tlsServerName = tlsServerName ?? address.host
         self.name = name
         self.address = address
         self.maxConnections = max(1, maxConnections)
@@ -30,6 +38,8 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
     case connectTimeout
     case poolExhausted
     case closed
+    /// The TLS handshake with the upstream failed (certificate verification, protocol…); the detail is for logs.
+    case tls(String)
 
     /// Status and JSON error code for the downstream answer.
     public var answer: (Int, String) {
@@ -38,6 +48,7 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
         case .connectTimeout: (504, "upstream_connect_timeout")
         case .poolExhausted: (503, "upstream_busy")
         case .closed: (502, "upstream_closed")
+        case .tls: (502, "upstream_tls")
         }
     }
 }
@@ -52,6 +63,14 @@ public final class UpstreamPool {
     private var idle: [UpstreamConnection] = []
     private var waiters: [(Result<UpstreamConnection, UpstreamFailure>) -> Void] = []
     public private(set) var connectsStarted = 0
+    /// https: the latest session a connection of this pool can resume (a fresh ticket from each
+    /// connection, since TLS 1.3 tickets are single-use).
+    var resumable: TLSResumableSession?
+    /// Handshakes with the upstream that resumed a session / failed (for tests and metrics).
+    public private(set) var tlsResumed = 0
+    public private(set) var tlsFailures = 0
+    /// Told of each failed upstream handshake (the failure's detail names the cause), on the loop.
+    public var onTLSFailure: ((TLSFailure) -> Void)?
     public var openCount: Int { members.count }
     public var idleCount: Int { idle.count }
 
@@ -114,6 +133,7 @@ public final class UpstreamPool {
 
     /// Returns a connection after an exchange; reusable ones serve a waiter or go idle, others close.
     func release(_ c: UpstreamConnection, reusable: Bool) {
+        c.takeTicket()
         guard reusable, !isRetired, !c.isClosed, !c.connection.peerClosed else {
             c.close()
             return
@@ -132,6 +152,13 @@ public final class UpstreamPool {
         members[ObjectIdentifier(c)] = nil
         if let i = idle.firstIndex(where: { $0 === c }) { idle.remove(at: i) }
         if !waiters.isEmpty && members.count < target.maxConnections { connect(waiters.removeFirst()) }
+    }
+
+    func noteResumed() { tlsResumed += 1 }
+
+    func noteTLSFailure(_ f: TLSFailure) {
+        tlsFailures += 1
+        onTLSFailure?(f)
     }
 
     /// Closes idle connections (reload, drain, stop).
@@ -153,6 +180,8 @@ public final class UpstreamConnection: ConnectionDelegate {
     private var idleCheckPending = false
     private var connectTimer: TimerWheel.Handle?
     private var onConnect: ((Result<UpstreamConnection, UpstreamFailure>) -> Void)?
+    private var tlsFailure: TLSFailure?
+    private var ticketTaken = false
     /// Requests this connection has carried (0 = fresh: nothing can have been sent on it before).
     public private(set) var requestsServed = 0
     public var isClosed: Bool { connection.isClosed }
@@ -171,9 +200,19 @@ public final class UpstreamConnection: ConnectionDelegate {
             pool.loop.enqueue { done(.failure(.connectFailed(e.description))) }
             return nil
         case .connected(let fd), .inProgress(let fd):
+            var session: TLSSession?
+            if let context = pool.target.tls {
+                do {
+                    session = try context.makeSession(serverName: pool.target.tlsServerName, resuming: pool.resumable)
+                } catch {
+                    Socket.close(fd)
+                    pool.loop.enqueue { done(.failure(.tls(error.description))) }
+                    return nil
+                }
+            }
             let conn: Connection
             do {
-                conn = try Connection(fd: fd, loop: pool.loop, peer: pool.target.address, connecting: true)
+                conn = try Connection(fd: fd, loop: pool.loop, peer: pool.target.address, connecting: true, tls: session)
             } catch {
                 Socket.close(fd)
                 pool.loop.enqueue { done(.failure(.connectFailed(error.description))) }
@@ -228,11 +267,27 @@ public final class UpstreamConnection: ConnectionDelegate {
         connection.close()
     }
 
+    /// https: keeps this connection's session for the pool's next connection, once (TLS 1.2 tickets
+    /// come with the handshake, TLS 1.3 ones after it: taken after the first exchange).
+    func takeTicket() {
+        guard !ticketTaken, let tls = connection.tls, !connection.isHandshaking else { return }
+        if let s = tls.resumableSession() {
+            pool.resumable = s
+            ticketTaken = true
+        }
+    }
+
+    public func connectionDidFailHandshake(_ c: Connection, failure: TLSFailure) {
+        tlsFailure = failure
+        pool.noteTLSFailure(failure)
+    }
+
     // MARK: ConnectionDelegate (forwarded to the exchange, or handled while idle)
 
     public func connectionDidConnect(_ c: Connection) {
         if let t = connectTimer { pool.loop.timers.cancel(t) }
         connectTimer = nil
+        if c.tlsInfo?.resumed == true { pool.noteResumed() }
         if let cb = onConnect {
             onConnect = nil
             cb(.success(self))
@@ -261,7 +316,11 @@ public final class UpstreamConnection: ConnectionDelegate {
         pool.memberDidClose(self)
         if let cb = onConnect {
             onConnect = nil
-            cb(.failure(.connectFailed(error?.description ?? "closed while connecting")))
+            if let f = tlsFailure {
+                cb(.failure(.tls(f.description)))
+            } else {
+                cb(.failure(.connectFailed(error?.description ?? "closed while connecting")))
+            }
             return
         }
         exchange?.connectionDidClose(c, error: error)
