@@ -371,7 +371,7 @@ final class HTTP2Stream: ConnectionDelegate {
             bufferedHandler = nil
             waitingForHandler = true
             cancelTimer()
-            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer)
+            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if let u = upstream, upstreamHeadSent {

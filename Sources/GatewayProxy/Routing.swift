@@ -63,7 +63,7 @@ public struct BufferedRequest {
     public let body: [UInt8]
     public let peer: SocketAddress?
     /// `http` or `https` (a TLS listener): for X-Forwarded-Proto.
-    public var scheme: String = "http"
+    public let scheme: String
 }
 
 public enum BufferedOutcome {

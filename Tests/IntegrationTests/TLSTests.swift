@@ -441,6 +441,92 @@ struct TLSTests {
         #expect(bad.stderr.contains("upstream TLS handshake failed") && bad.stderr.contains("certificate_verification"))
     }
 
+    @Test("HTTP/2 over TLS by ALPN on an http1+h2 listener: curl --http2 and --http1.1, nghttp, h2load, and App Attest over h2")
+    func http2OverTLS() throws {
+        for tool in ["/usr/bin/curl", "/usr/bin/nghttp", "/usr/bin/h2load"] where !FileManager.default.isExecutableFile(atPath: tool) {
+            try #require(ProcessInfo.processInfo.environment["CI"] != "true", "\(tool) is missing (scripts/install-deps.sh installs it)")
+            return
+        }
+        let pki = try Self.pki()
+        defer { pki.remove() }
+        let ca = try TestCA()
+        try ca.rootPEM.write(toFile: pki.path("attest-root.pem"), atomically: true, encoding: .utf8)
+        let gw = try GatewayProcess(config: """
+            workers: 2
+            listeners:
+              - name: secure
+                address: 127.0.0.1:0
+                protocols: [http1, h2c]
+                tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key"))}
+            admin: {address: 127.0.0.1:0}
+            limits: {header_timeout: 2s, drain_timeout: 2s}
+            upstreams:
+              - {name: demo, url: demo}
+            apps:
+              - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
+            trust: {extra_roots: [\(pki.path("attest-root.pem"))]}
+            routes:
+              - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+              - {name: all, match: {path_prefix: /}, upstream: demo}
+            """)
+        defer { gw.stop() }
+        let base = "https://localhost:\(HTTPCall.port(gw, "secure"))"
+        func curl(_ args: [String]) throws -> (status: String, version: String, body: String, headers: String) {
+            let headerFile = pki.path("headers-\(UUID().uuidString)")
+            let r = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"),
+                                   ["-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-D", headerFile,
+                                    "-w", "\n%{http_code} %{http_version}"] + args)
+            var lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let last = (lines.popLast() ?? "").split(separator: " ").map(String.init)
+            let headers = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
+            return (last.first ?? "", last.count > 1 ? last[1] : "", lines.joined(separator: "\n"), headers)
+        }
+        let h2 = try curl(["--http2", "\(base)/hello"])
+        #expect(h2.status == "200" && h2.version == "2", "\(h2)")
+        #expect(h2.body.contains("\"X-Forwarded-Proto\":\"https\""))
+        let h1 = try curl(["--http1.1", "\(base)/hello"])
+        #expect(h1.status == "200" && h1.version == "1.1", "\(h1)")
+
+        let nghttp = try runProcess(URL(fileURLWithPath: "/usr/bin/nghttp"), ["-nv", "\(base)/hello"], timeout: 15)
+        #expect(nghttp.stdout.contains("negotiated protocol: h2"), "\(nghttp.stdout.suffix(600))")
+        #expect(nghttp.stdout.contains(":status: 200"))
+        let load = try runProcess(URL(fileURLWithPath: "/usr/bin/h2load"), ["-n", "400", "-c", "4", "-m", "8", "\(base)/hello"], timeout: 60)
+        #expect(load.stdout.contains("400 succeeded, 0 failed, 0 errored"), "\(load.stdout.suffix(800))")
+        #expect(load.stdout.contains("Application protocol: h2"))
+
+        // App Attest over HTTP/2 and TLS: register, then a protected request, then its replay.
+        let device = SimulatedDevice(appID: try AppID(Self.appID), environment: .development, ca: ca)
+        let keyID = Base64.encode(device.keyID)
+        func challenge() throws -> String {
+            let r = try curl(["--http2", "-X", "POST", "\(base)/v1/attest/challenge"])
+            #expect(r.status == "201" && r.version == "2", "\(r)")
+            let json = try #require((try? JSONSerialization.jsonObject(with: Data(r.body.utf8))) as? [String: Any])
+            return try #require(json["challenge"] as? String)
+        }
+        let ch = try challenge()
+        let attestation = try device.attest(clientDataHash: SHA256.hash(Array(ch.utf8)))
+        let reg = try curl(["--http2", "-H", "Content-Type: application/json", "--data-binary",
+                            "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(ch)\"}",
+                            "\(base)/v1/attest/register"])
+        #expect(reg.status == "201", "\(reg)")
+        let ch2 = try challenge()
+        let body = "{\"sku\":7}"
+        let cd = ContractDevice.clientData(challenge: ch2, method: "POST", target: "/api/purchase?via=h2", body: Array(body.utf8))
+        let assertion = Base64.encode(device.assert(clientDataHash: SHA256.hash(cd)))
+        let signed = ["--http2", "-H", "X-App-Attest-Key-Id: \(keyID)", "-H", "X-App-Attest-Challenge: \(ch2)",
+                      "-H", "X-App-Assertion: \(assertion)", "--data-binary", body, "\(base)/api/purchase?via=h2"]
+        let ok = try curl(signed)
+        #expect(ok.status == "200" && ok.version == "2", "\(ok)")
+        #expect(ok.body.contains("\"X-App-Attest-Verified-Key-Id\":\"\(keyID)\""), "\(ok.body.prefix(400))")
+        #expect(ok.headers.lowercased().contains("x-app-attest-next-challenge:"))
+        let replay = try curl(signed)
+        #expect(replay.status == "401" && replay.body.contains("\"error\":\"counter_replay\""), "\(replay)")
+        let metrics = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", gw.url("admin", "/metrics")]).stdout
+        #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 1"))
+        #expect(metrics.contains("protocol=\"h2\""))
+        #expect(metrics.contains("attest_gateway_tls_handshakes_total{listener=\"secure\""))
+    }
+
     @Test("App Attest over TLS: challenge, registration and an enforced assertion on one keep-alive TLS connection")
     func attestOverTLS() throws {
         let pki = try Self.pki()
