@@ -40,6 +40,9 @@ public final class GatewayRuntime: Sendable {
     /// Session ticket keys shared by every TLS listener, carried over from the previous runtime on
     /// reload (clients keep resuming); rotated hourly by the server.
     public let ticketKeys: TLSTicketKeys
+    /// Listener name → the HTTP/2 SETTINGS its connections advertise (`listeners[].http2`), for
+    /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
+    public let http2Settings: [String: HTTP2Settings]
 
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
@@ -57,6 +60,17 @@ public final class GatewayRuntime: Sendable {
             }
         }
         self.listenerTLS = listenerTLS
+        var http2Settings: [String: HTTP2Settings] = [:]
+        for l in config.listeners where l.protocols.contains(.h2c) {
+            let settings = Self.http2Settings(l.http2)
+            do {
+                try settings.validate()
+            } catch {
+                throw CompileError(description: "listener \(l.name): http2: \(error)")
+            }
+            http2Settings[l.name] = settings
+        }
+        self.http2Settings = http2Settings
         var targets: [String: GatewayProxy.UpstreamTarget] = [:]
         var demo: Set<String> = []
         for u in config.upstreams {
@@ -139,6 +153,18 @@ public final class GatewayRuntime: Sendable {
                 .init(certificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath, serverNames: $0.serverNames)
             },
             alpnProtocols: l.protocols.contains(.h2c) ? ["h2", "http/1.1"] : ["http/1.1"])
+    }
+
+    /// The configured SETTINGS over `HTTP2Settings`' defaults (its flood limits are not configurable).
+    /// The decoder has checked the ranges, so the values fit in UInt32.
+    static func http2Settings(_ c: HTTP2ListenerConfig) -> HTTP2Settings {
+        var s = HTTP2Settings()
+        s.maxConcurrentStreams = UInt32(clamping: c.maxConcurrentStreams)
+        s.maxHeaderListSize = UInt32(clamping: c.maxHeaderListSize)
+        s.initialWindowSize = UInt32(clamping: c.initialWindowSize)
+        s.connectionWindowSize = UInt32(clamping: c.connectionWindowSize)
+        s.maxFrameSize = UInt32(clamping: c.maxFrameSize)
+        return s
     }
 
     static func clientConfiguration(_ t: UpstreamTLSConfig) -> TLSClientConfiguration {

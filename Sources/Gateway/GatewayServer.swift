@@ -68,7 +68,8 @@ public final class GatewayServer: @unchecked Sendable {
             let tls = rt.listenerTLS[l.name]
             let server = try HTTPServer(
                 address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections,
-                scheme: tls == nil ? "http" : "https", protocols: served, tls: tls
+                scheme: tls == nil ? "http" : "https", protocols: served,
+                http2Settings: rt.http2Settings[l.name] ?? HTTP2Settings(), tls: tls
             ) { loop in routerTable.router(for: loop) }
             server.onHTTP2StreamReset = { reason in metrics.http2StreamReset(reason: reason) }
             server.onHTTP2Goaway = { reason in metrics.http2Goaway(reason: reason) }
@@ -142,7 +143,15 @@ public final class GatewayServer: @unchecked Sendable {
         do {
             let config = try GatewayConfig.load(path: path)
             next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount, previous: runtime)
-            if config.listeners != runtime.config.listeners || config.admin != runtime.config.admin {
+            // HTTP/2 settings and certificates apply to new connections at once; the rest needs a restart.
+            func restartOnly(_ l: ListenerConfig) -> ListenerConfig {
+                var l = l
+                l.http2 = HTTP2ListenerConfig()
+                return l
+            }
+            if config.listeners.map(restartOnly) != runtime.config.listeners.map(restartOnly)
+                || config.admin != runtime.config.admin
+            {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
             if config.store != runtime.config.store {
@@ -157,11 +166,17 @@ public final class GatewayServer: @unchecked Sendable {
         // New TLS handshakes use the certificates just read; open connections keep their sessions.
         for (name, server) in servers {
             if let context = next.listenerTLS[name], server.tls != nil { server.replaceTLSContext(context) }
+            if let settings = next.http2Settings[name] { server.replaceHTTP2Settings(settings) }
         }
         Self.warnAboutExtraRoots(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
+        // HTTP/2 clients finish their streams, then reconnect onto the new configuration (its
+        // SETTINGS and certificates). HTTP/1.1 connections read the new routes already and are left alone.
+        var goaways = 0
+        for (_, server) in servers where server.protocols.contains(.h2c) { goaways += server.goawayHTTP2(reason: "reload") }
         metrics.reloaded(success: true)
-        GatewayEvents.log("info", "configuration reloaded", [("routes", String(next.routes.count))])
+        GatewayEvents.log(
+            "info", "configuration reloaded", [("routes", String(next.routes.count)), ("h2_goaways", String(goaways))])
     }
 
     /// Stops accepting, lets in-flight requests finish up to the drain deadline, then stops.

@@ -109,12 +109,18 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     // MARK: - Drain, close
 
     /// Graceful stop: GOAWAY (two-step, RFC 9113 §6.8), in-flight streams finish, then the connection closes.
-    public func beginDrain() {
-        guard !closed, !draining else { return }
+    public func beginDrain() { goaway(reason: "drain") }
+
+    /// The same graceful GOAWAY as `beginDrain`, reported to `onGoaway` with `reason` (e.g. `reload`).
+    /// Returns false when the connection is already closed or draining.
+    @discardableResult
+    public func goaway(reason: String) -> Bool {
+        guard !closed, !draining else { return false }
         draining = true
         session.beginDrain()
-        onGoaway?("drain")
+        onGoaway?(reason)
         pump()
+        return true
     }
 
     public func closeNow() { transport.close() }

@@ -22,7 +22,10 @@ public final class HTTPServer: @unchecked Sendable {
     private let maxConnections: Int
     private let live = Atomic<Int>(0)
     public let protocols: ServedProtocols
-    public let http2Settings: HTTP2Settings
+    /// The SETTINGS new HTTP/2 connections advertise; replaced on reload (`replaceHTTP2Settings`),
+    /// while open connections keep theirs.
+    public var http2Settings: HTTP2Settings { http2SettingsBox.withLock { $0 } }
+    private let http2SettingsBox: Mutex<HTTP2Settings>
     /// An HTTP/2 stream was reset (reason from a fixed list), on the connection's loop.
     public var onHTTP2StreamReset: ((String) -> Void)?
     /// An HTTP/2 GOAWAY was sent or received (reason from a fixed list), on the connection's loop.
@@ -57,7 +60,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.connections = Array(repeating: [:], count: loops.count)
         self.maxConnections = max(1, maxConnections)
         self.protocols = protocols.isEmpty ? .http1 : protocols
-        self.http2Settings = http2Settings
+        self.http2SettingsBox = Mutex(http2Settings)
         var bound = address
         var failure: Socket.Error?
         for (i, loop) in loops.enumerated() {
@@ -91,6 +94,12 @@ public final class HTTPServer: @unchecked Sendable {
     /// their sessions. Callable from any thread.
     public func replaceTLSContext(_ context: TLSServerContext) {
         tlsContext.withLock { $0 = context }
+    }
+
+    /// Swaps the HTTP/2 SETTINGS (reload): connections accepted from now on advertise `settings`;
+    /// open ones keep what they advertised. Callable from any thread.
+    public func replaceHTTP2Settings(_ settings: HTTP2Settings) {
+        http2SettingsBox.withLock { $0 = settings }
     }
 
     private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, limits: DownstreamLimits,
@@ -184,7 +193,8 @@ public final class HTTPServer: @unchecked Sendable {
         -> HTTP2ServerConnection?
     {
         do {
-            let h2 = try HTTP2ServerConnection(transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme)
+            let h2 = try HTTP2ServerConnection(
+                transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme)
             h2.onStreamReset = onHTTP2StreamReset
             h2.onGoaway = onHTTP2Goaway
             conn.delegate = h2
@@ -208,6 +218,26 @@ public final class HTTPServer: @unchecked Sendable {
                 listeners[i] = nil
             }
         }
+    }
+
+    /// Sends every open HTTP/2 connection the graceful two-step GOAWAY (`beginDrain`), counted in
+    /// `onHTTP2Goaway` with `reason`: in-flight streams finish, then each connection closes and its
+    /// client reconnects. The listener keeps accepting; HTTP/1.1 connections (and TLS handshakes or
+    /// sniffers not yet decided) are left alone. Hops onto each loop; callable from any thread.
+    /// Returns how many connections were told.
+    @discardableResult
+    public func goawayHTTP2(reason: String) -> Int {
+        var told = 0
+        for (i, loop) in loops.enumerated() {
+            told += loop.queue.sync {
+                var n = 0
+                for case let h2 as HTTP2ServerConnection in connections[i].values {
+                    if h2.goaway(reason: reason) { n += 1 }
+                }
+                return n
+            }
+        }
+        return told
     }
 
     /// Graceful drain: stop accepting, close idle connections, let busy ones finish their current

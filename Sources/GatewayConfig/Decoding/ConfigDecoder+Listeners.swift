@@ -23,8 +23,26 @@ extension ConfigDecoder {
             }
             let tlsNode = fields["tls"]
             let tls = tlsNode.flatMap { decodeListenerTLS($0, path: fields.path("tls")) }
-            guard let name, let address, let addressNode, let protocols, tlsNode == nil || tls != nil else { continue }
-            let config = ListenerConfig(name: name, address: address, protocols: protocols, tls: tls)
+            var http2 = HTTP2ListenerConfig()
+            var http2Valid = true
+            if let http2Node = fields["http2"] {
+                let http2Path = fields.path("http2")
+                if let protocols, !protocols.contains(.h2c) {
+                    report(
+                        "\(http2Path) is only allowed on a listener that serves HTTP/2: add h2c to \(fields.path("protocols"))",
+                        at: fields.keyPosition("http2") ?? http2Node.position
+                    )
+                    http2Valid = false
+                } else if let decoded = decodeListenerHTTP2(http2Node, path: http2Path) {
+                    http2 = decoded
+                } else {
+                    http2Valid = false
+                }
+            }
+            guard let name, let address, let addressNode, let protocols, tlsNode == nil || tls != nil, http2Valid else {
+                continue
+            }
+            let config = ListenerConfig(name: name, address: address, protocols: protocols, tls: tls, http2: http2)
             listeners.append(DecodedListener(config: config, addressPosition: addressNode.position))
         }
         checkUnique(names, what: "listener name")
@@ -43,6 +61,31 @@ extension ConfigDecoder {
                 at: listener.addressPosition
             )
         }
+    }
+
+    /// `{max_concurrent_streams, max_header_list_size, initial_window_size, connection_window_size,
+    /// max_frame_size}`, each within its RFC 9113 §6.5.2 range; absent keys keep their defaults.
+    func decodeListenerHTTP2(_ node: YAMLNode, path: String) -> HTTP2ListenerConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.listenerHTTP2) else { return nil }
+        typealias C = HTTP2ListenerConfig
+        var http2 = C()
+        var valid = true
+        fields.read("max_concurrent_streams", into: &http2, \.maxConcurrentStreams, valid: &valid) {
+            int($0, $1, in: C.maxConcurrentStreamsRange)
+        }
+        fields.read("max_header_list_size", into: &http2, \.maxHeaderListSize, valid: &valid) {
+            size($0, $1, in: C.maxHeaderListSizeRange)
+        }
+        fields.read("initial_window_size", into: &http2, \.initialWindowSize, valid: &valid) {
+            size($0, $1, in: C.initialWindowSizeRange)
+        }
+        fields.read("connection_window_size", into: &http2, \.connectionWindowSize, valid: &valid) {
+            size($0, $1, in: C.connectionWindowSizeRange)
+        }
+        fields.read("max_frame_size", into: &http2, \.maxFrameSize, valid: &valid) {
+            size($0, $1, in: C.maxFrameSizeRange)
+        }
+        return valid ? http2 : nil
     }
 
     /// `{certificate, private_key}` or `{certificates: [{certificate, private_key, server_names}]}`.

@@ -156,6 +156,25 @@ extension ConfigDecoder {
         return value
     }
 
+    /// A size in bytes within `range` (bounds shown exactly and, when they have one, in units).
+    func size(_ node: YAMLNode, _ path: String, in range: ClosedRange<Int>) -> Int? {
+        guard let value = parsed(node, path, expected: "a size such as 64KiB, 10MiB or 512", SizeSyntax.parse) else {
+            return nil
+        }
+        guard range.contains(value) else {
+            func show(_ bytes: Int) -> String {
+                let formatted = SizeSyntax.format(bytes)
+                return formatted == String(bytes) ? formatted : "\(bytes) (\(formatted))"
+            }
+            report(
+                "\(path) must be from \(show(range.lowerBound)) to \(show(range.upperBound)) bytes, got \(show(value))",
+                at: node.position
+            )
+            return nil
+        }
+        return value
+    }
+
     /// A name for a listener, upstream or route.
     func name(_ node: YAMLNode, _ path: String) -> String? {
         guard let text = string(node, path) else { return nil }

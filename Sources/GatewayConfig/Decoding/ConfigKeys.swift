@@ -4,7 +4,11 @@ enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
     ]
-    static let listener = ["name", "address", "protocols", "tls"]
+    static let listener = ["name", "address", "protocols", "tls", "http2"]
+    static let listenerHTTP2 = [
+        "max_concurrent_streams", "max_header_list_size", "initial_window_size", "connection_window_size",
+        "max_frame_size",
+    ]
     static let listenerTLS = ["certificate", "private_key", "certificates"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
     static let admin = ["address"]
@@ -30,6 +34,7 @@ enum ConfigKeys {
     /// Section name to keys, for the documentation test.
     static let all: [(section: String, keys: [String])] = [
         ("top level", top), ("listeners[]", listener), ("listeners[].tls", listenerTLS),
+        ("listeners[].http2", listenerHTTP2),
         ("listeners[].tls.certificates[]", listenerCertificate), ("admin", admin), ("limits", limits),
         ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("routes[]", route),
         ("routes[].match", routeMatch),

@@ -13,17 +13,57 @@ public struct ListenerConfig: Sendable, Equatable {
     public var protocols: Set<ListenerProtocol>
     /// nil: plain TCP.
     public var tls: TLSConfig?
+    /// The HTTP/2 SETTINGS this listener advertises (`http2:`; only with `h2c` in `protocols`).
+    public var http2: HTTP2ListenerConfig
 
     public init(
         name: String,
         address: SocketAddressSpec,
         protocols: Set<ListenerProtocol> = [.http1],
-        tls: TLSConfig? = nil
+        tls: TLSConfig? = nil,
+        http2: HTTP2ListenerConfig = HTTP2ListenerConfig()
     ) {
         self.name = name
         self.address = address
         self.protocols = protocols
         self.tls = tls
+        self.http2 = http2
+    }
+}
+
+/// `listeners[].http2`: what an HTTP/2 connection on the listener advertises in its SETTINGS frame
+/// (RFC 9113 §6.5.2). The defaults are those of `GatewayHTTP.HTTP2Settings` (docs/http2.md); the
+/// ranges are checked when decoding.
+public struct HTTP2ListenerConfig: Sendable, Equatable {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS, 1 ... 2^31-1.
+    public var maxConcurrentStreams: Int
+    /// SETTINGS_MAX_HEADER_LIST_SIZE in bytes, 1 KiB ... 2^31-1.
+    public var maxHeaderListSize: Int
+    /// SETTINGS_INITIAL_WINDOW_SIZE in bytes, 0 ... 2^31-1.
+    public var initialWindowSize: Int
+    /// The connection-level receive window in bytes, 65535 ... 2^31-1.
+    public var connectionWindowSize: Int
+    /// SETTINGS_MAX_FRAME_SIZE in bytes, 16384 ... 16777215.
+    public var maxFrameSize: Int
+
+    public static let maxConcurrentStreamsRange = 1...0x7fff_ffff
+    public static let maxHeaderListSizeRange = 1024...0x7fff_ffff
+    public static let initialWindowSizeRange = 0...0x7fff_ffff
+    public static let connectionWindowSizeRange = 65535...0x7fff_ffff
+    public static let maxFrameSizeRange = 16384...16_777_215
+
+    public init(
+        maxConcurrentStreams: Int = 128,
+        maxHeaderListSize: Int = 16 * 1024,
+        initialWindowSize: Int = 64 * 1024,
+        connectionWindowSize: Int = 1024 * 1024,
+        maxFrameSize: Int = 16 * 1024
+    ) {
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.maxHeaderListSize = maxHeaderListSize
+        self.initialWindowSize = initialWindowSize
+        self.connectionWindowSize = connectionWindowSize
+        self.maxFrameSize = maxFrameSize
     }
 }
 

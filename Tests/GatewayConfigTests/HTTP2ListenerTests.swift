@@ -1,0 +1,161 @@
+import Testing
+
+@testable import GatewayConfig
+
+/// `listeners[].http2`: the SETTINGS an HTTP/2 listener advertises, their RFC 9113 §6.5.2 ranges, and
+/// the rule that only a listener serving h2c may have them.
+@Suite("HTTP/2 listener settings")
+struct HTTP2ListenerTests {
+    /// A listener serving `protocols` whose line 5 is `    http2: <http2>`.
+    static func yaml(http2: String, protocols: String = "[http1, h2c]") -> String {
+        """
+        listeners:
+          - name: public
+            address: 0.0.0.0:8080
+            protocols: \(protocols)
+            http2: \(http2)
+        upstreams:
+          - {name: demo, url: demo}
+        routes:
+          - {name: default, match: {path_prefix: /}, upstream: demo}
+        """
+    }
+
+    @Test("absent: the HTTP2Settings defaults of docs/http2.md")
+    func defaults() throws {
+        let config = try ConfigFixture.parse(ConfigFixture.minimal)
+        let http2 = try #require(config.listeners.first).http2
+        #expect(http2 == HTTP2ListenerConfig())
+        #expect(http2.maxConcurrentStreams == 128)
+        #expect(http2.maxHeaderListSize == 16 * 1024)
+        #expect(http2.initialWindowSize == 64 * 1024)
+        #expect(http2.connectionWindowSize == 1024 * 1024)
+        #expect(http2.maxFrameSize == 16 * 1024)
+    }
+
+    @Test("every key, with sizes in the size syntax; absent keys keep their defaults")
+    func valid() throws {
+        let all = try ConfigFixture.parse(
+            Self.yaml(
+                http2: "{max_concurrent_streams: 7, max_header_list_size: 8KiB, initial_window_size: 1MiB, "
+                    + "connection_window_size: 16MiB, max_frame_size: 32768}"))
+        #expect(
+            all.listeners[0].http2
+                == HTTP2ListenerConfig(
+                    maxConcurrentStreams: 7, maxHeaderListSize: 8192, initialWindowSize: 1 << 20,
+                    connectionWindowSize: 16 << 20, maxFrameSize: 32768))
+        let some = try ConfigFixture.parse(Self.yaml(http2: "{max_concurrent_streams: 2}"))
+        #expect(some.listeners[0].http2 == HTTP2ListenerConfig(maxConcurrentStreams: 2))
+        let h2Only = try ConfigFixture.parse(Self.yaml(http2: "{max_frame_size: 1MiB}", protocols: "[h2c]"))
+        #expect(h2Only.listeners[0].http2.maxFrameSize == 1 << 20)
+    }
+
+    @Test("the RFC 9113 §6.5.2 bounds themselves are accepted")
+    func bounds() throws {
+        let low = try ConfigFixture.parse(
+            Self.yaml(
+                http2: "{max_concurrent_streams: 1, max_header_list_size: 1KiB, initial_window_size: 0, "
+                    + "connection_window_size: 65535, max_frame_size: 16KiB}"))
+        #expect(
+            low.listeners[0].http2
+                == HTTP2ListenerConfig(
+                    maxConcurrentStreams: 1, maxHeaderListSize: 1024, initialWindowSize: 0, connectionWindowSize: 65535,
+                    maxFrameSize: 16384))
+        let high = try ConfigFixture.parse(
+            Self.yaml(
+                http2: "{max_concurrent_streams: 2147483647, initial_window_size: 2147483647, "
+                    + "connection_window_size: 2147483647, max_frame_size: 16777215}"))
+        #expect(
+            high.listeners[0].http2
+                == HTTP2ListenerConfig(
+                    maxConcurrentStreams: 0x7fff_ffff, initialWindowSize: 0x7fff_ffff, connectionWindowSize: 0x7fff_ffff,
+                    maxFrameSize: 16_777_215))
+    }
+
+    @Test(
+        "each bad value is refused with its diagnostic",
+        arguments: [
+            (
+                "{max_concurrent_streams: 0}",
+                "gateway.yaml:5:37: listeners[0].http2.max_concurrent_streams must be an integer from 1 to 2147483647, got 0"
+            ),
+            (
+                "{max_concurrent_streams: \"8\"}",
+                "gateway.yaml:5:37: listeners[0].http2.max_concurrent_streams must be an integer from 1 to 2147483647, "
+                    + "got the quoted string \"8\" (write it without quotes)"
+            ),
+            (
+                "{max_concurrent_streams: 2147483648}",
+                "gateway.yaml:5:37: listeners[0].http2.max_concurrent_streams must be an integer from 1 to 2147483647, got 2147483648"
+            ),
+            (
+                "{max_frame_size: 16383}",
+                "gateway.yaml:5:29: listeners[0].http2.max_frame_size must be from 16384 (16KiB) to 16777215 bytes, got 16383"
+            ),
+            (
+                "{max_frame_size: 16MiB}",
+                "gateway.yaml:5:29: listeners[0].http2.max_frame_size must be from 16384 (16KiB) to 16777215 bytes, "
+                    + "got 16777216 (16MiB)"
+            ),
+            (
+                "{initial_window_size: 2GiB}",
+                "gateway.yaml:5:34: listeners[0].http2.initial_window_size must be from 0 to 2147483647 bytes, "
+                    + "got 2147483648 (2GiB)"
+            ),
+            (
+                "{connection_window_size: 64000}",
+                "gateway.yaml:5:37: listeners[0].http2.connection_window_size must be from 65535 to 2147483647 bytes, got 64000 (64KB)"
+            ),
+            (
+                "{max_header_list_size: 512}",
+                "gateway.yaml:5:35: listeners[0].http2.max_header_list_size must be from 1024 (1KiB) to 2147483647 bytes, got 512"
+            ),
+            (
+                "{max_header_list_size: 16kib}",
+                "gateway.yaml:5:35: listeners[0].http2.max_header_list_size has an unknown unit \"kib\" (did you mean \"16KiB\"?)"
+            ),
+            (
+                "{max_frame_size: large}",
+                "gateway.yaml:5:29: listeners[0].http2.max_frame_size must be a size: a whole number of bytes, optionally with "
+                    + "a unit B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. 64KiB, got \"large\""
+            ),
+            (
+                "{max_concurent_streams: 8}",
+                "gateway.yaml:5:13: unknown key \"max_concurent_streams\" in listeners[0].http2 (did you mean \"max_concurrent_streams\"?)"
+            ),
+            ("[128]", "gateway.yaml:5:12: listeners[0].http2 must be a mapping, got a list"),
+        ])
+    func badValue(http2: String, diagnostic: String) {
+        #expect(ConfigFixture.errors(Self.yaml(http2: http2)) == [diagnostic])
+    }
+
+    @Test("only a listener that serves h2c may have http2 settings")
+    func onlyWithH2c() {
+        #expect(
+            ConfigFixture.errors(Self.yaml(http2: "{max_concurrent_streams: 8}", protocols: "[http1]")) == [
+                "gateway.yaml:5:5: listeners[0].http2 is only allowed on a listener that serves HTTP/2: "
+                    + "add h2c to listeners[0].protocols"
+            ])
+        let noProtocols = """
+            listeners:
+              - {name: public, address: 0.0.0.0:8080, http2: {max_frame_size: 32KiB}}
+            upstreams: [{name: demo, url: demo}]
+            routes: [{name: default, match: {path_prefix: /}, upstream: demo}]
+            """
+        #expect(
+            ConfigFixture.errors(noProtocols) == [
+                "gateway.yaml:2:43: listeners[0].http2 is only allowed on a listener that serves HTTP/2: "
+                    + "add h2c to listeners[0].protocols"
+            ])
+    }
+
+    @Test("several bad values are all reported, in order")
+    func several() {
+        #expect(
+            ConfigFixture.errors(Self.yaml(http2: "{max_concurrent_streams: 0, max_frame_size: 1KiB}")) == [
+                "gateway.yaml:5:37: listeners[0].http2.max_concurrent_streams must be an integer from 1 to 2147483647, got 0",
+                "gateway.yaml:5:56: listeners[0].http2.max_frame_size must be from 16384 (16KiB) to 16777215 bytes, "
+                    + "got 1024 (1KiB)",
+            ])
+    }
+}
