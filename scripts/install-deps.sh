@@ -42,3 +42,9 @@ if [ ! -x "$venv/bin/kubernetes-validate" ]; then
   { python3 -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check kubernetes-validate==1.37.0 >/dev/null; } \
     || echo "warning: kubernetes-validate not installed: its checks skip (and fail under CI=true)" >&2
 fi
+
+# h2 (hyper-h2, PyPI): the HTTP/2 client that sends hostile frame sequences (Tests/h2/, HTTP2HostileTests).
+if ! { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import h2, sys; sys.exit(h2.__version__ != "4.4.1")' 2>/dev/null; }; then
+  { { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } && "$venv/bin/pip" install -q --disable-pip-version-check h2==4.4.1 >/dev/null; } \
+    || echo "warning: h2 not installed: the hostile HTTP/2 tests skip (and fail under CI=true)" >&2
+fi
