@@ -24,6 +24,8 @@ public final class HTTP2ServerSession {
     private var drain: DrainState = .none
     /// GOAWAY with an error was queued: nothing more is read or delivered.
     private var terminated = false
+    /// The highest stream id a client HEADERS frame used (RFC 9113 §5.1.1: new stream ids only grow).
+    private var highestClientStreamID: Int32 = 0
     /// nghttp2 reported a fatal error: the session is only good for flushing what is queued.
     private var fatal = false
     private var fatalFlushed = false
@@ -485,6 +487,9 @@ public final class HTTP2ServerSession {
     // MARK: - nghttp2 callbacks
 
     private static func install(_ cbs: OpaquePointer) {
+        nghttp2_session_callbacks_set_on_begin_frame_callback(cbs) { _, hd, userData in
+            HTTP2ServerSession.from(userData).onBeginFrame(hd!.pointee)
+        }
         nghttp2_session_callbacks_set_on_begin_headers_callback(cbs) { _, frame, userData in
             HTTP2ServerSession.from(userData).onBeginHeaders(frame!.pointee)
         }
@@ -507,6 +512,21 @@ public final class HTTP2ServerSession {
         nghttp2_session_callbacks_set_on_frame_send_callback(cbs) { _, frame, userData in
             HTTP2ServerSession.from(userData).onFrameSend(frame!.pointee)
         }
+    }
+
+    /// RFC 9113 §5.1.1: a client's new stream id must exceed every id it used before; a HEADERS frame
+    /// on a lower id that is not an open stream (trailers are) is a connection error PROTOCOL_ERROR.
+    /// nghttp2 ignores such a frame silently, so the check is made on the frame header.
+    private func onBeginFrame(_ hd: nghttp2_frame_hd) -> Int32 {
+        guard !terminated, hd.type == UInt8(NGHTTP2_HEADERS.rawValue), hd.stream_id > 0, hd.stream_id % 2 == 1 else { return 0 }
+        if hd.stream_id > highestClientStreamID {
+            highestClientStreamID = hd.stream_id
+        } else if streams[hd.stream_id] == nil, nghttp2_session_find_stream(session, hd.stream_id) == nil {
+            terminate(
+                code: .protocolError,
+                detail: "HEADERS on stream \(hd.stream_id), lower than stream \(highestClientStreamID) already used (RFC 9113 §5.1.1)")
+        }
+        return 0
     }
 
     private func onBeginHeaders(_ frame: nghttp2_frame) -> Int32 {
