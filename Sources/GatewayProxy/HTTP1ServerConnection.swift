@@ -57,9 +57,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var retried = false
     /// The final response head's status and persistence, once it came.
     private var response: (status: Int, keepAlive: Bool)?
-    private var responseFraming: BodyFraming = .none
-    private var responseRemaining: UInt64 = 0
-    private var responseDecoder = ChunkedDecoder()
+    private var responseBody = BodyReader(.none)
     private var chunkedDownstream = false
     private var responseHeadSent = false
 
@@ -207,7 +205,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         responseHeadSent = false
         buffered = []
         bodyDecoder = ChunkedDecoder()
-        responseDecoder = ChunkedDecoder()
+        responseBody = BodyReader(.none)
         switch h?.framing {
         case .contentLength(let n)?:
             bodyRemaining = n
@@ -521,14 +519,14 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// the upstream's field lines are copied as bytes; with them, through `HTTPFields`.
     private func sendResponseHead(_ r: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
         guard let h = head else { return }
-        responseFraming = r.framing
+        responseBody = BodyReader(r.framing)
         chunkedDownstream = false
         var dropContentLength = false
         switch r.framing {
         case .none:
             break
-        case .contentLength(let n):
-            responseRemaining = n
+        case .contentLength:
+            break
         case .chunked, .untilClose:
             dropContentLength = true
             if h.minorVersion == 1 {
@@ -564,36 +562,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         var done = false
         do {
             try u.connection.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
-                switch responseFraming {
-                case .none:
-                    done = true
-                case .contentLength:
-                    let take = Int(min(UInt64(buf.count), responseRemaining))
-                    if take > 0 { sendResponseData(buf[0..<take]) }
-                    responseRemaining -= UInt64(take)
-                    consumed = take
-                    done = responseRemaining == 0
-                case .untilClose:
-                    if buf.count > 0 { sendResponseData(buf[0..<buf.count]) }
-                    consumed = buf.count
-                case .chunked:
-                    var pos = 0
-                    loop: while true {
-                        switch try responseDecoder.next(buf, from: pos) {
-                        case .data(let r):
-                            sendResponseData(buf[r])
-                            pos = r.upperBound
-                        case .needMore(let c):
-                            pos = c
-                            break loop
-                        case .end(let e):
-                            pos = e
-                            done = true
-                            break loop
-                        }
-                    }
-                    consumed = pos
-                }
+                (consumed, done) = try responseBody.read(buf) { sendResponseData($0) }
             }
         } catch {
             abortExchange(status: nil, code: "upstream_bad_response")
@@ -611,7 +580,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private var closeAfterResponseUpstream: Bool {
         guard let r = response else { return true }
-        if case .untilClose = responseFraming { return true }
+        if case .untilClose = responseBody.framing { return true }
         return !r.keepAlive || !bodyDone
     }
 
@@ -639,7 +608,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// The upstream connection ended (EOF, error or close) during an exchange.
     private func upstreamDidEnd(error: Socket.Error?) {
         guard let u = upstream else { return }
-        if response != nil, case .untilClose = responseFraming, phase == .streamingResponse {
+        if response != nil, case .untilClose = responseBody.framing, phase == .streamingResponse {
             // Close-delimited body: the end of the connection is the end of the body.
             pumpResponseBody(u)
             responseComplete(upstreamReusable: false)

@@ -268,9 +268,7 @@ final class HTTP2Stream: ConnectionDelegate {
     private var upstreamSeconds: Double?
     private var retried = false
     private var response: (status: Int, keepAlive: Bool)?
-    private var responseFraming: BodyFraming = .none
-    private var responseRemaining: UInt64 = 0
-    private var responseDecoder = ChunkedDecoder()
+    private var responseBody = BodyReader(.none)
     private var responseHeadSent = false
     private var responseDone = false
     private var earlyResponse = false
@@ -550,16 +548,16 @@ final class HTTP2Stream: ConnectionDelegate {
             earlyResponse = true
             discardRequestBody()
         }
-        responseFraming = r.framing
+        responseBody = BodyReader(r.framing)
         var fields = u.connection.inbound.withReadableBytes { r.materialize($0).headers }
         u.connection.inbound.consume(end)
         ForwardedHeaders.rewriteResponse(&fields)
         if let extra = forward?.responseHeaders { for e in extra { fields.set(e.name, e.value) } }
         switch r.framing {
-        case .contentLength(let n):
-            responseRemaining = n
         case .chunked, .untilClose:
             fields.remove("Content-Length")
+        case .contentLength:
+            break
         case .none:
             break
         }
@@ -583,7 +581,7 @@ final class HTTP2Stream: ConnectionDelegate {
 
     private func upstreamReusable(_ u: UpstreamConnection) -> Bool {
         guard let r = response, r.keepAlive, !earlyResponse else { return false }
-        if case .untilClose = responseFraming { return false }
+        if case .untilClose = responseBody.framing { return false }
         return u.connection.inbound.isEmpty
     }
 
@@ -603,36 +601,7 @@ final class HTTP2Stream: ConnectionDelegate {
         }
         do {
             try u.connection.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
-                switch responseFraming {
-                case .none:
-                    done = true
-                case .contentLength:
-                    let take = Int(min(UInt64(buf.count), responseRemaining))
-                    if take > 0 { send(buf[0..<take]) }
-                    responseRemaining -= UInt64(take)
-                    consumed = take
-                    done = responseRemaining == 0
-                case .untilClose:
-                    if buf.count > 0 { send(buf[0..<buf.count]) }
-                    consumed = buf.count
-                case .chunked:
-                    var pos = 0
-                    loop: while true {
-                        switch try responseDecoder.next(buf, from: pos) {
-                        case .data(let r):
-                            send(buf[r])
-                            pos = r.upperBound
-                        case .needMore(let c):
-                            pos = c
-                            break loop
-                        case .end(let e):
-                            pos = e
-                            done = true
-                            break loop
-                        }
-                    }
-                    consumed = pos
-                }
+                (consumed, done) = try responseBody.read(buf) { send($0) }
             }
         } catch {
             fail(status: nil, code: "upstream_bad_response")
@@ -656,7 +625,7 @@ final class HTTP2Stream: ConnectionDelegate {
     }
 
     private func responseComplete(upstreamReusable: Bool) {
-        if !responseDone && responseHeadSent, case .none = responseFraming {
+        if !responseDone && responseHeadSent, case .none = responseBody.framing {
             // The HEADERS frame ended the stream.
         } else if !responseDone {
             try? session.sendResponseBody(streamID: id, [], endStream: true)
@@ -668,7 +637,7 @@ final class HTTP2Stream: ConnectionDelegate {
 
     private func upstreamDidEnd() {
         guard let u = upstream else { return }
-        if response != nil, case .untilClose = responseFraming, !responseDone {
+        if response != nil, case .untilClose = responseBody.framing, !responseDone {
             pumpResponseBody(u)
             if !responseDone && !finished { responseComplete(upstreamReusable: false) }
             return
