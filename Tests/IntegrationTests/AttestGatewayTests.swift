@@ -63,13 +63,11 @@ final class ContractDevice: @unchecked Sendable {
 @Suite("App Attest gateway end to end (real gatewayd, software devices)", .serialized, .timeLimit(.minutes(5)))
 struct AttestGatewayTests {
     static let appID = "ABCDE12345.com.example.shop"
-    let ca = try! TestCA()
+    let ca: TestCA
     let dir: URL
 
     init() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-attest-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+        (ca, dir) = try makeTrustedTestCADirectory("gw-attest")
     }
 
     func config(dataDir: String? = nil, ttl: String = "5m", extraRoutes: String = "") -> String {
@@ -508,6 +506,16 @@ struct AttestGatewayTests {
 extension ContractDevice {
     /// The same device talking to a restarted gateway (a new port).
     func rebind(port: UInt16) { self.port = port }
+}
+
+/// A directory for one suite's files holding the root of a fresh test CA, `root.pem`, to list in
+/// `trust.extra_roots` (the gateway never trusts a test root implicitly).
+func makeTrustedTestCADirectory(_ prefix: String) throws -> (ca: TestCA, dir: URL) {
+    let ca = try TestCA()
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+    return (ca, dir)
 }
 
 /// A lock-protected value for test threads.

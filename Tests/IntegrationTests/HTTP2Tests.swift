@@ -36,13 +36,11 @@ private func json(_ s: String) -> [String: Any]? { (try? JSONSerialization.jsonO
 @Suite("HTTP/2 h2c listeners (real gatewayd, curl, nghttp, h2load)", .serialized, .timeLimit(.minutes(3)))
 struct HTTP2Tests {
     static let appID = "ABCDE12345.com.example.shop"
-    let ca = try! TestCA()
+    let ca: TestCA
     let dir: URL
 
     init() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-h2-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+        (ca, dir) = try makeTrustedTestCADirectory("gw-h2")
     }
 
     func config(upstream: String = "demo") -> String {

@@ -13,13 +13,11 @@ import Testing
     .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
 struct RedisFleetTests {
     static let appID = "ABCDE12345.com.example.shop"
-    let ca = try! TestCA()
+    let ca: TestCA
     let dir: URL
 
     init() throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-fleet-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+        (ca, dir) = try makeTrustedTestCADirectory("gw-fleet")
     }
 
     func config(redis: RedisProcess, timeout: String = "500ms") -> String {
