@@ -475,28 +475,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func parseResponseHead(_ u: UpstreamConnection) {
         guard let h = head else { return }
-        var final: (HTTPResponseHeadLines, Int)?
-        while true {
-            let result: (HTTPResponseHeadLines, Int)?
-            do {
-                result = try u.connection.inbound.withReadableBytes {
-                    try parser.parseResponseHeadLines($0, requestMethod: h.method)
-                }
-            } catch {
-                abortExchange(status: 502, code: "upstream_bad_response")
-                return
-            }
-            guard let (r, end) = result else { return }
-            if (100..<200).contains(r.status) {
-                u.connection.inbound.consume(end)
-                if r.status == 101 {
-                    abortExchange(status: 502, code: "upstream_bad_response")
-                    return
-                }
-                continue  // 100 Continue and other interim answers are the gateway's business, not the client's
-            }
-            final = (r, end)
-            break
+        let final: (HTTPResponseHeadLines, Int)?
+        do {
+            final = try u.finalResponseHead(parser: parser, requestMethod: h.method)
+        } catch {
+            abortExchange(status: 502, code: "upstream_bad_response")
+            return
         }
         guard let (r, end) = final else { return }
         response = (r.status, r.keepAlive)

@@ -516,29 +516,12 @@ final class HTTP2Stream: ConnectionDelegate {
     }
 
     private func parseResponseHead(_ u: UpstreamConnection) {
-        var final: (HTTPResponseHeadLines, Int)?
-        let parser = HTTP1Parser(limits: conn.limits.parser)
-        while true {
-            let result: (HTTPResponseHeadLines, Int)?
-            do {
-                result = try u.connection.inbound.withReadableBytes {
-                    try parser.parseResponseHeadLines($0, requestMethod: head.method)
-                }
-            } catch {
-                fail(status: 502, code: "upstream_bad_response")
-                return
-            }
-            guard let (r, end) = result else { return }
-            if (100..<200).contains(r.status) {
-                u.connection.inbound.consume(end)
-                if r.status == 101 {
-                    fail(status: 502, code: "upstream_bad_response")
-                    return
-                }
-                continue
-            }
-            final = (r, end)
-            break
+        let final: (HTTPResponseHeadLines, Int)?
+        do {
+            final = try u.finalResponseHead(parser: HTTP1Parser(limits: conn.limits.parser), requestMethod: head.method)
+        } catch {
+            fail(status: 502, code: "upstream_bad_response")
+            return
         }
         guard let (r, end) = final else { return }
         response = (r.status, r.keepAlive)

@@ -1,4 +1,5 @@
 import GatewayCrypto
+import GatewayHTTP
 import GatewayIO
 
 /// An upstream as the proxy uses it.
@@ -324,5 +325,24 @@ public final class UpstreamConnection: ConnectionDelegate {
             return
         }
         exchange?.connectionDidClose(c, error: error)
+    }
+}
+
+/// Interim answers are the gateway's business, not the client's: a switch of protocols is refused.
+struct UpstreamProtocolSwitch: Error {}
+
+extension UpstreamConnection {
+    /// The final response head waiting in this connection's input and its length, or nil while it is
+    /// incomplete. Interim answers (100 Continue, 103 …) before it are consumed and dropped. Throws for
+    /// a malformed head, and for 101 (the gateway does not tunnel upgraded connections).
+    func finalResponseHead(parser: HTTP1Parser, requestMethod: String) throws -> (HTTPResponseHeadLines, Int)? {
+        while true {
+            guard let (r, end) = try connection.inbound.withReadableBytes({
+                try parser.parseResponseHeadLines($0, requestMethod: requestMethod)
+            }) else { return nil }
+            guard (100..<200).contains(r.status) else { return (r, end) }
+            connection.inbound.consume(end)
+            if r.status == 101 { throw UpstreamProtocolSwitch() }
+        }
     }
 }
