@@ -413,23 +413,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         upstream = u
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
-        var fields = h.headers
-        fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
-        ForwardedHeaders.rewriteRequest(&fields, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme,
-                                        host: h.headers["Host"])
-        fields.remove("Expect")
-        // HTTP/1.0 clients may omit Host; the upstream request is HTTP/1.1, which requires one.
-        if !fields.contains("Host") { fields.append("Host", f.pool.target.address.description) }
-        f.editHeaders?(&fields)
-        switch h.framing {
-        case .chunked:
-            fields.remove("Content-Length")
-            fields.append("Transfer-Encoding", "chunked")
-        case .contentLength(let n):
-            fields.set("Content-Length", String(n))
-        case .none, .untilClose:
-            break
-        }
+        let fields = f.upstreamFields(h, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme, framing: h.framing)
         u.connection.write { HTTP1Serializer.appendRequestHead(method: h.method, target: h.target, headers: fields, to: &$0) }
         if bodyTarget == .buffer {
             // The body was read already (bounded) for a local decision; send it whole.

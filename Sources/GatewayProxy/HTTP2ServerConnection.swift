@@ -459,33 +459,12 @@ final class HTTP2Stream: ConnectionDelegate {
         upstream = u
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
-        var fields = head.headers
-        fields.reserveCapacity(fields.count + 6)
-        ForwardedHeaders.rewriteRequest(&fields, client: conn.transport.peer == nil ? "unknown" : conn.peerHost,
-                                        proto: conn.scheme, host: head.headers["Host"])
-        fields.remove("Expect")
-        if !fields.contains("Host") { fields.append("Host", f.pool.target.address.description) }
-        f.editHeaders?(&fields)
         let wasBuffered = bodyTarget == .buffer
-        if wasBuffered {
-            // The whole (bounded) body is here: sent with its length.
-            fields.remove("Transfer-Encoding")
-            if head.framing == .none && buffered.isEmpty {
-                fields.remove("Content-Length")
-            } else {
-                fields.set("Content-Length", String(buffered.count))
-            }
-        } else {
-            switch head.framing {
-            case .chunked:
-                fields.remove("Content-Length")
-                fields.append("Transfer-Encoding", "chunked")
-            case .contentLength(let n):
-                fields.set("Content-Length", String(n))
-            case .none, .untilClose:
-                break
-            }
-        }
+        // A buffered body is here whole: it is sent with its length.
+        let framing: BodyFraming =
+            !wasBuffered ? head.framing : (head.framing == .none && buffered.isEmpty ? .none : .contentLength(UInt64(buffered.count)))
+        let fields = f.upstreamFields(
+            head, client: conn.transport.peer == nil ? "unknown" : conn.peerHost, proto: conn.scheme, framing: framing)
         u.connection.write { HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: fields, to: &$0) }
         upstreamHeadSent = true
         if wasBuffered {

@@ -57,6 +57,31 @@ public struct Forward {
     }
 }
 
+extension Forward {
+    /// The fields of the request sent upstream: the client's, rewritten (hop-by-hop fields removed,
+    /// X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it; the upstream
+    /// request is HTTP/1.1, which requires one), edited by the route, then framed as `framing` says.
+    func upstreamFields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming) -> HTTPFields {
+        var fields = head.headers
+        fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
+        ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"])
+        fields.remove("Expect")
+        if !fields.contains("Host") { fields.append("Host", pool.target.address.description) }
+        editHeaders?(&fields)
+        switch framing {
+        case .chunked:
+            fields.remove("Content-Length")
+            fields.append("Transfer-Encoding", "chunked")
+        case .contentLength(let n):
+            fields.remove("Transfer-Encoding")
+            fields.set("Content-Length", String(n))
+        case .none, .untilClose:
+            break
+        }
+        return fields
+    }
+}
+
 public struct BufferedRequest {
     public let head: HTTPRequestHead
     public let path: String

@@ -43,10 +43,14 @@ public final class LoopbackClient: @unchecked Sendable {
         }
     }
 
+    /// errno of the last failed recv (0: none; EAGAIN: the 10 s timeout).
+    public private(set) var lastErrno: Int32 = 0
+
     /// One recv of up to `max` bytes; empty at EOF, timeout or error.
     public func receiveSome(max: Int = 65536) -> [UInt8] {
         var tmp = [UInt8](repeating: 0, count: max)
         let n = tmp.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 { lastErrno = errno }
         return n > 0 ? Array(tmp[0..<n]) : []
     }
 
