@@ -57,14 +57,19 @@ extension GatewayRouter {
             case .failure(let e):
                 done(.respond(self.refusal(e, route: "attest_challenge", mode: "endpoint", request: request)))
             case .success(let wanted):
-                let purpose = wanted.purpose?.rawValue ?? "any"
+                let purpose: AttestMetrics.IssuedChallengePurpose =
+                    switch wanted.purpose {
+                    case .register?: .register
+                    case .assert?: .assert
+                    case nil: .any
+                    }
                 let bound = LoopBound(done)
                 let summary = RequestSummary(request)
                 ctx.store.issueChallenge(wanted, nowMillis: AttestContext.nowMillis()) { [executor] result in
                     executor.run {
                         switch result {
                         case .success(let issued):
-                            ctx.metrics.challengeIssued(purpose: purpose)
+                            ctx.metrics.challengeIssued(purpose)
                             bound.value(.respond(LocalResponse.json(201, ChallengeEndpoint.json(issued), headers: Self.noStore)))
                         case .failure(let error):
                             let e = Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])
@@ -142,9 +147,11 @@ extension GatewayRouter {
     ) {
         let h = request.head
         let keyText = h.headers[AttestHeaders.keyID]
+        let share = r.assertion.rollout.basisPoints
+        // The key id is decoded for the rollout share only on a partial rollout (the gate decodes it anyway).
         let enforce =
             r.assertion.mode == .enforce
-            && Rollout.enforces(keyID: keyText.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: r.assertion.rollout.basisPoints)
+            && (share >= 10_000 || Rollout.enforces(keyID: keyText.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: share))
         let mode = enforce ? "enforce" : "shadow"
         let gateRequest = GateRequest(
             method: h.method, target: h.target, body: request.body, keyID: keyText,
@@ -157,13 +164,14 @@ extension GatewayRouter {
                 let keyID = a.keyID.description
                 var response = HTTPFields()
                 if let next = a.nextChallenge {
+                    self.attest.metrics.challengeIssued(.next)
                     response.append(AttestHeaders.nextChallenge, ChallengeText.encode(next.token))
                     response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
                 }
-                done(self.decisionOutcome(self.forward(r, runtime: rt, editHeaders: { fields in
-                    Self.stripAttestHeaders(&fields, verifiedHeader: verifiedHeader)
+                done(self.forward(request, r, runtime: rt, editHeaders: { fields in
+                    rt.stripAttestHeaders(&fields)
                     fields.append(verifiedHeader, keyID)
-                }, responseHeaders: response), request: request))
+                }, responseHeaders: response))
             case .refused(let e):
                 let failOpen = e.error == .storeUnavailable && r.assertion.onStoreError == .failOpen
                 if enforce && !failOpen {
@@ -177,32 +185,9 @@ extension GatewayRouter {
                 GatewayEvents.log("info", "assertion \(verdict)", [
                     ("route", r.name), ("mode", mode), ("reason", e.error.code), ("step", e.step), ("request_id", id),
                 ])
-                done(self.decisionOutcome(self.forward(r, runtime: rt, editHeaders: { fields in
-                    Self.stripAttestHeaders(&fields, verifiedHeader: verifiedHeader)
-                }, responseHeaders: HTTPFields()), request: request))
+                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
             }
         }
-    }
-
-    /// A forwarding decision taken after the body was buffered, as a buffered outcome.
-    private func decisionOutcome(_ decision: RouteDecision, request: BufferedRequest) -> BufferedOutcome {
-        switch decision {
-        case .forward(let f): return .forward(f)
-        case .respond(_, let r): return .respond(r)
-        case .buffer(_, _, let handler):
-            // The demo application answers synchronously from the already-buffered request.
-            var answer: BufferedOutcome = .respond(LocalResponse.error(500, "internal_error"))
-            handler(request) { answer = $0 }
-            return answer
-        }
-    }
-
-    /// The three assertion headers never reach an upstream, nor a client-sent verified-key header.
-    static func stripAttestHeaders(_ fields: inout HTTPFields, verifiedHeader: String) {
-        fields.remove(AttestHeaders.keyID)
-        fields.remove(AttestHeaders.challenge)
-        fields.remove(AttestHeaders.assertion)
-        fields.remove(verifiedHeader)
     }
 }
 

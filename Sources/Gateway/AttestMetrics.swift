@@ -27,6 +27,13 @@ final class AttestMetrics: Sendable {
     private let restoreGauge: Meter
     private let fsyncTimer: CoreMetrics.Timer
     private let counters = Mutex<[String: Counter]>([:])
+    private let issued: [IssuedChallengePurpose: Counter]
+
+    /// The `purpose` label of issued challenges: asked for at the endpoint (register, assert, or any
+    /// when unbound), or sent with a verified response (`next`).
+    enum IssuedChallengePurpose: String, CaseIterable {
+        case register, assert, any, next
+    }
 
     init(factory: any MetricsFactory) {
         self.factory = factory
@@ -38,6 +45,9 @@ final class AttestMetrics: Sendable {
         snapshotFailed = Counter(label: Self.snapshotFailures, dimensions: [], factory: factory)
         restoreGauge = Meter(label: Self.restoreDuration, dimensions: [], factory: factory)
         fsyncTimer = CoreMetrics.Timer(label: Self.fsyncDuration, dimensions: [], factory: factory)
+        issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
+            ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
+        })
     }
 
     /// Counters off the request path's hot loop (registrations, challenges): one lock, created once.
@@ -52,7 +62,7 @@ final class AttestMetrics: Sendable {
     }
 
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
-    func challengeIssued(purpose: String) { counter(Self.challengesIssued, [("purpose", purpose)]).increment() }
+    func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose]?.increment() }
     func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
     func storeSizes(keys k: Int, challenges c: Int) {
         keys.set(k)
@@ -68,13 +78,16 @@ final class AttestMetrics: Sendable {
 /// One loop's verdict counters, cached without locks (the verdict is counted on every protected request).
 final class AttestLoopMetrics {
     private let shared: AttestMetrics
-    private var verdicts: [String: Counter] = [:]
+    private struct VerdictKey: Hashable {
+        let route: String, mode: String, verdict: String, reason: String
+    }
+    private var verdicts: [VerdictKey: Counter] = [:]
 
     init(shared: AttestMetrics) { self.shared = shared }
 
     /// `verdict`: accepted, refused, would_refuse (shadow), fail_open (store down, route fails open).
     func verdict(route: String, mode: String, verdict: String, reason: String) {
-        let key = "\(route)|\(mode)|\(verdict)|\(reason)"
+        let key = VerdictKey(route: route, mode: mode, verdict: verdict, reason: reason)
         if let c = verdicts[key] { return c.increment() }
         let c = Counter(
             label: AttestMetrics.verdicts,

@@ -11,6 +11,8 @@ final class GatewayRouter: RequestRouter {
     let loop: EventLoop
     private(set) var runtime: GatewayRuntime
     private var pools: [String: UpstreamPool] = [:]
+    /// Where each route of `runtime` goes, resolved once per adopted runtime (not per request).
+    private var routeTargets: [RouteTarget] = []
     private let events: GatewayEvents
     private let metrics: LoopMetrics
     let attest: AttestContext
@@ -68,6 +70,18 @@ final class GatewayRouter: RequestRouter {
             }
         }
         for (name, p) in previous where pools[name] !== p { p.retire() }
+        routeTargets = runtime.routes.map { resolveTarget($0, runtime) }
+    }
+
+    private func resolveTarget(_ r: GatewayRuntime.CompiledRoute, _ rt: GatewayRuntime) -> RouteTarget {
+        if rt.demoUpstreams.contains(r.upstream) { return .demo }
+        return pools[r.upstream].map(RouteTarget.pool) ?? .missing
+    }
+
+    /// A route's target; a request that outlived a reload (its verification finished after it) is
+    /// resolved against the current pools by name.
+    private func target(_ r: GatewayRuntime.CompiledRoute, _ rt: GatewayRuntime) -> RouteTarget {
+        rt === runtime ? routeTargets[r.index] : resolveTarget(r, rt)
     }
 
     func closeIdle() { for p in pools.values { p.closeIdle() } }
@@ -87,28 +101,53 @@ final class GatewayRouter: RequestRouter {
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
     }
 
-    /// Where a request that may go on goes: the in-process demo application, or an upstream pool.
-    /// `editHeaders` always removes a client-sent verified-key header.
+    /// Where a request that may go on goes, decided before its body is read: the in-process demo
+    /// application (which needs the body), or an upstream pool. `editHeaders` always removes a
+    /// client-sent verified-key header.
     func forward(
         _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: @escaping (inout HTTPFields) -> Void,
         responseHeaders: HTTPFields
     ) -> RouteDecision {
-        if rt.demoUpstreams.contains(r.upstream) {
+        switch target(r, rt) {
+        case .demo:
             return .buffer(maxBody: r.maxBody, routeName: r.name) { request, done in
                 done(.respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
                                                   responseHeaders: responseHeaders)))
             }
-        }
-        guard let pool = pools[r.upstream] else {
+        case .pool(let pool):
+            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+        case .missing:
             return .respond(routeName: r.name, LocalResponse.error(502, "upstream_unavailable"))
         }
-        return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+    }
+
+    /// The same, for a request whose body was already buffered for a local decision.
+    func forward(
+        _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
+        editHeaders: @escaping (inout HTTPFields) -> Void, responseHeaders: HTTPFields
+    ) -> BufferedOutcome {
+        switch target(r, rt) {
+        case .demo:
+            return .respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
+                                                responseHeaders: responseHeaders))
+        case .pool(let pool):
+            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+        case .missing:
+            return .respond(LocalResponse.error(502, "upstream_unavailable"))
+        }
     }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
         events.exchangeDidFinish(record)
         metrics.record(record)
     }
+}
+
+/// Where a route's requests go, as resolved for one runtime.
+enum RouteTarget {
+    case demo
+    case pool(UpstreamPool)
+    case missing
 }
 
 /// The in-process `demo` upstream: answers what it would have been sent, as JSON, so that a newcomer

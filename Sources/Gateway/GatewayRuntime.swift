@@ -16,6 +16,8 @@ public final class GatewayRuntime: Sendable {
         public let upstream: String
         public let maxBody: Int
         public let assertion: AssertionPolicy
+        /// Position in `routes` (file order): routers keep per-route state in arrays indexed by it.
+        public let index: Int
     }
 
     public struct CompileError: Error, CustomStringConvertible {
@@ -35,6 +37,8 @@ public final class GatewayRuntime: Sendable {
     public let extraRootSubjects: [String]
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
     public let stripVerifiedHeader: @Sendable (inout HTTPFields) -> Void
+    /// On protected routes also the three assertion headers, which never reach an upstream.
+    public let stripAttestHeaders: @Sendable (inout HTTPFields) -> Void
     /// Listener name → its TLS context (certificates read and checked now), for TLS listeners.
     public let listenerTLS: [String: TLSServerContext]
     /// Session ticket keys shared by every TLS listener, carried over from the previous runtime on
@@ -103,7 +107,7 @@ public final class GatewayRuntime: Sendable {
         }
         self.targets = targets
         demoUpstreams = demo
-        routes = config.routes.map { r in
+        routes = config.routes.enumerated().map { index, r in
             let path: (String?, String?) =
                 switch r.match.path {
                 case .prefix(let p): (p, nil)
@@ -112,7 +116,7 @@ public final class GatewayRuntime: Sendable {
             return CompiledRoute(
                 name: r.name,
                 match: GatewayProxy.RouteMatch(methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host),
-                upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion)
+                upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
         }
         var roots: [X509Certificate] = []
         for path in config.trust.extraRoots {
@@ -139,6 +143,9 @@ public final class GatewayRuntime: Sendable {
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = { fields in fields.remove(verifiedHeader) }
+        stripAttestHeaders = { fields in
+            for name in [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader] { fields.remove(name) }
+        }
         let l = config.limits
         downstreamLimits = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),

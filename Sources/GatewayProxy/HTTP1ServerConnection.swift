@@ -588,9 +588,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if response == nil {
             // Nothing came back. An idempotent request without a body, sent on a reused connection that
             // the upstream had already given up on, is retried once on a fresh one.
-            if let h = head, !retried, u.requestsServed > 1, h.framing == .none,
-                ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].contains(h.method)
-            {
+            if let h = head, !retried, u.mayRetry(h) {
                 retried = true
                 acquireUpstream(fresh: true)
                 return

@@ -15,6 +15,8 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public let transport: any DownstreamTransport
     let router: any RequestRouter
     let limits: DownstreamLimits
+    /// Parses upstream response heads (one per connection, like HTTP/1.1's, not one per read).
+    let responseParser: HTTP1Parser
     let scheme: String
     let session: HTTP2ServerSession
     var loop: EventLoop { transport.loop }
@@ -40,16 +42,6 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// Output is pulled from the session while less than this is queued on the transport.
     static let outputLowWater = 32 * 1024
 
-    /// Serves `connection` (its delegate becomes this object). Bytes already in `connection.inbound`
-    /// (e.g. the preface read while sniffing) are processed at once.
-    public convenience init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits,
-                            settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http") throws(HTTP2SessionError)
-    {
-        try self.init(transport: connection, router: router, limits: limits, settings: settings, scheme: scheme)
-        connection.delegate = self
-        if !connection.inbound.isEmpty { transportDidRead() } else { pump() }
-    }
-
     /// Serves `transport`; the transport's owner calls the `transportDid…` methods.
     public init(transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
                 settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http") throws(HTTP2SessionError)
@@ -57,12 +49,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         self.transport = transport
         self.router = router
         self.limits = limits
+        responseParser = HTTP1Parser(limits: limits.parser)
         self.scheme = scheme
         self.session = try HTTP2ServerSession(settings: settings)
         armIdle()
     }
-
-    public var openStreams: Int { streams.count }
 
     // MARK: - Transport events
 
@@ -497,7 +488,7 @@ final class HTTP2Stream: ConnectionDelegate {
     private func parseResponseHead(_ u: UpstreamConnection) {
         let final: (HTTPResponseHeadLines, Int)?
         do {
-            final = try u.finalResponseHead(parser: HTTP1Parser(limits: conn.limits.parser), requestMethod: head.method)
+            final = try u.finalResponseHead(parser: conn.responseParser, requestMethod: head.method)
         } catch {
             fail(status: 502, code: "upstream_bad_response")
             return
@@ -606,9 +597,7 @@ final class HTTP2Stream: ConnectionDelegate {
         }
         releaseUpstream(reusable: false)
         if response == nil {
-            if !retried, u.requestsServed > 1, head.framing == .none,
-                ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].contains(head.method)
-            {
+            if !retried, u.mayRetry(head) {
                 retried = true
                 upstreamHeadSent = false
                 acquireUpstream(fresh: true)

@@ -332,6 +332,16 @@ public final class UpstreamConnection: ConnectionDelegate {
 struct UpstreamProtocolSwitch: Error {}
 
 extension UpstreamConnection {
+    /// Methods a request may be sent twice with (RFC 9110 §9.2.2).
+    private static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
+
+    /// Whether a request that got nothing back on this connection may be retried on a fresh one:
+    /// idempotent, without a body, and sent on a reused connection (the upstream may have closed it
+    /// just before the request arrived).
+    func mayRetry(_ head: HTTPRequestHead) -> Bool {
+        requestsServed > 1 && head.framing == .none && Self.idempotentMethods.contains(head.method)
+    }
+
     /// The final response head waiting in this connection's input and its length, or nil while it is
     /// incomplete. Interim answers (100 Continue, 103 …) before it are consumed and dropped. Throws for
     /// a malformed head, and for 101 (the gateway does not tunnel upgraded connections).

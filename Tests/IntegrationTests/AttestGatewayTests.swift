@@ -136,6 +136,7 @@ struct AttestGatewayTests {
         #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 3"))
         #expect(metrics.contains("attest_gateway_registrations_total{result=\"registered\",reason=\"new_key\"} 1"))
         #expect(metrics.contains("attest_gateway_challenges_issued_total{purpose=\"assert\"} 1"))
+        #expect(metrics.contains("attest_gateway_challenges_issued_total{purpose=\"next\"} 3"))
         #expect(try curl([gw.url("admin", "/readyz")]).0 == 200)
     }
 

@@ -109,7 +109,7 @@ public enum HTTP2RequestHead {
         }
 
         guard let method else { throw .missingPseudoHeader(":method") }
-        guard !method.isEmpty, method.utf8.allSatisfy(isTchar) else { throw .invalidValue(name: ":method") }
+        guard !method.isEmpty, method.utf8.allSatisfy(HTTPChar.isTchar) else { throw .invalidValue(name: ":method") }
         // CONNECT (§8.5) would make the gateway a tunnel: not offered, so it lacks :scheme/:path like any request.
         guard let scheme, !scheme.isEmpty else { throw .missingPseudoHeader(":scheme") }
         guard let path, !path.isEmpty else { throw .missingPseudoHeader(":path") }
@@ -138,7 +138,7 @@ public enum HTTP2RequestHead {
     static func checkName(_ name: String) throws(HTTP2RequestViolation) {
         for c in name.utf8 {
             if c >= 0x41 && c <= 0x5a { throw .uppercaseName(name) }
-            guard isTchar(c) else { throw .invalidName(name) }
+            guard HTTPChar.isTchar(c) else { throw .invalidName(name) }
         }
     }
 
@@ -148,17 +148,5 @@ public enum HTTP2RequestHead {
         if let f = u.first, f == 0x20 || f == 0x09 { return false }
         if let l = u.last, l == 0x20 || l == 0x09 { return false }
         return !u.contains { $0 == 0 || $0 == 0x0a || $0 == 0x0d }
-    }
-
-    /// tchar (RFC 9110 §5.6.2).
-    static func isTchar(_ c: UInt8) -> Bool {
-        switch c {
-        case 0x30...0x39, 0x41...0x5a, 0x61...0x7a: true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-            UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-            UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            true
-        default: false
-        }
     }
 }

@@ -204,7 +204,7 @@ public final class HTTP2ServerSession {
         var pairs: [(String, String)] = [(":status", String(status))]
         for f in fields {
             let name = f.name.lowercased()
-            guard !name.isEmpty, name.utf8.allSatisfy(HTTP2RequestHead.isTchar), name != "host",
+            guard !name.isEmpty, name.utf8.allSatisfy(HTTPChar.isTchar), name != "host",
                 HTTP2RequestHead.validValue(f.value)
             else { continue }
             pairs.append((name, f.value))

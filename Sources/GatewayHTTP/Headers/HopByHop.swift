@@ -1,12 +1,9 @@
 /// Hop-by-hop header rules (RFC 9110 §7.6.1), as Go's ReverseProxy applies them: the fixed list plus
 /// every field named in Connection is removed before a message crosses the proxy; `TE: trailers` is
 /// kept for requests.
+/// The fixed list: Connection, Proxy-Connection, Keep-Alive, Proxy-Authenticate, Proxy-Authorization,
+/// TE, Trailer, Transfer-Encoding, Upgrade (`isListed`).
 public enum HopByHop {
-    public static let fields = [
-        "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "TE", "Trailer",
-        "Transfer-Encoding", "Upgrade",
-    ]
-
     public static func strip(_ headers: inout HTTPFields, isRequest: Bool) {
         // Without a field of the fixed list there is no Connection field either: nothing to do.
         guard headers.contains(where: { isListed($0.name) }) else { return }
