@@ -28,6 +28,10 @@ public final class GatewayRuntime: Sendable {
     public let routes: [CompiledRoute]
     /// Upstream name → target; demo upstreams have no entry.
     public let targets: [String: GatewayProxy.UpstreamTarget]
+    /// Per https upstream: SHA-256 of its configuration and of the bytes of its CA and client files.
+    /// A reload reuses the running `TLSClientContext` (and so the pool, its connections and its TLS
+    /// sessions) while this is unchanged; a certificate rotated in place still takes effect.
+    let upstreamTLSFingerprints: [String: [UInt8]]
     public let demoUpstreams: Set<String>
     public let downstreamLimits: DownstreamLimits
     public let workers: Int
@@ -76,6 +80,7 @@ public final class GatewayRuntime: Sendable {
         }
         self.http2Settings = http2Settings
         var targets: [String: GatewayProxy.UpstreamTarget] = [:]
+        var fingerprints: [String: [UInt8]] = [:]
         var demo: Set<String> = []
         for u in config.upstreams {
             switch u.target {
@@ -85,10 +90,16 @@ public final class GatewayRuntime: Sendable {
                 var client: TLSClientContext?
                 if url.scheme == .https {
                     let t = u.tls ?? UpstreamTLSConfig()
-                    do {
-                        client = try TLSClientContext(configuration: Self.clientConfiguration(t))
-                    } catch {
-                        throw CompileError(description: "upstream \(u.name): tls: \(error.message)")
+                    let fingerprint = Self.fingerprint(u, t)
+                    fingerprints[u.name] = fingerprint
+                    if let p = previous, p.upstreamTLSFingerprints[u.name] == fingerprint, let running = p.targets[u.name]?.tls {
+                        client = running
+                    } else {
+                        do {
+                            client = try TLSClientContext(configuration: Self.clientConfiguration(t))
+                        } catch {
+                            throw CompileError(description: "upstream \(u.name): tls: \(error.message)")
+                        }
                     }
                 }
                 let address: SocketAddress
@@ -106,6 +117,7 @@ public final class GatewayRuntime: Sendable {
             }
         }
         self.targets = targets
+        upstreamTLSFingerprints = fingerprints
         demoUpstreams = demo
         routes = config.routes.enumerated().map { index, r in
             let path: (String?, String?) =
@@ -118,22 +130,11 @@ public final class GatewayRuntime: Sendable {
                 match: GatewayProxy.RouteMatch(methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host),
                 upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
         }
-        var roots: [X509Certificate] = []
-        for path in config.trust.extraRoots {
-            let pem: String
-            do {
-                pem = try String(contentsOfFile: path, encoding: .utf8)
-            } catch {
-                throw CompileError(description: "trust.extra_roots: cannot read \(path): \(error.localizedDescription)")
-            }
-            let certs: [X509Certificate]
-            do {
-                certs = try X509Certificate.parsePEM(pem)
-            } catch {
-                throw CompileError(description: "trust.extra_roots: \(path): \(error)")
-            }
-            guard !certs.isEmpty else { throw CompileError(description: "trust.extra_roots: \(path): no certificate in the file") }
-            roots += certs
+        let roots: [X509Certificate]
+        do {
+            roots = try X509Certificate.loadPEMFiles(config.trust.extraRoots)
+        } catch {
+            throw CompileError(description: "trust.extra_roots: \(error)")
         }
         extraRootSubjects = roots.map(\.subject)
         do {
@@ -181,6 +182,20 @@ public final class GatewayRuntime: Sendable {
     /// The first route whose match holds (file order).
     public func route(method: String, path: String, host: String?) -> CompiledRoute? {
         routes.first { $0.match.matches(method: method, path: path, host: host) }
+    }
+}
+
+extension GatewayRuntime {
+    /// What an https upstream's TLS context is made of: its configuration and its files' bytes (an
+    /// unreadable file hashes as empty; building the context then reports it).
+    static func fingerprint(_ u: UpstreamConfig, _ t: UpstreamTLSConfig) -> [UInt8] {
+        let hasher = SHA256.Hasher()
+        hasher.update(Array("\(u.target)|\(t)".utf8))
+        for path in [t.caFile, t.clientCertificate, t.clientKey] {
+            hasher.update([0])
+            if let path, let data = FileManager.default.contents(atPath: path) { hasher.update([UInt8](data)) }
+        }
+        return hasher.finalize()
     }
 }
 

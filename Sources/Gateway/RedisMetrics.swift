@@ -20,7 +20,7 @@ final class RedisMetrics: Sendable {
     init(factory: any MetricsFactory) {
         var timers: [RedisStoreOperation: CoreMetrics.Timer] = [:]
         var errors: [RedisStoreOperation: [StoreError.Code: Counter]] = [:]
-        let codes: [StoreError.Code] = [.unavailable, .challengeCapacity, .notReady]
+        let codes: [StoreError.Code] = [.unavailable, .challengeCapacity]
         for op in RedisStoreOperation.allCases {
             timers[op] = CoreMetrics.Timer(label: Self.operationDuration, dimensions: [("operation", op.rawValue)], factory: factory)
             var byCode: [StoreError.Code: Counter] = [:]

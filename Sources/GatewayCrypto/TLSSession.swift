@@ -273,9 +273,6 @@ public final class TLSSession {
         return try result.get()
     }
 
-    /// True when bytes are buffered inside the session (decrypted or not yet processed): after
-    /// resuming a paused reader, call `readPlaintext` without waiting for the socket.
-    public var hasBufferedInput: Bool { SSL_pending(ssl) > 0 || BIO_ctrl_pending(inbound) > 0 }
 
     // MARK: Output
 

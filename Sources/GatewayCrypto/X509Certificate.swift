@@ -1,3 +1,4 @@
+import Foundation
 import CGatewayOpenSSL
 import GatewayWire
 
@@ -113,5 +114,27 @@ public final class X509Certificate: @unchecked Sendable {
         let len = Int(ASN1_STRING_length(data))
         let bytes: [UInt8] = len > 0 ? Array(UnsafeBufferPointer(start: ASN1_STRING_get0_data(data), count: len)) : []
         return .present(value: bytes, critical: X509_EXTENSION_get_critical(ext) == 1)
+    }
+}
+
+extension X509Certificate {
+    /// The certificates of PEM files, in order (trust roots given on the command line or in
+    /// `trust.extra_roots`). Errors name the file: unreadable, not PEM certificates, or none in it.
+    public static func loadPEMFiles(_ paths: [String]) throws(ParseError) -> [X509Certificate] {
+        var out: [X509Certificate] = []
+        for path in paths {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ParseError(reason: "\(path): cannot read the file")
+            }
+            let certs: [X509Certificate]
+            do {
+                certs = try parsePEM(String(decoding: data, as: UTF8.self))
+            } catch {
+                throw ParseError(reason: "\(path): \(error)")
+            }
+            guard !certs.isEmpty else { throw ParseError(reason: "\(path): no certificate in the file") }
+            out += certs
+        }
+        return out
     }
 }

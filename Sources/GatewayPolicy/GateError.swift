@@ -54,7 +54,6 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     // The store.
     case storeUnavailable = "store_unavailable"
     case challengeCapacity = "challenge_capacity"
-    case storeNotReady = "store_not_ready"
 
     public var code: String { rawValue }
 
@@ -63,7 +62,7 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         case .malformed, .badJSON, .missingField: 400
         case .methodNotAllowed: 405
         case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld: 403
-        case .storeUnavailable, .challengeCapacity, .storeNotReady: 503
+        case .storeUnavailable, .challengeCapacity: 503
         default: 401
         }
     }
@@ -102,7 +101,6 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         switch error.code {
         case .unavailable: self = .storeUnavailable
         case .challengeCapacity: self = .challengeCapacity
-        case .notReady: self = .storeNotReady
         }
     }
 }

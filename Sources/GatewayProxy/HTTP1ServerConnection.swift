@@ -42,8 +42,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var closeAfterResponse = false
     private var bodyTarget: BodyTarget = .upstream
     private var bodyLimit = 0
-    private var bodyRemaining: UInt64 = 0
-    private var bodyDecoder = ChunkedDecoder()
+    private var requestBody = BodyReader(.none)
     private var bodyDone = true
     private var buffered: [UInt8] = []
     private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
@@ -204,15 +203,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         response = nil
         responseHeadSent = false
         buffered = []
-        bodyDecoder = ChunkedDecoder()
         responseBody = BodyReader(.none)
         switch h?.framing {
-        case .contentLength(let n)?:
-            bodyRemaining = n
-            bodyDone = false
-        case .chunked?:
+        case let framing? where framing != .none:
+            requestBody = BodyReader(framing)
             bodyDone = false
         default:
+            requestBody = BodyReader(.none)
             bodyDone = true
         }
     }
@@ -274,37 +271,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         var progressed = false
         do {
             try downstream.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
-                switch head?.framing {
-                case .contentLength?:
-                    let take = Int(min(UInt64(buf.count), bodyRemaining))
-                    if take > 0 {
-                        deliverBody(buf[0..<take])
-                        bodyRemaining -= UInt64(take)
-                        consumed = take
-                        progressed = true
-                    }
-                    if bodyRemaining == 0 { bodyDone = true }
-                case .chunked?:
-                    var pos = 0
-                    loop: while true {
-                        switch try bodyDecoder.next(buf, from: pos) {
-                        case .data(let r):
-                            deliverBody(buf[r])
-                            pos = r.upperBound
-                            progressed = true
-                        case .needMore(let c):
-                            pos = c
-                            break loop
-                        case .end(let e):
-                            pos = e
-                            bodyDone = true
-                            break loop
-                        }
-                    }
-                    consumed = pos
-                default:
-                    bodyDone = true
+                let (used, done) = try requestBody.read(buf) { data in
+                    deliverBody(data)
+                    progressed = true
                 }
+                consumed = used
+                if done { bodyDone = true }
             }
         } catch {
             let e = error as? HTTPParseError
@@ -413,21 +385,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         upstream = u
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
-        let fields = f.upstreamFields(h, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme, framing: h.framing)
+        let wasBuffered = bodyTarget == .buffer
+        let framing = wasBuffered ? BodyFraming.whole(h.framing, count: buffered.count) : h.framing
+        let fields = f.upstreamFields(h, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme, framing: framing)
         u.connection.write { HTTP1Serializer.appendRequestHead(method: h.method, target: h.target, headers: fields, to: &$0) }
-        if bodyTarget == .buffer {
-            // The body was read already (bounded) for a local decision; send it whole.
-            if !buffered.isEmpty {
-                if case .chunked = h.framing {
-                    let body = buffered
-                    u.connection.write { out in body.withUnsafeBytes { HTTP1Serializer.appendChunk($0, to: &out) } }
-                    u.connection.write(HTTP1Serializer.lastChunk)
-                } else {
-                    u.connection.write(buffered)
-                }
-            } else if case .chunked = h.framing {
-                u.connection.write(HTTP1Serializer.lastChunk)
-            }
+        if wasBuffered {
+            // The body was read already (bounded) for a local decision: it goes whole, with its length.
+            if !buffered.isEmpty { u.connection.write(buffered) }
             buffered = []
             phase = .awaitingResponse
             armResponseTimer()

@@ -451,9 +451,7 @@ final class HTTP2Stream: ConnectionDelegate {
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         let wasBuffered = bodyTarget == .buffer
-        // A buffered body is here whole: it is sent with its length.
-        let framing: BodyFraming =
-            !wasBuffered ? head.framing : (head.framing == .none && buffered.isEmpty ? .none : .contentLength(UInt64(buffered.count)))
+        let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
         let fields = f.upstreamFields(
             head, client: conn.transport.peer == nil ? "unknown" : conn.peerHost, proto: conn.scheme, framing: framing)
         u.connection.write { HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: fields, to: &$0) }

@@ -57,6 +57,14 @@ public struct Forward {
     }
 }
 
+extension BodyFraming {
+    /// The framing of a body read whole (buffered for a local decision): its length, whatever
+    /// framing it arrived with; none when it had none and is empty.
+    static func whole(_ original: BodyFraming, count: Int) -> BodyFraming {
+        original == .none && count == 0 ? .none : .contentLength(UInt64(count))
+    }
+}
+
 extension Forward {
     /// The fields of the request sent upstream: the client's, rewritten (hop-by-hop fields removed,
     /// X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it; the upstream

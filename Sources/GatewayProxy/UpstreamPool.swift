@@ -67,9 +67,6 @@ public final class UpstreamPool {
     /// https: the latest session a connection of this pool can resume (a fresh ticket from each
     /// connection, since TLS 1.3 tickets are single-use).
     var resumable: TLSResumableSession?
-    /// Handshakes with the upstream that resumed a session / failed (for tests and metrics).
-    public private(set) var tlsResumed = 0
-    public private(set) var tlsFailures = 0
     /// Told of each failed upstream handshake (the failure's detail names the cause), on the loop.
     public var onTLSFailure: ((TLSFailure) -> Void)?
     public var openCount: Int { members.count }
@@ -155,12 +152,7 @@ public final class UpstreamPool {
         if !waiters.isEmpty && members.count < target.maxConnections { connect(waiters.removeFirst()) }
     }
 
-    func noteResumed() { tlsResumed += 1 }
-
-    func noteTLSFailure(_ f: TLSFailure) {
-        tlsFailures += 1
-        onTLSFailure?(f)
-    }
+    func noteTLSFailure(_ f: TLSFailure) { onTLSFailure?(f) }
 
     /// Closes idle connections (reload, drain, stop).
     public func closeIdle() {
@@ -288,7 +280,6 @@ public final class UpstreamConnection: ConnectionDelegate {
     public func connectionDidConnect(_ c: Connection) {
         if let t = connectTimer { pool.loop.timers.cancel(t) }
         connectTimer = nil
-        if c.tlsInfo?.resumed == true { pool.noteResumed() }
         if let cb = onConnect {
             onConnect = nil
             cb(.success(self))

@@ -200,8 +200,6 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case unavailable = "store_unavailable"
         /// Too many live challenges; try later.
         case challengeCapacity = "challenge_capacity"
-        /// The store is still restoring its state.
-        case notReady = "store_not_ready"
     }
 
     public let code: Code

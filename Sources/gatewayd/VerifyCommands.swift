@@ -240,16 +240,9 @@ func parseInstant(_ text: String) throws -> Date {
 }
 
 func loadRoots(_ paths: [String]) throws -> [X509Certificate] {
-    var out: [X509Certificate] = []
-    for path in paths {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ValidationError("--root \(path): cannot read the file")
-        }
-        do {
-            out += try X509Certificate.parsePEM(String(decoding: data, as: UTF8.self))
-        } catch {
-            throw ValidationError("--root \(path): \(error)")
-        }
+    do {
+        return try X509Certificate.loadPEMFiles(paths)
+    } catch {
+        throw ValidationError("--root \(error)")
     }
-    return out
 }
