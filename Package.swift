@@ -64,7 +64,7 @@ let package = Package(
         .target(name: "GatewayStore", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
         // The same store contract on Redis (hiredis through CGatewayHiredis): connections on their own threads.
-        .target(name: "GatewayRedis", dependencies: ["CGatewayHiredis", "GatewayStore", "GatewayWire"], swiftSettings: strict),
+        .target(name: "GatewayRedis", dependencies: ["CGatewayHiredis", "GatewayStore", "GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
         // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
         .target(
@@ -116,7 +116,7 @@ let package = Package(
         ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
-        .testTarget(name: "GatewayRedisTests", dependencies: ["GatewayRedis", "GatewayStore", "GatewayTestSupport"]),
+        .testTarget(name: "GatewayRedisTests", dependencies: ["GatewayCrypto", "GatewayWire", "GatewayRedis", "GatewayStore", "GatewayTestSupport"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

@@ -31,6 +31,11 @@ public enum SHA256 {
     }
 
     public static func hash(parts: [UnsafeRawBufferPointer]) -> [UInt8] {
+        digest(md, byteCount, parts)
+    }
+
+    /// One EVP digest of `parts` (also SHA-1's, below).
+    static func digest(_ md: OpaquePointer, _ byteCount: Int, _ parts: [UnsafeRawBufferPointer]) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
         guard EVP_DigestInit_ex(ctx, md, nil) == 1 else { OpenSSLFatal.fail("EVP_DigestInit_ex") }
@@ -40,7 +45,7 @@ public enum SHA256 {
         var out = [UInt8](repeating: 0, count: byteCount)
         var len: UInt32 = 0
         let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(ctx, $0.baseAddress, &len) }
-        guard ok == 1, len == 32 else { OpenSSLFatal.fail("EVP_DigestFinal_ex") }
+        guard ok == 1, Int(len) == byteCount else { OpenSSLFatal.fail("EVP_DigestFinal_ex") }
         return out
     }
 
@@ -95,4 +100,17 @@ public enum OpenSSLError {
     }
 
     static func clear() { ERR_clear_error() }
+}
+
+/// SHA-1, for names only (Redis identifies Lua scripts by it); never for anything security rests on.
+public enum SHA1 {
+    nonisolated(unsafe) private static let md: OpaquePointer = {
+        guard let md = EVP_MD_fetch(nil, "SHA1", nil) else { OpenSSLFatal.fail("EVP_MD_fetch(SHA1)") }
+        return md
+    }()
+
+    public static func hash(_ text: String) -> [UInt8] {
+        var t = text
+        return t.withUTF8 { SHA256.digest(md, 20, [UnsafeRawBufferPointer($0)]) }
+    }
 }

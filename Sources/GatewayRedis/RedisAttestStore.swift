@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import GatewayCrypto
 import GatewayStore
 import GatewayWire
 import Synchronization
@@ -59,9 +60,9 @@ public final class RedisAttestStore: AttestStore {
     private let cachedKeys = Atomic<Int>(0)
     /// Challenges this instance issued, by expiry second (for `statistics.liveChallenges`).
     private let issued = Mutex<[Int64: Int]>([:])
-    private let issueSHA = SHA1.hex(RedisScripts.issue)
-    private let registerSHA = SHA1.hex(RedisScripts.register)
-    private let commitSHA = SHA1.hex(RedisScripts.commit)
+    private let issueSHA = Hex.encode(SHA1.hash(RedisScripts.issue))
+    private let registerSHA = Hex.encode(SHA1.hash(RedisScripts.register))
+    private let commitSHA = Hex.encode(SHA1.hash(RedisScripts.commit))
     private let keyCountName: [UInt8]
 
     /// Starts the connections (they connect in the background; see `waitUntilConnected`).
@@ -188,9 +189,8 @@ public final class RedisAttestStore: AttestStore {
         let ttl = max(0, request.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
         let expires = overflow ? Int64.max : sum
-        var rng = SystemRandomNumberGenerator()
-        let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? (0..<4).map { _ in UInt8.random(in: 0...255, using: &rng) }
-        let token = ChallengeToken(tag + (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })!
+        let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? SecureRandom.bytes(4)
+        let token = ChallengeToken(tag + SecureRandom.bytes(16))!
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         let command = RedisCommand([
             Array("EVALSHA".utf8), Array(issueSHA.utf8), Array("1".utf8), challengeName(token),
