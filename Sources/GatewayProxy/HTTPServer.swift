@@ -134,17 +134,8 @@ public final class HTTPServer: @unchecked Sendable {
                 ready: { [unowned self] c, info in
                     onTLSHandshake?(loop, info)
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
-                    if info.alpn == "h2", protocols.contains(.h2c),
-                        let h2 = startHTTP2(c, router: router, limits: limits, scheme: scheme)
-                    {
-                        connections[i][id] = h2
-                        h2.onClose = closed
-                        h2.transportDidRead()
-                    } else if !c.isClosed {
-                        let h1 = HTTP1ServerConnection(connection: c, router: router, limits: limits, scheme: scheme)
-                        connections[i][id] = h1
-                        h1.onClose = closed
-                    }
+                    _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2c), slot: (i, id), router: router,
+                              limits: limits, scheme: scheme, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
@@ -155,36 +146,44 @@ public final class HTTPServer: @unchecked Sendable {
         switch (protocols.contains(.http1), protocols.contains(.h2c)) {
         case (true, true):
             let sniffer = ProtocolSniffer(connection: conn, limits: limits) { [unowned self] verdict in
-                // The chosen handler takes the connection (and its bookkeeping slot) over.
-                switch verdict {
-                case .http2:
-                    guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme) else { return }
-                    connections[i][id] = h2
-                    h2.onClose = closed
-                    h2.transportDidRead()
-                default:
-                    let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
-                    connections[i][id] = h1
-                    h1.onClose = closed
-                    if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
-                }
+                var http2 = false
+                if case .http2 = verdict { http2 = true }
+                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, scheme: scheme, closed: closed)
             }
             sniffer.onClose = closed
             connections[i][id] = sniffer
         case (false, true):
-            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme) else {
+            // No handler owns the connection yet: a failed session start is accounted here.
+            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, scheme: scheme, closed: closed) else {
                 live.wrappingSubtract(1, ordering: .relaxed)
                 return
             }
-            connections[i][id] = h2
-            h2.onClose = closed
-            h2.transportDidRead()
         default:
-            let server = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
-            connections[i][id] = server
-            server.onClose = closed
+            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, scheme: scheme, closed: closed)
         }
         onAccept?(loop)
+    }
+
+    /// Hands `conn` to its protocol handler, which becomes its delegate and takes over its bookkeeping
+    /// slot, then lets it process what already arrived. False (the connection closed) when the HTTP/2
+    /// session could not be made.
+    private func serve(
+        _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, limits: DownstreamLimits,
+        scheme: String, closed: @escaping () -> Void
+    ) -> Bool {
+        if http2 {
+            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme) else { return false }
+            connections[slot.loop][slot.id] = h2
+            h2.onClose = closed
+            h2.transportDidRead()
+        } else {
+            guard !conn.isClosed else { return false }
+            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
+            connections[slot.loop][slot.id] = h1
+            h1.onClose = closed
+            if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
+        }
+        return true
     }
 
     /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
