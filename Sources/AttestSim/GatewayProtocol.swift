@@ -10,29 +10,17 @@ public enum Binding: String, Sendable, CaseIterable {
     case request
     /// The body itself.
     case body
-}
 
-/// The byte strings a device hashes and signs, exactly as the gateway rebuilds them.
-public enum ClientData {
-    /// `bind: request`: UTF-8 of `challenge + "\n" + METHOD + "\n" + request-target + "\n" +
-    /// lowercase hex(SHA256(body))` (an empty body hashes the empty string).
-    public static func request(challenge: String, method: String, target: String, body: [UInt8]) -> [UInt8] {
-        Array("\(challenge)\n\(method)\n\(target)\n\(Hex.encode(SHA256.hash(body)))".utf8)
-    }
-
-    /// The client data for `binding`: the request form (challenge required) or the body.
-    public static func make(binding: Binding, challenge: String?, method: String, target: String, body: [UInt8]) -> [UInt8] {
-        switch binding {
-        case .request: request(challenge: challenge ?? "", method: method, target: target, body: body)
+    /// The client data a device signs on such a route: the request form (challenge required) or the body.
+    public func clientData(challenge: String?, method: String, target: String, body: [UInt8]) -> [UInt8] {
+        switch self {
+        case .request: ClientData.forRequest(challenge: challenge ?? "", method: method, target: target, body: body)
         case .body: body
         }
     }
-
-    /// The clientDataHash of a registration: SHA256 of the UTF-8 bytes of the challenge as issued.
-    public static func registrationHash(challenge: String) -> [UInt8] { SHA256.hash(Array(challenge.utf8)) }
 }
 
-/// The gateway's App Attest endpoints and header names.
+/// The gateway's App Attest endpoints (header names: `AttestHeaders`).
 public struct GatewayPaths: Sendable, Equatable {
     public var challenge: String
     public var register: String
@@ -42,11 +30,6 @@ public struct GatewayPaths: Sendable, Equatable {
         self.register = register
     }
 
-    public static let keyIDHeader = "X-App-Attest-Key-Id"
-    public static let challengeHeader = "X-App-Attest-Challenge"
-    public static let assertionHeader = "X-App-Assertion"
-    public static let nextChallengeHeader = "X-App-Attest-Next-Challenge"
-    public static let nextChallengeExpiresHeader = "X-App-Attest-Next-Challenge-Expires"
 }
 
 /// A challenge as the gateway issued it; its text is used exactly as received.
@@ -126,11 +109,11 @@ public enum GatewayRequests {
         device: SimulatedDevice, challenge: String?, method: String, target: String, body: [UInt8], binding: Binding,
         mutations: AssertionMutations = .none
     ) -> HTTPRequest {
-        let clientData = ClientData.make(binding: binding, challenge: challenge, method: method, target: target, body: body)
+        let clientData = binding.clientData(challenge: challenge, method: method, target: target, body: body)
         let assertion = device.assert(clientDataHash: SHA256.hash(clientData), mutations: mutations)
-        var headers: [(String, String)] = [(GatewayPaths.keyIDHeader, Base64.encode(device.keyID))]
-        if let challenge { headers.append((GatewayPaths.challengeHeader, challenge)) }
-        headers.append((GatewayPaths.assertionHeader, Base64.encode(assertion)))
+        var headers: [(String, String)] = [(AttestHeaders.keyID, Base64.encode(device.keyID))]
+        if let challenge { headers.append((AttestHeaders.challenge, challenge)) }
+        headers.append((AttestHeaders.assertion, Base64.encode(assertion)))
         if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
         return HTTPRequest(method: method, target: target, headers: headers, body: body)
     }
@@ -145,8 +128,8 @@ public enum GatewayRequests {
 
     /// The next challenge a verified response carries.
     public static func nextChallenge(_ response: HTTPResponse) -> IssuedChallenge? {
-        guard let c = response.header(GatewayPaths.nextChallengeHeader), !c.isEmpty else { return nil }
-        return IssuedChallenge(value: c, expiresAt: response.header(GatewayPaths.nextChallengeExpiresHeader))
+        guard let c = response.header(AttestHeaders.nextChallenge), !c.isEmpty else { return nil }
+        return IssuedChallenge(value: c, expiresAt: response.header(AttestHeaders.nextChallengeExpires))
     }
 }
 

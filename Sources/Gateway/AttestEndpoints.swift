@@ -1,3 +1,4 @@
+import AppAttest
 import Dispatch
 import Foundation
 import GatewayHTTP

@@ -1,3 +1,4 @@
+import AppAttest
 import Foundation
 import GatewayConfig
 import GatewayCrypto

@@ -2,35 +2,6 @@ import GatewayCrypto
 import GatewayStore
 import GatewayWire
 
-/// What an assertion's client data covers, as the README's client contract states it.
-public enum ClientData {
-    /// `bind: request`: the UTF-8 bytes of `challenge "\n" METHOD "\n" request-target "\n"
-    /// lowercase-hex(SHA256(body))`, with the challenge exactly as issued and the request-target
-    /// exactly as in the request line.
-    public static func forRequest(challenge: String, method: String, target: String, body: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(challenge.utf8.count + method.utf8.count + target.utf8.count + 67)
-        out += challenge.utf8
-        out.append(0x0a)
-        out += method.utf8
-        out.append(0x0a)
-        out += target.utf8
-        out.append(0x0a)
-        out += Hex.encode(SHA256.hash(body)).utf8
-        return out
-    }
-}
-
-/// The three request headers of the client contract, and the one the gateway sets upstream.
-public enum AttestHeaders {
-    public static let keyID = "X-App-Attest-Key-Id"
-    public static let challenge = "X-App-Attest-Challenge"
-    public static let assertion = "X-App-Assertion"
-    public static let nextChallenge = "X-App-Attest-Next-Challenge"
-    public static let nextChallengeExpires = "X-App-Attest-Next-Challenge-Expires"
-    public static let requestID = "X-Request-Id"
-}
-
 /// How a client encoded a binary value: what `explain` shows when a key id does not decode as
 /// expected (a very common integration mistake is hex, or URL-safe base64, where base64 was meant).
 public enum BinaryEncoding: String, Sendable {

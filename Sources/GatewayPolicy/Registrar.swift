@@ -54,7 +54,7 @@ public enum Registrar {
         let verified: VerifiedAttestation
         do {
             verified = try policy.attestationVerifier.verify(
-                attestation: attestation, keyID: keyID.bytes, clientDataHash: SHA256.hash(Array(challengeText.utf8)),
+                attestation: attestation, keyID: keyID.bytes, clientDataHash: ClientData.registrationHash(challenge: challengeText),
                 at: Date(timeIntervalSince1970: Double(nowMillis) / 1000))
         } catch {
             return completion(.refused(Explanation(step: "attestation", error: GateError(error), fields: base + [("detail", error.detail)])))

@@ -107,15 +107,15 @@ final class FakeGateway: @unchecked Sendable {
                 return Self.refuse(401, error.code.rawValue)
             }
         default:
-            guard let keyB64 = r.header(GatewayPaths.keyIDHeader), let assertionB64 = r.header(GatewayPaths.assertionHeader),
-                let challenge = r.header(GatewayPaths.challengeHeader)
+            guard let keyB64 = r.header(AttestHeaders.keyID), let assertionB64 = r.header(AttestHeaders.assertion),
+                let challenge = r.header(AttestHeaders.challenge)
             else { return Self.refuse(401, "assertion_missing") }
             guard let key = lock.withLock({ keys[keyB64] }) else { return Self.refuse(401, "key_unknown") }
             if let code = check(challenge: challenge, purpose: "assert", keyID: keyB64, consume: false) {
                 return Self.refuse(401, code)
             }
             guard let assertion = try? Base64.decode(assertionB64) else { return Self.refuse(401, "malformed") }
-            let clientData = ClientData.request(challenge: challenge, method: r.method, target: r.target, body: r.body)
+            let clientData = ClientData.forRequest(challenge: challenge, method: r.method, target: r.target, body: r.body)
             do {
                 let v = try assertionVerifier.verify(
                     assertion: assertion, publicKey: key.publicKey, clientDataHash: SHA256.hash(clientData),
@@ -131,7 +131,7 @@ final class FakeGateway: @unchecked Sendable {
                 let (next, expires) = issue(purpose: "assert", keyID: keyB64)
                 return Self.json(
                     200, ["target": r.target],
-                    headers: [(GatewayPaths.nextChallengeHeader, next), (GatewayPaths.nextChallengeExpiresHeader, expires)])
+                    headers: [(AttestHeaders.nextChallenge, next), (AttestHeaders.nextChallengeExpires, expires)])
             } catch {
                 return Self.refuse(401, error.code.rawValue)
             }

@@ -11,14 +11,14 @@ struct ClientDataTests {
     static let appID = try! AppID("ABCDE12345.com.example.sim")
 
     @Test("bind request: challenge, method, target and the body's hash, newline-separated") func requestForm() {
-        let cd = ClientData.request(challenge: "Y2hhbA", method: "POST", target: "/api/purchase?x=1", body: Array("{}".utf8))
+        let cd = ClientData.forRequest(challenge: "Y2hhbA", method: "POST", target: "/api/purchase?x=1", body: Array("{}".utf8))
         #expect(
             String(decoding: cd, as: UTF8.self)
                 == "Y2hhbA\nPOST\n/api/purchase?x=1\n44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
         // An empty body hashes the empty string.
-        let empty = ClientData.request(challenge: "c", method: "GET", target: "/", body: [])
+        let empty = ClientData.forRequest(challenge: "c", method: "GET", target: "/", body: [])
         #expect(String(decoding: empty, as: UTF8.self) == "c\nGET\n/\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(ClientData.make(binding: .body, challenge: "c", method: "POST", target: "/", body: [1, 2]) == [1, 2])
+        #expect(Binding.body.clientData(challenge: "c", method: "POST", target: "/", body: [1, 2]) == [1, 2])
         #expect(ClientData.registrationHash(challenge: "abc") == SHA256.hash(Array("abc".utf8)))
     }
 
@@ -34,11 +34,11 @@ struct ClientDataTests {
         #expect(headers["X-App-Attest-Challenge"] == "CHAL")
         let assertion = try Base64.decode(try #require(headers["X-App-Assertion"]))
         let verifier = AssertionVerifier(appIDs: [Self.appID])
-        let cd = ClientData.request(challenge: "CHAL", method: "POST", target: "/api/purchase", body: body)
+        let cd = ClientData.forRequest(challenge: "CHAL", method: "POST", target: "/api/purchase", body: body)
         let v = try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(cd), previousCounter: 0)
         #expect(v.signCount == 1)
         // Another target does not verify.
-        let other = ClientData.request(challenge: "CHAL", method: "POST", target: "/api/purchase?x", body: body)
+        let other = ClientData.forRequest(challenge: "CHAL", method: "POST", target: "/api/purchase?x", body: body)
         #expect(throws: AppAttestError.self) {
             try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(other), previousCounter: 0)
         }
