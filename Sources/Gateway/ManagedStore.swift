@@ -3,6 +3,7 @@ import Foundation
 import GatewayConfig
 import GatewayRedis
 import GatewayStore
+import Synchronization
 
 /// The store the gateway runs on, with its upkeep: restore at start, a challenge sweep and store
 /// gauges every second, periodic snapshots, and a final snapshot (marking a clean stop) on drain.
@@ -156,11 +157,10 @@ struct StoreMetricsObserver: AttestStoreObserver {
 }
 
 /// When the last snapshot was written (or the store opened).
-final class LastSnapshot: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = Date()
+final class LastSnapshot: Sendable {
+    private let value = Mutex(Date())
     var date: Date {
-        get { lock.withLock { value } }
-        set { lock.withLock { value = newValue } }
+        get { value.withLock { $0 } }
+        set { value.withLock { $0 = newValue } }
     }
 }

@@ -113,13 +113,18 @@ enum TLSCredentials {
     static func trust(caFile path: String, on ctx: OpaquePointer) throws(TLSContextError) -> Int {
         let certs = try readCertificates(path, what: "CA file")
         defer { for c in certs { X509_free(c) } }
+        try trust(certs, from: "CA file \(path)", on: ctx)
+        return certs.count
+    }
+
+    /// Adds already-read certificates to a context's verification store.
+    static func trust(_ certs: [OpaquePointer], from what: String, on ctx: OpaquePointer) throws(TLSContextError) {
         guard let store = SSL_CTX_get_cert_store(ctx) else { OpenSSLFatal.fail("SSL_CTX_get_cert_store") }
         for c in certs {
             guard X509_STORE_add_cert(store, c) == 1 else {
-                throw TLSContextError(.invalidCertificate, "CA file \(path): \(OpenSSLError.drain())")
+                throw TLSContextError(.invalidCertificate, "\(what): \(OpenSSLError.drain())")
             }
         }
-        return certs.count
     }
 
     static func leaf(_ x: OpaquePointer) -> X509Certificate {

@@ -32,6 +32,11 @@ public final class TLSServerContext: @unchecked Sendable {
 
         var built: [OpaquePointer] = []
         var leaves: [X509Certificate] = []
+        // The client CA file, read once for every certificate's context.
+        let clientCAs = try configuration.clientCertificateCAFile.map { path throws(TLSContextError) in
+            (path, try TLSCredentials.readCertificates(path, what: "client CA file"))
+        }
+        defer { for c in clientCAs?.1 ?? [] { X509_free(c) } }
         do throws(TLSContextError) {
             for cert in configuration.certificates {
                 let ctx = try TLSContextSetup.newContext(
@@ -40,8 +45,8 @@ public final class TLSServerContext: @unchecked Sendable {
                 built.append(ctx)
                 leaves.append(
                     try TLSCredentials.install(certificatePath: cert.certificatePath, keyPath: cert.privateKeyPath, on: ctx))
-                if let ca = configuration.clientCertificateCAFile {
-                    try Self.requireClientCertificates(caFile: ca, on: ctx)
+                if let (path, certs) = clientCAs {
+                    try Self.requireClientCertificates(certs, from: path, on: ctx)
                 }
             }
         } catch {
@@ -129,16 +134,12 @@ public final class TLSServerContext: @unchecked Sendable {
         }
     }
 
-    private static func requireClientCertificates(caFile: String, on ctx: OpaquePointer) throws(TLSContextError) {
-        let certs = try TLSCredentials.readCertificates(caFile, what: "client CA file")
-        defer { for c in certs { X509_free(c) } }
-        guard let store = SSL_CTX_get_cert_store(ctx) else { OpenSSLFatal.fail("SSL_CTX_get_cert_store") }
+    private static func requireClientCertificates(_ certs: [OpaquePointer], from caFile: String, on ctx: OpaquePointer)
+        throws(TLSContextError)
+    {
+        try TLSCredentials.trust(certs, from: "client CA file \(caFile)", on: ctx)
         guard let names = cgw_sk_X509_NAME_new_null() else { OpenSSLFatal.fail("sk_X509_NAME_new_null") }
         for c in certs {
-            guard X509_STORE_add_cert(store, c) == 1 else {
-                cgw_sk_X509_NAME_pop_free(names)
-                throw TLSContextError(.invalidCertificate, "client CA file \(caFile): \(OpenSSLError.drain())")
-            }
             if let n = X509_NAME_dup(X509_get_subject_name(c)) { _ = cgw_sk_X509_NAME_push(names, n) }
         }
         SSL_CTX_set_client_CA_list(ctx, names)

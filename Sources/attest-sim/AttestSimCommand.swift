@@ -50,10 +50,10 @@ struct GatewayOptions: ParsableArguments {
     var environment: String = "development"
 
     @Option(help: "The gateway's challenge endpoint.")
-    var challengePath: String = "/v1/attest/challenge"
+    var challengePath: String = GatewayPaths().challenge
 
     @Option(help: "The gateway's registration endpoint.")
-    var registerPath: String = "/v1/attest/register"
+    var registerPath: String = GatewayPaths().register
 
     @Option(help: "Seconds for each exchange with the gateway.")
     var timeout: Double = 10
