@@ -318,7 +318,12 @@ public final class MemoryAttestStore: AttestStore {
     static func apply(_ s: inout ShardState, _ r: JournalRecord.Registration) -> Bool {
         let app = s.intern(r.appID)
         let bundle = s.internOptional(r.bundleVersion)
-        if let i = s.find(r.key) {
+        // A new key (the common case: registration, replay of a fresh journal) costs one probe.
+        let added = s.appendIfAbsent(KeyRecord(
+            key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
+            receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
+            firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags))
+        if !added, let i = s.find(r.key) {
             s.update(at: i) { x in
                 x.point = r.point
                 x.counter = max(x.counter, r.counter)
@@ -331,13 +336,8 @@ public final class MemoryAttestStore: AttestStore {
                 x.receiptOffset = r.receiptOffset
                 x.receiptLength = r.receiptLength
             }
-            return true
         }
-        s.append(KeyRecord(
-            key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
-            receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
-            firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags))
-        return false
+        return !added
     }
 
     // MARK: - Assertions

@@ -205,19 +205,6 @@ struct ShardState {
         body(&chunks[index >> Self.chunkShift][index & (Self.chunkSize - 1)])
     }
 
-    /// Appends a record whose key is not present.
-    mutating func append(_ record: KeyRecord) {
-        if (count + 1) * 4 > slots.count * 3 { grow() }
-        if count >> Self.chunkShift == chunks.count {
-            var chunk = ContiguousArray<KeyRecord>()
-            chunk.reserveCapacity(Self.chunkSize)
-            chunks.append(chunk)
-        }
-        chunks[count >> Self.chunkShift].append(record)
-        place(record.key, index: count)
-        count += 1
-    }
-
     /// Appends `record` unless its key is present (one probe sequence for both); false if present.
     mutating func appendIfAbsent(_ record: KeyRecord) -> Bool {
         if (count + 1) * 4 > slots.count * 3 { grow() }

@@ -392,7 +392,7 @@ struct PersistenceTests {
             a.shards[i].state.withLock { s in
                 _ = s.intern("TEAM.app")
                 s.reserve(records.count)
-                for r in records { s.append(r) }
+                for r in records { _ = s.appendIfAbsent(r) }
             }
         }
         a.keyCount.wrappingAdd(n, ordering: .relaxed)
