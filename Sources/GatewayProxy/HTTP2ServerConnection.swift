@@ -129,7 +129,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
                 handle(events)
                 continue
             }
-            guard transport.outboundBytes < Self.outputLowWater, !transport.isClosed else { break }
+            guard session.wantsWrite, transport.outboundBytes < Self.outputLowWater, !transport.isClosed else { break }
             var n = 0
             transport.write { n = session.pullOutput(into: &$0, softLimit: 64 * 1024) }
             if n == 0 { break }
@@ -500,25 +500,37 @@ final class HTTP2Stream: ConnectionDelegate {
             discardRequestBody()
         }
         responseBody = BodyReader(r.framing)
-        var fields = u.connection.inbound.withReadableBytes { r.materialize($0).headers }
-        u.connection.inbound.consume(end)
-        ForwardedHeaders.rewriteResponse(&fields)
-        if let extra = forward?.responseHeaders { for e in extra { fields.set(e.name, e.value) } }
+        let dropContentLength: Bool
         switch r.framing {
-        case .chunked, .untilClose:
-            fields.remove("Content-Length")
-        case .contentLength:
-            break
-        case .none:
-            break
+        case .chunked, .untilClose: dropContentLength = true
+        case .contentLength, .none: dropContentLength = false
         }
         let endStream: Bool
         if case .none = r.framing { endStream = true } else { endStream = false }
         responseStatus = r.status
         responseHeadSent = true
-        do {
-            try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
-        } catch {
+        let submitted: Result<Void, HTTP2SessionError>
+        if let extra = forward?.responseHeaders, extra.count > 0 {
+            // Fields set by the route: through strings, as `HTTPFields.set` defines them.
+            var fields = u.connection.inbound.withReadableBytes { r.materialize($0).headers }
+            ForwardedHeaders.rewriteResponse(&fields)
+            for e in extra { fields.set(e.name, e.value) }
+            if dropContentLength { fields.remove("Content-Length") }
+            submitted = Result { () throws(HTTP2SessionError) in
+                try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
+            }
+        } else {
+            // The usual case: the header list is built from the upstream's bytes, no string per field.
+            submitted = u.connection.inbound.withReadableBytes { buf in
+                Result { () throws(HTTP2SessionError) in
+                    try session.submitResponse(
+                        streamID: id, head: r, from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength,
+                        endStream: endStream)
+                }
+            }
+        }
+        u.connection.inbound.consume(end)
+        if case .failure = submitted {
             abandon(code: "client_gone")
             return
         }

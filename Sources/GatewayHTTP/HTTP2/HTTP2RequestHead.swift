@@ -49,14 +49,28 @@ public enum HTTP2RequestViolation: Error, Equatable, Sendable, CustomStringConve
 /// joined with "; " (§8.2.3), framing from content-length (else `.none` when the HEADERS frame ended
 /// the stream, `.chunked` — length unknown — otherwise). `minorVersion` is 1.
 public enum HTTP2RequestHead {
-    static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"]
+    /// Connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding, upgrade)
+    /// for a lowercase name, decided on its length first (no hashing).
+    @inline(__always)
+    static func isConnectionSpecific(_ name: String) -> Bool {
+        switch name.utf8.count {
+        case 7: name == "upgrade"
+        case 10: name == "connection" || name == "keep-alive"
+        case 16: name == "proxy-connection"
+        case 17: name == "transfer-encoding"
+        default: false
+        }
+    }
 
     public static func make(fields: [HTTPFields.Field], endStream: Bool) throws(HTTP2RequestViolation) -> HTTPRequestHead {
         var method: String?
         var scheme: String?
         var authority: String?
         var path: String?
+        // The mapped fields: Host first (its value is known at the end), then the regular fields.
         var regular: [HTTPFields.Field] = []
+        regular.reserveCapacity(fields.count + 1)
+        regular.append(HTTPFields.Field("Host", ""))
         var cookies: [String] = []
         var cookieIndex: Int?
         var host: String?
@@ -84,7 +98,7 @@ public enum HTTP2RequestHead {
             }
             sawRegular = true
             try checkName(name)
-            if connectionSpecific.contains(name) { throw .connectionSpecificField(name) }
+            if isConnectionSpecific(name) { throw .connectionSpecificField(name) }
             switch name {
             case "te":
                 guard field.value.lowercased() == "trailers" else { throw .invalidTE(field.value) }
@@ -128,8 +142,8 @@ public enum HTTP2RequestHead {
         else { throw .invalidValue(name: ":authority") }
 
         if let cookieIndex { regular.insert(HTTPFields.Field("cookie", cookies.joined(separator: "; ")), at: cookieIndex) }
-        var headers = HTTPFields([HTTPFields.Field("Host", effectiveHost)])
-        for f in regular { headers.append(f.name, f.value) }
+        regular[0].value = effectiveHost
+        let headers = HTTPFields(regular)
         let framing: BodyFraming =
             if let contentLength { .contentLength(contentLength) } else if endStream { .none } else { .chunked }
         return HTTPRequestHead(method: method, target: path, minorVersion: 1, headers: headers, framing: framing)

@@ -29,6 +29,8 @@ public final class HTTP2ServerSession {
     /// nghttp2 reported a fatal error: the session is only good for flushing what is queued.
     private var fatal = false
     private var fatalFlushed = false
+    /// The header list of the response being submitted (one buffer reused for every response).
+    private var block = HTTP2HeaderBlock()
 
     private enum DrainState { case none, noticeSent, goawaySent }
     private static let drainPingData: [UInt8] = Array("gwdrain!".utf8)
@@ -159,8 +161,11 @@ public final class HTTP2ServerSession {
 
     /// Events caused since the last `receive`/`takeEvents` (by output, submits or timers).
     public func takeEvents() -> [HTTP2Event] {
-        defer { events.removeAll(keepingCapacity: true) }
-        return events
+        // Handed over, not copied: keeping the capacity of an array just returned would copy it.
+        guard !events.isEmpty else { return [] }
+        let taken = events
+        events = []
+        return taken
     }
 
     /// The client may still send something we want (else: finish writing, then close).
@@ -193,47 +198,50 @@ public final class HTTP2ServerSession {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
         guard (200...999).contains(status) else { throw HTTP2SessionError(.invalidStatus, "status \(status)") }
-        try submit(stream, Self.responseFields(status: status, headers), endStream: endStream)
+        buildBlock(status: status, headers)
+        try submit(stream, endStream: endStream)
+    }
+
+    /// Queues a proxied response head read straight from the upstream's bytes (`buf`, the buffer
+    /// `head` was parsed from), without a string per field: the fields are those of the materialized
+    /// head after `HopByHop.strip`, the `Via` rewrite (received values joined with ", ", then `via`,
+    /// last) and, with `dropContentLength`, without Content-Length; then as `submitResponse`.
+    public func submitResponse(
+        streamID: Int32, head: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, via: String,
+        dropContentLength: Bool, endStream: Bool
+    ) throws(HTTP2SessionError) {
+        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
+        guard let stream = streams[streamID], stream.delivered else {
+            throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
+        }
+        guard !stream.responseSubmitted else {
+            throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
+        }
+        guard (200...999).contains(head.status) else { throw HTTP2SessionError(.invalidStatus, "status \(head.status)") }
+        block.reset()
+        block.appendStatus(head.status)
+        head.appendHTTP2Fields(from: buf, via: via, dropContentLength: dropContentLength, to: &block)
+        try submit(stream, endStream: endStream)
     }
 
     /// :status first, then the fields HTTP/2 can carry: hop-by-hop removed, names lowercased,
     /// invalid names or values (which a strict upstream parser never lets through) dropped.
-    private static func responseFields(status: Int, _ headers: HTTPFields) -> [(String, String)] {
+    private func buildBlock(status: Int, _ headers: HTTPFields) {
         var fields = headers
         HopByHop.strip(&fields, isRequest: false)
-        var pairs: [(String, String)] = [(":status", String(status))]
-        for f in fields {
-            let name = f.name.lowercased()
-            guard !name.isEmpty, name.utf8.allSatisfy(HTTPChar.isTchar), name != "host",
-                HTTP2RequestHead.validValue(f.value)
-            else { continue }
-            pairs.append((name, f.value))
-        }
-        return pairs
+        block.reset()
+        block.appendStatus(status)
+        for f in fields { block.append(name: f.name, value: f.value) }
     }
 
-    private static func flatten(_ pairs: [(String, String)]) -> ([UInt8], [(Int, Int, Int, Int)]) {
-        var storage: [UInt8] = []
-        var spans: [(Int, Int, Int, Int)] = []
-        for (name, value) in pairs {
-            let n = storage.count
-            storage.append(contentsOf: latin1Bytes(name))
-            let v = storage.count
-            storage.append(contentsOf: latin1Bytes(value))
-            spans.append((n, v - n, v, storage.count - v))
-        }
-        storage.append(0)
-        return (storage, spans)
-    }
-
-    /// nghttp2 copies names and values during the submit call, so pointers into `buf` are enough.
-    private static func nvArray(_ buf: UnsafeBufferPointer<UInt8>, _ spans: [(Int, Int, Int, Int)]) -> [nghttp2_nv] {
-        let base = UnsafeMutablePointer(mutating: buf.baseAddress!)
-        return spans.map {
-            nghttp2_nv(
-                name: base + $0.0, value: base + $0.2, namelen: $0.1, valuelen: $0.3,
-                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
-        }
+    /// The header list `submitResponse` would send (tests).
+    static func responseFields(status: Int, _ headers: HTTPFields) -> [(String, String)] {
+        var fields = headers
+        HopByHop.strip(&fields, isRequest: false)
+        var block = HTTP2HeaderBlock()
+        block.appendStatus(status)
+        for f in fields { block.append(name: f.name, value: f.value) }
+        return block.pairs
     }
 
     /// Sends an interim response (RFC 9110 §15.2: 100 Continue, 103 Early Hints) before the final one;
@@ -249,10 +257,9 @@ public final class HTTP2ServerSession {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
         guard (100...199).contains(status), status != 101 else { throw HTTP2SessionError(.invalidStatus, "status \(status)") }
-        let (storage, spans) = Self.flatten(Self.responseFields(status: status, headers))
-        let rv: Int32 = storage.withUnsafeBufferPointer { buf in
-            let nva = Self.nvArray(buf, spans)
-            return nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, nil, nva, nva.count, nil)
+        buildBlock(status: status, headers)
+        let rv: Int32 = block.withNVArray { nva in
+            nghttp2_submit_headers(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, nil, nva.baseAddress, nva.count, nil)
         }
         guard rv >= 0 else { throw Self.libraryError(Int(rv), "nghttp2_submit_headers") }
     }
@@ -365,18 +372,18 @@ public final class HTTP2ServerSession {
 
     // MARK: - Internals
 
-    private func submit(_ stream: StreamState, _ pairs: [(String, String)], endStream: Bool) throws(HTTP2SessionError) {
-        let (storage, spans) = Self.flatten(pairs)
-        let rv: Int32 = storage.withUnsafeBufferPointer { buf in
-            let nva = Self.nvArray(buf, spans)
+    /// Submits the response head in `block`.
+    private func submit(_ stream: StreamState, endStream: Bool) throws(HTTP2SessionError) {
+        let session = self.session
+        let rv: Int32 = block.withNVArray { nva in
             if endStream {
-                return nghttp2_submit_response(session, stream.id, nva, nva.count, nil)
+                return nghttp2_submit_response(session, stream.id, nva.baseAddress, nva.count, nil)
             }
             var provider = nghttp2_data_provider()
             provider.read_callback = { _, streamID, buf, length, flags, _, userData in
                 HTTP2ServerSession.from(userData).readResponse(streamID, buf!, length, flags!)
             }
-            return nghttp2_submit_response(session, stream.id, nva, nva.count, &provider)
+            return nghttp2_submit_response(session, stream.id, nva.baseAddress, nva.count, &provider)
         }
         guard rv == 0 else { throw Self.libraryError(Int(rv), "nghttp2_submit_response") }
         stream.responseSubmitted = true
@@ -389,7 +396,10 @@ public final class HTTP2ServerSession {
         stream.rejected = true
         stream.fields = []
         do {
-            try submit(stream, [(":status", String(status)), ("content-length", "0")], endStream: true)
+            block.reset()
+            block.appendStatus(status)
+            block.append(name: "content-length", value: "0")
+            try submit(stream, endStream: true)
         } catch {
             _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, HTTP2ErrorCode.internalError.rawValue)
             return
