@@ -152,12 +152,20 @@ public enum HTTP2RequestHead {
     static func checkName(_ name: String) throws(HTTP2RequestViolation) {
         for c in name.utf8 {
             if c >= 0x41 && c <= 0x5a { throw .uppercaseName(name) }
-            guard HTTPChar.isTchar(c) else { throw .invalidName(name) }
+            guard isTokenByte(c) else { throw .invalidName(name) }
         }
     }
 
     /// RFC 9113 §8.2.1: no NUL, CR or LF; no leading or trailing SP/HTAB.
     static func validValue(_ value: String) -> Bool {
+        if let valid = value.utf8.withContiguousStorageIfAvailable({ b -> Bool in
+            guard let f = b.first, let l = b.last else { return true }
+            if f == 0x20 || f == 0x09 || l == 0x20 || l == 0x09 { return false }
+            for c in b where c == 0 || c == 0x0a || c == 0x0d { return false }
+            return true
+        }) {
+            return valid
+        }
         let u = value.utf8
         if let f = u.first, f == 0x20 || f == 0x09 { return false }
         if let l = u.last, l == 0x20 || l == 0x09 { return false }

@@ -31,13 +31,15 @@ public final class HTTP2ServerSession {
     private var fatalFlushed = false
     /// The header list of the response being submitted (one buffer reused for every response).
     private var block = HTTP2HeaderBlock()
+    /// The stream whose request header block is being decoded (saves a dictionary lookup per field).
+    private var headerStream: StreamState?
 
     private enum DrainState { case none, noticeSent, goawaySent }
     private static let drainPingData: [UInt8] = Array("gwdrain!".utf8)
 
     final class StreamState {
         let id: Int32
-        var fields: [HTTPFields.Field] = []
+        var fields: [HTTPFields.Field]
         var headerBytes = 0
         var tooLarge = false
         var delivered = false
@@ -51,7 +53,11 @@ public final class HTTP2ServerSession {
         var deferred = false
         var aboveHighWater = false
         var buffered: Int { response.count - responseStart }
-        init(id: Int32) { self.id = id }
+        init(id: Int32) {
+            self.id = id
+            fields = []
+            fields.reserveCapacity(12)  // a typical request's fields, without regrowing
+        }
     }
 
     /// Builds the session and queues the server's SETTINGS (and the connection window increase).
@@ -543,14 +549,19 @@ public final class HTTP2ServerSession {
         guard !terminated, frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
             frame.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
-        streams[frame.hd.stream_id] = StreamState(id: frame.hd.stream_id)
+        let s = StreamState(id: frame.hd.stream_id)
+        streams[frame.hd.stream_id] = s
+        headerStream = s
         return 0
     }
 
     private func onHeader(
         _ frame: nghttp2_frame, _ name: UnsafePointer<UInt8>, _ nameLen: Int, _ value: UnsafePointer<UInt8>, _ valueLen: Int
     ) -> Int32 {
-        guard let s = streams[frame.hd.stream_id], !s.rejected else { return 0 }
+        let id = frame.hd.stream_id
+        let found: StreamState?
+        if let h = headerStream, h.id == id { found = h } else { found = streams[id] }
+        guard let s = found, !s.rejected else { return 0 }
         s.headerBytes += nameLen + valueLen + 32
         if s.headerBytes > Int(settings.maxHeaderListSize) {
             // Keep decoding (the HPACK state must stay in sync) but keep nothing: answered 431.
@@ -568,7 +579,9 @@ public final class HTTP2ServerSession {
         let endStream = frame.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
         switch UInt32(frame.hd.type) {
         case NGHTTP2_HEADERS.rawValue:
-            guard !terminated, let s = streams[id], !s.rejected else { return 0 }
+            let cached = headerStream
+            headerStream = nil
+            guard !terminated, let s = cached?.id == id ? cached : streams[id], !s.rejected else { return 0 }
             if endStream { s.requestEnded = true }
             if frame.headers.cat == NGHTTP2_HCAT_REQUEST {
                 if s.tooLarge {
@@ -625,7 +638,8 @@ public final class HTTP2ServerSession {
     }
 
     private func onStreamClose(_ streamID: Int32, _ code: UInt32) -> Int32 {
-        applicationResets.remove(streamID)
+        if headerStream?.id == streamID { headerStream = nil }
+        if !applicationResets.isEmpty { applicationResets.remove(streamID) }
         guard let s = streams.removeValue(forKey: streamID) else { return 0 }
         if s.unconsumed > 0 { _ = nghttp2_session_consume_connection(session, s.unconsumed) }
         if s.delivered { events.append(.streamClosed(streamID: streamID, code: HTTP2ErrorCode(code))) }
