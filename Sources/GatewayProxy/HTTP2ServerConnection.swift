@@ -310,7 +310,7 @@ final class HTTP2Stream: ConnectionDelegate {
     /// `expect: 100-continue` (RFC 9110 §10.1.1): the body is wanted, as on HTTP/1.1 (the upstream
     /// request goes without `Expect`).
     private func sendContinueIfExpected() {
-        guard head.expectsContinue, head.framing != .none else { return }
+        guard head.framing != .none, head.expectsContinue else { return }  // no body (a GET): no field lookup
         try? session.submitInterimResponse(streamID: id, status: 100)
     }
 

@@ -67,8 +67,8 @@ struct HTTP2HeaderBlock {
     @discardableResult
     mutating func commit(nameStart n: Int, valueStart v: Int) -> Bool {
         let end = bytes.count
-        let ok: Bool = bytes.withUnsafeMutableBufferPointer { b in
-            guard v > n else { return false }
+        let ok: Bool = bytes.withUnsafeMutableBufferPointer { buf in
+            guard v > n, let b = buf.baseAddress else { return false }
             for i in n..<v {
                 let c = b[i]
                 guard isTokenByte(c) else { return false }
