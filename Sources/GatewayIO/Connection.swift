@@ -234,7 +234,15 @@ public final class Connection: FileEventHandler {
                 }
             }
         }
-        let result = tls.readPlaintext { chunk in inbound.append(chunk) }
+        // Decrypted into the loop's read scratch: its ciphertext is in the session since `feed`, and
+        // nothing else uses it before the next socket read (no 16 KiB buffer allocated per read).
+        let scratch = loop.readScratch
+        var result: TLSReadResult
+        while true {
+            result = tls.readPlaintext(into: scratch)
+            guard case .bytes(let n) = result else { break }
+            inbound.append(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+        }
         if tls.pendingCiphertextCount > 0 || queuedBytes > 0 { scheduleFlush() }  // tickets, key updates, queued writes
         switch result {
         case .failed(let f) where !tls.receivedCloseNotify:
