@@ -203,6 +203,12 @@ public final class TLSSession {
         if let failure { return .failed(failure) }
         if receivedCloseNotify { return .closed }
         guard buffer.count > 0 else { return .needMoreInput }
+        // No ciphertext waiting and nothing buffered in the session: SSL_read could only answer
+        // WANT_READ, so it is not called (every drained read would otherwise end with one failing call).
+        if BIO_ctrl_pending(inbound) == 0 && SSL_has_pending(ssl) == 0 {
+            releaseIdleBuffers()
+            return .needMoreInput
+        }
         ERR_clear_error()
         var n = 0
         let r = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &n)
