@@ -284,6 +284,59 @@ struct TLSSessionTests {
         #expect(maxPending <= 64 * 1024 + 64 * 1024 + 1024)
     }
 
+    @Test("records fed one byte at a time or whole: all plaintext comes out, in several reads when the buffer is small (the session holds the rest); drained reads say needMoreInput")
+    func splitRecords() throws {
+        let pki = try TLSTestPKI()
+        let leaf = try pki.issue("gateway.test", dnsNames: ["gateway.test"])
+        let server = try pki.server([(leaf, [])])
+        let c = try pki.client().makeSession(serverName: "gateway.test")
+        let s = server.makeSession()
+        pump(c, s)
+        var buffer = [UInt8](repeating: 0, count: 64)
+        // Nothing fed: no plaintext, repeatedly (the session keeps nothing behind).
+        for _ in 0..<3 { #expect(buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) } == .needMoreInput) }
+        // 180 bytes: more than the 64-byte buffer, so the rest of the record waits inside the session
+        // while its input buffer is already empty.
+        let message = Array(String(repeating: "one record, split ", count: 10).utf8)
+        #expect(try c.writePlaintext(message) == message.count)
+        #expect(try c.writePlaintext(Array("second".utf8)) == 6)
+        let wire = c.takeCiphertext()
+        var got: [UInt8] = []
+        var results: [TLSReadResult] = []
+        for b in wire {
+            s.feed([b])
+            while true {
+                let r = buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) }
+                results.append(r)
+                guard case .bytes(let n) = r else { break }
+                got.append(contentsOf: buffer[0..<n])
+            }
+        }
+        #expect(got == message + Array("second".utf8))
+        // Plaintext came in 64 + 64 + 52 bytes, then 6; every other read asked for more input.
+        let sizes = results.compactMap { if case .bytes(let n) = $0 { n } else { nil } }
+        #expect(sizes == [64, 64, 52, 6])
+        #expect(results.filter { $0 == .needMoreInput }.count == results.count - 4)
+        // One whole record fed at once, read 64 bytes at a time: after the first read the input buffer
+        // is empty but the session still holds 116 bytes, which the next reads return.
+        #expect(try c.writePlaintext(message) == message.count)
+        s.feed(c.takeCiphertext())
+        var whole: [UInt8] = []
+        var last: TLSReadResult
+        repeat {
+            last = buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) }
+            if case .bytes(let n) = last { whole.append(contentsOf: buffer[0..<n]) }
+        } while last != .needMoreInput
+        #expect(whole == message)
+        // A close_notify split in two still arrives.
+        #expect(c.shutdown())
+        let close = c.takeCiphertext()
+        s.feed(Array(close.prefix(2)))
+        #expect(buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) } == .needMoreInput)
+        s.feed(Array(close.dropFirst(2)))
+        #expect(buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) } == .closed)
+    }
+
     @Test("close_notify both ways; writing after shutdown is refused")
     func closeNotify() throws {
         let pki = try TLSTestPKI()
