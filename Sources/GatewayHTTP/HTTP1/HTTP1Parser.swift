@@ -73,19 +73,83 @@ public struct HTTP1Parser: Sendable {
         let (status, reason, minor) = try parseStatusLineRanges(buf, first)
         var fields: [HTTPResponseHeadLines.FieldRange] = []
         fields.reserveCapacity(lines.count - 1)
-        var decisive = HTTPFields()
+        // The fields that decide framing and persistence are found by length first, then by bytes.
+        var hasTE = false
+        var hasCL = false
+        var hasConnection = false
         try Self.forEachField(buf, lines.dropFirst()) { name, value in
             fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
-            let n = UnsafeRawBufferPointer(rebasing: buf[name])
-            if equalsIgnoringCase(n, "Content-Length") || equalsIgnoringCase(n, "Transfer-Encoding") || equalsIgnoringCase(n, "Connection") {
-                decisive.append(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value))
+            switch name.count {
+            case 10: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Connection") { hasConnection = true }
+            case 14: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Content-Length") { hasCL = true }
+            case 17: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Transfer-Encoding") { hasTE = true }
+            default: break
             }
         }
-        let framing = try responseFraming(decisive, status: status, requestMethod: requestMethod, at: first.lowerBound)
+        let framing = try responseFramingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, status: status,
+                                               requestMethod: requestMethod, at: first.lowerBound)
+        var keepAlive = minor == 1
+        if hasConnection {
+            var close = false
+            var keep = false
+            for f in fields where f.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Connection") {
+                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+                if listContains(v, "close") { close = true }
+                if listContains(v, "keep-alive") { keep = true }
+            }
+            // RFC 9112 §9.3, as `persistentConnection` decides it on strings.
+            keepAlive = !close && (minor == 1 || keep)
+        }
         let head = HTTPResponseHeadLines(
-            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing,
-            keepAlive: persistentConnection(decisive, minorVersion: minor))
+            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing, keepAlive: keepAlive)
         return (head, end)
+    }
+
+    /// `responseFraming` decided on the field ranges: the same answers and errors, without strings.
+    private func responseFramingLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPResponseHeadLines.FieldRange],
+                                      hasTE: Bool, hasCL: Bool, status: Int, requestMethod: String, at offset: Int)
+        throws(HTTPParseError) -> BodyFraming
+    {
+        if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 { return .none }
+        var cl: UInt64? = nil
+        if hasCL {
+            for f in fields where f.name.count == 14 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Content-Length") {
+                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+                switch Self.contentLengthValue(UnsafeBufferPointer(start: v.baseAddress?.assumingMemoryBound(to: UInt8.self), count: v.count)) {
+                case .none:
+                    throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
+                case .some(nil):
+                    throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(Self.latin1(buf, f.value).prefix(40))\"")
+                case .some(let n?):
+                    if let r = cl, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
+                    cl = n
+                }
+            }
+        }
+        if hasTE {
+            guard cl == nil else {
+                throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
+            }
+            // The codings of every Transfer-Encoding field, in order, must be exactly one `chunked`.
+            var count = 0
+            var lastIsChunked = false
+            for f in fields where f.name.count == 17 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Transfer-Encoding") {
+                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+                forEachListElement(v) { element in
+                    count += 1
+                    lastIsChunked = equalsIgnoringCase(element, "chunked")
+                }
+            }
+            guard count == 1, lastIsChunked else {
+                if !lastIsChunked {
+                    throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding must end with chunked")
+                }
+                throw HTTPParseError(.unsupportedTransferCoding, at: offset, "transfer codings other than chunked are not supported")
+            }
+            return .chunked
+        }
+        if let cl { return cl == 0 ? .none : .contentLength(cl) }
+        return .untilClose
     }
 
     // MARK: - Lines
@@ -300,28 +364,7 @@ public struct HTTP1Parser: Sendable {
         var result: UInt64? = nil
         for f in h where f.name.equalsIgnoringASCIICase("Content-Length") {
             var value = f.value
-            let parsed: UInt64?? = value.withUTF8 { v -> UInt64?? in
-                var i = 0
-                var members: UInt64? = nil
-                while i <= v.count {
-                    var end = i
-                    while end < v.count, v[end] != UInt8(ascii: ",") { end += 1 }
-                    var s = i
-                    var e = end
-                    while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
-                    while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
-                    guard e > s, e - s <= 19 else { return .some(nil) }
-                    var n: UInt64 = 0
-                    for k in s..<e {
-                        guard HTTPChar.isDigit(v[k]) else { return .some(nil) }
-                        n = n * 10 + UInt64(v[k] - 0x30)  // 19 digits fit in UInt64
-                    }
-                    if let m = members, m != n { return .none }
-                    members = n
-                    i = end + 1
-                }
-                return .some(members)
-            }
+            let parsed: UInt64?? = value.withUTF8 { Self.contentLengthValue($0) }
             switch parsed {
             case .none:
                 throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
@@ -333,6 +376,31 @@ public struct HTTP1Parser: Sendable {
             }
         }
         return result
+    }
+
+    /// One Content-Length field value: every list member, OWS trimmed, 1 to 19 digits, all the same
+    /// number. `.none` when members differ, `.some(nil)` when one is not a number.
+    static func contentLengthValue(_ v: UnsafeBufferPointer<UInt8>) -> UInt64?? {
+        var i = 0
+        var members: UInt64? = nil
+        while i <= v.count {
+            var end = i
+            while end < v.count, v[end] != UInt8(ascii: ",") { end += 1 }
+            var s = i
+            var e = end
+            while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
+            while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
+            guard e > s, e - s <= 19 else { return .some(nil) }
+            var n: UInt64 = 0
+            for k in s..<e {
+                guard HTTPChar.isDigit(v[k]) else { return .some(nil) }
+                n = n * 10 + UInt64(v[k] - 0x30)  // 19 digits fit in UInt64
+            }
+            if let m = members, m != n { return .none }
+            members = n
+            i = end + 1
+        }
+        return .some(members)
     }
 
     /// Field names as most clients and servers spell them, shared instead of built per message. A
@@ -381,17 +449,26 @@ public struct HTTP1Parser: Sendable {
 }
 
 enum HTTPChar {
-    /// tchar (RFC 9110 §5.6.2).
-    static let tchar: [Bool] = {
-        var t = [Bool](repeating: false, count: 256)
-        for c in UInt8(ascii: "0")...UInt8(ascii: "9") { t[Int(c)] = true }
-        for c in UInt8(ascii: "a")...UInt8(ascii: "z") { t[Int(c)] = true }
-        for c in UInt8(ascii: "A")...UInt8(ascii: "Z") { t[Int(c)] = true }
-        for c in "!#$%&'*+-.^_`|~".utf8 { t[Int(c)] = true }
-        return t
-    }()
+    /// tchar (RFC 9110 §5.6.2) as two 64-bit masks (bytes 0-63 and 64-127): a test is a shift and an
+    /// and, with no table to load (nor a lazy global to check) per byte.
+    /// Low: ! # $ % & ' * + - . 0-9. High: A-Z ^ _ ` a-z | ~.
+    @inline(__always) static func isTchar(_ c: UInt8) -> Bool {
+        // Literals, so that the compiler folds them (checked against the rule by `tcharMasksMatchRule`).
+        let low: UInt64 = 0x03ff_6cfa_0000_0000
+        let high: UInt64 = 0x57ff_ffff_c7ff_fffe
+        if c < 64 { return (low >> UInt64(c)) & 1 != 0 }
+        if c < 128 { return (high >> UInt64(c - 64)) & 1 != 0 }
+        return false
+    }
 
-    @inline(__always) static func isTchar(_ c: UInt8) -> Bool { tchar[Int(c)] }
+    /// The rule spelled out (RFC 9110 §5.6.2), for the test that checks the masks.
+    static func isTcharByRule(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(c)
+        }
+    }
+
     @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
     /// field-vchar / SP / HTAB / obs-text; everything but CTLs and DEL.
     @inline(__always) static func isFieldValueChar(_ c: UInt8) -> Bool { c == 0x09 || (c >= 0x20 && c != 0x7f) }

@@ -126,3 +126,27 @@ func listContains(_ list: UnsafeRawBufferPointer, _ token: UnsafeRawBufferPointe
     let t = UnsafeBufferPointer(start: token.baseAddress?.assumingMemoryBound(to: UInt8.self), count: token.count)
     return listContains(l, t)
 }
+
+/// Whether the comma-separated list in `list` has an element equal to the ASCII `token` (case ignored).
+func listContains(_ list: UnsafeRawBufferPointer, _ token: StaticString) -> Bool {
+    let l = UnsafeBufferPointer(start: list.baseAddress?.assumingMemoryBound(to: UInt8.self), count: list.count)
+    return listContains(l, UnsafeBufferPointer(start: token.utf8Start, count: token.utf8CodeUnitCount))
+}
+
+/// Calls `body` with each non-empty element of the comma-separated list `list`, OWS trimmed (the
+/// elements `HTTPFields.tokens` returns, before lowercasing).
+@inline(__always)
+func forEachListElement(_ list: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+    var i = 0
+    let n = list.count
+    while i <= n {
+        var end = i
+        while end < n, list[end] != UInt8(ascii: ",") { end += 1 }
+        var s = i
+        var e = end
+        while s < e, list[s] == 0x20 || list[s] == 0x09 { s += 1 }
+        while e > s, list[e - 1] == 0x20 || list[e - 1] == 0x09 { e -= 1 }
+        if e > s { body(UnsafeRawBufferPointer(rebasing: list[s..<e])) }
+        i = end + 1
+    }
+}
