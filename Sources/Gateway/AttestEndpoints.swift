@@ -169,10 +169,8 @@ extension GatewayRouter {
                     response.append(AttestHeaders.nextChallenge, ChallengeText.encode(next.token))
                     response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
                 }
-                done(self.forward(request, r, runtime: rt, editHeaders: { fields in
-                    rt.stripAttestHeaders(&fields)
-                    fields.append(verifiedHeader, keyID)
-                }, responseHeaders: response))
+                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders.adding(verifiedHeader, keyID),
+                                  responseHeaders: response))
             case .refused(let e):
                 let failOpen = e.error == .storeUnavailable && r.assertion.onStoreError == .failOpen
                 if enforce && !failOpen {

@@ -105,7 +105,7 @@ final class GatewayRouter: RequestRouter {
     /// application (which needs the body), or an upstream pool. `editHeaders` always removes a
     /// client-sent verified-key header.
     func forward(
-        _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: @escaping (inout HTTPFields) -> Void,
+        _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: HeaderEdit,
         responseHeaders: HTTPFields
     ) -> RouteDecision {
         switch target(r, rt) {
@@ -124,7 +124,7 @@ final class GatewayRouter: RequestRouter {
     /// The same, for a request whose body was already buffered for a local decision.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: @escaping (inout HTTPFields) -> Void, responseHeaders: HTTPFields
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields
     ) -> BufferedOutcome {
         switch target(r, rt) {
         case .demo:
@@ -154,12 +154,12 @@ enum RouteTarget {
 /// can see routing and forwarding at work without installing anything.
 enum DemoUpstream {
     static func answer(
-        _ request: BufferedRequest, route: String, upstream: String, editHeaders: (inout HTTPFields) -> Void,
+        _ request: BufferedRequest, route: String, upstream: String, editHeaders: HeaderEdit,
         responseHeaders: HTTPFields
     ) -> LocalResponse {
         var fields = request.head.headers
         ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"])
-        editHeaders(&fields)
+        editHeaders.apply(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }
         var out = JSONObject()

@@ -41,9 +41,9 @@ public final class GatewayRuntime: Sendable {
     /// Subjects of the roots trusted besides Apple's (tests only; logged loudly at start and reload).
     public let extraRootSubjects: [String]
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
-    public let stripVerifiedHeader: @Sendable (inout HTTPFields) -> Void
+    public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
-    public let stripAttestHeaders: @Sendable (inout HTTPFields) -> Void
+    public let stripAttestHeaders: HeaderEdit
     /// Listener name → its TLS context (certificates read and checked now), for TLS listeners.
     public let listenerTLS: [String: TLSServerContext]
     /// Session ticket keys shared by every TLS listener, carried over from the previous runtime on
@@ -144,10 +144,8 @@ public final class GatewayRuntime: Sendable {
             throw CompileError(description: error.description)
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
-        stripVerifiedHeader = { fields in fields.remove(verifiedHeader) }
-        stripAttestHeaders = { fields in
-            for name in [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader] { fields.remove(name) }
-        }
+        stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
+        stripAttestHeaders = HeaderEdit(remove: [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader])
         let l = config.limits
         downstreamLimits = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),

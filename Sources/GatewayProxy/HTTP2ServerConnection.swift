@@ -452,9 +452,9 @@ final class HTTP2Stream: ConnectionDelegate {
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         let wasBuffered = bodyTarget == .buffer
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
-        let fields = f.upstreamFields(
-            head, client: conn.transport.peer == nil ? "unknown" : conn.peerHost, proto: conn.scheme, framing: framing)
-        u.connection.write { HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: fields, to: &$0) }
+        let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
+        let proto = conn.scheme
+        u.connection.write { f.appendUpstreamHead(head, client: client, proto: proto, framing: framing, to: &$0) }
         upstreamHeadSent = true
         if wasBuffered {
             if !buffered.isEmpty { u.connection.write(buffered) }

@@ -10,11 +10,39 @@ public enum HTTP1Serializer {
     }
 
     public static func appendRequestHead(method: String, target: String, headers: HTTPFields, to out: inout [UInt8]) {
+        appendRequestLine(method: method, target: target, to: &out)
+        appendFields(headers, &out)
+    }
+
+    /// "METHOD target HTTP/1.1" CRLF (the fields and the empty line follow).
+    public static func appendRequestLine(method: String, target: String, to out: inout [UInt8]) {
         appendLatin1(method, &out)
         out.append(0x20)
         appendLatin1(target, &out)
         appendASCII(" HTTP/1.1\r\n", &out)
-        appendFields(headers, &out)
+    }
+
+    /// One field line: name ": " value CRLF.
+    public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
+        appendLatin1(name, &out)
+        out.append(0x3a)
+        out.append(0x20)
+        appendLatin1(value, &out)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    /// "Content-Length: n" CRLF, the number written without a String.
+    public static func appendContentLength(_ n: UInt64, to out: inout [UInt8]) {
+        appendASCII("Content-Length: ", &out)
+        var divisor: UInt64 = 1
+        while n / divisor >= 10 { divisor *= 10 }
+        repeat {
+            out.append(UInt8(0x30 + (n / divisor) % 10))
+            divisor /= 10
+        } while divisor > 0
+        out.append(0x0d)
+        out.append(0x0a)
     }
 
     public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
