@@ -168,6 +168,14 @@ public struct HTTP1Parser: Sendable {
         let headLimit = start + limits.maxHeaderBytes
         var checkFrom = min(requestLineLimit, headLimit)
         while i < n {
+            // Eight bytes at a time while none of them is CR, LF or below (the only bytes that need
+            // a look here) and the limit checks are not due yet.
+            let fastEnd = min(n, checkFrom)
+            while i + 8 <= fastEnd {
+                let w = buf.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                if SWAR.hasByteBelow(w, 0x0e) { break }
+                i += 8
+            }
             let c = buf[i]
             if c > 0x0d && i < checkFrom {
                 i += 1
@@ -307,7 +315,7 @@ public struct HTTP1Parser: Sendable {
             var ve = r.upperBound
             while vs < ve, buf[vs] == 0x20 || buf[vs] == 0x09 { vs += 1 }
             while ve > vs, buf[ve - 1] == 0x20 || buf[ve - 1] == 0x09 { ve -= 1 }
-            for k in vs..<ve where !HTTPChar.isFieldValueChar(buf[k]) {
+            if let k = HTTPChar.firstInvalidFieldValueByte(buf, vs..<ve) {
                 throw HTTPParseError(.badHeader, at: k, "control character in the value of \(Self.latin1(buf, r.lowerBound..<i))")
             }
             body(r.lowerBound..<i, vs..<ve)
@@ -470,6 +478,43 @@ enum HTTPChar {
     }
 
     @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+    /// The offset of the first byte in `r` that `isFieldValueChar` refuses, or nil. Eight bytes at a
+    /// time while none is a control character or DEL (a word with a tab is looked at byte by byte).
+    @inline(__always) static func firstInvalidFieldValueByte(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Int? {
+        var k = r.lowerBound
+        let end = r.upperBound
+        while k + 8 <= end {
+            let w = buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            if SWAR.hasByteBelow(w, 0x20) || SWAR.hasByte(w, 0x7f) {
+                for q in k..<(k + 8) where !isFieldValueChar(buf[q]) { return q }
+            }
+            k += 8
+        }
+        while k < end {
+            if !isFieldValueChar(buf[k]) { return k }
+            k += 1
+        }
+        return nil
+    }
+
     /// field-vchar / SP / HTAB / obs-text; everything but CTLs and DEL.
     @inline(__always) static func isFieldValueChar(_ c: UInt8) -> Bool { c == 0x09 || (c >= 0x20 && c != 0x7f) }
+}
+
+/// Byte tests on eight bytes at once (a 64-bit word), exact as yes/no answers for the whole word.
+enum SWAR {
+    static let ones: UInt64 = 0x0101_0101_0101_0101
+    static let highs: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether some byte of `w` is below `n` (n <= 128). Bytes >= 0x80 never count: their high bit
+    /// masks them out, and a borrow only propagates from a byte that is itself below `n`.
+    @inline(__always) static func hasByteBelow(_ w: UInt64, _ n: UInt8) -> Bool {
+        (w &- ones &* UInt64(n)) & ~w & highs != 0
+    }
+
+    /// Whether some byte of `w` equals `b`.
+    @inline(__always) static func hasByte(_ w: UInt64, _ b: UInt8) -> Bool {
+        let x = w ^ (ones &* UInt64(b))
+        return (x &- ones) & ~x & highs != 0
+    }
 }
