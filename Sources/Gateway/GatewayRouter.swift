@@ -13,6 +13,9 @@ final class GatewayRouter: RequestRouter {
     private var pools: [String: UpstreamPool] = [:]
     /// Where each route of `runtime` goes, resolved once per adopted runtime (not per request).
     private var routeTargets: [RouteTarget] = []
+    /// The decision of each route without assertion checks that forwards to a pool, made once per
+    /// adopted runtime (nil for the others, decided per request).
+    private var plainDecisions: [RouteDecision?] = []
     private let events: GatewayEvents
     private let metrics: LoopMetrics
     let attest: AttestContext
@@ -71,6 +74,10 @@ final class GatewayRouter: RequestRouter {
         }
         for (name, p) in previous where pools[name] !== p { p.retire() }
         routeTargets = runtime.routes.map { resolveTarget($0, runtime) }
+        plainDecisions = runtime.routes.map { r -> RouteDecision? in
+            guard r.assertion.mode == .off, case .pool(let pool) = routeTargets[r.index] else { return nil }
+            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: runtime.stripVerifiedHeader))
+        }
     }
 
     private func resolveTarget(_ r: GatewayRuntime.CompiledRoute, _ rt: GatewayRuntime) -> RouteTarget {
@@ -90,9 +97,11 @@ final class GatewayRouter: RequestRouter {
         let rt = runtime
         if path == rt.config.attest.challengePath { return challengeEndpoint(head, runtime: rt) }
         if path == rt.config.attest.registerPath { return registerEndpoint(head, runtime: rt) }
-        guard let r = rt.route(method: head.method, path: path, host: head.headers["Host"]) else {
+        guard let index = rt.routeIndex(method: head.method, path: path, host: head.headers["Host"]) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
+        if rt === runtime, let decision = plainDecisions[index] { return decision }
+        let r = rt.routes[index]
         if r.assertion.mode != .off {
             return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
                 self.protected(request, route: r, runtime: rt, done: done)

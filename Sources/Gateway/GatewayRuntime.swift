@@ -180,7 +180,17 @@ public final class GatewayRuntime: Sendable {
 
     /// The first route whose match holds (file order).
     public func route(method: String, path: String, host: String?) -> CompiledRoute? {
-        routes.first { $0.match.matches(method: method, path: path, host: host) }
+        routeIndex(method: method, path: path, host: host).map { routes[$0] }
+    }
+
+    /// The position of the first route that matches (no copy of the route).
+    public func routeIndex(method: String, path: String, host: String?) -> Int? {
+        var i = 0
+        while i < routes.count {
+            if routes[i].match.matches(method: method, path: path, host: host) { return i }
+            i += 1
+        }
+        return nil
     }
 }
 

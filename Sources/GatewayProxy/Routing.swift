@@ -36,15 +36,17 @@ public enum RouteDecision {
     case respond(routeName: String, LocalResponse)
 }
 
-public struct Forward {
-    public var routeName: String
-    public var pool: UpstreamPool
-    public var maxBody: Int
+/// Where and how a request is forwarded. A class (immutable): a route's forward is made once and
+/// shared by its requests, and passing it along costs one reference count, not one per field.
+public final class Forward {
+    public let routeName: String
+    public let pool: UpstreamPool
+    public let maxBody: Int
     /// Applied to the upstream request's fields after the proxy's own rewriting (hop-by-hop removal,
     /// X-Forwarded-*), e.g. to remove assertion headers and add the verified key id.
-    public var editHeaders: HeaderEdit
+    public let editHeaders: HeaderEdit
     /// Added to the downstream response after the upstream's fields.
-    public var responseHeaders: HTTPFields
+    public let responseHeaders: HTTPFields
 
     public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
                 responseHeaders: HTTPFields = HTTPFields())

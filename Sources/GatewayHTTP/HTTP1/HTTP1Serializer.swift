@@ -131,8 +131,7 @@ public enum HTTP1Serializer {
     /// Latin-1 bytes of `s`: its UTF-8 bytes as they are when all are ASCII (the common case), else
     /// one byte per scalar (`?` for scalars above U+00FF, which the parser never produces).
     static func appendLatin1(_ s: String, _ out: inout [UInt8]) {
-        var s = s
-        let ascii: Bool = s.withUTF8 { u in
+        let ascii: Bool? = s.utf8.withContiguousStorageIfAvailable { u in
             var i = 0
             while i < u.count {
                 if u[i] >= 0x80 { return false }
@@ -141,7 +140,7 @@ public enum HTTP1Serializer {
             out.append(contentsOf: u)
             return true
         }
-        if ascii { return }
+        if ascii == true { return }
         for u in s.unicodeScalars { out.append(u.value < 256 ? UInt8(u.value) : UInt8(ascii: "?")) }
     }
 }
