@@ -176,6 +176,7 @@ public struct HTTP1Parser: Sendable {
                 if SWAR.hasByteBelow(w, 0x0e) { break }
                 i += 8
             }
+            guard i < n else { break }
             let c = buf[i]
             if c > 0x0d && i < checkFrom {
                 i += 1
