@@ -157,16 +157,13 @@ public final class GatewayRuntime: Sendable {
             bodyTimeoutMillis: l.bodyTimeout.millis)
     }
 
-    /// ALPN `h2,http/1.1` when the listener speaks HTTP/2, else `http/1.1` only. Tickets announce a
-    /// lifetime of two rotation periods (how long their key is accepted at most).
+    /// ALPN `h2,http/1.1` when the listener speaks HTTP/2, else `http/1.1` only.
     static func serverConfiguration(_ l: ListenerConfig, _ tls: TLSConfig) -> TLSServerConfiguration {
-        var c = TLSServerConfiguration(
+        TLSServerConfiguration(
             certificates: tls.certificates.map {
                 .init(certificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath, serverNames: $0.serverNames)
             },
             alpnProtocols: l.protocols.contains(.h2c) ? ["h2", "http/1.1"] : ["http/1.1"])
-        c.sessionLifetimeSeconds = max(1, 2 * Int(tls.ticketRotation.components.seconds))
-        return c
     }
 
     /// The configured SETTINGS and flood limits over `HTTP2Settings`' defaults. The decoder has

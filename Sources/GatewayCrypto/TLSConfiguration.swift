@@ -67,9 +67,6 @@ public struct TLSServerConfiguration: Sendable, Equatable {
     public var tls12Ciphers: String
     /// PEM roots: when set, clients must present a certificate issued by one of them (mutual TLS).
     public var clientCertificateCAFile: String?
-    /// Session lifetime announced in tickets and checked on resumption (seconds, at least 1): two
-    /// ticket key rotation periods, the longest a ticket's key is accepted.
-    public var sessionLifetimeSeconds: Int = TLSDefaults.sessionLifetimeSeconds
 
     public init(
         certificates: [Certificate],

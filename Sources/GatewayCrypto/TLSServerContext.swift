@@ -43,7 +43,6 @@ public final class TLSServerContext: @unchecked Sendable {
                     server: true, minimum: configuration.minimumVersion, maximum: configuration.maximumVersion,
                     tls12Ciphers: configuration.tls12Ciphers)
                 built.append(ctx)
-                _ = SSL_CTX_set_timeout(ctx, max(1, configuration.sessionLifetimeSeconds))
                 leaves.append(
                     try TLSCredentials.install(certificatePath: cert.certificatePath, keyPath: cert.privateKeyPath, on: ctx))
                 if let (path, certs) = clientCAs {
