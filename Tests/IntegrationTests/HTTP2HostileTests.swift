@@ -331,6 +331,26 @@ struct HTTP2HostileTests {
         #expect(v.goawayCode == nil, "\(v.raw)")
     }
 
+    @Test("listeners[].http2.max_settings_entries: 8 is enforced: a SETTINGS frame of 10 entries → GOAWAY ENHANCE_YOUR_CALM")
+    func settingsEntriesConfiguredLimit() throws {
+        _ = try expectConnectionError("settings_10_entries", "ENHANCE_YOUR_CALM", http2: "{max_settings_entries: 8}")
+        // The default limit (32) accepts it, and the connection serves a request.
+        guard let v = try run("settings_10_entries") else { return }
+        #expect(v.goawayCode == nil, "\(v.raw)")
+        #expect(v.sameConnStatus == 200, "\(v.raw)")
+    }
+
+    @Test("listeners[].http2.max_outbound_ack: 20 is enforced: 50 PINGs at once → GOAWAY ENHANCE_YOUR_CALM")
+    func outboundAckConfiguredLimit() throws {
+        guard let limited = try expectConnectionError("ping_burst_50", "ENHANCE_YOUR_CALM", http2: "{max_outbound_ack: 20}")
+        else { return }
+        #expect((limited.detail["ping_acks_read"] as? Int ?? .max) <= 20, "\(limited.raw)")
+        // The default limit (1000) answers all of them.
+        guard let v = try run("ping_burst_50") else { return }
+        #expect(v.detail["ping_acks_read"] as? Int == 50, "\(v.raw)")
+        #expect(v.goawayCode == nil, "\(v.raw)")
+    }
+
     @Test("RFC 9113 §5.1.2: 130 open streams before the SETTINGS ACK (limit 128) → RST_STREAM REFUSED_STREAM on streams 257 and 259")
     func tooManyStreams() throws {
         guard let v = try run("too_many_streams") else { return }

@@ -460,6 +460,22 @@ def s_continuation_3(c, a):
     c.read_until(lambda c: 1 in c.ended or c.goaway is not None, 4)
 
 
+def s_settings_10_entries(c, a):
+    # One SETTINGS frame with 10 entries (unknown ids, which RFC 9113 §6.5.2 says to ignore): within
+    # the default max_settings_entries (32), over a configured 8. Then a request on the connection.
+    c.raw(frame(SETTINGS, 0, 0, b"".join(struct.pack(">HI", 0x100 + i, i) for i in range(10))))
+    c.read_until(goaway, 0.5)
+    same_conn(c, 1)
+
+
+def s_ping_burst_50(c, a):
+    # 50 PINGs in one write: the server owes 50 ACKs at once. Within the default max_outbound_ack
+    # (1000), over a configured 20.
+    c.raw(frame(PING, 0, 0, b"burst-50") * 50)
+    c.read_until(lambda c: c.ping_acks >= 50 or c.goaway is not None, 4)
+    c.detail["ping_acks_read"] = c.ping_acks
+
+
 def hpack_index(i):
     if i < 127:
         return bytes([0x80 | i])
