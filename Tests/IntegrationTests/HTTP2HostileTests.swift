@@ -351,6 +351,13 @@ struct HTTP2HostileTests {
         #expect(v.goawayCode == nil, "\(v.raw)")
     }
 
+    @Test("RFC 9113 §5.4.1: after a connection error the server lingers only a bounded time: a client still sending is closed")
+    func lingerBounded() throws {
+        guard let v = try expectConnectionError("goaway_then_trickle", "PROTOCOL_ERROR") else { return }
+        #expect(v.detail["closed_while_sending"] as? Bool == true, "\(v.raw)")
+        #expect((v.detail["pings_after_goaway"] as? Int ?? 0) >= 1, "\(v.raw)")
+    }
+
     @Test("RFC 9113 §5.1.2: 130 open streams before the SETTINGS ACK (limit 128) → RST_STREAM REFUSED_STREAM on streams 257 and 259")
     func tooManyStreams() throws {
         guard let v = try run("too_many_streams") else { return }

@@ -476,6 +476,22 @@ def s_ping_burst_50(c, a):
     c.detail["ping_acks_read"] = c.ping_acks
 
 
+def s_goaway_then_trickle(c, a):
+    # A connection error (an even stream id → GOAWAY PROTOCOL_ERROR), after which the client keeps
+    # sending a PING every 100 ms for up to 8 s: the server's linger after the GOAWAY is bounded
+    # (2 s), so it closes while the client is still sending.
+    c.raw(frame(HEADERS, END_STREAM | END_HEADERS, 2, c.block(c.request_headers("/even"))))
+    c.read_until(goaway, 4)
+    deadline = time.monotonic() + 8
+    sent = 0
+    while time.monotonic() < deadline and not c.closed and not c.send_failed:
+        c.raw(frame(PING, 0, 0, b"trickle!"))
+        sent += 1
+        c.read_until(lambda c: False, 0.1)
+    c.detail["pings_after_goaway"] = sent
+    c.detail["closed_while_sending"] = c.closed or c.send_failed
+
+
 def hpack_index(i):
     if i < 127:
         return bytes([0x80 | i])
