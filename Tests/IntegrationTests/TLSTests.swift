@@ -371,6 +371,32 @@ struct TLSTests {
         #expect(metrics.contains("attest_gateway_tls_handshakes_total{listener=\"secure\",version=\"TLSv1.3\",resumed=\"true\"} \(resumed)"), "\(metrics)")
     }
 
+    @Test("SIGHUP changing tls.ticket_rotation from 1h to 2s restarts the listener's rotation timer, with no restart warning")
+    func ticketRotationReload() throws {
+        let pki = try Self.pki()
+        defer { pki.remove() }
+        func config(_ rotation: String) -> String {
+            """
+            workers: 1
+            listeners:
+              - name: secure
+                address: 127.0.0.1:0
+                tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key")), ticket_rotation: \(rotation)}
+            admin: {address: 127.0.0.1:0}
+            upstreams: [{name: demo, url: demo}]
+            routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
+            """
+        }
+        let gw = try GatewayProcess(config: config("1h"))
+        defer { gw.stop() }
+        #expect(!gw.stderr.contains("tls ticket keys rotated"))
+        try config("2s").write(to: gw.configURL, atomically: true, encoding: .utf8)
+        gw.signal(SIGHUP)
+        try waitFor { gw.stderr.contains("configuration reloaded") }
+        try waitFor { gw.stderr.contains("\"msg\":\"tls ticket keys rotated\",\"listener\":\"secure\"") }
+        #expect(!gw.stderr.contains("listener changes take effect after a restart"), "\(gw.stderr)")
+    }
+
     @Test("plain HTTP on the TLS port → 400 https_required and closed; garbage → closed; both counted; a silent client times out")
     func badClients() throws {
         let pki = try Self.pki()
