@@ -115,10 +115,10 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public func beginDrain() { goaway(reason: "drain") }
 
     /// The same graceful GOAWAY as `beginDrain`, reported to `onGoaway` with `reason` (e.g. `reload`).
-    /// Returns false when the connection is already closed or draining.
+    /// Returns false when the connection is already closed, draining, or ended by a connection error.
     @discardableResult
     public func goaway(reason: String) -> Bool {
-        guard !closed, !draining else { return false }
+        guard !closed, !draining, !failed else { return false }
         draining = true
         session.beginDrain()
         onGoaway?(reason)
