@@ -7,9 +7,9 @@ enum ConfigKeys {
     static let listener = ["name", "address", "protocols", "tls", "http2"]
     static let listenerHTTP2 = [
         "max_concurrent_streams", "max_header_list_size", "initial_window_size", "connection_window_size",
-        "max_frame_size",
+        "max_frame_size", "max_continuations", "max_resets", "reset_window", "max_outbound_ack", "max_settings_entries",
     ]
-    static let listenerTLS = ["certificate", "private_key", "certificates"]
+    static let listenerTLS = ["certificate", "private_key", "certificates", "ticket_rotation"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
     static let admin = ["address"]
     static let limits = [
