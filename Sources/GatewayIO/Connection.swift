@@ -539,7 +539,12 @@ public final class Listener: FileEventHandler {
         self.address = Socket.localAddress(fd) ?? address
         self.loop = loop
         self.onAccept = onAccept
-        try loop.registerListener(fd: fd, handler: self)
+        do {
+            try loop.registerListener(fd: fd, handler: self)
+        } catch {
+            Socket.close(fd)  // not leaked when the loop refuses it
+            throw error
+        }
     }
 
     public func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {

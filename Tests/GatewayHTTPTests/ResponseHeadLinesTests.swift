@@ -160,3 +160,33 @@ struct SplitMix {
         return z ^ (z >> 31)
     }
 }
+
+/// Heads with more lines than the parser's first (stack) line buffer holds take the full-limit path.
+@Suite("Heads with many fields")
+struct ManyFieldsTests {
+    @Test("63, 64, 65 and 100 fields parse with every field; 101 are refused (limit 100)", arguments: [63, 64, 65, 100, 101])
+    func manyFields(_ count: Int) throws {
+        var req = "GET / HTTP/1.1\r\nHost: h\r\n"
+        var resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
+        for i in 1..<count {
+            req += "X-F\(i): v\(i)\r\n"
+            resp += "X-F\(i): v\(i)\r\n"
+        }
+        req += "\r\n"
+        resp += "\r\n"
+        let parser = HTTP1Parser(limits: .init(maxHeaderCount: 100))
+        let r1 = Array(req.utf8)
+        let r2 = Array(resp.utf8)
+        if count <= 100 {
+            let (head, end) = try #require(try r1.withUnsafeBytes { try parser.parseRequestHead($0) })
+            #expect(head.headers.count == count && end == r1.count && head.headers["X-F\(count - 1)"] == "v\(count - 1)")
+            let (lines, end2) = try #require(try r2.withUnsafeBytes { try parser.parseResponseHeadLines($0, requestMethod: "GET") })
+            #expect(lines.fields.count == count && end2 == r2.count)
+            let (full, _) = try #require(try r2.withUnsafeBytes { try parser.parseResponseHead($0, requestMethod: "GET") })
+            #expect(full.headers.count == count)
+        } else {
+            #expect(throws: HTTPParseError.self) { _ = try r1.withUnsafeBytes { try parser.parseRequestHead($0) } }
+            #expect(throws: HTTPParseError.self) { _ = try r2.withUnsafeBytes { try parser.parseResponseHeadLines($0, requestMethod: "GET") } }
+        }
+    }
+}

@@ -35,30 +35,32 @@ public struct HTTP1Parser: Sendable {
             s += 2
             skipped += 1
         }
-        guard let (lines, end) = try splitHead(buf, from: s, isRequest: true) else { return nil }
-        let first = lines[0]
-        let (method, target, minor) = try parseRequestLine(buf, first)
-        let headers = try Self.parseFields(buf, lines.dropFirst())
-        if minor == 1 {
-            let hosts = headers.count(of: "Host")
-            guard hosts == 1 else {
-                throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
+        return try withHeadLines(buf, from: s, isRequest: true) { lines throws(HTTPParseError) in
+            let first = lines[0]
+            let (method, target, minor) = try parseRequestLine(buf, first)
+            let headers = try Self.parseFields(buf, lines[1...])
+            if minor == 1 {
+                let hosts = headers.count(of: "Host")
+                guard hosts == 1 else {
+                    throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
+                }
             }
+            let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
+            return HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing)
         }
-        let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
-        return (HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing), end)
     }
 
     /// Parses a response head (from an upstream) to a request with `requestMethod`.
     public func parseResponseHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
         throws(HTTPParseError) -> (HTTPResponseHead, Int)?
     {
-        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
-        let first = lines[0]
-        let (status, reason, minor) = try parseStatusLine(buf, first)
-        let headers = try Self.parseFields(buf, lines.dropFirst())
-        let framing = try responseFraming(headers, status: status, requestMethod: requestMethod, at: first.lowerBound)
-        return (HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing), end)
+        return try withHeadLines(buf, from: start, isRequest: false) { lines throws(HTTPParseError) in
+            let first = lines[0]
+            let (status, reason, minor) = try parseStatusLine(buf, first)
+            let headers = try Self.parseFields(buf, lines[1...])
+            let framing = try responseFraming(headers, status: status, requestMethod: requestMethod, at: first.lowerBound)
+            return HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing)
+        }
     }
 
     /// Parses a response head like `parseResponseHead`, with the same checks and errors, but keeps
@@ -68,7 +70,14 @@ public struct HTTP1Parser: Sendable {
     public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
         throws(HTTPParseError) -> (HTTPResponseHeadLines, Int)?
     {
-        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
+        try withHeadLines(buf, from: start, isRequest: false) { lines throws(HTTPParseError) in
+            try headLines(buf, lines, requestMethod: requestMethod)
+        }
+    }
+
+    private func headLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>, requestMethod: String)
+        throws(HTTPParseError) -> HTTPResponseHeadLines
+    {
         let first = lines[0]
         let (status, reason, minor) = try parseStatusLineRanges(buf, first)
         var fields: [HTTPResponseHeadLines.FieldRange] = []
@@ -77,7 +86,7 @@ public struct HTTP1Parser: Sendable {
         var hasTE = false
         var hasCL = false
         var hasConnection = false
-        try Self.forEachField(buf, lines.dropFirst()) { name, value in
+        try Self.forEachField(buf, lines[1...]) { name, value in
             fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
             switch name.count {
             case 10: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Connection") { hasConnection = true }
@@ -100,9 +109,8 @@ public struct HTTP1Parser: Sendable {
             // RFC 9112 §9.3, as `persistentConnection` decides it on strings.
             keepAlive = !close && (minor == 1 || keep)
         }
-        let head = HTTPResponseHeadLines(
+        return HTTPResponseHeadLines(
             status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing, keepAlive: keepAlive)
-        return (head, end)
     }
 
     /// `responseFraming` decided on the field ranges: the same answers and errors, without strings.
@@ -154,12 +162,49 @@ public struct HTTP1Parser: Sendable {
 
     // MARK: - Lines
 
-    /// Finds the end of the head (CRLF CRLF) and returns its lines (without CRLF). Bare CR or LF is an error.
-    private func splitHead(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool) throws(HTTPParseError)
-        -> ([Range<Int>], Int)?
+    /// Runs `body` with the head's lines (without CRLF) once its end (CRLF CRLF) is in `buf`, and
+    /// returns its result and the offset past the head; nil while the head is incomplete. Bare CR or
+    /// LF is an error. The lines live in a temporary allocation (on the stack for usual limits), not
+    /// in an array per message.
+    private func withHeadLines<R>(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
+                                  _ body: (UnsafeBufferPointer<Range<Int>>) throws(HTTPParseError) -> R)
+        throws(HTTPParseError) -> (R, Int)?
     {
-        var lines: [Range<Int>] = []
-        lines.reserveCapacity(16)
+        let needed = limits.maxHeaderCount + 1
+        func run(_ storage: UnsafeMutableBufferPointer<Range<Int>>) -> Result<(R, Int)?, HTTPParseError>? {
+            do throws(HTTPParseError) {
+                switch try splitHead(buf, from: start, isRequest: isRequest, into: storage) {
+                case .incomplete: return .success(nil)
+                case .overflow: return nil
+                case .head(let count, let end): return .success((try body(UnsafeBufferPointer(rebasing: storage[0..<count])), end))
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
+        // 64 lines (1 KiB) fit the stack without a check; a head with more lines (or a limit above
+        // 63 fields that a head actually uses) takes a heap buffer for the full limit.
+        let small = min(needed, 64)
+        if let r = withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: small, run) { return try r.get() }
+        let storage = UnsafeMutableBufferPointer<Range<Int>>.allocate(capacity: needed)
+        defer { storage.deallocate() }
+        guard let r = run(storage) else { preconditionFailure("HTTP1Parser: a head overflowed its full line limit") }
+        return try r.get()
+    }
+
+    private enum SplitOutcome {
+        case incomplete
+        /// More lines than `lines` holds (within the limit): the caller retries with room for all.
+        case overflow
+        case head(lines: Int, end: Int)
+    }
+
+    /// Finds the end of the head (CRLF CRLF) and stores its lines (without CRLF) in `lines`; returns
+    /// their count and the offset past the head. Bare CR or LF is an error.
+    private func splitHead(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
+                           into lines: UnsafeMutableBufferPointer<Range<Int>>) throws(HTTPParseError) -> SplitOutcome
+    {
+        var lineCount = 0
         var lineStart = start
         var i = start
         let n = buf.count
@@ -186,15 +231,17 @@ public struct HTTP1Parser: Sendable {
                 guard i + 1 < n else { break }  // need the LF
                 guard buf[i + 1] == 0x0a else { throw HTTPParseError(.badHeader, at: i, "bare CR") }
                 if i == lineStart {
-                    guard !lines.isEmpty else {
+                    guard lineCount > 0 else {
                         throw HTTPParseError(isRequest ? .badRequestLine : .badStatusLine, at: i, "empty start line")
                     }
-                    return (lines, i + 2)
+                    return .head(lines: lineCount, end: i + 2)
                 }
-                lines.append(lineStart..<i)
-                guard lines.count <= limits.maxHeaderCount + 1 else {
+                guard lineCount < limits.maxHeaderCount + 1 else {
                     throw HTTPParseError(.tooManyHeaders, at: i, "more than \(limits.maxHeaderCount) header fields")
                 }
+                guard lineCount < lines.count else { return .overflow }
+                lines[lineCount] = lineStart..<i
+                lineCount += 1
                 i += 2
                 lineStart = i
                 checkFrom = headLimit
@@ -202,7 +249,7 @@ public struct HTTP1Parser: Sendable {
             }
             if c == 0x0a { throw HTTPParseError(.badHeader, at: i, "bare LF (lines must end with CRLF)") }
             i += 1
-            if lines.isEmpty && i - start > limits.maxRequestLine {
+            if lineCount == 0 && i - start > limits.maxRequestLine {
                 throw HTTPParseError(isRequest ? .requestLineTooLong : .badStatusLine, at: start,
                                      "start line longer than \(limits.maxRequestLine) bytes")
             }
@@ -213,7 +260,7 @@ public struct HTTP1Parser: Sendable {
         if n - start > limits.maxHeaderBytes {
             throw HTTPParseError(.headersTooLarge, at: start, "head larger than \(limits.maxHeaderBytes) bytes")
         }
-        return nil
+        return .incomplete
     }
 
     private func parseRequestLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (String, String, Int) {
@@ -286,7 +333,7 @@ public struct HTTP1Parser: Sendable {
 
     /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5). Needs no limits: the caller
     /// bounded the lines.
-    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
+    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>) throws(HTTPParseError) -> HTTPFields {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
         try forEachField(buf, lines) { name, value in
@@ -296,7 +343,7 @@ public struct HTTP1Parser: Sendable {
     }
 
     /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
-    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>,
+    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>,
                              _ body: (Range<Int>, Range<Int>) -> Void) throws(HTTPParseError)
     {
         for r in lines {

@@ -38,14 +38,25 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[reason]))
         out.append(0x0d)
         out.append(0x0a)
-        var connectionValues: [Range<Int>] = []
+        var hasConnection = false
         var hasListed = false
         for f in fields {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             if HopByHop.isListed(n) {
                 hasListed = true
-                if equalsIgnoringCase(n, "Connection") { connectionValues.append(f.value) }
+                if equalsIgnoringCase(n, "Connection") { hasConnection = true }
             }
+        }
+        /// Whether a Connection field lists `name` (the Connection fields are looked up again rather
+        /// than collected: no array per response).
+        func namedInConnection(_ name: UnsafeRawBufferPointer) -> Bool {
+            for c in fields where c.name.count == 10 {
+                let cn = UnsafeRawBufferPointer(rebasing: buf[c.name])
+                if equalsIgnoringCase(cn, "Connection") && listContains(UnsafeRawBufferPointer(rebasing: buf[c.value]), name) {
+                    return true
+                }
+            }
+            return false
         }
         var viaBytes = 0
         var viaCount = 0
@@ -53,11 +64,7 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             if hasListed {
                 if HopByHop.isListed(n) { continue }
-                if !connectionValues.isEmpty && !equalsIgnoringCase(n, "Host")
-                    && connectionValues.contains(where: { listContains(UnsafeRawBufferPointer(rebasing: buf[$0]), n) })
-                {
-                    continue
-                }
+                if hasConnection && !equalsIgnoringCase(n, "Host") && namedInConnection(n) { continue }
             }
             if equalsIgnoringCase(n, "Via") {
                 viaBytes += f.value.count
