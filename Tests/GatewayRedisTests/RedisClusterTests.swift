@@ -381,5 +381,18 @@ struct RedisClusterStoreTests {
         }
         #expect(store.isHealthy)
         #expect(store.lastError.contains("127.0.0.1:\(f.cluster.ports[2])"), "\(store.lastError)")
+
+        // A store whose first seed is the dead node reads the map from the next seed.
+        let late = RedisAttestStore(options: .init(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: f.cluster.ports[2], timeoutMillis: 500), cluster: true,
+            seeds: [RedisEndpoint(host: "127.0.0.1", port: f.cluster.ports[1])]))
+        defer { late.close() }
+        let deadline = Date().addingTimeInterval(10)
+        while !late.isHealthy && Date() < deadline { usleep(10_000) }
+        #expect(late.isHealthy)
+        #expect(late.clusterNodes.count == 3)
+        let r = try #require(byNode[1]?.first)
+        #expect(try late.commit(r.keyID, counter: 1, challenge: nil, now: t0) == .counterReplay(stored: 1))
+        #expect(unavailable(wait { late.deviceKey(byNode[2]![0].keyID, completion: $0) }))
     }
 }
