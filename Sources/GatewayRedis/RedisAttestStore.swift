@@ -130,14 +130,6 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    /// Where the store connects, for errors and logs.
-    var serverDescription: String {
-        switch transport {
-        case .single: "Redis at \(options.endpoint.description)"
-        case .cluster(let c): c.description
-        }
-    }
-
     /// Waits (polling, at most `timeoutMillis`) until a connection is up (on Cluster: until every
     /// primary of the slot map is connected; at the deadline, whether the store is healthy at all).
     /// Called at start-up only.
