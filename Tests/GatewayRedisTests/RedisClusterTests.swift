@@ -235,6 +235,10 @@ struct RedisClusterStoreTests {
             #expect(try f.cluster.cli(i, ["INFO", "commandstats"]).contains("cmdstat_evalsha"))
         }
         #expect(f.store.cluster?.movedCount.load(ordering: .relaxed) == 0)
+        // Script caches flushed on every node (as after a failover): NOSCRIPT, reload, success.
+        for i in 0..<3 { try f.cluster.cli(i, ["SCRIPT", "FLUSH"]) }
+        #expect(try store.commit(record.keyID, counter: 5, challenge: nil, now: t0) == .committed(previousCounter: 4))
+        #expect(try store.registerBound(makeRecord(&rng), now: t0) == .registered(existing: false))
     }
 
     /// Two stores (two gateway instances) on one cluster race one challenge, one counter, one
