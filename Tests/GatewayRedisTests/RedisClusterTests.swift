@@ -355,6 +355,39 @@ struct RedisClusterStoreTests {
         #expect(later.cluster?.movedCount.load(ordering: .relaxed) == 0)
     }
 
+    /// A slot no node serves (`CLUSTER DELSLOTS` everywhere): `CLUSTERDOWN` retried with back-off,
+    /// then `unavailable`; other slots unaffected; served again once a node takes the slot back.
+    @Test func unservedSlotIsRetriedThenUnavailable() throws {
+        let f = try ClusterFixture()
+        defer { f.stop() }
+        let store = f.store
+        let cluster = try #require(store.cluster)
+        var rng = SeededRandom(seed: 25)
+        let record = makeRecord(&rng), other = makeRecord(&rng)
+        try store.registerBound(record, now: t0)
+        try store.registerBound(other, now: t0)
+        let slot = RedisSlot.of(store.keyName(record.keyID))
+        try #require(RedisSlot.of(store.keyName(other.keyID)) != slot)
+        let owner = try #require(f.node(of: store.keyName(record.keyID)))
+        for i in 0..<3 { try f.cluster.cli(i, ["CLUSTER", "DELSLOTS", String(slot)]) }
+        let retries = cluster.retryCount.load(ordering: .relaxed)
+        let refused = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+        #expect(unavailable(refused), "\(refused)")
+        if case .failure(let e) = refused { #expect(e.detail.contains("CLUSTERDOWN") || e.detail.contains("no node serves slot \(slot)"), "\(e.detail)") }
+        #expect(cluster.retryCount.load(ordering: .relaxed) > retries)
+        #expect(try store.commit(other.keyID, counter: 1, challenge: nil, now: t0) == .committed(previousCounter: 0))
+        // The slot comes back on its owner; the client's map follows (MOVED or the next map read).
+        try f.cluster.cli(owner, ["CLUSTER", "ADDSLOTS", String(slot)])
+        let deadline = Date().addingTimeInterval(20)
+        var outcome = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+        while case .failure = outcome, Date() < deadline {
+            usleep(100_000)
+            outcome = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+        }
+        #expect(outcome == .success(.committed(previousCounter: 0)))
+        #expect(try store.commit(record.keyID, counter: 1, challenge: nil, now: t0) == .counterReplay(stored: 1))
+    }
+
     /// One primary killed: its keys fail at once with `unavailable`, the other slots keep working,
     /// the store stays ready.
     @Test func nodeKilled() throws {
