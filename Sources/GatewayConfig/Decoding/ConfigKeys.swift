@@ -27,8 +27,8 @@ enum ConfigKeys {
     static let trust = ["extra_roots"]
     static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
     static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval"]
-    static let redisStore = ["kind", "url", "timeout", "wait_replicas"]
-    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas"]
+    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"]
+    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas", "cluster", "seeds"]
     static let logging = ["level", "access_log"]
 
     /// Section name to keys, for the documentation test.
