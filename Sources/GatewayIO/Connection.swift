@@ -367,6 +367,23 @@ public final class Connection: FileEventHandler {
         if grew { scheduleFlush() }
     }
 
+    /// Lets `body` write into the loop's scratch buffer (64 KiB) and queues the `count` bytes it
+    /// reports; `body` returns nil when what it had to write did not fit, and then nothing is queued
+    /// and the result is false (the caller writes another way). For message heads: one copy into the
+    /// output instead of an array append per piece.
+    public func writeThroughScratch(_ body: (UnsafeMutableRawBufferPointer) -> Int?) -> Bool {
+        precondition(!loop.headScratchBusy, "Connection: the loop's head scratch buffer is already in use")
+        loop.headScratchBusy = true
+        let scratch = loop.headScratch
+        let written = body(scratch)
+        loop.headScratchBusy = false
+        guard let written else { return false }
+        guard !_isClosed, written > 0 else { return true }
+        withOutbound { $0.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<written])) }
+        scheduleFlush()
+        return true
+    }
+
     private func scheduleFlush() {
         if _isConnecting || flushQueued { return }
         if loop.isDispatching {

@@ -30,6 +30,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Where this loop's connections read (then copy into their `inbound`). One per loop: a buffer
     /// shared by all loops would be written by several threads at once.
     let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    /// Where message heads are written before they are queued (`Connection.writeThroughScratch`):
+    /// one per loop, used by one writer at a time (`headScratchBusy`).
+    let headScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    var headScratchBusy = false
     private var closed = false
 
     public static let tick: DispatchTimeInterval = .milliseconds(100)
@@ -58,6 +62,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         fds.deallocate()
         masks.deallocate()
         readScratch.deallocate()
+        headScratch.deallocate()
     }
 
     public static func monotonicMillis() -> Int64 {

@@ -489,7 +489,7 @@ final class HTTP2Stream: ConnectionDelegate {
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
         let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
         let proto = conn.scheme
-        u.connection.write { f.appendUpstreamHead(head, client: client, proto: proto, framing: framing, to: &$0) }
+        u.connection.writeHead { f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &$0) }
         upstreamHeadSent = true
         if wasBuffered {
             if !buffered.isEmpty { u.connection.write(buffered) }

@@ -99,7 +99,17 @@ extension Forward {
     func appendUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
                             to out: inout [UInt8])
     {
-        HTTP1Serializer.appendRequestLine(method: head.method, target: head.target, to: &out)
+        HeadWriter.appendHead(to: &out) { w in writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &w) }
+    }
+
+    /// `appendUpstreamHead` into a `HeadWriter` (the proxy's path: the loop's scratch buffer).
+    func writeUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
+                           to out: inout HeadWriter)
+    {
+        out.appendLatin1(head.method)
+        out.append(0x20)
+        out.appendLatin1(head.target)
+        out.append(" HTTP/1.1\r\n")
         // What the rewrite needs to know of the client's fields, in one pass.
         var hasListed = false
         var connectionValues: [String] = []
@@ -133,7 +143,7 @@ extension Forward {
                 default: break
                 }
             }
-            HTTP1Serializer.appendField(name, value, to: &out)
+            out.appendField(name, value)
         }
         var priorFor = ""
         var priorForSeen = false
@@ -176,12 +186,14 @@ extension Forward {
         if hostValue == nil { emit("Host", pool.target.address.description) }
         for (name, value) in edit.add { emit(name, value, editable: false) }
         switch framing {
-        case .chunked: HTTP1Serializer.appendField("Transfer-Encoding", "chunked", to: &out)
-        case .contentLength(let n): HTTP1Serializer.appendContentLength(n, to: &out)
+        case .chunked: out.append("Transfer-Encoding: chunked\r\n")
+        case .contentLength(let n):
+            out.append("Content-Length: ")
+            out.appendDecimal(n)
+            out.crlf()
         case .none, .untilClose: break
         }
-        out.append(0x0d)
-        out.append(0x0a)
+        out.crlf()
     }
 }
 
