@@ -5,6 +5,7 @@ import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
 import GatewayProxy
+import GatewayRedis
 import GatewayStore
 import GatewayWire
 
@@ -13,6 +14,8 @@ final class AttestContext: Sendable {
     let store: any AttestStore
     let explain: ExplainLog
     let metrics: AttestMetrics
+    /// The store binds every challenge to a key (Redis Cluster): the challenge endpoint requires `keyId`.
+    let requiresKeyID: Bool
     /// Chain verification of registrations (milliseconds each) runs here, off the event loops.
     let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
 
@@ -20,6 +23,7 @@ final class AttestContext: Sendable {
         self.store = store
         self.explain = explain
         self.metrics = metrics
+        requiresKeyID = (store as? RedisAttestStore)?.requiresKeyBoundChallenges ?? false
     }
 
     static func nowMillis() -> Int64 {
@@ -54,7 +58,7 @@ extension GatewayRouter {
         guard head.method == "POST" else { return refuseEndpoint("attest_challenge", .methodNotAllowed) }
         return .buffer(maxBody: ChallengeEndpoint.maxBody, routeName: "attest_challenge") { [unowned self] request, done in
             let ctx = self.attest
-            switch ChallengeEndpoint.request(body: request.body, ttlMillis: rt.attest.challengeTTLMillis) {
+            switch ChallengeEndpoint.request(body: request.body, ttlMillis: rt.attest.challengeTTLMillis, requireKeyID: ctx.requiresKeyID) {
             case .failure(let e):
                 done(.respond(self.refusal(e, route: "attest_challenge", mode: "endpoint", request: request)))
             case .success(let wanted):
@@ -169,10 +173,8 @@ extension GatewayRouter {
                     response.append(AttestHeaders.nextChallenge, ChallengeText.encode(next.token))
                     response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
                 }
-                done(self.forward(request, r, runtime: rt, editHeaders: { fields in
-                    rt.stripAttestHeaders(&fields)
-                    fields.append(verifiedHeader, keyID)
-                }, responseHeaders: response))
+                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders.adding(verifiedHeader, keyID),
+                                  responseHeaders: response))
             case .refused(let e):
                 let failOpen = e.error == .storeUnavailable && r.assertion.onStoreError == .failOpen
                 if enforce && !failOpen {

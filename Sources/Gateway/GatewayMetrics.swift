@@ -128,6 +128,16 @@ final class LoopMetrics {
     }
 
     private var routes: [String: RouteHandles] = [:]
+    private var lastRoute: (name: String, handles: RouteHandles)?
+    private var lastUpstream: (name: String, timer: CoreMetrics.Timer)?
+
+    private func routeHandles(_ route: String, _ factory: any MetricsFactory) -> RouteHandles {
+        if let h = routes[route] { return h }
+        let h = RouteHandles(
+            duration: CoreMetrics.Timer(label: GatewayMetrics.requestDuration, dimensions: [("route", route)], factory: factory))
+        routes[route] = h
+        return h
+    }
     private var upstreamDurations: [String: CoreMetrics.Timer] = [:]
     private var upstreamErrors: [String: Counter] = [:]
     private var lastPoolState: [String: (open: Int, idle: Int)] = [:]
@@ -144,12 +154,15 @@ final class LoopMetrics {
     /// latency and upstream failures by upstream.
     func record(_ r: ExchangeRecord) {
         let factory = shared.factory
-        let handles = routes[r.route] ?? {
-            let h = RouteHandles(
-                duration: CoreMetrics.Timer(label: GatewayMetrics.requestDuration, dimensions: [("route", r.route)], factory: factory))
-            routes[r.route] = h
-            return h
-        }()
+        // Consecutive requests are mostly of one route: its handles are kept at hand (comparing the
+        // same string storage is a word compare; a hash lookup is not).
+        let handles: RouteHandles
+        if let last = lastRoute, last.name == r.route {
+            handles = last.handles
+        } else {
+            handles = routeHandles(r.route, factory)
+            lastRoute = (r.route, handles)
+        }
         let classIndex = r.status <= 0 || r.status > 999 ? 0 : r.status / 100
         var p = 0
         while p < handles.counters.count && handles.counters[p].protocolName != r.protocolName { p += 1 }
@@ -168,11 +181,17 @@ final class LoopMetrics {
         handles.duration.recordNanoseconds(Int64(r.durationSeconds * 1e9))
         guard let upstream = r.upstream else { return }
         if let seconds = r.upstreamSeconds {
-            let t = upstreamDurations[upstream] ?? {
-                let t = CoreMetrics.Timer(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory: factory)
-                upstreamDurations[upstream] = t
-                return t
-            }()
+            let t: CoreMetrics.Timer
+            if let last = lastUpstream, last.name == upstream {
+                t = last.timer
+            } else {
+                t = upstreamDurations[upstream] ?? {
+                    let t = CoreMetrics.Timer(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory: factory)
+                    upstreamDurations[upstream] = t
+                    return t
+                }()
+                lastUpstream = (upstream, t)
+            }
             t.recordNanoseconds(Int64(seconds * 1e9))
         }
         if let error = r.error, error.hasPrefix("upstream_") {

@@ -13,6 +13,9 @@ final class GatewayRouter: RequestRouter {
     private var pools: [String: UpstreamPool] = [:]
     /// Where each route of `runtime` goes, resolved once per adopted runtime (not per request).
     private var routeTargets: [RouteTarget] = []
+    /// The decision of each route without assertion checks that forwards to a pool, made once per
+    /// adopted runtime (nil for the others, decided per request).
+    private var plainDecisions: [RouteDecision?] = []
     private let events: GatewayEvents
     private let metrics: LoopMetrics
     let attest: AttestContext
@@ -71,6 +74,10 @@ final class GatewayRouter: RequestRouter {
         }
         for (name, p) in previous where pools[name] !== p { p.retire() }
         routeTargets = runtime.routes.map { resolveTarget($0, runtime) }
+        plainDecisions = runtime.routes.map { r -> RouteDecision? in
+            guard r.assertion.mode == .off, case .pool(let pool) = routeTargets[r.index] else { return nil }
+            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: runtime.stripVerifiedHeader))
+        }
     }
 
     private func resolveTarget(_ r: GatewayRuntime.CompiledRoute, _ rt: GatewayRuntime) -> RouteTarget {
@@ -90,9 +97,11 @@ final class GatewayRouter: RequestRouter {
         let rt = runtime
         if path == rt.config.attest.challengePath { return challengeEndpoint(head, runtime: rt) }
         if path == rt.config.attest.registerPath { return registerEndpoint(head, runtime: rt) }
-        guard let r = rt.route(method: head.method, path: path, host: head.headers["Host"]) else {
+        guard let index = rt.routeIndex(method: head.method, path: path, host: head.headers["Host"]) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
+        if rt === runtime, let decision = plainDecisions[index] { return decision }
+        let r = rt.routes[index]
         if r.assertion.mode != .off {
             return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
                 self.protected(request, route: r, runtime: rt, done: done)
@@ -105,7 +114,7 @@ final class GatewayRouter: RequestRouter {
     /// application (which needs the body), or an upstream pool. `editHeaders` always removes a
     /// client-sent verified-key header.
     func forward(
-        _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: @escaping (inout HTTPFields) -> Void,
+        _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: HeaderEdit,
         responseHeaders: HTTPFields
     ) -> RouteDecision {
         switch target(r, rt) {
@@ -124,7 +133,7 @@ final class GatewayRouter: RequestRouter {
     /// The same, for a request whose body was already buffered for a local decision.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: @escaping (inout HTTPFields) -> Void, responseHeaders: HTTPFields
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields
     ) -> BufferedOutcome {
         switch target(r, rt) {
         case .demo:
@@ -154,12 +163,12 @@ enum RouteTarget {
 /// can see routing and forwarding at work without installing anything.
 enum DemoUpstream {
     static func answer(
-        _ request: BufferedRequest, route: String, upstream: String, editHeaders: (inout HTTPFields) -> Void,
+        _ request: BufferedRequest, route: String, upstream: String, editHeaders: HeaderEdit,
         responseHeaders: HTTPFields
     ) -> LocalResponse {
         var fields = request.head.headers
         ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"])
-        editHeaders(&fields)
+        editHeaders.apply(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }
         var out = JSONObject()

@@ -41,14 +41,14 @@ public final class GatewayRuntime: Sendable {
     /// Subjects of the roots trusted besides Apple's (tests only; logged loudly at start and reload).
     public let extraRootSubjects: [String]
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
-    public let stripVerifiedHeader: @Sendable (inout HTTPFields) -> Void
+    public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
-    public let stripAttestHeaders: @Sendable (inout HTTPFields) -> Void
+    public let stripAttestHeaders: HeaderEdit
     /// Listener name → its TLS context (certificates read and checked now), for TLS listeners.
     public let listenerTLS: [String: TLSServerContext]
-    /// Session ticket keys shared by every TLS listener, carried over from the previous runtime on
-    /// reload (clients keep resuming); rotated hourly by the server.
-    public let ticketKeys: TLSTicketKeys
+    /// Listener name → its session ticket keys (TLS listeners), carried over from the previous
+    /// runtime on reload (clients keep resuming); rotated by the server every `tls.ticket_rotation`.
+    public let ticketKeys: [String: TLSTicketKeys]
     /// Listener name → the HTTP/2 SETTINGS its connections advertise (`listeners[].http2`), for
     /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
     public let http2Settings: [String: HTTP2Settings]
@@ -57,11 +57,12 @@ public final class GatewayRuntime: Sendable {
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
         self.config = config
         workers = config.workers.resolved(coreCount: coreCount)
-        let keys = previous?.ticketKeys ?? TLSTicketKeys()
-        ticketKeys = keys
         var listenerTLS: [String: TLSServerContext] = [:]
+        var ticketKeys: [String: TLSTicketKeys] = [:]
         for l in config.listeners {
             guard let tls = l.tls else { continue }
+            let keys = previous?.ticketKeys[l.name] ?? TLSTicketKeys()
+            ticketKeys[l.name] = keys
             do {
                 listenerTLS[l.name] = try TLSServerContext(configuration: Self.serverConfiguration(l, tls), ticketKeys: keys)
             } catch {
@@ -69,6 +70,7 @@ public final class GatewayRuntime: Sendable {
             }
         }
         self.listenerTLS = listenerTLS
+        self.ticketKeys = ticketKeys
         var http2Settings: [String: HTTP2Settings] = [:]
         for l in config.listeners where l.protocols.contains(.h2c) {
             let settings = Self.http2Settings(l.http2)
@@ -144,10 +146,8 @@ public final class GatewayRuntime: Sendable {
             throw CompileError(description: error.description)
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
-        stripVerifiedHeader = { fields in fields.remove(verifiedHeader) }
-        stripAttestHeaders = { fields in
-            for name in [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader] { fields.remove(name) }
-        }
+        stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
+        stripAttestHeaders = HeaderEdit(remove: [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader])
         let l = config.limits
         downstreamLimits = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),
@@ -164,8 +164,8 @@ public final class GatewayRuntime: Sendable {
             alpnProtocols: l.protocols.contains(.h2c) ? ["h2", "http/1.1"] : ["http/1.1"])
     }
 
-    /// The configured SETTINGS over `HTTP2Settings`' defaults (its flood limits are not configurable).
-    /// The decoder has checked the ranges, so the values fit in UInt32.
+    /// The configured SETTINGS and flood limits over `HTTP2Settings`' defaults. The decoder has
+    /// checked the ranges, so the values fit.
     static func http2Settings(_ c: HTTP2ListenerConfig) -> HTTP2Settings {
         var s = HTTP2Settings()
         s.maxConcurrentStreams = UInt32(clamping: c.maxConcurrentStreams)
@@ -173,6 +173,12 @@ public final class GatewayRuntime: Sendable {
         s.initialWindowSize = UInt32(clamping: c.initialWindowSize)
         s.connectionWindowSize = UInt32(clamping: c.connectionWindowSize)
         s.maxFrameSize = UInt32(clamping: c.maxFrameSize)
+        s.maxContinuations = c.maxContinuations
+        s.maxResetsPerWindow = c.maxResets
+        let (seconds, attoseconds) = c.resetWindow.components
+        s.resetWindowNanoseconds = UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        s.maxOutboundAck = c.maxOutboundAck
+        s.maxSettingsEntries = c.maxSettingsEntries
         return s
     }
 
@@ -182,7 +188,17 @@ public final class GatewayRuntime: Sendable {
 
     /// The first route whose match holds (file order).
     public func route(method: String, path: String, host: String?) -> CompiledRoute? {
-        routes.first { $0.match.matches(method: method, path: path, host: host) }
+        routeIndex(method: method, path: path, host: host).map { routes[$0] }
+    }
+
+    /// The position of the first route that matches (no copy of the route).
+    public func routeIndex(method: String, path: String, host: String?) -> Int? {
+        var i = 0
+        while i < routes.count {
+            if routes[i].match.matches(method: method, path: path, host: host) { return i }
+            i += 1
+        }
+        return nil
     }
 }
 

@@ -24,9 +24,10 @@ public final class GatewayServer: @unchecked Sendable {
     private let configPath: String?
     private let state = Mutex<State>(.starting)
     private var signalSources: [any DispatchSourceSignal] = []
-    /// Rotates the TLS session ticket keys every `TLSDefaults.ticketKeyRotationInterval` (one timer
-    /// for every listener: the keys are shared and survive reloads).
-    private var ticketRotation: (any DispatchSourceTimer)?
+    /// Per TLS listener, the timer rotating its session ticket keys every `tls.ticket_rotation` (the
+    /// keys survive reloads; a reload that changes the interval re-arms the timer).
+    private var ticketRotations: [String: (every: Duration, timer: any DispatchSourceTimer)] = [:]
+    private let ticketQueue = DispatchQueue(label: "gateway.tls-tickets")
     private let stopped = DispatchSemaphore(value: 0)
 
     enum State { case starting, serving, draining, stopped }
@@ -86,16 +87,30 @@ public final class GatewayServer: @unchecked Sendable {
             servers.append((l.name, server))
         }
         store.startMaintenance()
-        if !rt.listenerTLS.isEmpty {
-            let t = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "gateway.tls-tickets"))
-            let every = DispatchTimeInterval.seconds(Int(TLSDefaults.ticketKeyRotationInterval.components.seconds))
-            t.schedule(deadline: .now() + every, repeating: every, leeway: .seconds(1))
-            let keys = rt.ticketKeys  // the same object for the process's life: every reload passes it on
-            t.setEventHandler { keys.rotate() }
-            t.resume()
-            ticketRotation = t
-        }
+        armTicketRotation(rt)
         state.withLock { $0 = .serving }
+    }
+
+    /// Starts (or, when its interval changed, restarts) each TLS listener's ticket key rotation timer.
+    /// Each rotation is logged with the listener's rotation count.
+    private func armTicketRotation(_ rt: GatewayRuntime) {
+        for l in rt.config.listeners {
+            guard let tls = l.tls, let keys = rt.ticketKeys[l.name] else { continue }
+            if let running = ticketRotations[l.name], running.every == tls.ticketRotation { continue }
+            ticketRotations[l.name]?.timer.cancel()
+            let millis = max(1, Int((tls.ticketRotation / .milliseconds(1)).rounded()))
+            let t = DispatchSource.makeTimerSource(queue: ticketQueue)
+            t.schedule(
+                deadline: .now() + .milliseconds(millis), repeating: .milliseconds(millis),
+                leeway: .milliseconds(min(1000, millis / 20)))
+            let name = l.name
+            t.setEventHandler {
+                keys.rotate()
+                GatewayEvents.log("info", "tls ticket keys rotated", [("listener", name), ("rotations", String(keys.rotations))])
+            }
+            t.resume()
+            ticketRotations[l.name] = (tls.ticketRotation, t)
+        }
     }
 
     private static func warnAboutExtraRoots(_ rt: GatewayRuntime) {
@@ -147,6 +162,7 @@ public final class GatewayServer: @unchecked Sendable {
             func restartOnly(_ l: ListenerConfig) -> ListenerConfig {
                 var l = l
                 l.http2 = HTTP2ListenerConfig()
+                l.tls?.ticketRotation = .zero
                 return l
             }
             if config.listeners.map(restartOnly) != runtime.config.listeners.map(restartOnly)
@@ -168,6 +184,7 @@ public final class GatewayServer: @unchecked Sendable {
             if let context = next.listenerTLS[name], server.tls != nil { server.replaceTLSContext(context) }
             if let settings = next.http2Settings[name] { server.replaceHTTP2Settings(settings) }
         }
+        armTicketRotation(next)
         Self.warnAboutExtraRoots(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
         // HTTP/2 clients finish their streams, then reconnect onto the new configuration (its
@@ -193,7 +210,7 @@ public final class GatewayServer: @unchecked Sendable {
         for (_, s) in servers { cut += s.drain(deadlineMillis: deadline) }
         admin?.drain(deadlineMillis: 0)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
-        ticketRotation?.cancel()
+        for (_, r) in ticketRotations { r.timer.cancel() }
         for loop in loops { loop.shutdown() }
         // Nothing can change the store any more: the final snapshot marks a clean stop.
         store?.close()

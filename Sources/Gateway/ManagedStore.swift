@@ -70,15 +70,23 @@ final class ManagedStore: @unchecked Sendable {
     /// `store_unavailable` (or fails open where the route says so) and connects when Redis returns.
     private static func openRedis(_ r: StoreConfig.Redis, metrics: AttestMetrics) -> ManagedStore {
         let endpoint = RedisEndpoint(host: r.url.host, port: r.url.port, database: r.url.database, timeoutMillis: r.timeout.millis)
+        let seeds = r.seeds.map { RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis) }
         let store = RedisAttestStore(
-            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas),
+            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds),
             observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
         let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
         if connected {
-            GatewayEvents.log("info", "store connected", [
+            var fields = [
                 ("kind", "redis"), ("url", r.url.description), ("timeout_ms", String(r.timeout.millis)),
                 ("wait_replicas", String(r.waitReplicas)),
-            ])
+            ]
+            if r.cluster { fields += [("cluster", "true"), ("nodes", store.clusterNodes.joined(separator: ","))] }
+            GatewayEvents.log("info", "store connected", fields)
+            if r.cluster && !store.lastError.isEmpty {
+                GatewayEvents.log("warning", "Redis Cluster: not every primary answers; its slots answer 503 store_unavailable (or fail open) until it does", [
+                    ("error", store.lastError),
+                ])
+            }
         } else {
             GatewayEvents.log("error", "store unreachable: not ready until Redis answers; protected routes answer 503 store_unavailable or fail open", [
                 ("kind", "redis"), ("url", r.url.description), ("error", store.lastError),

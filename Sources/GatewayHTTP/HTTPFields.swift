@@ -87,7 +87,7 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
 }
 
 /// Whether the comma-separated list `list` has an element equal to `token`, ignoring ASCII case.
-func listContains(_ list: String, _ token: String) -> Bool {
+public func listContains(_ list: String, _ token: String) -> Bool {
     var list = list
     var token = token
     return list.withUTF8 { l in token.withUTF8 { t in listContains(l, t) } }

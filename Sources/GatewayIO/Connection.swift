@@ -43,24 +43,54 @@ public final class Connection: FileEventHandler {
     public let fd: Int32
     public let loop: EventLoop
     public let peer: SocketAddress?
-    public weak var delegate: (any ConnectionDelegate)?
-    public var inbound = ByteBuffer()
+    /// What the connection tells of its events. Stored properties of the hot path are internal and
+    /// touched only by plain loads and stores, so that the optimizer removes their dynamic
+    /// exclusivity checks; other modules use the computed accessors.
+    weak var _delegate: (any ConnectionDelegate)?
+    public var delegate: (any ConnectionDelegate)? {
+        get { _delegate }
+        set { _delegate = newValue }
+    }
+    /// Bytes read and not yet consumed by the delegate.
+    public let inbound = ByteBuffer()
 
     /// Bytes queued for the socket: `outbound[outboundStart...]`. One contiguous buffer, reused
     /// across exchanges, so that what one event produces (a head and its body) leaves in one send.
     private var outbound: [UInt8] = []
     private var outboundStart = 0
+    /// True while `withOutbound` has the buffer out: a nested use would see an empty buffer (and its
+    /// writes would be lost), so it traps instead.
+    private var outboundLent = false
+
+    /// Runs `body` on the output buffer, moved out of the property into a local for the duration:
+    /// every access to the stored property is then a plain move, which the optimizer proves free of
+    /// conflicts, instead of an access spanning calls, which it must check at run time.
+    @inline(__always)
+    private func withOutbound<R>(_ body: (inout [UInt8]) throws(Never) -> R) -> R {
+        precondition(!outboundLent, "Connection: the output buffer is already in use (re-entrant write)")
+        var buf: [UInt8] = []
+        swap(&buf, &outbound)
+        outboundLent = true
+        let result = body(&buf)
+        outboundLent = false
+        swap(&buf, &outbound)
+        return result
+    }
     /// Bytes not yet taken by the socket: queued (plaintext with TLS) plus ciphertext waiting in the session.
     public var outboundBytes: Int { queuedBytes + (tls?.pendingCiphertextCount ?? 0) }
     private var queuedBytes: Int { outbound.count - outboundStart }
     /// The TLS session between the socket and `inbound`/the write queue; nil for plain TCP.
     public let tls: TLSSession?
     /// True until the TLS handshake is done (always false without TLS).
-    public private(set) var isHandshaking = false
+    private var _isHandshaking = false
+    public var isHandshaking: Bool { _isHandshaking }
     /// What the TLS handshake agreed on, once done.
-    public private(set) var tlsInfo: TLSConnectionInfo?
-    public private(set) var isClosed = false
-    public private(set) var isConnecting = false
+    private var _tlsInfo: TLSConnectionInfo?
+    public var tlsInfo: TLSConnectionInfo? { _tlsInfo }
+    private var _isClosed = false
+    public var isClosed: Bool { _isClosed }
+    private var _isConnecting = false
+    public var isConnecting: Bool { _isConnecting }
     private var readPaused = false
     /// Set when readable bytes may be left in the kernel (an edge not read until EAGAIN).
     private var readPending = false
@@ -71,7 +101,8 @@ public final class Connection: FileEventHandler {
     var flushQueued = false
     /// The last send did not take everything: wait for EPOLLOUT before trying again.
     private var writeBlocked = false
-    public private(set) var peerClosed = false
+    private var _peerClosed = false
+    public var peerClosed: Bool { _peerClosed }
 
     /// Bytes read per wake-up before yielding to other connections (fairness).
     public static let readBudget = 256 * 1024
@@ -86,34 +117,34 @@ public final class Connection: FileEventHandler {
         self.fd = fd
         self.loop = loop
         self.peer = peer
-        self.isConnecting = connecting
+        self._isConnecting = connecting
         self.tls = tls
-        self.isHandshaking = tls != nil
+        self._isHandshaking = tls != nil
         try loop.register(fd: fd, handler: self)
     }
 
     public func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
-        guard !isClosed else { return }
-        if isConnecting {
+        guard !_isClosed else { return }
+        if _isConnecting {
             guard writable || hangup else { return }
             let err = Socket.pendingError(fd)
             if err != 0 {
                 fail(Socket.Error(operation: "connect", errno: err))
                 return
             }
-            isConnecting = false
+            _isConnecting = false
             if tls != nil {
                 flush()  // the ClientHello; `connectionDidConnect` follows the handshake
             } else {
-                delegate?.connectionDidConnect(self)
+                _delegate?.connectionDidConnect(self)
             }
-            guard !isClosed else { return }
+            guard !_isClosed else { return }
         }
         if writable {
             writeBlocked = false
             if outboundBytes > 0 { flush() }
         }
-        guard !isClosed else { return }
+        guard !_isClosed else { return }
         if readable {
             readPending = true
             if loop.currentEventHangup { sawHangup = true }
@@ -130,7 +161,7 @@ public final class Connection: FileEventHandler {
         // Edge-triggered: bytes that arrived (or stayed unread) while paused raise no new event. When
         // the last read ended on EAGAIN and no edge came since, there is nothing to pick up.
         guard readPending else { return }
-        loop.enqueue { [self] in if !isClosed && !readPaused { readAvailable() } }
+        loop.enqueue { [self] in if !_isClosed && !readPaused { readAvailable() } }
     }
 
     private func readAvailable() {
@@ -138,7 +169,7 @@ public final class Connection: FileEventHandler {
         let scratch = loop.readScratch
         var total = 0
         var gotData = false
-        while !isClosed && !readPaused {
+        while !_isClosed && !readPaused {
             switch Socket.read(fd, into: scratch) {
             case .bytes(let n):
                 total += n
@@ -154,10 +185,10 @@ public final class Connection: FileEventHandler {
                     case .peerClosed:
                         // close_notify: what it ended is delivered, then the end (like a TCP EOF).
                         readPending = false
-                        if gotData { delegate?.connectionDidRead(self) }
-                        guard !isClosed, !peerClosed else { return }
-                        peerClosed = true
-                        delegate?.connectionDidReadEOF(self)
+                        if gotData { _delegate?.connectionDidRead(self) }
+                        guard !_isClosed, !_peerClosed else { return }
+                        _peerClosed = true
+                        _delegate?.connectionDidReadEOF(self)
                         return
                     }
                 } else {
@@ -167,33 +198,33 @@ public final class Connection: FileEventHandler {
                 if n < scratch.count && !sawHangup {
                     // A short read: the socket is drained (a later arrival raises a new edge).
                     readPending = false
-                    if gotData { delegate?.connectionDidRead(self) }
+                    if gotData { _delegate?.connectionDidRead(self) }
                     return
                 }
                 if total >= Self.readBudget {
-                    if gotData { delegate?.connectionDidRead(self) }
-                    loop.enqueue { [self] in if !isClosed && !readPaused { readAvailable() } }
+                    if gotData { _delegate?.connectionDidRead(self) }
+                    loop.enqueue { [self] in if !_isClosed && !readPaused { readAvailable() } }
                     return
                 }
             case .wouldBlock:
                 readPending = false
-                if gotData { delegate?.connectionDidRead(self) }
+                if gotData { _delegate?.connectionDidRead(self) }
                 return
             case .eof:
                 readPending = false
-                if gotData { delegate?.connectionDidRead(self) }
-                guard !isClosed, !peerClosed else { return }
-                peerClosed = true
-                delegate?.connectionDidReadEOF(self)
+                if gotData { _delegate?.connectionDidRead(self) }
+                guard !_isClosed, !_peerClosed else { return }
+                _peerClosed = true
+                _delegate?.connectionDidReadEOF(self)
                 return
             case .failed(let e):
                 readPending = false
-                if gotData { delegate?.connectionDidRead(self) }
+                if gotData { _delegate?.connectionDidRead(self) }
                 fail(Socket.Error(operation: "read", errno: e))
                 return
             }
         }
-        if gotData { delegate?.connectionDidRead(self) }
+        if gotData { _delegate?.connectionDidRead(self) }
     }
 
     private enum TLSInput { case more, stop, peerClosed }
@@ -203,34 +234,34 @@ public final class Connection: FileEventHandler {
     /// reader has nothing to pick up later but the kernel's), and sends what the session queued.
     private func feedTLS(_ tls: TLSSession, _ bytes: UnsafeRawBufferPointer) -> TLSInput {
         tls.feed(bytes)
-        if isHandshaking {
+        if _isHandshaking {
             switch tls.handshakeState {
             case .inProgress:
                 flush()  // handshake messages
-                return isClosed ? .stop : .more
+                return _isClosed ? .stop : .more
             case .plainHTTPOnTLSPort:
-                isHandshaking = false
-                delegate?.connectionDidFailHandshake(self, failure: TLSFailure(.plainHTTP, "plain HTTP request on a TLS port"))
-                guard !isClosed else { return .stop }
+                _isHandshaking = false
+                _delegate?.connectionDidFailHandshake(self, failure: TLSFailure(.plainHTTP, "plain HTTP request on a TLS port"))
+                guard !_isClosed else { return .stop }
                 // In clear, best effort (it is small), then closed.
                 _ = TLSSession.plainHTTPRejection.withUnsafeBytes { Socket.write(fd, $0) }
                 Glibc.shutdown(fd, Int32(SHUT_WR))
                 finish(error: nil)
                 return .stop
             case .failed(let f):
-                isHandshaking = false
+                _isHandshaking = false
                 sendCiphertextOnce(tls)  // the alert, best effort
-                delegate?.connectionDidFailHandshake(self, failure: f)
+                _delegate?.connectionDidFailHandshake(self, failure: f)
                 finish(error: nil)
                 return .stop
             case .done(let info):
-                isHandshaking = false
-                tlsInfo = info
-                delegate?.connectionDidCompleteHandshake(self, info: info)
-                guard !isClosed else { return .stop }
+                _isHandshaking = false
+                _tlsInfo = info
+                _delegate?.connectionDidCompleteHandshake(self, info: info)
+                guard !_isClosed else { return .stop }
                 if tls.role == .client {
-                    delegate?.connectionDidConnect(self)
-                    guard !isClosed else { return .stop }
+                    _delegate?.connectionDidConnect(self)
+                    guard !_isClosed else { return .stop }
                 }
             }
         }
@@ -252,7 +283,7 @@ public final class Connection: FileEventHandler {
         case .closed, .failed:
             return .peerClosed
         default:
-            return isClosed ? .stop : .more
+            return _isClosed ? .stop : .more
         }
     }
 
@@ -267,21 +298,21 @@ public final class Connection: FileEventHandler {
     /// Queues bytes. While the loop dispatches events the send waits for the end of the batch, so that
     /// several writes of one event leave in one system call; otherwise it is attempted at once.
     public func write(_ bytes: [UInt8]) {
-        guard !isClosed, !bytes.isEmpty else { return }
-        outbound.append(contentsOf: bytes)
+        guard !_isClosed, !bytes.isEmpty else { return }
+        withOutbound { $0.append(contentsOf: bytes) }
         scheduleFlush()
     }
 
     public func write(_ bytes: ArraySlice<UInt8>) {
-        guard !isClosed, !bytes.isEmpty else { return }
-        outbound.append(contentsOf: bytes)
+        guard !_isClosed, !bytes.isEmpty else { return }
+        withOutbound { $0.append(contentsOf: bytes) }
         scheduleFlush()
     }
 
     /// Queues a copy of `bytes` (e.g. a slice of another connection's `inbound`).
     public func write(_ bytes: UnsafeRawBufferPointer) {
-        guard !isClosed, !bytes.isEmpty else { return }
-        outbound.append(contentsOf: bytes)
+        guard !_isClosed, !bytes.isEmpty else { return }
+        withOutbound { $0.append(contentsOf: bytes) }
         scheduleFlush()
     }
 
@@ -290,58 +321,79 @@ public final class Connection: FileEventHandler {
     /// usually need no copy at all. Falls back to `write` while connecting, closing after the queue,
     /// or waiting for the socket to take more.
     public func writeThrough(_ bytes: UnsafeRawBufferPointer) {
-        guard !isClosed, !bytes.isEmpty else { return }
-        if isConnecting || closeAfterFlush || writeBlocked || tls != nil {
+        guard !_isClosed, !bytes.isEmpty else { return }
+        if _isConnecting || closeAfterFlush || writeBlocked || tls != nil {
             write(bytes)
             return
         }
         let pending = queuedBytes
-        let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
+        let start = outboundStart
+        let result: Socket.IOResult = withOutbound { $0.withUnsafeBytes { raw in
             var iov = (
-                iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + outboundStart }), iov_len: pending),
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + start }), iov_len: pending),
                 iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
             )
             return withUnsafeBytes(of: &iov) { p in
                 let all = p.bindMemory(to: iovec.self)
                 return pending > 0 ? Socket.writev(fd, all) : Socket.writev(fd, UnsafeBufferPointer(rebasing: all[1...]))
             }
-        }
+        } }
         switch result {
         case .bytes(let n) where n >= pending:
             let taken = n - pending
-            outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+            withOutbound { $0.removeAll(keepingCapacity: $0.capacity <= 256 * 1024) }
             outboundStart = 0
             if taken < bytes.count {
-                outbound.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[taken...]))
+                withOutbound { $0.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[taken...])) }
                 writeBlocked = true  // a short write: the socket buffer is full until EPOLLOUT
             } else if pending > 0 {
-                delegate?.connectionDidDrain(self)
+                _delegate?.connectionDidDrain(self)
             }
         case .bytes(let n):
             outboundStart += n
-            outbound.append(contentsOf: bytes)
+            withOutbound { $0.append(contentsOf: bytes) }
             writeBlocked = true
         case .wouldBlock, .eof:
-            outbound.append(contentsOf: bytes)
+            withOutbound { $0.append(contentsOf: bytes) }
             writeBlocked = true
         case .failed:
             // Not failed here: the caller may be reading another connection's buffer, which closing
             // this exchange would clear. The queued send meets the same error on the loop, shortly.
-            outbound.append(contentsOf: bytes)
-            loop.enqueue { [self] in if !isClosed { flush() } }
+            withOutbound { $0.append(contentsOf: bytes) }
+            loop.enqueue { [self] in if !_isClosed { flush() } }
         }
     }
 
     /// Lets a serializer append straight into the output buffer (no intermediate array).
     public func write(with body: (inout [UInt8]) -> Void) {
-        guard !isClosed else { return }
-        let before = outbound.count
-        body(&outbound)
-        if outbound.count > before { scheduleFlush() }
+        guard !_isClosed else { return }
+        let grew = withOutbound { buf in
+            let before = buf.count
+            body(&buf)
+            return buf.count > before
+        }
+        if grew { scheduleFlush() }
+    }
+
+    /// Lets `body` write into the loop's scratch buffer (64 KiB) and queues the `count` bytes it
+    /// reports; `body` returns nil when what it had to write did not fit, and then nothing is queued
+    /// and the result is false (the caller writes another way). For message heads: one copy into the
+    /// output instead of an array append per piece.
+    public func writeThroughScratch(_ body: (UnsafeMutableRawBufferPointer) -> Int?) -> Bool {
+        precondition(!loop.headScratchBusy, "Connection: the loop's head scratch buffer is already in use")
+        loop.headScratchBusy = true
+        let scratch = loop.headScratch
+        let written = body(scratch)
+        loop.headScratchBusy = false
+        guard let written else { return false }
+        guard !_isClosed, written > 0 else { return true }
+        withOutbound { $0.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0..<written])) }
+        scheduleFlush()
+        return true
     }
 
     private func scheduleFlush() {
-        if isConnecting || flushQueued { return }
+        if _isConnecting || flushQueued { return }
         if loop.isDispatching {
             flushQueued = true
             loop.queueFlush(self)
@@ -353,7 +405,7 @@ public final class Connection: FileEventHandler {
     /// Called by the loop at the end of a batch of events.
     func flushQueuedWrites() {
         flushQueued = false
-        if !isClosed && !isConnecting && outboundBytes > 0 { flush() }
+        if !_isClosed && !_isConnecting && outboundBytes > 0 { flush() }
     }
 
     private func flush() {
@@ -362,9 +414,10 @@ public final class Connection: FileEventHandler {
             return
         }
         while queuedBytes > 0 {
-            let result: Socket.IOResult = outbound.withUnsafeBytes { raw in
-                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outboundStart...]))
-            }
+            let start = outboundStart
+            let result: Socket.IOResult = withOutbound { $0.withUnsafeBytes { raw in
+                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...]))
+            } }
             switch result {
             case .bytes(let n):
                 outboundStart += n
@@ -377,25 +430,26 @@ public final class Connection: FileEventHandler {
                 return
             }
         }
-        outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+        withOutbound { $0.removeAll(keepingCapacity: $0.capacity <= 256 * 1024) }
         outboundStart = 0
         if closeAfterFlush {
             close()
             return
         }
-        delegate?.connectionDidDrain(self)
+        _delegate?.connectionDidDrain(self)
     }
 
     /// Encrypts the queued plaintext (up to the session's high-water mark at a time) and sends the
     /// ciphertext until the socket would block; plaintext waits while the handshake runs.
     private func flushTLS(_ tls: TLSSession) {
         while true {
-            if !isHandshaking && queuedBytes > 0 {
-                let taken: Result<Int, TLSFailure> = outbound.withUnsafeBytes { raw in
+            if !_isHandshaking && queuedBytes > 0 {
+                let start = outboundStart
+                let taken: Result<Int, TLSFailure> = withOutbound { $0.withUnsafeBytes { raw in
                     Result { () throws(TLSFailure) -> Int in
-                        try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[outboundStart...]))
+                        try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[start...]))
                     }
-                }
+                } }
                 switch taken {
                 case .success(let n):
                     outboundStart += n
@@ -427,41 +481,43 @@ public final class Connection: FileEventHandler {
                 compactOutbound()
                 return
             }
-            if isHandshaking || queuedBytes == 0 { break }
+            if _isHandshaking || queuedBytes == 0 { break }
         }
-        guard !isHandshaking else { return }
-        outbound.removeAll(keepingCapacity: outbound.capacity <= 256 * 1024)
+        guard !_isHandshaking else { return }
+        withOutbound { $0.removeAll(keepingCapacity: $0.capacity <= 256 * 1024) }
         outboundStart = 0
         if closeAfterFlush {
             close()
             return
         }
-        delegate?.connectionDidDrain(self)
+        _delegate?.connectionDidDrain(self)
     }
 
     /// Drops the written prefix when it is most of the buffer (O(1) amortised).
     private func compactOutbound() {
-        if outboundStart > 0 && outboundStart >= outbound.count / 2 {
-            outbound.removeFirst(outboundStart)
+        if outboundStart > 0 && outboundStart >= (queuedBytes + outboundStart) / 2 {
+            let start = outboundStart
+            withOutbound { $0.removeFirst(start) }
             outboundStart = 0
         }
     }
 
     /// Closes once everything queued is written.
     public func closeAfterWriting() {
-        guard !isClosed else { return }
+        guard !_isClosed else { return }
         if outboundBytes == 0 { close() } else { closeAfterFlush = true }
     }
 
     /// Closes now. Bytes still queued get one non-blocking attempt first (writes of the current event
     /// wait for the end of its batch, and a close right after them must not lose them).
     public func close() {
-        guard !isClosed else { return }
-        if let tls, !isConnecting {
+        guard !_isClosed else { return }
+        if let tls, !_isConnecting {
             // What is queued, then close_notify: one non-blocking attempt.
-            if !isHandshaking && tls.failure == nil {
+            if !_isHandshaking && tls.failure == nil {
                 if queuedBytes > 0 {
-                    _ = outbound.withUnsafeBytes { raw in try? tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[outboundStart...])) }
+                    let start = outboundStart
+                    _ = withOutbound { $0.withUnsafeBytes { raw in try? tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[start...])) } }
                 }
                 _ = tls.shutdown()
             }
@@ -469,8 +525,9 @@ public final class Connection: FileEventHandler {
             finish(error: nil)
             return
         }
-        if queuedBytes > 0 && !isConnecting {
-            _ = outbound.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outboundStart...])) }
+        if queuedBytes > 0 && !_isConnecting {
+            let start = outboundStart
+            _ = withOutbound { $0.withUnsafeBytes { raw in Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) } }
         }
         finish(error: nil)
     }
@@ -478,15 +535,15 @@ public final class Connection: FileEventHandler {
     private func fail(_ error: Socket.Error) { finish(error: error) }
 
     private func finish(error: Socket.Error?) {
-        guard !isClosed else { return }
-        isClosed = true
+        guard !_isClosed else { return }
+        _isClosed = true
         loop.deregister(fd: fd)
         Socket.close(fd)
-        outbound.removeAll()
+        withOutbound { $0.removeAll() }
         outboundStart = 0
         inbound.clear()
-        delegate?.connectionDidClose(self, error: error)
-        delegate = nil
+        _delegate?.connectionDidClose(self, error: error)
+        _delegate = nil
     }
 }
 
@@ -507,7 +564,12 @@ public final class Listener: FileEventHandler {
         self.address = Socket.localAddress(fd) ?? address
         self.loop = loop
         self.onAccept = onAccept
-        try loop.registerListener(fd: fd, handler: self)
+        do {
+            try loop.registerListener(fd: fd, handler: self)
+        } catch {
+            Socket.close(fd)  // not leaked when the loop refuses it
+            throw error
+        }
     }
 
     public func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {

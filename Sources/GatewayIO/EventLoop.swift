@@ -30,6 +30,10 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Where this loop's connections read (then copy into their `inbound`). One per loop: a buffer
     /// shared by all loops would be written by several threads at once.
     let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    /// Where message heads are written before they are queued (`Connection.writeThroughScratch`):
+    /// one per loop, used by one writer at a time (`headScratchBusy`).
+    let headScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+    var headScratchBusy = false
     private var closed = false
 
     public static let tick: DispatchTimeInterval = .milliseconds(100)
@@ -58,6 +62,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         fds.deallocate()
         masks.deallocate()
         readScratch.deallocate()
+        headScratch.deallocate()
     }
 
     public static func monotonicMillis() -> Int64 {
@@ -97,7 +102,14 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// Whether the event being handled reported a hang-up (EPOLLRDHUP, EPOLLHUP or EPOLLERR).
     private(set) var currentEventHangup = false
 
-    func queueFlush(_ c: Connection) { flushList.append(c) }
+    /// The flush lists are only moved in and out of their properties (`swap`) and changed as
+    /// locals, so that every access to them is a plain move the optimizer needs not check at run time.
+    func queueFlush(_ c: Connection) {
+        var list: [Connection] = []
+        swap(&list, &flushList)
+        list.append(c)
+        swap(&list, &flushList)
+    }
 
     /// Runs `body` as a batch: writes made inside are sent at its end (nested calls join the outer batch).
     private func dispatching(_ body: () -> Void) {
@@ -114,9 +126,12 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     private func flushQueuedWrites() {
         // Flushing may queue more (a drained connection resumes its producer): loop until none is left.
         while !flushList.isEmpty {
-            swap(&flushList, &flushing)
-            for c in flushing { c.flushQueuedWrites() }
-            flushing.removeAll(keepingCapacity: true)
+            var batch: [Connection] = []
+            swap(&batch, &flushing)
+            swap(&batch, &flushList)  // batch: the queued ones; flushList: the spare (empty) array
+            for c in batch { c.flushQueuedWrites() }
+            batch.removeAll(keepingCapacity: true)
+            swap(&batch, &flushing)
         }
     }
 

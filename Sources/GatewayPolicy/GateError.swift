@@ -21,6 +21,8 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     case badJSON = "bad_json"
     case missingField = "missing_field"
     case methodNotAllowed = "method_not_allowed"
+    /// The challenge endpoint on a Redis Cluster store: the request must name the key (`keyId`).
+    case keyIDRequired = "key_id_required"
     // Keys and apps.
     case keyUnknown = "key_unknown"
     case appNotAllowed = "app_not_allowed"
@@ -59,7 +61,7 @@ public enum GateError: String, Sendable, CaseIterable, Error {
 
     public var status: Int {
         switch self {
-        case .malformed, .badJSON, .missingField: 400
+        case .malformed, .badJSON, .missingField, .keyIDRequired: 400
         case .methodNotAllowed: 405
         case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld: 403
         case .storeUnavailable, .challengeCapacity: 503

@@ -94,8 +94,14 @@ public enum Registrar {
 public enum ChallengeEndpoint {
     public static let maxBody = 4 * 1024
 
-    public static func request(body: [UInt8], ttlMillis: Int64) -> Result<ChallengeRequest, Explanation> {
+    /// With `requireKeyID` (a Redis Cluster store, where a challenge must carry its key's hash tag) a
+    /// request without `keyId` is refused with 400 `key_id_required`.
+    public static func request(body: [UInt8], ttlMillis: Int64, requireKeyID: Bool = false) -> Result<ChallengeRequest, Explanation> {
+        let keyRequired = Explanation(
+            step: "body", error: .keyIDRequired,
+            fields: [("field", "keyId"), ("reason", "this gateway's store binds every challenge to a key: send {\"keyId\":\"<base64 key id>\"}")])
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }) {
+            if requireKeyID { return .failure(keyRequired) }
             return .success(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: ttlMillis))
         }
         let fields: [String: String]
@@ -120,6 +126,7 @@ public enum ChallengeEndpoint {
             }
             keyID = id
         }
+        if requireKeyID && keyID == nil { return .failure(keyRequired) }
         return .success(ChallengeRequest(purpose: purpose, keyID: keyID, ttlMillis: ttlMillis))
     }
 

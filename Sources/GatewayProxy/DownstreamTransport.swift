@@ -1,3 +1,4 @@
+import GatewayHTTP
 import GatewayIO
 
 /// The byte stream under a downstream protocol handler: a plain TCP `Connection` today, a TLS
@@ -60,5 +61,18 @@ public enum HTTP2Preface {
         let n = min(buf.count, bytes.count)
         for i in 0..<n where buf[i] != bytes[i] { return .http1 }
         return n == bytes.count ? .http2 : .needMore
+    }
+}
+
+extension Connection {
+    /// Writes a message head through the loop's scratch buffer (`writeThroughScratch`), or, for a
+    /// head larger than that buffer, through a temporary one (`HeadWriter.appendHead`).
+    func writeHead(_ write: (inout HeadWriter) -> Void) {
+        let done = writeThroughScratch { raw in
+            var w = HeadWriter(raw)
+            write(&w)
+            return w.overflowed ? nil : w.count
+        }
+        if !done { self.write { HeadWriter.appendHead(to: &$0, write) } }
     }
 }

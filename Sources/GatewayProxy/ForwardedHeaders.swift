@@ -50,7 +50,7 @@ public enum ForwardedHeaders {
     }
 
     /// X-Forwarded-For, -Proto, -Host, Forwarded and Via: the fields the gateway rewrites.
-    private static func isForwardingField(_ name: String) -> Bool {
+    static func isForwardingField(_ name: String) -> Bool {
         switch name.utf8.count {
         case 3: name.equalsIgnoringASCIICase("Via")
         case 9: name.equalsIgnoringASCIICase("Forwarded")

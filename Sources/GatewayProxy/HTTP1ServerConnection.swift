@@ -387,8 +387,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         let wasBuffered = bodyTarget == .buffer
         let framing = wasBuffered ? BodyFraming.whole(h.framing, count: buffered.count) : h.framing
-        let fields = f.upstreamFields(h, client: downstream.peer == nil ? "unknown" : peerHost, proto: scheme, framing: framing)
-        u.connection.write { HTTP1Serializer.appendRequestHead(method: h.method, target: h.target, headers: fields, to: &$0) }
+        let client = downstream.peer == nil ? "unknown" : peerHost
+        u.connection.writeHead { f.writeUpstreamHead(h, client: client, proto: scheme, framing: framing, to: &$0) }
         if wasBuffered {
             // The body was read already (bounded) for a local decision: it goes whole, with its length.
             if !buffered.isEmpty { u.connection.write(buffered) }
@@ -482,9 +482,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
         } else {
-            downstream.write {
-                r.appendForwarded(from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength, chunked: chunkedDownstream,
-                                  connection: connection, to: &$0)
+            let chunked = chunkedDownstream
+            downstream.writeHead {
+                r.writeForwarded(from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength, chunked: chunked,
+                                 connection: connection, to: &$0)
             }
         }
     }

@@ -35,12 +35,23 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// The client sent GOAWAY or EOF: close once no stream is left.
     private var closeWhenIdle = false
     private var idleDeadline: Int64 = 0
+    /// A connection error was reported: the GOAWAY is written, then the connection lingers.
+    private var failed = false
+    /// Lingering after a connection error: since when, and when the client last sent something.
+    private var lingerStart: Int64?
+    private var lastInputMillis: Int64 = 0
     private var timerDue: Int64 = .max
     /// The client's address as text (logs, X-Forwarded-For).
     lazy var peerHost: String = transport.peer?.host ?? "-"
 
     /// Output is pulled from the session while less than this is queued on the transport.
     static let outputLowWater = 32 * 1024
+    /// After a connection error (GOAWAY written), input is read and discarded until the client closes
+    /// or has been quiet this long: closing with unread input makes the kernel answer with RST, which
+    /// can destroy the GOAWAY before the client reads it (a flooding client is usually still sending).
+    static let lingerQuietMillis: Int64 = 200
+    /// The linger's bound: the connection is closed this long after the error whatever the client does.
+    static let lingerMaxMillis: Int64 = 2000
 
     /// Serves `transport`; the transport's owner calls the `transportDid…` methods.
     public init(transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
@@ -59,6 +70,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
 
     public func transportDidRead() {
         guard !closed else { return }
+        if lingerStart != nil { lastInputMillis = loop.timers.nowMillis }
         let (events, used) = transport.withInbound { buf in (session.receive(buf), buf.count) }
         transport.consumeInbound(used)
         handle(events)
@@ -103,10 +115,10 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public func beginDrain() { goaway(reason: "drain") }
 
     /// The same graceful GOAWAY as `beginDrain`, reported to `onGoaway` with `reason` (e.g. `reload`).
-    /// Returns false when the connection is already closed or draining.
+    /// Returns false when the connection is already closed, draining, or ended by a connection error.
     @discardableResult
     public func goaway(reason: String) -> Bool {
-        guard !closed, !draining else { return false }
+        guard !closed, !draining, !failed else { return false }
         draining = true
         session.beginDrain()
         onGoaway?(reason)
@@ -139,7 +151,29 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         if transport.outboundBytes > limits.highWaterMark { transport.pauseReading() }
         if session.isFinished || (closeWhenIdle && streams.isEmpty) {
             closing = true
+            if failed { startLinger() } else { transport.closeAfterWriting() }
+        }
+    }
+
+    /// After a connection error: the session reads nothing more (input is discarded), the GOAWAY is
+    /// flushed; the connection closes once the client closes (EOF), or is quiet with everything
+    /// written, or `lingerMaxMillis` after the error.
+    private func startLinger() {
+        let now = loop.timers.nowMillis
+        lingerStart = now
+        lastInputMillis = now
+        loop.timers.schedule(afterMillis: Self.lingerQuietMillis) { [weak self] in self?.lingerCheck() }
+    }
+
+    private func lingerCheck() {
+        guard !closed, let start = lingerStart else { return }
+        let now = loop.timers.nowMillis
+        if now - start >= Self.lingerMaxMillis {
+            transport.close()
+        } else if now - lastInputMillis >= Self.lingerQuietMillis && transport.outboundBytes == 0 {
             transport.closeAfterWriting()
+        } else {
+            loop.timers.schedule(afterMillis: 50) { [weak self] in self?.lingerCheck() }
         }
     }
 
@@ -166,6 +200,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
                 onGoaway?("client_goaway")
                 closeWhenIdle = true
             case .connectionError(let code, _):
+                failed = true
                 onGoaway?(Self.reasonName(code))
             }
         }
@@ -452,9 +487,9 @@ final class HTTP2Stream: ConnectionDelegate {
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         let wasBuffered = bodyTarget == .buffer
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
-        let fields = f.upstreamFields(
-            head, client: conn.transport.peer == nil ? "unknown" : conn.peerHost, proto: conn.scheme, framing: framing)
-        u.connection.write { HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: fields, to: &$0) }
+        let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
+        let proto = conn.scheme
+        u.connection.writeHead { f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &$0) }
         upstreamHeadSent = true
         if wasBuffered {
             if !buffered.isEmpty { u.connection.write(buffered) }

@@ -36,17 +36,19 @@ public enum RouteDecision {
     case respond(routeName: String, LocalResponse)
 }
 
-public struct Forward {
-    public var routeName: String
-    public var pool: UpstreamPool
-    public var maxBody: Int
+/// Where and how a request is forwarded. A class (immutable): a route's forward is made once and
+/// shared by its requests, and passing it along costs one reference count, not one per field.
+public final class Forward {
+    public let routeName: String
+    public let pool: UpstreamPool
+    public let maxBody: Int
     /// Applied to the upstream request's fields after the proxy's own rewriting (hop-by-hop removal,
     /// X-Forwarded-*), e.g. to remove assertion headers and add the verified key id.
-    public var editHeaders: ((inout HTTPFields) -> Void)?
+    public let editHeaders: HeaderEdit
     /// Added to the downstream response after the upstream's fields.
-    public var responseHeaders: HTTPFields
+    public let responseHeaders: HTTPFields
 
-    public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: ((inout HTTPFields) -> Void)? = nil,
+    public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
                 responseHeaders: HTTPFields = HTTPFields())
     {
         self.routeName = routeName
@@ -75,7 +77,7 @@ extension Forward {
         ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"])
         fields.remove("Expect")
         if !fields.contains("Host") { fields.append("Host", pool.target.address.description) }
-        editHeaders?(&fields)
+        editHeaders.apply(&fields)
         switch framing {
         case .chunked:
             fields.remove("Content-Length")
@@ -87,6 +89,138 @@ extension Forward {
             break
         }
         return fields
+    }
+}
+
+extension Forward {
+    /// Appends the request head sent upstream: byte for byte what `HTTP1Serializer.appendRequestHead`
+    /// of `upstreamFields(…)` gives (the tests hold it to that), written in one pass over the client's
+    /// fields without building the rewritten field list.
+    func appendUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
+                            to out: inout [UInt8])
+    {
+        HeadWriter.appendHead(to: &out) { w in writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &w) }
+    }
+
+    /// `appendUpstreamHead` into a `HeadWriter` (the proxy's path: the loop's scratch buffer).
+    func writeUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
+                           to out: inout HeadWriter)
+    {
+        out.appendLatin1(head.method)
+        out.append(0x20)
+        out.appendLatin1(head.target)
+        out.append(" HTTP/1.1\r\n")
+        // What the rewrite needs to know of the client's fields, in one pass.
+        var hasListed = false
+        var connectionValues: [String] = []
+        var hasForwarding = false
+        var hostValue: String? = nil
+        for f in head.headers {
+            let name = f.name
+            if HopByHop.isListed(name) {
+                hasListed = true
+                if name.utf8.count == 10 && name.equalsIgnoringASCIICase("Connection") { connectionValues.append(f.value) }
+            } else if ForwardedHeaders.isForwardingField(name) {
+                hasForwarding = true
+            } else if hostValue == nil && name.utf8.count == 4 && name.equalsIgnoringASCIICase("Host") {
+                hostValue = f.value
+            }
+        }
+        let edit = editHeaders
+        let dropContentLength: Bool
+        switch framing {
+        case .chunked, .contentLength: dropContentLength = true
+        case .none, .untilClose: dropContentLength = false
+        }
+        let dropTransferEncoding: Bool = if case .contentLength = framing { true } else { false }
+        /// The filters that apply after the rewrite: the route's removals, then the framing fields.
+        func emit(_ name: String, _ value: String, editable: Bool = true) {
+            if editable && edit.removes(name) { return }
+            if dropContentLength || dropTransferEncoding {
+                switch name.utf8.count {
+                case 14 where dropContentLength: if name.equalsIgnoringASCIICase("Content-Length") { return }
+                case 17 where dropTransferEncoding: if name.equalsIgnoringASCIICase("Transfer-Encoding") { return }
+                default: break
+                }
+            }
+            out.appendField(name, value)
+        }
+        var priorFor = ""
+        var priorForSeen = false
+        var priorVia = ""
+        var priorViaSeen = false
+        var keepTrailersTE = false
+        for f in head.headers {
+            let name = f.name
+            if hasListed {
+                if HopByHop.isListed(name) {
+                    if name.utf8.count == 2 && name.equalsIgnoringASCIICase("TE") && listContains(f.value, "trailers") {
+                        keepTrailersTE = true
+                    }
+                    continue
+                }
+                if !connectionValues.isEmpty && !name.equalsIgnoringASCIICase("Host")
+                    && connectionValues.contains(where: { listContains($0, name) })
+                {
+                    continue
+                }
+            }
+            if hasForwarding && ForwardedHeaders.isForwardingField(name) {
+                if name.equalsIgnoringASCIICase("X-Forwarded-For") {
+                    priorFor = priorForSeen ? priorFor + ", " + f.value : f.value
+                    priorForSeen = true
+                } else if name.equalsIgnoringASCIICase("Via") {
+                    priorVia = priorViaSeen ? priorVia + ", " + f.value : f.value
+                    priorViaSeen = true
+                }
+                continue
+            }
+            if name.utf8.count == 6 && name.equalsIgnoringASCIICase("Expect") { continue }
+            emit(name, f.value)
+        }
+        if keepTrailersTE { emit("TE", "trailers") }
+        emit("X-Forwarded-For", priorFor.isEmpty ? client : priorFor + ", " + client)
+        emit("X-Forwarded-Proto", proto)
+        if let hostValue { emit("X-Forwarded-Host", hostValue) }
+        emit("Via", priorVia.isEmpty ? ForwardedHeaders.via : priorVia + ", " + ForwardedHeaders.via)
+        if hostValue == nil { emit("Host", pool.target.address.description) }
+        for (name, value) in edit.add { emit(name, value, editable: false) }
+        switch framing {
+        case .chunked: out.append("Transfer-Encoding: chunked\r\n")
+        case .contentLength(let n):
+            out.append("Content-Length: ")
+            out.appendDecimal(n)
+            out.crlf()
+        case .none, .untilClose: break
+        }
+        out.crlf()
+    }
+}
+
+/// The route's edit of the fields sent upstream: every field named in `remove` goes (any case),
+/// then `add` is appended (e.g. the verified key id).
+public struct HeaderEdit: Sendable {
+    public var remove: [String]
+    public var add: [(String, String)]
+
+    public init(remove: [String] = [], add: [(String, String)] = []) {
+        self.remove = remove
+        self.add = add
+    }
+
+    func removes(_ name: String) -> Bool {
+        for r in remove where r.equalsIgnoringASCIICase(name) { return true }
+        return false
+    }
+
+    public func apply(_ fields: inout HTTPFields) {
+        for name in remove { fields.remove(name) }
+        for (name, value) in add { fields.append(name, value) }
+    }
+
+    /// The same removals, then `extra` appended.
+    public func adding(_ name: String, _ value: String) -> HeaderEdit {
+        HeaderEdit(remove: remove, add: add + [(name, value)])
     }
 }
 

@@ -40,21 +40,35 @@ public final class RedisAttestStore: AttestStore {
         /// How long a challenge stays in Redis after its expiry, so that it answers `expired`
         /// (then `unknown`), like the memory store between sweeps. Default 1 s.
         public var expiredGraceMillis: Int64
+        /// Redis Cluster: `endpoint` (and `seeds`) are where the slot map is first read; commands go
+        /// to the primary serving their slot, with `connections` per primary. Every challenge must be
+        /// bound to a key (see `requiresKeyBoundChallenges`). The database must be 0.
+        public var cluster: Bool
+        /// More cluster nodes to read the slot map from when `endpoint` does not answer.
+        public var seeds: [RedisEndpoint]
 
         public init(
             endpoint: RedisEndpoint, waitReplicas: Int = 0, connections: Int = 2, keyPrefix: String = "ag:",
-            expiredGraceMillis: Int64 = 1_000
+            expiredGraceMillis: Int64 = 1_000, cluster: Bool = false, seeds: [RedisEndpoint] = []
         ) {
             self.endpoint = endpoint
             self.waitReplicas = max(0, waitReplicas)
             self.connections = max(1, connections)
             self.keyPrefix = keyPrefix
             self.expiredGraceMillis = max(0, expiredGraceMillis)
+            self.cluster = cluster
+            self.seeds = seeds
         }
     }
 
+    /// One server (a pool of connections), or a cluster (a pool per primary, routed by slot).
+    private enum Transport {
+        case single([RedisConnection])
+        case cluster(RedisCluster)
+    }
+
     public let options: Options
-    private let pool: [RedisConnection]
+    private let transport: Transport
     private let next = Atomic<Int>(0)
     private let observer: (any RedisStoreObserver)?
     private let cachedKeys = Atomic<Int>(0)
@@ -70,40 +84,92 @@ public final class RedisAttestStore: AttestStore {
         self.options = options
         self.observer = observer
         keyCountName = Array((options.keyPrefix + "keys").utf8)
-        pool = (0..<options.connections).map { i in
-            RedisConnection(endpoint: options.endpoint, scripts: RedisScripts.all, name: "redis-store-\(i)") { up in
-                observer?.connectionChanged(up: up)
+        let changed: @Sendable (Bool) -> Void = { up in observer?.connectionChanged(up: up) }
+        if options.cluster {
+            var seeds: [RedisNodeAddress] = []
+            for e in [options.endpoint] + options.seeds where !seeds.contains(RedisNodeAddress(host: e.host, port: e.port)) {
+                seeds.append(RedisNodeAddress(host: e.host, port: e.port))
             }
+            transport = .cluster(RedisCluster(
+                options: .init(seeds: seeds, timeoutMillis: options.endpoint.timeoutMillis, connectionsPerNode: options.connections),
+                scripts: RedisScripts.all, onStateChange: changed))
+        } else {
+            transport = .single((0..<options.connections).map { i in
+                RedisConnection(endpoint: options.endpoint, scripts: RedisScripts.all, name: "redis-store-\(i)", onStateChange: changed)
+            })
         }
     }
 
-    /// True while at least one connection is up (readiness).
-    public var isHealthy: Bool { pool.contains { $0.isUp } }
+    /// On Redis Cluster a challenge must be bound to a key (its hash tag is the key's, so that each
+    /// atomic step touches one slot): `issueChallenge` without a key id is refused.
+    public var requiresKeyBoundChallenges: Bool { options.cluster }
+
+    /// On Cluster: the primaries of the current slot map (`host:port`); empty otherwise.
+    public var clusterNodes: [String] { cluster?.nodes.map(\.description) ?? [] }
+
+    /// The cluster client, in cluster mode (tests).
+    var cluster: RedisCluster? {
+        if case .cluster(let c) = transport { return c }
+        return nil
+    }
+
+    /// True while at least one connection is up (readiness). On Cluster: the slot map is known and at
+    /// least one of its primaries is connected (the slots of a node that is down fail on their own).
+    public var isHealthy: Bool {
+        switch transport {
+        case .single(let pool): pool.contains { $0.isUp }
+        case .cluster(let c): c.isHealthy
+        }
+    }
 
     /// Why the store is not healthy (the last connection error), for logs and `/readyz`.
-    public var lastError: String { pool.first?.lastErrorText ?? "" }
+    public var lastError: String {
+        switch transport {
+        case .single(let pool): pool.first?.lastErrorText ?? ""
+        case .cluster(let c): c.lastError
+        }
+    }
 
-    /// Waits (polling, at most `timeoutMillis`) until a connection is up. Called at start-up only.
+    /// Waits (polling, at most `timeoutMillis`) until a connection is up (on Cluster: until every
+    /// primary of the slot map is connected; at the deadline, whether the store is healthy at all).
+    /// Called at start-up only.
     public func waitUntilConnected(timeoutMillis: Int64) -> Bool {
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, timeoutMillis)) * 1_000_000
-        while !isHealthy {
-            if DispatchTime.now().uptimeNanoseconds >= deadline { return false }
+        while true {
+            switch transport {
+            case .single: if isHealthy { return true }
+            case .cluster(let c): if c.allNodesUp { return true }
+            }
+            if DispatchTime.now().uptimeNanoseconds >= deadline { return isHealthy }
             usleep(10_000)
         }
-        return true
     }
 
     /// Ends the connections; later calls fail with `unavailable`.
     public func close() {
-        for c in pool { c.close() }
+        switch transport {
+        case .single(let pool): for c in pool { c.close() }
+        case .cluster(let c): c.close()
+        }
     }
 
     /// The last reference may go away inside a completion, on a connection's thread: no waiting.
-    deinit { for c in pool { c.close(wait: false) } }
+    deinit {
+        if case .single(let pool) = transport { for c in pool { c.close(wait: false) } }
+    }
 
     // MARK: - Sending
 
-    private func send(_ commands: [RedisCommand], _ completion: @escaping @Sendable (Result<[RedisValue], StoreError>) -> Void) {
+    /// Sends `commands` (answered together); on Cluster to the primary serving `key`'s slot (every
+    /// key the commands touch hashes to that slot).
+    private func send(
+        key: [UInt8], _ commands: [RedisCommand], _ completion: @escaping @Sendable (Result<[RedisValue], StoreError>) -> Void
+    ) {
+        let pool: [RedisConnection]
+        switch transport {
+        case .single(let p): pool = p
+        case .cluster(let c): return c.send(key: key, commands, completion)
+        }
         let request = RedisRequest(commands: commands, completion: completion)
         let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
         for i in 0..<pool.count where pool[(start &+ i) % pool.count].submit(request) { return }
@@ -170,7 +236,7 @@ public final class RedisAttestStore: AttestStore {
 
     /// Reads the Redis-wide key count into `statistics.keys` (called about once a second).
     public func refreshStatistics() {
-        send([RedisCommand([Array("GET".utf8), keyCountName])], timed(.statistics) { [self] result in
+        send(key: keyCountName, [RedisCommand([Array("GET".utf8), keyCountName])], timed(.statistics) { [self] result in
             if case .success(let replies) = result, let n = replies.first?.integer { self.cachedKeys.store(Int(n), ordering: .relaxed) }
         })
     }
@@ -186,18 +252,23 @@ public final class RedisAttestStore: AttestStore {
         _ request: ChallengeRequest, nowMillis: Int64, attempts: Int,
         completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
     ) {
+        if options.cluster && request.keyID == nil {
+            return completion(.failure(StoreError(
+                .unavailable, "on Redis Cluster a challenge must be bound to a key (keyId): an unbound challenge would put the registration's two records in two slots")))
+        }
         let ttl = max(0, request.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
         let expires = overflow ? Int64.max : sum
         let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? SecureRandom.bytes(4)
         let token = ChallengeToken(tag + SecureRandom.bytes(16))!
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
+        let name = challengeName(token)
         let command = RedisCommand([
-            Array("EVALSHA".utf8), Array(issueSHA.utf8), Array("1".utf8), challengeName(token),
+            Array("EVALSHA".utf8), Array(issueSHA.utf8), Array("1".utf8), name,
             Array(Self.purposeCode(request.purpose).utf8), request.keyID?.bytes ?? [],
             Self.decimal(expires), Self.decimal(max(1, redisTTL)),
         ])
-        send([command]) { [self] result in
+        send(key: name, [command]) { [self] result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -220,9 +291,15 @@ public final class RedisAttestStore: AttestStore {
         _ token: ChallengeToken, nowMillis: Int64,
         completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void
     ) {
-        let completion = timed(.challengeState, completion)
-        let command = RedisCommand([Array("HMGET".utf8), challengeName(token), [0x70], [0x6B], [0x65], [0x75]])  // p k e u
-        send([command]) { result in
+        readChallenge(token, nowMillis: nowMillis, completion: timed(.challengeState, completion))
+    }
+
+    private func readChallenge(
+        _ token: ChallengeToken, nowMillis: Int64, completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void
+    ) {
+        let name = challengeName(token)
+        let command = RedisCommand([Array("HMGET".utf8), name, [0x70], [0x6B], [0x65], [0x75]])  // p k e u
+        send(key: name, [command]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -247,7 +324,8 @@ public final class RedisAttestStore: AttestStore {
     public func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
         let completion = timed(.deviceKey, completion)
         let fields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls"].map { Array($0.utf8) }
-        send([RedisCommand([Array("HMGET".utf8), keyName(id)] + fields)]) { result in
+        let name = keyName(id)
+        send(key: name, [RedisCommand([Array("HMGET".utf8), name] + fields)]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -267,7 +345,8 @@ public final class RedisAttestStore: AttestStore {
 
     /// The receipt stored with the key's latest registration, or nil.
     public func receipt(for id: KeyID, completion: @escaping @Sendable (Result<[UInt8]?, StoreError>) -> Void) {
-        send([RedisCommand([Array("HGET".utf8), keyName(id), Array("rc".utf8)])]) { result in
+        let name = keyName(id)
+        send(key: name, [RedisCommand([Array("HGET".utf8), name, Array("rc".utf8)])]) { result in
             completion(result.map { $0.first?.bytes })
         }
     }
@@ -286,9 +365,18 @@ public final class RedisAttestStore: AttestStore {
             return completion(.failure(StoreError(
                 .unavailable, "registration refused: app id or bundle version over 4096 bytes")))
         }
-        var commands = [RedisCommand([
-            Array("EVALSHA".utf8), Array(registerSHA.utf8), Array("3".utf8),
-            keyName(rec.keyID), challengeName(registration.challenge), keyCountName,
+        if options.cluster && !Self.sameSlot(rec.keyID, registration.challenge) {
+            // Not a challenge bound to this key: the script would span two slots. Nothing can be
+            // written, so a read names the rejection (the memory store's order: state, purpose, key).
+            return rejectionByRead(registration.challenge, keyID: rec.keyID, want: .register, nowMillis: nowMillis) { result in
+                completion(result.map { .challengeRejected($0) })
+            }
+        }
+        let keyRecordName = keyName(rec.keyID)
+        let scriptKeys = options.cluster
+            ? [Array("2".utf8), keyRecordName, challengeName(registration.challenge)]
+            : [Array("3".utf8), keyRecordName, challengeName(registration.challenge), keyCountName]
+        var commands = [RedisCommand([Array("EVALSHA".utf8), Array(registerSHA.utf8)] + scriptKeys + [
             Self.decimal(nowMillis), rec.keyID.bytes, rec.publicKey, Self.decimal(rec.counter), Array(rec.appID.utf8),
             Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
             rec.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
@@ -297,13 +385,18 @@ public final class RedisAttestStore: AttestStore {
         let replicas = options.waitReplicas
         let waitMillis = max(1, options.endpoint.timeoutMillis * 3 / 4)
         if replicas > 0 { commands.append(RedisCommand("WAIT", String(replicas), String(waitMillis))) }
-        send(commands) { result in
+        let cluster = options.cluster
+        send(key: keyRecordName, commands) { [self] result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
             case .success(let replies):
                 guard case .array(let a)? = replies.first, let status = a.first?.text else {
                     return completion(.failure(Self.protocolError("the register script", replies)))
+                }
+                if cluster && status == "new" {
+                    // The key count lives in its own slot: counted after the fact (a statistic only).
+                    send(key: keyCountName, [RedisCommand([Array("INCR".utf8), keyCountName])]) { _ in }
                 }
                 let outcome: RegistrationOutcome
                 switch status {
@@ -344,6 +437,9 @@ public final class RedisAttestStore: AttestStore {
         completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
     ) {
         let completion = timed(.commitAssertion, completion)
+        if options.cluster, let token = commit.challenge, !Self.sameSlot(commit.keyID, token) {
+            return commitRejectionByRead(commit, token: token, nowMillis: nowMillis, completion: completion)
+        }
         var args: [[UInt8]] = [Array("EVALSHA".utf8), Array(commitSHA.utf8)]
         if let token = commit.challenge {
             args += [Array("2".utf8), keyName(commit.keyID), challengeName(token)]
@@ -351,7 +447,7 @@ public final class RedisAttestStore: AttestStore {
             args += [Array("1".utf8), keyName(commit.keyID)]
         }
         args += [Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter)]
-        send([RedisCommand(args)]) { result in
+        send(key: keyName(commit.keyID), [RedisCommand(args)]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -368,6 +464,62 @@ public final class RedisAttestStore: AttestStore {
                         return completion(.failure(Self.protocolError("the commit script", replies)))
                     }
                     completion(.success(.challengeRejected(why)))
+                }
+            }
+        }
+    }
+
+    // MARK: - Cluster: a challenge in another slot than the key
+
+    /// Whether the challenge carries the key's hash tag (a challenge bound to this key does).
+    static func sameSlot(_ key: KeyID, _ token: ChallengeToken) -> Bool {
+        token.bytes.count >= 4 && token.bytes.prefix(4).elementsEqual(key.bytes.prefix(4))
+    }
+
+    /// The rejection of a challenge that cannot be this key's (it is in another slot), named as the
+    /// scripts would: unknown, consumed, expired, wrong purpose, else wrong key. Read only.
+    private func rejectionByRead(
+        _ token: ChallengeToken, keyID: KeyID, want: ChallengePurpose, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<ChallengeRejection, StoreError>) -> Void
+    ) {
+        readChallenge(token, nowMillis: nowMillis) { result in
+            completion(result.map { state in
+                switch state {
+                case .unknown: .unknown
+                case .consumed: .consumed
+                case .expired: .expired
+                case .valid(let purpose, _, _):
+                    // Bound to another key (or, from a single-server past, unbound: on Cluster an
+                    // unbound challenge cannot be consumed atomically with a key, so it is refused).
+                    if let purpose, purpose != want { .wrongPurpose } else { .wrongKey }
+                }
+            })
+        }
+    }
+
+    /// A commit whose challenge is in another slot: the script's order (key known, counter above the
+    /// stored one, then the challenge) with reads only; it always ends in a refusal, nothing written.
+    private func commitRejectionByRead(
+        _ commit: AssertionCommit, token: ChallengeToken, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
+    ) {
+        let name = keyName(commit.keyID)
+        send(key: name, [RedisCommand([Array("HGET".utf8), name, Array("ctr".utf8)])]) { [self] result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let replies):
+                switch replies.first {
+                case .null?:
+                    completion(.success(.unknownKey))
+                case let reply? where reply.integer != nil:
+                    let stored = reply.integer!
+                    if Int64(commit.counter) <= stored { return completion(.success(.counterReplay(stored: UInt32(clamping: stored)))) }
+                    rejectionByRead(token, keyID: commit.keyID, want: .assert, nowMillis: nowMillis) { result in
+                        completion(result.map { .challengeRejected($0) })
+                    }
+                default:
+                    completion(.failure(Self.protocolError("HGET ctr", replies)))
                 }
             }
         }

@@ -30,7 +30,9 @@ enum RedisScripts {
         end
         """
 
-    /// KEYS[1] key record, KEYS[2] challenge, KEYS[3] key count.
+    /// KEYS[1] key record, KEYS[2] challenge, KEYS[3] key count (single server only: on Cluster the
+    /// count is another slot, so the script gets two keys and the client `INCR`s the count after a
+    /// `new` answer, as a separate, non-atomic statistic).
     /// ARGV: now, key id, point, counter, app, env, category ("" none), bundle ("" none, else "v" ‖ text),
     /// first seen, last seen, receipt.
     /// Returns {'new'|'existing'|rejection, 0}.
@@ -54,7 +56,7 @@ enum RedisScripts {
         if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
         redis.call('HSET', KEYS[2], 'u', '1')
         if existing then return {'existing', 0} end
-        redis.call('INCR', KEYS[3])
+        if #KEYS > 2 then redis.call('INCR', KEYS[3]) end
         return {'new', 0}
         """
 

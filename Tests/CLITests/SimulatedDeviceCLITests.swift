@@ -26,7 +26,8 @@ struct SimulatedDeviceCLITests {
 
         let args = [
             "verify-attestation", "--app-id", "ABCDE12345.com.example.shop.Clip", "--app-id", appID.description,
-            "--key-id", Base64.encodeURL(device.keyID), "--attestation", Base64.encode(attestation),
+            "--key-id=" + Base64.encodeURL(device.keyID),  // "=": a URL-alphabet value may start with "-"
+            "--attestation", Base64.encode(attestation),
             "--challenge", Base64.encode(challenge), "--environment", "production",
         ]
         let untrusted = try runProcess(gatewaydBinary, args)
@@ -52,7 +53,7 @@ struct SimulatedDeviceCLITests {
             clientDataHash: SHA256.hash(clientData), extensions: SimulatedExtensions(validationCategory: .appStore))
         let assertArgs = [
             "verify-assertion", "--app-id", appID.description, "--public-key", publicKey,
-            "--assertion", Base64.encodeURL(assertion), "--client-data", Base64.encode(clientData),
+            "--assertion=" + Base64.encodeURL(assertion), "--client-data", Base64.encode(clientData),
         ]
         let first = try runProcess(gatewaydBinary, assertArgs)
         #expect(first.status == 0, "\(first.stdout)")

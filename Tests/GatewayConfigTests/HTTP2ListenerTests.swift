@@ -31,6 +31,80 @@ struct HTTP2ListenerTests {
         #expect(http2.initialWindowSize == 64 * 1024)
         #expect(http2.connectionWindowSize == 1024 * 1024)
         #expect(http2.maxFrameSize == 16 * 1024)
+        #expect(http2.maxContinuations == 8)
+        #expect(http2.maxResets == 200)
+        #expect(http2.resetWindow == .seconds(10))
+        #expect(http2.maxOutboundAck == 1000)
+        #expect(http2.maxSettingsEntries == 32)
+    }
+
+    @Test("the flood limits: every key, and each bound accepted")
+    func floodLimits() throws {
+        let all = try ConfigFixture.parse(
+            Self.yaml(
+                http2: "{max_continuations: 4, max_resets: 20, reset_window: 30s, max_outbound_ack: 500, "
+                    + "max_settings_entries: 16}"))
+        #expect(
+            all.listeners[0].http2
+                == HTTP2ListenerConfig(
+                    maxContinuations: 4, maxResets: 20, resetWindow: .seconds(30), maxOutboundAck: 500, maxSettingsEntries: 16))
+        let low = try ConfigFixture.parse(
+            Self.yaml(
+                http2: "{max_continuations: 1, max_resets: 1, reset_window: 100ms, max_outbound_ack: 1, "
+                    + "max_settings_entries: 6}"))
+        #expect(
+            low.listeners[0].http2
+                == HTTP2ListenerConfig(
+                    maxContinuations: 1, maxResets: 1, resetWindow: .milliseconds(100), maxOutboundAck: 1, maxSettingsEntries: 6))
+        let high = try ConfigFixture.parse(
+            Self.yaml(
+                http2: "{max_continuations: 1000, max_resets: 1000000, reset_window: 1h, max_outbound_ack: 100000, "
+                    + "max_settings_entries: 1000}"))
+        #expect(
+            high.listeners[0].http2
+                == HTTP2ListenerConfig(
+                    maxContinuations: 1000, maxResets: 1_000_000, resetWindow: .seconds(3600), maxOutboundAck: 100_000,
+                    maxSettingsEntries: 1000))
+    }
+
+    @Test(
+        "each bad flood limit is refused with its diagnostic",
+        arguments: [
+            (
+                "{max_continuations: 0}",
+                "gateway.yaml:5:32: listeners[0].http2.max_continuations must be an integer from 1 to 1000, got 0"
+            ),
+            (
+                "{max_resets: 1000001}",
+                "gateway.yaml:5:25: listeners[0].http2.max_resets must be an integer from 1 to 1000000, got 1000001"
+            ),
+            (
+                "{reset_window: 50ms}",
+                "gateway.yaml:5:27: listeners[0].http2.reset_window must be at least 100ms, got 50ms"
+            ),
+            (
+                "{reset_window: 2h}",
+                "gateway.yaml:5:27: listeners[0].http2.reset_window must be at most 1h, got 2h"
+            ),
+            (
+                "{reset_window: 10}",
+                "gateway.yaml:5:27: listeners[0].http2.reset_window needs a unit, one of ms, s, m or h (e.g. 10s), got \"10\""
+            ),
+            (
+                "{max_outbound_ack: -1}",
+                "gateway.yaml:5:31: listeners[0].http2.max_outbound_ack must be an integer from 1 to 100000, got -1"
+            ),
+            (
+                "{max_settings_entries: 5}",
+                "gateway.yaml:5:35: listeners[0].http2.max_settings_entries must be an integer from 6 to 1000, got 5"
+            ),
+            (
+                "{max_reset: 20}",
+                "gateway.yaml:5:13: unknown key \"max_reset\" in listeners[0].http2 (did you mean \"max_resets\"?)"
+            ),
+        ])
+    func badFloodLimit(http2: String, diagnostic: String) {
+        #expect(ConfigFixture.errors(Self.yaml(http2: http2)) == [diagnostic])
     }
 
     @Test("every key, with sizes in the size syntax; absent keys keep their defaults")

@@ -201,6 +201,40 @@ struct ValidationTests {
         )
     }
 
+    @Test("listener TLS ticket_rotation: 1h by default, 2s…24h, in either form")
+    func listenerTicketRotation() throws {
+        func yaml(_ tls: String) -> String {
+            """
+            listeners:
+              - name: public
+                address: ":8443"
+                tls: \(tls)
+            upstreams: [{name: demo, url: demo}]
+            routes: [{name: r, match: {path_prefix: /}, upstream: demo}]
+            """
+        }
+        let plain = try ConfigFixture.parse(yaml("{certificate: a.pem, private_key: a.key}"))
+        #expect(plain.listeners[0].tls?.ticketRotation == .seconds(3600))
+        let short = try ConfigFixture.parse(yaml("{certificate: a.pem, private_key: a.key, ticket_rotation: 2s}"))
+        #expect(short.listeners[0].tls?.ticketRotation == .seconds(2))
+        let list = try ConfigFixture.parse(yaml("{ticket_rotation: 24h, certificates: [{certificate: a.pem, private_key: a.key}]}"))
+        #expect(list.listeners[0].tls?.ticketRotation == .seconds(86400))
+        #expect(list.listeners[0].tls?.certificates.count == 1)
+        #expect(
+            ConfigFixture.errors(yaml("{certificate: a.pem, private_key: a.key, ticket_rotation: 1500ms}")) == [
+                "gateway.yaml:4:68: listeners[0].tls.ticket_rotation must be at least 2s, got 1500ms"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("{certificate: a.pem, private_key: a.key, ticket_rotation: 25h}")) == [
+                "gateway.yaml:4:68: listeners[0].tls.ticket_rotation must be at most 24h, got 25h"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("{ticket_rotation: 0s, certificate: a.pem}")) == [
+                "gateway.yaml:4:10: missing required key \"private_key\" in listeners[0].tls",
+                "gateway.yaml:4:28: listeners[0].tls.ticket_rotation must be more than 0, got 0s",
+            ])
+    }
+
     @Test("listener TLS: one form or the other, SNI names on every later certificate, unique names")
     func listenerTLS() throws {
         func errors(_ tls: String) -> [String] {

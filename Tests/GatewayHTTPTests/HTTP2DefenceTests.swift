@@ -186,6 +186,41 @@ struct HTTP2DefenceTests {
         #expect(server.isFinished)
     }
 
+    @Test("RFC 9113 §5.4.1, §10.5: a PING flood ends with GOAWAY ENHANCE_YOUR_CALM (last processed stream) on the wire, queued ACKs dropped")
+    func pingFloodGoaway() throws {
+        var settings = HTTP2Settings()
+        settings.maxOutboundAck = 100
+        let server = try HTTP2ServerSession(settings: settings)
+        var bytes = H2.start() + H2.request(stream: 1, H2.get) + H2.request(stream: 3, H2.get)
+        for _ in 0..<500 { bytes += H2.ping() }
+        let events = server.receive(bytes)
+        #expect(requestIDs(events) == [1, 3])
+        #expect(connectionErrors(events) == [.enhanceYourCalm])
+        let frames = H2.frames(server.pullOutput())
+        let goaways = H2.goaways(frames)
+        #expect(goaways.map(\.errorCode) == [.enhanceYourCalm], "\(frames.map(\.type))")
+        #expect(goaways.first?.lastStreamID == 3)
+        #expect(frames.last?.type == H2.FrameType.goaway.rawValue, "the GOAWAY is the last frame")
+        #expect(frames.filter { $0.type == H2.FrameType.ping.rawValue }.isEmpty, "the unread ACKs are dropped")
+        #expect(server.isFinished)
+        #expect(server.pullOutput().isEmpty)
+        #expect(server.receive(H2.request(stream: 5, H2.get)).isEmpty)
+    }
+
+    @Test("RFC 9113 §5.4.1, §10.5: a SETTINGS flood ends with GOAWAY ENHANCE_YOUR_CALM on the wire")
+    func settingsFloodGoaway() throws {
+        var settings = HTTP2Settings()
+        settings.maxOutboundAck = 100
+        let server = try HTTP2ServerSession(settings: settings)
+        var bytes = H2.start() + H2.request(stream: 1, H2.get)
+        for _ in 0..<500 { bytes += H2.settings([(0x4, 65535)]) }
+        #expect(connectionErrors(server.receive(bytes)) == [.enhanceYourCalm])
+        let goaways = H2.goaways(H2.frames(server.pullOutput()))
+        #expect(goaways.map(\.errorCode) == [.enhanceYourCalm])
+        #expect(goaways.first?.lastStreamID == 1)
+        #expect(server.isFinished)
+    }
+
     @Test("RFC 9113 §10.5: a SETTINGS flood whose ACKs are never read is a connection error")
     func settingsFlood() throws {
         var settings = HTTP2Settings()

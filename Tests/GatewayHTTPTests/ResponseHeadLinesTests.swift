@@ -16,6 +16,12 @@ struct ResponseHeadLinesTests {
         "HTTP/1.1 301 Moved\r\nLocation: /x\r\nConnection: host, location\r\nContent-Length: 0\r\n\r\n",
         "HTTP/1.1 100 Continue\r\n\r\n",
         "HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\nContent-Length: 9\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: , Chunked ,\r\nConnection: Close\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.0 200 OK\r\nContent-Length: 3, 3\r\nCONNECTION: keep-alive\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 0003\r\nContent-Length: 3\r\nConnection: keep-alive, close\r\n\r\n",
+        "HTTP/1.1 204 No Content\r\nTransfer-Encoding: gzip\r\nContent-Length: x\r\n\r\n",
+        "HTTP/1.0 200 OK\r\n\r\n",
     ]
 
     static let bad: [String] = [
@@ -32,6 +38,13 @@ struct ResponseHeadLinesTests {
         "HTTP/1.1 200 OK\r\n X: folded\r\n\r\n",
         "HTTP/1.1 200 OK\r\nX : y\r\n\r\n",
         "HTTP/1.1 200 OK\nX: y\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: ,\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, \r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: \r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 12345678901234567890\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 1,,1\r\n\r\n",
     ]
 
     /// Latin-1 bytes of a test string (the heads above use U+00E9 for an obs-text byte).
@@ -93,8 +106,87 @@ struct ResponseHeadLinesTests {
         #expect(e1 == e2)
     }
 
+    /// Heads assembled at random from fields that decide framing and persistence (valid, odd and
+    /// invalid values): both paths must give the same head or the same error, for GET and HEAD.
+    @Test("random framing and persistence fields: the byte path decides like the string path")
+    func randomDifferential() throws {
+        let pool = [
+            "Content-Length: 5", "Content-Length: 0", "Content-Length: 5, 5", "Content-Length: 5,6", "content-length: 07",
+            "Content-Length: ", "Content-Length: a", "Transfer-Encoding: chunked", "transfer-encoding: CHUNKED",
+            "Transfer-Encoding: gzip, chunked", "Transfer-Encoding: ,", "Transfer-Encoding: chunked,", "Transfer-Encoding:",
+            "Connection: close", "Connection: keep-alive", "connection: Keep-Alive, Close", "Connection: x, KEEP-ALIVE",
+            "Connection:", "Via: 1.0 a", "X-Other: close", "Keep-Alive: timeout=5",
+        ]
+        var rng = SplitMix(seed: 0x5eed)
+        for _ in 0..<3000 {
+            let version = rng.next() % 4 == 0 ? "1.0" : "1.1"
+            let status = [200, 204, 304, 404, 101, 100][Int(rng.next() % 6)]
+            var text = "HTTP/\(version) \(status) X\r\n"
+            for _ in 0..<Int(rng.next() % 5) { text += pool[Int(rng.next() % UInt64(pool.count))] + "\r\n" }
+            text += "\r\n"
+            let raw = Self.bytes(text)
+            for method in ["GET", "HEAD"] {
+                var e1: HTTPParseError?
+                var e2: HTTPParseError?
+                var a: (HTTPResponseHeadLines, Int)?
+                var b: (HTTPResponseHead, Int)?
+                do { a = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: method) } } catch { e1 = error as? HTTPParseError }
+                do { b = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: method) } } catch { e2 = error as? HTTPParseError }
+                #expect(e1 == e2, "\(text.debugDescription) \(method)")
+                if let (lines, _) = a, let (head, _) = b {
+                    #expect(lines.framing == head.framing && lines.keepAlive == head.keepAlive, "\(text.debugDescription) \(method)")
+                } else {
+                    #expect(a == nil && b == nil, "\(text.debugDescription) \(method)")
+                }
+            }
+        }
+    }
+
     @Test("an incomplete head asks for more") func incomplete() throws {
         let raw = Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n".utf8)
         #expect(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") } == nil)
+    }
+}
+
+/// A small deterministic generator for the randomized tests.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+/// Heads with more lines than the parser's first (stack) line buffer holds take the full-limit path.
+@Suite("Heads with many fields")
+struct ManyFieldsTests {
+    @Test("63, 64, 65 and 100 fields parse with every field; 101 are refused (limit 100)", arguments: [63, 64, 65, 100, 101])
+    func manyFields(_ count: Int) throws {
+        var req = "GET / HTTP/1.1\r\nHost: h\r\n"
+        var resp = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"
+        for i in 1..<count {
+            req += "X-F\(i): v\(i)\r\n"
+            resp += "X-F\(i): v\(i)\r\n"
+        }
+        req += "\r\n"
+        resp += "\r\n"
+        let parser = HTTP1Parser(limits: .init(maxHeaderCount: 100))
+        let r1 = Array(req.utf8)
+        let r2 = Array(resp.utf8)
+        if count <= 100 {
+            let (head, end) = try #require(try r1.withUnsafeBytes { try parser.parseRequestHead($0) })
+            #expect(head.headers.count == count && end == r1.count && head.headers["X-F\(count - 1)"] == "v\(count - 1)")
+            let (lines, end2) = try #require(try r2.withUnsafeBytes { try parser.parseResponseHeadLines($0, requestMethod: "GET") })
+            #expect(lines.fields.count == count && end2 == r2.count)
+            let (full, _) = try #require(try r2.withUnsafeBytes { try parser.parseResponseHead($0, requestMethod: "GET") })
+            #expect(full.headers.count == count)
+        } else {
+            #expect(throws: HTTPParseError.self) { _ = try r1.withUnsafeBytes { try parser.parseRequestHead($0) } }
+            #expect(throws: HTTPParseError.self) { _ = try r2.withUnsafeBytes { try parser.parseResponseHeadLines($0, requestMethod: "GET") } }
+        }
     }
 }

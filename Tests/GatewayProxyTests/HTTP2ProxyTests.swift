@@ -20,7 +20,7 @@ final class RecordingProxyRouter: RequestRouter, @unchecked Sendable {
         if path == "/local" { return .respond(routeName: "local", LocalResponse.json(418, "{\"local\":true}")) }
         return .forward(Forward(
             routeName: "default", pool: pool, maxBody: maxBody,
-            editHeaders: { $0.append("X-Edited", "yes") }, responseHeaders: HTTPFields([("X-Route", "default")])))
+            editHeaders: HeaderEdit(add: [("X-Edited", "yes")]), responseHeaders: HTTPFields([("X-Route", "default")])))
     }
     func exchangeDidFinish(_ record: ExchangeRecord) { records.withLock { $0.append(record) } }
 }

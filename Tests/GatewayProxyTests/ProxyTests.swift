@@ -54,7 +54,7 @@ final class ProxyFixture: @unchecked Sendable {
          responseTimeoutMillis: Int64 = 5000) throws
     {
         Socket.ignoreSIGPIPE()
-        upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: DownstreamLimits()) { _ in
+        upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: limits) { _ in
             EchoUpstreamRouter()
         }
         let target = UpstreamTarget(
@@ -107,9 +107,12 @@ final class RawClient {
     }
 
     /// Reads one response (to a request with `method`); nil if the connection closed first.
+    /// Heads up to 1 MiB: the tests of large heads read them through here.
+    static let parser = HTTP1Parser(limits: .init(maxHeaderBytes: 1 << 20))
+
     func readResponse(method: String = "GET") -> Response? {
         while true {
-            if let (h, end) = try? buffer.withUnsafeBytes({ try HTTP1Parser().parseResponseHead($0, requestMethod: method) }) {
+            if let (h, end) = try? buffer.withUnsafeBytes({ try Self.parser.parseResponseHead($0, requestMethod: method) }) {
                 buffer.removeFirst(end)
                 var body: [UInt8] = []
                 switch h.framing {
@@ -268,6 +271,22 @@ struct ProxyTests {
         let c4 = try RawClient(port: f.port)
         c4.send("GET /api%2Fpurchase HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(try #require(c4.readResponse()).head.status == 400)
+    }
+
+    @Test("heads larger than the loop's 64 KiB head buffer go through whole, both ways (max_header_bytes raised)")
+    func headsBeyondScratch() throws {
+        var limits = DownstreamLimits()
+        limits.parser.maxHeaderBytes = 512 * 1024
+        let f = try ProxyFixture(limits: limits)
+        defer { f.stop() }
+        let big = String(repeating: "b", count: 100_000)
+        let c = try RawClient(port: f.port)
+        c.send("GET /big-head HTTP/1.1\r\nHost: x\r\nX-Big: \(big)\r\n\r\n")
+        let r = try #require(c.readResponse())
+        #expect(r.head.status == 200)
+        #expect(r.head.headers["X-Seen-X-Big"] == big)
+        #expect(r.head.headers["X-Seen-X-Forwarded-For"] == "127.0.0.1")
+        #expect(r.text == "echo")
     }
 
     @Test("a dead upstream is 502 with a JSON error") func deadUpstream() throws {

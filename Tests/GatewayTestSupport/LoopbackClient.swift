@@ -19,7 +19,9 @@ public final class LoopbackClient: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard r == 0 else {
-            Glibc.close(fd)
+            // Through `close()`: the deinit runs for this (fully initialized) object too, and a
+            // second close of the number could hit a descriptor another test opened meanwhile.
+            close()
             throw POSIXError(.ECONNREFUSED)
         }
     }

@@ -71,8 +71,11 @@ final class BlackHoleListener {
 @Suite("Hostile HTTP/2 frame sequences (Python h2 client against a real gatewayd, RFC 9113)", .serialized, .timeLimit(.minutes(5)))
 struct HTTP2HostileTests {
     /// Runs one scenario against a fresh gatewayd (h2c listener, demo upstream, a `/stall` route to
-    /// a black hole); the gateway and the black hole are stopped before returning.
-    func run(_ scenario: String, extra: ((GatewayProcess, inout HostileVerdict) throws -> Void)? = nil) throws -> HostileVerdict? {
+    /// a black hole; `http2` is the listener's `http2:` section, if any); the gateway and the black
+    /// hole are stopped before returning.
+    func run(
+        _ scenario: String, http2: String? = nil, extra: ((GatewayProcess, inout HostileVerdict) throws -> Void)? = nil
+    ) throws -> HostileVerdict? {
         guard let python = hostilePython else {
             if ProcessInfo.processInfo.environment["CI"] == "true" {
                 Issue.record("python with h2 is required under CI=true (scripts/install-deps.sh installs it into .build-tools/venv)")
@@ -86,7 +89,7 @@ struct HTTP2HostileTests {
         let gw = try GatewayProcess(config: """
             workers: 1
             listeners:
-              - {name: h2, address: 127.0.0.1:0, protocols: [h2c]}
+              - {name: h2, address: 127.0.0.1:0, protocols: [h2c]\(http2.map { ", http2: \($0)" } ?? "")}
             admin: {address: 127.0.0.1:0}
             upstreams:
               - {name: demo, url: demo}
@@ -134,8 +137,8 @@ struct HTTP2HostileTests {
     }
 
     /// A connection error (RFC 9113 §5.4.1): GOAWAY `code`, then the server closes.
-    func expectConnectionError(_ scenario: String, _ code: String) throws -> HostileVerdict? {
-        guard let v = try run(scenario) else { return nil }
+    func expectConnectionError(_ scenario: String, _ code: String, http2: String? = nil) throws -> HostileVerdict? {
+        guard let v = try run(scenario, http2: http2) else { return nil }
         #expect(v.goawayCode == code, "\(v.raw)")
         #expect(v.closed, "\(v.raw)")
         return v
@@ -281,10 +284,79 @@ struct HTTP2HostileTests {
         #expect(v.detail["calm"] as? Bool == true)
     }
 
-    @Test(
-        "RFC 9113 §5.4.1: the PING flood's connection error is announced by GOAWAY ENHANCE_YOUR_CALM",
-        .disabled("bug: after a PING flood the server closes (FIN) without writing any frame: no PING ACK, no GOAWAY (RFC 9113 §5.4.1: SHOULD send GOAWAY first)"))
-    func pingFloodGoaway() throws { _ = try expectConnectionError("ping_flood", "ENHANCE_YOUR_CALM") }
+    @Test("RFC 9113 §5.4.1: the PING flood's connection error is announced by GOAWAY ENHANCE_YOUR_CALM, and every PING sent is taken (no reset)")
+    func pingFloodGoaway() throws {
+        guard let v = try expectConnectionError("ping_flood", "ENHANCE_YOUR_CALM") else { return }
+        // The server reads (and discards) what the client still sends after the GOAWAY, so closing
+        // does not turn into a TCP reset that could destroy the GOAWAY before the client reads it.
+        #expect(v.detail["send_failed"] as? Bool == false, "\(v.raw)")
+        #expect(v.detail["reset"] as? Bool == false, "\(v.raw)")
+    }
+
+    @Test("RFC 9113 §5.4.1, §10.5: a SETTINGS flood never read → GOAWAY ENHANCE_YOUR_CALM, close")
+    func settingsFloodGoaway() throws {
+        guard let v = try expectConnectionError("settings_flood", "ENHANCE_YOUR_CALM") else { return }
+        #expect(v.detail["send_failed"] as? Bool == false, "\(v.raw)")
+    }
+
+    @Test("CVE-2025-8671 (MadeYouReset): requests the server must reset, 10 at a time → GOAWAY ENHANCE_YOUR_CALM after the 200-per-10-s budget")
+    func madeYouReset() throws {
+        guard let v = try expectConnectionError("reset_flood", "ENHANCE_YOUR_CALM") else { return }
+        let sent = v.detail["streams_sent"] as? Int ?? 0
+        #expect(sent > 200 && sent <= 210, "\(v.detail)")
+        #expect(v.rst.allSatisfy { $0.code == "PROTOCOL_ERROR" } && v.rst.count > 200, "\(v.rst.count) RST_STREAM")
+    }
+
+    @Test("CVE-2023-44487: rapid reset, 10 streams at a time, default budget → GOAWAY ENHANCE_YOUR_CALM after 200 resets")
+    func rapidResetPacedDefault() throws {
+        guard let v = try expectConnectionError("rapid_reset_paced", "ENHANCE_YOUR_CALM") else { return }
+        let sent = v.detail["streams_sent"] as? Int ?? 0
+        #expect(sent > 200 && sent <= 210, "\(v.detail)")
+    }
+
+    @Test("listeners[].http2.max_resets: 20 is enforced by the running gateway: the same rapid reset ends after 20 resets")
+    func rapidResetConfiguredLimit() throws {
+        guard let v = try expectConnectionError("rapid_reset_paced", "ENHANCE_YOUR_CALM", http2: "{max_resets: 20, reset_window: 1m}")
+        else { return }
+        let sent = v.detail["streams_sent"] as? Int ?? 0
+        #expect(sent > 20 && sent <= 30, "\(v.detail)")
+    }
+
+    @Test("listeners[].http2.max_continuations: 2 is enforced: HEADERS + 3 CONTINUATION → GOAWAY ENHANCE_YOUR_CALM")
+    func continuationConfiguredLimit() throws {
+        _ = try expectConnectionError("continuation_3", "ENHANCE_YOUR_CALM", http2: "{max_continuations: 2}")
+        // The default limit (8) accepts the same request.
+        guard let v = try run("continuation_3") else { return }
+        #expect(v.statuses[1] == 200, "\(v.raw)")
+        #expect(v.goawayCode == nil, "\(v.raw)")
+    }
+
+    @Test("listeners[].http2.max_settings_entries: 8 is enforced: a SETTINGS frame of 10 entries → GOAWAY ENHANCE_YOUR_CALM")
+    func settingsEntriesConfiguredLimit() throws {
+        _ = try expectConnectionError("settings_10_entries", "ENHANCE_YOUR_CALM", http2: "{max_settings_entries: 8}")
+        // The default limit (32) accepts it, and the connection serves a request.
+        guard let v = try run("settings_10_entries") else { return }
+        #expect(v.goawayCode == nil, "\(v.raw)")
+        #expect(v.sameConnStatus == 200, "\(v.raw)")
+    }
+
+    @Test("listeners[].http2.max_outbound_ack: 20 is enforced: 50 PINGs at once → GOAWAY ENHANCE_YOUR_CALM")
+    func outboundAckConfiguredLimit() throws {
+        guard let limited = try expectConnectionError("ping_burst_50", "ENHANCE_YOUR_CALM", http2: "{max_outbound_ack: 20}")
+        else { return }
+        #expect((limited.detail["ping_acks_read"] as? Int ?? .max) <= 20, "\(limited.raw)")
+        // The default limit (1000) answers all of them.
+        guard let v = try run("ping_burst_50") else { return }
+        #expect(v.detail["ping_acks_read"] as? Int == 50, "\(v.raw)")
+        #expect(v.goawayCode == nil, "\(v.raw)")
+    }
+
+    @Test("RFC 9113 §5.4.1: after a connection error the server lingers only a bounded time: a client still sending is closed")
+    func lingerBounded() throws {
+        guard let v = try expectConnectionError("goaway_then_trickle", "PROTOCOL_ERROR") else { return }
+        #expect(v.detail["closed_while_sending"] as? Bool == true, "\(v.raw)")
+        #expect((v.detail["pings_after_goaway"] as? Int ?? 0) >= 1, "\(v.raw)")
+    }
 
     @Test("RFC 9113 §5.1.2: 130 open streams before the SETTINGS ACK (limit 128) → RST_STREAM REFUSED_STREAM on streams 257 and 259")
     func tooManyStreams() throws {

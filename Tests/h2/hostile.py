@@ -79,6 +79,7 @@ class Client:
         self.frames = 0
         self.ping_acks = 0
         self.reset = False      # the close was a TCP reset
+        self.send_failed = False  # a send was refused (EPIPE or reset): the server is gone
 
     @property
     def authority(self):
@@ -93,10 +94,15 @@ class Client:
             self.send(data)
 
     def send(self, data):
+        """False when the data could not all be sent. A refused send (the server closed or reset
+        the connection) does not end reading: what the server wrote before is still read."""
+        if self.send_failed:
+            return False
         try:
             self.sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError):
-            self.closed = True
+            self.send_failed = True
+            return False
         except socket.timeout:
             return False
         return True
@@ -442,6 +448,50 @@ def s_hpack_bomb(c, a):
     same_conn(c, 5)
 
 
+def s_continuation_3(c, a):
+    # A valid request split into HEADERS and 3 CONTINUATION frames: within the default limit (8),
+    # over a configured max_continuations of 2.
+    fields = c.request_headers("/cont3") + [("x-a", "1"), ("x-b", "2"), ("x-c", "3")]
+    parts = [c.block(fields[:4])] + [c.block([f]) for f in fields[4:]]
+    out = bytearray(frame(HEADERS, END_STREAM, 1, parts[0]))
+    for i, p in enumerate(parts[1:]):
+        out += frame(CONTINUATION, END_HEADERS if i == len(parts) - 2 else 0, 1, p)
+    c.raw(bytes(out))
+    c.read_until(lambda c: 1 in c.ended or c.goaway is not None, 4)
+
+
+def s_settings_10_entries(c, a):
+    # One SETTINGS frame with 10 entries (unknown ids, which RFC 9113 §6.5.2 says to ignore): within
+    # the default max_settings_entries (32), over a configured 8. Then a request on the connection.
+    c.raw(frame(SETTINGS, 0, 0, b"".join(struct.pack(">HI", 0x100 + i, i) for i in range(10))))
+    c.read_until(goaway, 0.5)
+    same_conn(c, 1)
+
+
+def s_ping_burst_50(c, a):
+    # 50 PINGs in one write: the server owes 50 ACKs at once. Within the default max_outbound_ack
+    # (1000), over a configured 20.
+    c.raw(frame(PING, 0, 0, b"burst-50") * 50)
+    c.read_until(lambda c: c.ping_acks >= 50 or c.goaway is not None, 4)
+    c.detail["ping_acks_read"] = c.ping_acks
+
+
+def s_goaway_then_trickle(c, a):
+    # A connection error (an even stream id → GOAWAY PROTOCOL_ERROR), after which the client keeps
+    # sending a PING every 100 ms for up to 8 s: the server's linger after the GOAWAY is bounded
+    # (2 s), so it closes while the client is still sending.
+    c.raw(frame(HEADERS, END_STREAM | END_HEADERS, 2, c.block(c.request_headers("/even"))))
+    c.read_until(goaway, 4)
+    deadline = time.monotonic() + 8
+    sent = 0
+    while time.monotonic() < deadline and not c.closed and not c.send_failed:
+        c.raw(frame(PING, 0, 0, b"trickle!"))
+        sent += 1
+        c.read_until(lambda c: False, 0.1)
+    c.detail["pings_after_goaway"] = sent
+    c.detail["closed_while_sending"] = c.closed or c.send_failed
+
+
 def hpack_index(i):
     if i < 127:
         return bytes([0x80 | i])
@@ -468,7 +518,60 @@ def s_ping_flood(c, a):
     c.read_to_close(3)
     c.detail["ping_acks_read"] = c.ping_acks
     c.detail["reset"] = c.reset
+    c.detail["send_failed"] = c.send_failed
     c.detail["frames_read"] = c.frames
+
+
+def s_settings_flood(c, a):
+    # RFC 9113 §10.5: SETTINGS frames (each owes an ACK) sent without ever reading the ACKs.
+    sent = 0
+    c.sock.settimeout(1.0)
+    batch = frame(SETTINGS, 0, 0, struct.pack(">HI", 0x4, 65535)) * 1000
+    for _ in range(200):  # up to 200 000 SETTINGS frames
+        if c.closed or not c.send(batch):
+            break
+        sent += 1000
+    c.detail["settings_sent"] = sent
+    c.read_until(goaway, 8)
+    c.read_to_close(3)
+    c.detail["send_failed"] = c.send_failed
+    c.detail["frames_read"] = c.frames
+
+
+def paced_resets(c, stream_frames, batch=10, limit=1000):
+    """Streams the server ends up resetting, sent `batch` at a time, each batch followed by a PING
+    whose ACK is awaited: the server has counted every reset of a batch before the next one leaves,
+    so `streams_sent` says after how many the connection ended (GOAWAY or close)."""
+    sent = 0
+    sid = 1
+    while sent < limit and c.goaway is None and not c.closed and not c.send_failed:
+        out = bytearray()
+        for _ in range(batch):
+            out += stream_frames(sid)
+            sid += 2
+        acks = c.ping_acks
+        c.raw(bytes(out) + frame(PING, 0, 0, b"pacedrst"))
+        sent += batch
+        c.read_until(lambda c: c.ping_acks > acks or c.goaway is not None, 5)
+    c.detail["streams_sent"] = sent
+    c.read_to_close(3)
+
+
+def s_reset_flood(c, a):
+    # CVE-2025-8671 (MadeYouReset): requests the server must reset (an uppercase field name →
+    # RST_STREAM PROTOCOL_ERROR), far more than the reset budget (200 per 10 s by default).
+    block = lambda sid: frame(HEADERS, END_STREAM | END_HEADERS, sid,
+                              c.block(c.request_headers("/bad") + [("X-Upper", "1")]))
+    paced_resets(c, block)
+    c.detail["resets_read"] = len(c.rst)
+
+
+def s_rapid_reset_paced(c, a):
+    # CVE-2023-44487, paced: each stream opened and cancelled at once, in batches of 10.
+    def pair(sid):
+        return (frame(HEADERS, END_HEADERS, sid, c.block(c.request_headers(a.stall_path, "POST")))
+                + frame(RST_STREAM, 0, sid, struct.pack(">I", 0x8)))
+    paced_resets(c, pair)
 
 
 def s_too_many_streams(c, a):
@@ -504,7 +607,7 @@ def main():
     if a.scenario in NO_SETTINGS_ACK:
         c = Client(a.port)
         c.flush()
-    elif a.scenario == "ping_flood":
+    elif a.scenario in ("ping_flood", "settings_flood"):
         c = start(a.port, rcvbuf=4096)
     else:
         c = start(a.port)

@@ -64,7 +64,9 @@ extension ConfigDecoder {
     }
 
     /// `{max_concurrent_streams, max_header_list_size, initial_window_size, connection_window_size,
-    /// max_frame_size}`, each within its RFC 9113 §6.5.2 range; absent keys keep their defaults.
+    /// max_frame_size}`, each within its RFC 9113 §6.5.2 range, and the flood limits
+    /// `{max_continuations, max_resets, reset_window, max_outbound_ack, max_settings_entries}`;
+    /// absent keys keep their defaults.
     func decodeListenerHTTP2(_ node: YAMLNode, path: String) -> HTTP2ListenerConfig? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.listenerHTTP2) else { return nil }
         typealias C = HTTP2ListenerConfig
@@ -85,12 +87,39 @@ extension ConfigDecoder {
         fields.read("max_frame_size", into: &http2, \.maxFrameSize, valid: &valid) {
             size($0, $1, in: C.maxFrameSizeRange)
         }
+        fields.read("max_continuations", into: &http2, \.maxContinuations, valid: &valid) {
+            int($0, $1, in: C.maxContinuationsRange)
+        }
+        fields.read("max_resets", into: &http2, \.maxResets, valid: &valid) {
+            int($0, $1, in: C.maxResetsRange)
+        }
+        fields.read("reset_window", into: &http2, \.resetWindow, valid: &valid) {
+            duration($0, $1, minimum: C.resetWindowRange.lowerBound, maximum: C.resetWindowRange.upperBound)
+        }
+        fields.read("max_outbound_ack", into: &http2, \.maxOutboundAck, valid: &valid) {
+            int($0, $1, in: C.maxOutboundAckRange)
+        }
+        fields.read("max_settings_entries", into: &http2, \.maxSettingsEntries, valid: &valid) {
+            int($0, $1, in: C.maxSettingsEntriesRange)
+        }
         return valid ? http2 : nil
     }
 
-    /// `{certificate, private_key}` or `{certificates: [{certificate, private_key, server_names}]}`.
+    /// `{certificate, private_key}` or `{certificates: [{certificate, private_key, server_names}]}`,
+    /// with an optional `ticket_rotation` (2s ... 24h, default 1h).
     func decodeListenerTLS(_ node: YAMLNode, path: String) -> TLSConfig? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.listenerTLS) else { return nil }
+        var rotationValid = true
+        let rotation = fields.optional("ticket_rotation", valid: &rotationValid) {
+            duration(
+                $0, $1, minimum: TLSConfig.ticketRotationRange.lowerBound, maximum: TLSConfig.ticketRotationRange.upperBound)
+        }
+        guard var tls = decodeListenerCertificates(fields, path: path), rotationValid else { return nil }
+        if let rotation { tls.ticketRotation = rotation }
+        return tls
+    }
+
+    private func decodeListenerCertificates(_ fields: MappingFields, path: String) -> TLSConfig? {
         let single = fields["certificate"] != nil || fields["private_key"] != nil
         if single && fields["certificates"] != nil {
             report(

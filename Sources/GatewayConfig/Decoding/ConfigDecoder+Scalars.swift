@@ -123,12 +123,21 @@ extension ConfigDecoder {
         }
     }
 
-    /// A duration, more than zero unless `allowZero`, at most `maximum` if given.
-    func duration(_ node: YAMLNode, _ path: String, allowZero: Bool = false, maximum: Duration? = nil) -> Duration? {
+    /// A duration, more than zero unless `allowZero`, at least `minimum` and at most `maximum` if given.
+    func duration(
+        _ node: YAMLNode, _ path: String, allowZero: Bool = false, minimum: Duration? = nil, maximum: Duration? = nil
+    ) -> Duration? {
         guard let value = parsed(node, path, expected: "a duration such as 250ms, 30s, 5m or 1h", DurationSyntax.parse)
         else { return nil }
         if !allowZero && value == .zero {
             report("\(path) must be more than 0, got \(DurationSyntax.format(value))", at: node.position)
+            return nil
+        }
+        if let minimum, value < minimum {
+            report(
+                "\(path) must be at least \(DurationSyntax.format(minimum)), got \(DurationSyntax.format(value))",
+                at: node.position
+            )
             return nil
         }
         if let maximum, value > maximum {

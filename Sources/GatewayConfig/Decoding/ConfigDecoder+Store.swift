@@ -1,4 +1,4 @@
-/// `store`: `kind: memory` (shards, snapshots) or `kind: redis` (url, timeout, replicas).
+/// `store`: `kind: memory` (shards, snapshots) or `kind: redis` (url, timeout, replicas, cluster, seeds).
 extension ConfigDecoder {
     private enum StoreKind: String, CaseIterable {
         case memory
@@ -77,6 +77,37 @@ extension ConfigDecoder {
             } else {
                 valid = false
             }
+        }
+        var clusterReadable = true
+        if let node = fields["cluster"] {
+            if let cluster = bool(node, fields.path("cluster")) { redis.cluster = cluster } else { clusterReadable = false }
+        }
+        valid = valid && clusterReadable
+        if let node = fields["seeds"] {
+            if let items = list(node, fields.path("seeds"), nonEmpty: true) {
+                for (i, item) in items.enumerated() {
+                    let path = ConfigDecoder.element(fields.path("seeds"), i)
+                    guard let seed = parsed(item, path, expected: "a url such as redis://10.0.0.2:6379", AddressSyntax.redisURL) else {
+                        valid = false
+                        continue
+                    }
+                    if seed.database != 0 {
+                        report("\(path) names database \(seed.database): Redis Cluster has only database 0", at: item.position)
+                        valid = false
+                    }
+                    redis.seeds.append(seed)
+                }
+            } else {
+                valid = false
+            }
+            if !redis.cluster && clusterReadable {
+                report("\(fields.path("seeds")) needs cluster: true (a single Redis server has one url)", at: fields.keyPosition("seeds") ?? node.position)
+                valid = false
+            }
+        }
+        if redis.cluster, let url, url.database != 0, let node = fields["url"] {
+            report("\(fields.path("url")) names database \(url.database): Redis Cluster has only database 0 (use /0 or no path)", at: node.position)
+            valid = false
         }
         return valid ? redis : nil
     }

@@ -7,9 +7,9 @@ enum ConfigKeys {
     static let listener = ["name", "address", "protocols", "tls", "http2"]
     static let listenerHTTP2 = [
         "max_concurrent_streams", "max_header_list_size", "initial_window_size", "connection_window_size",
-        "max_frame_size",
+        "max_frame_size", "max_continuations", "max_resets", "reset_window", "max_outbound_ack", "max_settings_entries",
     ]
-    static let listenerTLS = ["certificate", "private_key", "certificates"]
+    static let listenerTLS = ["certificate", "private_key", "certificates", "ticket_rotation"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
     static let admin = ["address"]
     static let limits = [
@@ -27,8 +27,8 @@ enum ConfigKeys {
     static let trust = ["extra_roots"]
     static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
     static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval"]
-    static let redisStore = ["kind", "url", "timeout", "wait_replicas"]
-    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas"]
+    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"]
+    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas", "cluster", "seeds"]
     static let logging = ["level", "access_log"]
 
     /// Section name to keys, for the documentation test.

@@ -32,8 +32,8 @@ public struct ListenerConfig: Sendable, Equatable {
 }
 
 /// `listeners[].http2`: what an HTTP/2 connection on the listener advertises in its SETTINGS frame
-/// (RFC 9113 §6.5.2). The defaults are those of `GatewayHTTP.HTTP2Settings` (docs/http2.md); the
-/// ranges are checked when decoding.
+/// (RFC 9113 §6.5.2), and the limits it enforces against floods (RFC 9113 §10.5). The defaults are
+/// those of `GatewayHTTP.HTTP2Settings` (docs/http2.md); the ranges are checked when decoding.
 public struct HTTP2ListenerConfig: Sendable, Equatable {
     /// SETTINGS_MAX_CONCURRENT_STREAMS, 1 ... 2^31-1.
     public var maxConcurrentStreams: Int
@@ -45,25 +45,51 @@ public struct HTTP2ListenerConfig: Sendable, Equatable {
     public var connectionWindowSize: Int
     /// SETTINGS_MAX_FRAME_SIZE in bytes, 16384 ... 16777215.
     public var maxFrameSize: Int
+    /// CONTINUATION frames accepted after one HEADERS frame (CVE-2024-27316), 1 ... 1000.
+    public var maxContinuations: Int
+    /// Streams the client may reset (or make us reset) within `resetWindow` (CVE-2023-44487,
+    /// CVE-2025-8671), 1 ... 1000000.
+    public var maxResets: Int
+    /// The fixed window `maxResets` is counted in, 100ms ... 1h.
+    public var resetWindow: Duration
+    /// SETTINGS and PING acknowledgements the client may leave unread (PING/SETTINGS flood), 1 ... 100000.
+    public var maxOutboundAck: Int
+    /// Entries accepted in one SETTINGS frame, 6 ... 1000.
+    public var maxSettingsEntries: Int
 
     public static let maxConcurrentStreamsRange = 1...0x7fff_ffff
     public static let maxHeaderListSizeRange = 1024...0x7fff_ffff
     public static let initialWindowSizeRange = 0...0x7fff_ffff
     public static let connectionWindowSizeRange = 65535...0x7fff_ffff
     public static let maxFrameSizeRange = 16384...16_777_215
+    public static let maxContinuationsRange = 1...1000
+    public static let maxResetsRange = 1...1_000_000
+    public static let resetWindowRange: ClosedRange<Duration> = .milliseconds(100) ... .seconds(3600)
+    public static let maxOutboundAckRange = 1...100_000
+    public static let maxSettingsEntriesRange = 6...1000
 
     public init(
         maxConcurrentStreams: Int = 128,
         maxHeaderListSize: Int = 16 * 1024,
         initialWindowSize: Int = 64 * 1024,
         connectionWindowSize: Int = 1024 * 1024,
-        maxFrameSize: Int = 16 * 1024
+        maxFrameSize: Int = 16 * 1024,
+        maxContinuations: Int = 8,
+        maxResets: Int = 200,
+        resetWindow: Duration = .seconds(10),
+        maxOutboundAck: Int = 1000,
+        maxSettingsEntries: Int = 32
     ) {
         self.maxConcurrentStreams = maxConcurrentStreams
         self.maxHeaderListSize = maxHeaderListSize
         self.initialWindowSize = initialWindowSize
         self.connectionWindowSize = connectionWindowSize
         self.maxFrameSize = maxFrameSize
+        self.maxContinuations = maxContinuations
+        self.maxResets = maxResets
+        self.resetWindow = resetWindow
+        self.maxOutboundAck = maxOutboundAck
+        self.maxSettingsEntries = maxSettingsEntries
     }
 }
 
@@ -89,8 +115,14 @@ public struct TLSConfig: Sendable, Equatable {
 
     /// Never empty; the first is the default certificate.
     public var certificates: [Certificate]
+    /// How often the listener's session ticket keys rotate (`ticket_rotation`, 2s ... 24h). A ticket
+    /// resumes while its key is the current or the previous one: for one to two periods.
+    public var ticketRotation: Duration
 
-    public init(certificates: [Certificate]) {
+    public static let ticketRotationRange: ClosedRange<Duration> = .seconds(2) ... .seconds(86400)
+
+    public init(certificates: [Certificate], ticketRotation: Duration = .seconds(3600)) {
         self.certificates = certificates
+        self.ticketRotation = ticketRotation
     }
 }

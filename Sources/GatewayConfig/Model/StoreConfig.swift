@@ -28,11 +28,18 @@ public struct StoreConfig: Sendable, Equatable {
         public var timeout: Duration
         /// Replicas that must acknowledge a write (`WAIT`) before it counts. Default 0.
         public var waitReplicas: Int
+        /// Redis Cluster: `url` (and `seeds`) are where the slot map is first read; commands go to
+        /// the primary that serves their slot. Every challenge must then be bound to a key. Default false.
+        public var cluster: Bool
+        /// More cluster nodes to read the slot map from (database 0). Only with `cluster`. Default none.
+        public var seeds: [RedisURL]
 
-        public init(url: RedisURL, timeout: Duration = .seconds(1), waitReplicas: Int = 0) {
+        public init(url: RedisURL, timeout: Duration = .seconds(1), waitReplicas: Int = 0, cluster: Bool = false, seeds: [RedisURL] = []) {
             self.url = url
             self.timeout = timeout
             self.waitReplicas = waitReplicas
+            self.cluster = cluster
+            self.seeds = seeds
         }
     }
 

@@ -87,7 +87,8 @@ public struct ChunkedDecoder: Sendable {
                 guard trailerBytes <= maxTrailerBytes else {
                     throw HTTPParseError(.headersTooLarge, at: p, "trailers larger than \(maxTrailerBytes) bytes")
                 }
-                let f = try HTTP1Parser.parseFields(buf, [p..<lineEnd][...])
+                let line = [p..<lineEnd]
+                let f = try line.withUnsafeBufferPointer { lines throws(HTTPParseError) in try HTTP1Parser.parseFields(buf, lines[...]) }
                 for field in f { trailers.append(field.name, field.value) }
                 p = lineEnd + 2
             }

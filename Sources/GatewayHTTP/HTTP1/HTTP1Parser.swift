@@ -35,30 +35,32 @@ public struct HTTP1Parser: Sendable {
             s += 2
             skipped += 1
         }
-        guard let (lines, end) = try splitHead(buf, from: s, isRequest: true) else { return nil }
-        let first = lines[0]
-        let (method, target, minor) = try parseRequestLine(buf, first)
-        let headers = try Self.parseFields(buf, lines.dropFirst())
-        if minor == 1 {
-            let hosts = headers.count(of: "Host")
-            guard hosts == 1 else {
-                throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
+        return try withHeadLines(buf, from: s, isRequest: true) { lines throws(HTTPParseError) in
+            let first = lines[0]
+            let (method, target, minor) = try parseRequestLine(buf, first)
+            let headers = try Self.parseFields(buf, lines[1...])
+            if minor == 1 {
+                let hosts = headers.count(of: "Host")
+                guard hosts == 1 else {
+                    throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
+                }
             }
+            let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
+            return HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing)
         }
-        let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
-        return (HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing), end)
     }
 
     /// Parses a response head (from an upstream) to a request with `requestMethod`.
     public func parseResponseHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
         throws(HTTPParseError) -> (HTTPResponseHead, Int)?
     {
-        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
-        let first = lines[0]
-        let (status, reason, minor) = try parseStatusLine(buf, first)
-        let headers = try Self.parseFields(buf, lines.dropFirst())
-        let framing = try responseFraming(headers, status: status, requestMethod: requestMethod, at: first.lowerBound)
-        return (HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing), end)
+        return try withHeadLines(buf, from: start, isRequest: false) { lines throws(HTTPParseError) in
+            let first = lines[0]
+            let (status, reason, minor) = try parseStatusLine(buf, first)
+            let headers = try Self.parseFields(buf, lines[1...])
+            let framing = try responseFraming(headers, status: status, requestMethod: requestMethod, at: first.lowerBound)
+            return HTTPResponseHead(status: status, reason: reason, minorVersion: minor, headers: headers, framing: framing)
+        }
     }
 
     /// Parses a response head like `parseResponseHead`, with the same checks and errors, but keeps
@@ -68,34 +70,141 @@ public struct HTTP1Parser: Sendable {
     public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
         throws(HTTPParseError) -> (HTTPResponseHeadLines, Int)?
     {
-        guard let (lines, end) = try splitHead(buf, from: start, isRequest: false) else { return nil }
+        try withHeadLines(buf, from: start, isRequest: false) { lines throws(HTTPParseError) in
+            try headLines(buf, lines, requestMethod: requestMethod)
+        }
+    }
+
+    private func headLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>, requestMethod: String)
+        throws(HTTPParseError) -> HTTPResponseHeadLines
+    {
         let first = lines[0]
         let (status, reason, minor) = try parseStatusLineRanges(buf, first)
         var fields: [HTTPResponseHeadLines.FieldRange] = []
         fields.reserveCapacity(lines.count - 1)
-        var decisive = HTTPFields()
-        try Self.forEachField(buf, lines.dropFirst()) { name, value in
+        // The fields that decide framing and persistence are found by length first, then by bytes.
+        var hasTE = false
+        var hasCL = false
+        var hasConnection = false
+        try Self.forEachField(buf, lines[1...]) { name, value in
             fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
-            let n = UnsafeRawBufferPointer(rebasing: buf[name])
-            if equalsIgnoringCase(n, "Content-Length") || equalsIgnoringCase(n, "Transfer-Encoding") || equalsIgnoringCase(n, "Connection") {
-                decisive.append(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value))
+            switch name.count {
+            case 10: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Connection") { hasConnection = true }
+            case 14: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Content-Length") { hasCL = true }
+            case 17: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Transfer-Encoding") { hasTE = true }
+            default: break
             }
         }
-        let framing = try responseFraming(decisive, status: status, requestMethod: requestMethod, at: first.lowerBound)
-        let head = HTTPResponseHeadLines(
-            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing,
-            keepAlive: persistentConnection(decisive, minorVersion: minor))
-        return (head, end)
+        let framing = try responseFramingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, status: status,
+                                               requestMethod: requestMethod, at: first.lowerBound)
+        var keepAlive = minor == 1
+        if hasConnection {
+            var close = false
+            var keep = false
+            for f in fields where f.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Connection") {
+                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+                if listContains(v, "close") { close = true }
+                if listContains(v, "keep-alive") { keep = true }
+            }
+            // RFC 9112 §9.3, as `persistentConnection` decides it on strings.
+            keepAlive = !close && (minor == 1 || keep)
+        }
+        return HTTPResponseHeadLines(
+            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing, keepAlive: keepAlive)
+    }
+
+    /// `responseFraming` decided on the field ranges: the same answers and errors, without strings.
+    private func responseFramingLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPResponseHeadLines.FieldRange],
+                                      hasTE: Bool, hasCL: Bool, status: Int, requestMethod: String, at offset: Int)
+        throws(HTTPParseError) -> BodyFraming
+    {
+        if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 { return .none }
+        var cl: UInt64? = nil
+        if hasCL {
+            for f in fields where f.name.count == 14 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Content-Length") {
+                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+                switch Self.contentLengthValue(UnsafeBufferPointer(start: v.baseAddress?.assumingMemoryBound(to: UInt8.self), count: v.count)) {
+                case .none:
+                    throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
+                case .some(nil):
+                    throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(Self.latin1(buf, f.value).prefix(40))\"")
+                case .some(let n?):
+                    if let r = cl, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
+                    cl = n
+                }
+            }
+        }
+        if hasTE {
+            guard cl == nil else {
+                throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
+            }
+            // The codings of every Transfer-Encoding field, in order, must be exactly one `chunked`.
+            var count = 0
+            var lastIsChunked = false
+            for f in fields where f.name.count == 17 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Transfer-Encoding") {
+                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+                forEachListElement(v) { element in
+                    count += 1
+                    lastIsChunked = equalsIgnoringCase(element, "chunked")
+                }
+            }
+            guard count == 1, lastIsChunked else {
+                if !lastIsChunked {
+                    throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding must end with chunked")
+                }
+                throw HTTPParseError(.unsupportedTransferCoding, at: offset, "transfer codings other than chunked are not supported")
+            }
+            return .chunked
+        }
+        if let cl { return cl == 0 ? .none : .contentLength(cl) }
+        return .untilClose
     }
 
     // MARK: - Lines
 
-    /// Finds the end of the head (CRLF CRLF) and returns its lines (without CRLF). Bare CR or LF is an error.
-    private func splitHead(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool) throws(HTTPParseError)
-        -> ([Range<Int>], Int)?
+    /// Runs `body` with the head's lines (without CRLF) once its end (CRLF CRLF) is in `buf`, and
+    /// returns its result and the offset past the head; nil while the head is incomplete. Bare CR or
+    /// LF is an error. The lines live in a temporary allocation (on the stack for usual limits), not
+    /// in an array per message.
+    private func withHeadLines<R>(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
+                                  _ body: (UnsafeBufferPointer<Range<Int>>) throws(HTTPParseError) -> R)
+        throws(HTTPParseError) -> (R, Int)?
     {
-        var lines: [Range<Int>] = []
-        lines.reserveCapacity(16)
+        let needed = limits.maxHeaderCount + 1
+        func run(_ storage: UnsafeMutableBufferPointer<Range<Int>>) -> Result<(R, Int)?, HTTPParseError>? {
+            do throws(HTTPParseError) {
+                switch try splitHead(buf, from: start, isRequest: isRequest, into: storage) {
+                case .incomplete: return .success(nil)
+                case .overflow: return nil
+                case .head(let count, let end): return .success((try body(UnsafeBufferPointer(rebasing: storage[0..<count])), end))
+                }
+            } catch {
+                return .failure(error)
+            }
+        }
+        // 64 lines (1 KiB) fit the stack without a check; a head with more lines (or a limit above
+        // 63 fields that a head actually uses) takes a heap buffer for the full limit.
+        let small = min(needed, 64)
+        if let r = withUnsafeTemporaryAllocation(of: Range<Int>.self, capacity: small, run) { return try r.get() }
+        let storage = UnsafeMutableBufferPointer<Range<Int>>.allocate(capacity: needed)
+        defer { storage.deallocate() }
+        guard let r = run(storage) else { preconditionFailure("HTTP1Parser: a head overflowed its full line limit") }
+        return try r.get()
+    }
+
+    private enum SplitOutcome {
+        case incomplete
+        /// More lines than `lines` holds (within the limit): the caller retries with room for all.
+        case overflow
+        case head(lines: Int, end: Int)
+    }
+
+    /// Finds the end of the head (CRLF CRLF) and stores its lines (without CRLF) in `lines`; returns
+    /// their count and the offset past the head. Bare CR or LF is an error.
+    private func splitHead(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
+                           into lines: UnsafeMutableBufferPointer<Range<Int>>) throws(HTTPParseError) -> SplitOutcome
+    {
+        var lineCount = 0
         var lineStart = start
         var i = start
         let n = buf.count
@@ -104,6 +213,15 @@ public struct HTTP1Parser: Sendable {
         let headLimit = start + limits.maxHeaderBytes
         var checkFrom = min(requestLineLimit, headLimit)
         while i < n {
+            // Eight bytes at a time while none of them is CR, LF or below (the only bytes that need
+            // a look here) and the limit checks are not due yet.
+            let fastEnd = min(n, checkFrom)
+            while i + 8 <= fastEnd {
+                let w = buf.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                if SWAR.hasByteBelow(w, 0x0e) { break }
+                i += 8
+            }
+            guard i < n else { break }
             let c = buf[i]
             if c > 0x0d && i < checkFrom {
                 i += 1
@@ -113,15 +231,17 @@ public struct HTTP1Parser: Sendable {
                 guard i + 1 < n else { break }  // need the LF
                 guard buf[i + 1] == 0x0a else { throw HTTPParseError(.badHeader, at: i, "bare CR") }
                 if i == lineStart {
-                    guard !lines.isEmpty else {
+                    guard lineCount > 0 else {
                         throw HTTPParseError(isRequest ? .badRequestLine : .badStatusLine, at: i, "empty start line")
                     }
-                    return (lines, i + 2)
+                    return .head(lines: lineCount, end: i + 2)
                 }
-                lines.append(lineStart..<i)
-                guard lines.count <= limits.maxHeaderCount + 1 else {
+                guard lineCount < limits.maxHeaderCount + 1 else {
                     throw HTTPParseError(.tooManyHeaders, at: i, "more than \(limits.maxHeaderCount) header fields")
                 }
+                guard lineCount < lines.count else { return .overflow }
+                lines[lineCount] = lineStart..<i
+                lineCount += 1
                 i += 2
                 lineStart = i
                 checkFrom = headLimit
@@ -129,7 +249,7 @@ public struct HTTP1Parser: Sendable {
             }
             if c == 0x0a { throw HTTPParseError(.badHeader, at: i, "bare LF (lines must end with CRLF)") }
             i += 1
-            if lines.isEmpty && i - start > limits.maxRequestLine {
+            if lineCount == 0 && i - start > limits.maxRequestLine {
                 throw HTTPParseError(isRequest ? .requestLineTooLong : .badStatusLine, at: start,
                                      "start line longer than \(limits.maxRequestLine) bytes")
             }
@@ -140,7 +260,7 @@ public struct HTTP1Parser: Sendable {
         if n - start > limits.maxHeaderBytes {
             throw HTTPParseError(.headersTooLarge, at: start, "head larger than \(limits.maxHeaderBytes) bytes")
         }
-        return nil
+        return .incomplete
     }
 
     private func parseRequestLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (String, String, Int) {
@@ -213,7 +333,7 @@ public struct HTTP1Parser: Sendable {
 
     /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5). Needs no limits: the caller
     /// bounded the lines.
-    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>) throws(HTTPParseError) -> HTTPFields {
+    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>) throws(HTTPParseError) -> HTTPFields {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
         try forEachField(buf, lines) { name, value in
@@ -223,7 +343,7 @@ public struct HTTP1Parser: Sendable {
     }
 
     /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
-    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: ArraySlice<Range<Int>>,
+    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>,
                              _ body: (Range<Int>, Range<Int>) -> Void) throws(HTTPParseError)
     {
         for r in lines {
@@ -243,7 +363,7 @@ public struct HTTP1Parser: Sendable {
             var ve = r.upperBound
             while vs < ve, buf[vs] == 0x20 || buf[vs] == 0x09 { vs += 1 }
             while ve > vs, buf[ve - 1] == 0x20 || buf[ve - 1] == 0x09 { ve -= 1 }
-            for k in vs..<ve where !HTTPChar.isFieldValueChar(buf[k]) {
+            if let k = HTTPChar.firstInvalidFieldValueByte(buf, vs..<ve) {
                 throw HTTPParseError(.badHeader, at: k, "control character in the value of \(Self.latin1(buf, r.lowerBound..<i))")
             }
             body(r.lowerBound..<i, vs..<ve)
@@ -300,28 +420,7 @@ public struct HTTP1Parser: Sendable {
         var result: UInt64? = nil
         for f in h where f.name.equalsIgnoringASCIICase("Content-Length") {
             var value = f.value
-            let parsed: UInt64?? = value.withUTF8 { v -> UInt64?? in
-                var i = 0
-                var members: UInt64? = nil
-                while i <= v.count {
-                    var end = i
-                    while end < v.count, v[end] != UInt8(ascii: ",") { end += 1 }
-                    var s = i
-                    var e = end
-                    while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
-                    while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
-                    guard e > s, e - s <= 19 else { return .some(nil) }
-                    var n: UInt64 = 0
-                    for k in s..<e {
-                        guard HTTPChar.isDigit(v[k]) else { return .some(nil) }
-                        n = n * 10 + UInt64(v[k] - 0x30)  // 19 digits fit in UInt64
-                    }
-                    if let m = members, m != n { return .none }
-                    members = n
-                    i = end + 1
-                }
-                return .some(members)
-            }
+            let parsed: UInt64?? = value.withUTF8 { Self.contentLengthValue($0) }
             switch parsed {
             case .none:
                 throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
@@ -333,6 +432,31 @@ public struct HTTP1Parser: Sendable {
             }
         }
         return result
+    }
+
+    /// One Content-Length field value: every list member, OWS trimmed, 1 to 19 digits, all the same
+    /// number. `.none` when members differ, `.some(nil)` when one is not a number.
+    static func contentLengthValue(_ v: UnsafeBufferPointer<UInt8>) -> UInt64?? {
+        var i = 0
+        var members: UInt64? = nil
+        while i <= v.count {
+            var end = i
+            while end < v.count, v[end] != UInt8(ascii: ",") { end += 1 }
+            var s = i
+            var e = end
+            while s < e, v[s] == 0x20 || v[s] == 0x09 { s += 1 }
+            while e > s, v[e - 1] == 0x20 || v[e - 1] == 0x09 { e -= 1 }
+            guard e > s, e - s <= 19 else { return .some(nil) }
+            var n: UInt64 = 0
+            for k in s..<e {
+                guard HTTPChar.isDigit(v[k]) else { return .some(nil) }
+                n = n * 10 + UInt64(v[k] - 0x30)  // 19 digits fit in UInt64
+            }
+            if let m = members, m != n { return .none }
+            members = n
+            i = end + 1
+        }
+        return .some(members)
     }
 
     /// Field names as most clients and servers spell them, shared instead of built per message. A
@@ -381,18 +505,64 @@ public struct HTTP1Parser: Sendable {
 }
 
 enum HTTPChar {
-    /// tchar (RFC 9110 §5.6.2).
-    static let tchar: [Bool] = {
-        var t = [Bool](repeating: false, count: 256)
-        for c in UInt8(ascii: "0")...UInt8(ascii: "9") { t[Int(c)] = true }
-        for c in UInt8(ascii: "a")...UInt8(ascii: "z") { t[Int(c)] = true }
-        for c in UInt8(ascii: "A")...UInt8(ascii: "Z") { t[Int(c)] = true }
-        for c in "!#$%&'*+-.^_`|~".utf8 { t[Int(c)] = true }
-        return t
-    }()
+    /// tchar (RFC 9110 §5.6.2) as two 64-bit masks (bytes 0-63 and 64-127): a test is a shift and an
+    /// and, with no table to load (nor a lazy global to check) per byte.
+    /// Low: ! # $ % & ' * + - . 0-9. High: A-Z ^ _ ` a-z | ~.
+    @inline(__always) static func isTchar(_ c: UInt8) -> Bool {
+        // Literals, so that the compiler folds them (checked against the rule by `tcharMasksMatchRule`).
+        let low: UInt64 = 0x03ff_6cfa_0000_0000
+        let high: UInt64 = 0x57ff_ffff_c7ff_fffe
+        if c < 64 { return (low >> UInt64(c)) & 1 != 0 }
+        if c < 128 { return (high >> UInt64(c - 64)) & 1 != 0 }
+        return false
+    }
 
-    @inline(__always) static func isTchar(_ c: UInt8) -> Bool { tchar[Int(c)] }
+    /// The rule spelled out (RFC 9110 §5.6.2), for the test that checks the masks.
+    static func isTcharByRule(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(c)
+        }
+    }
+
     @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+    /// The offset of the first byte in `r` that `isFieldValueChar` refuses, or nil. Eight bytes at a
+    /// time while none is a control character or DEL (a word with a tab is looked at byte by byte).
+    @inline(__always) static func firstInvalidFieldValueByte(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Int? {
+        var k = r.lowerBound
+        let end = r.upperBound
+        while k + 8 <= end {
+            let w = buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            if SWAR.hasByteBelow(w, 0x20) || SWAR.hasByte(w, 0x7f) {
+                for q in k..<(k + 8) where !isFieldValueChar(buf[q]) { return q }
+            }
+            k += 8
+        }
+        while k < end {
+            if !isFieldValueChar(buf[k]) { return k }
+            k += 1
+        }
+        return nil
+    }
+
     /// field-vchar / SP / HTAB / obs-text; everything but CTLs and DEL.
     @inline(__always) static func isFieldValueChar(_ c: UInt8) -> Bool { c == 0x09 || (c >= 0x20 && c != 0x7f) }
+}
+
+/// Byte tests on eight bytes at once (a 64-bit word), exact as yes/no answers for the whole word.
+enum SWAR {
+    static let ones: UInt64 = 0x0101_0101_0101_0101
+    static let highs: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether some byte of `w` is below `n` (n <= 128). Bytes >= 0x80 never count: their high bit
+    /// masks them out, and a borrow only propagates from a byte that is itself below `n`.
+    @inline(__always) static func hasByteBelow(_ w: UInt64, _ n: UInt8) -> Bool {
+        (w &- ones &* UInt64(n)) & ~w & highs != 0
+    }
+
+    /// Whether some byte of `w` equals `b`.
+    @inline(__always) static func hasByte(_ w: UInt64, _ b: UInt8) -> Bool {
+        let x = w ^ (ones &* UInt64(b))
+        return (x &- ones) & ~x & highs != 0
+    }
 }

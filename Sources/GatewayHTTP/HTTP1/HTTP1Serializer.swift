@@ -10,11 +10,39 @@ public enum HTTP1Serializer {
     }
 
     public static func appendRequestHead(method: String, target: String, headers: HTTPFields, to out: inout [UInt8]) {
+        appendRequestLine(method: method, target: target, to: &out)
+        appendFields(headers, &out)
+    }
+
+    /// "METHOD target HTTP/1.1" CRLF (the fields and the empty line follow).
+    public static func appendRequestLine(method: String, target: String, to out: inout [UInt8]) {
         appendLatin1(method, &out)
         out.append(0x20)
         appendLatin1(target, &out)
         appendASCII(" HTTP/1.1\r\n", &out)
-        appendFields(headers, &out)
+    }
+
+    /// One field line: name ": " value CRLF.
+    public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
+        appendLatin1(name, &out)
+        out.append(0x3a)
+        out.append(0x20)
+        appendLatin1(value, &out)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    /// "Content-Length: n" CRLF, the number written without a String.
+    public static func appendContentLength(_ n: UInt64, to out: inout [UInt8]) {
+        appendASCII("Content-Length: ", &out)
+        var divisor: UInt64 = 1
+        while n / divisor >= 10 { divisor *= 10 }
+        repeat {
+            out.append(UInt8(0x30 + (n / divisor) % 10))
+            divisor /= 10
+        } while divisor > 0
+        out.append(0x0d)
+        out.append(0x0a)
     }
 
     public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
@@ -103,8 +131,7 @@ public enum HTTP1Serializer {
     /// Latin-1 bytes of `s`: its UTF-8 bytes as they are when all are ASCII (the common case), else
     /// one byte per scalar (`?` for scalars above U+00FF, which the parser never produces).
     static func appendLatin1(_ s: String, _ out: inout [UInt8]) {
-        var s = s
-        let ascii: Bool = s.withUTF8 { u in
+        let ascii: Bool? = s.utf8.withContiguousStorageIfAvailable { u in
             var i = 0
             while i < u.count {
                 if u[i] >= 0x80 { return false }
@@ -113,7 +140,7 @@ public enum HTTP1Serializer {
             out.append(contentsOf: u)
             return true
         }
-        if ascii { return }
+        if ascii == true { return }
         for u in s.unicodeScalars { out.append(u.value < 256 ? UInt8(u.value) : UInt8(ascii: "?")) }
     }
 }

@@ -33,19 +33,59 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
     public func appendForwarded(from buf: UnsafeRawBufferPointer, via: String, dropContentLength: Bool, chunked: Bool,
                                 connection: String?, to out: inout [UInt8])
     {
+        HeadWriter.appendHead(to: &out) { w in
+            writeForwarded(from: buf, via: via, dropContentLength: dropContentLength, chunked: chunked, connection: connection, to: &w)
+        }
+    }
+
+    /// `appendForwarded` into a `HeadWriter` (the proxy's path: the loop's scratch buffer).
+    public func writeForwarded(from buf: UnsafeRawBufferPointer, via: String, dropContentLength: Bool, chunked: Bool,
+                               connection: String?, to out: inout HeadWriter)
+    {
         // Status line: the reason is copied as received (Latin-1 bytes stay the same bytes).
-        HTTP1Serializer.appendStatusLine(status: status, to: &out)
-        out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[reason]))
-        out.append(0x0d)
-        out.append(0x0a)
-        var connectionValues: [Range<Int>] = []
+        out.appendStatusLineStart(status: status)
+        out.append(UnsafeRawBufferPointer(rebasing: buf[reason]))
+        out.crlf()
+        var hasConnection = false
         var hasListed = false
         for f in fields {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             if HopByHop.isListed(n) {
                 hasListed = true
-                if equalsIgnoringCase(n, "Connection") { connectionValues.append(f.value) }
+                if equalsIgnoringCase(n, "Connection") { hasConnection = true }
             }
+        }
+        // Usually Connection lists only `keep-alive` or `close`: then which of those two it lists
+        // decides, without looking at the Connection fields again per field.
+        var listsOthers = false
+        var listsKeepAlive = false
+        var listsClose = false
+        if hasConnection {
+            for c in fields where c.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[c.name]), "Connection") {
+                forEachListElement(UnsafeRawBufferPointer(rebasing: buf[c.value])) { e in
+                    if equalsIgnoringCase(e, "keep-alive") {
+                        listsKeepAlive = true
+                    } else if equalsIgnoringCase(e, "close") {
+                        listsClose = true
+                    } else {
+                        listsOthers = true
+                    }
+                }
+            }
+        }
+        /// Whether a Connection field lists `name` (the Connection fields are looked up again rather
+        /// than collected: no array per response).
+        func namedInConnection(_ name: UnsafeRawBufferPointer) -> Bool {
+            if !listsOthers {
+                return (listsClose && equalsIgnoringCase(name, "close")) || (listsKeepAlive && equalsIgnoringCase(name, "keep-alive"))
+            }
+            for c in fields where c.name.count == 10 {
+                let cn = UnsafeRawBufferPointer(rebasing: buf[c.name])
+                if equalsIgnoringCase(cn, "Connection") && listContains(UnsafeRawBufferPointer(rebasing: buf[c.value]), name) {
+                    return true
+                }
+            }
+            return false
         }
         var viaBytes = 0
         var viaCount = 0
@@ -53,11 +93,7 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             if hasListed {
                 if HopByHop.isListed(n) { continue }
-                if !connectionValues.isEmpty && !equalsIgnoringCase(n, "Host")
-                    && connectionValues.contains(where: { listContains(UnsafeRawBufferPointer(rebasing: buf[$0]), n) })
-                {
-                    continue
-                }
+                if hasConnection && !equalsIgnoringCase(n, "Host") && namedInConnection(n) { continue }
             }
             if equalsIgnoringCase(n, "Via") {
                 viaBytes += f.value.count
@@ -65,40 +101,31 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
                 continue
             }
             if dropContentLength && equalsIgnoringCase(n, "Content-Length") { continue }
-            out.append(contentsOf: n)
-            out.append(0x3a)
-            out.append(0x20)
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[f.value]))
-            out.append(0x0d)
-            out.append(0x0a)
+            out.append(n)
+            out.append(": ")
+            out.append(UnsafeRawBufferPointer(rebasing: buf[f.value]))
+            out.crlf()
         }
         // Via: the received values joined (an all-empty join counts as none), then ours.
-        HTTP1Serializer.appendLatin1("Via: ", &out)
+        out.append("Via: ")
         if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
             var k = 0
             for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via") {
-                if k > 0 {
-                    out.append(0x2c)
-                    out.append(0x20)
-                }
-                out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                if k > 0 { out.append(", ") }
+                out.append(UnsafeRawBufferPointer(rebasing: buf[f.value]))
                 k += 1
             }
-            out.append(0x2c)
-            out.append(0x20)
+            out.append(", ")
         }
-        HTTP1Serializer.appendLatin1(via, &out)
-        out.append(0x0d)
-        out.append(0x0a)
-        if chunked { HTTP1Serializer.appendLatin1("Transfer-Encoding: chunked\r\n", &out) }
+        out.appendLatin1(via)
+        out.crlf()
+        if chunked { out.append("Transfer-Encoding: chunked\r\n") }
         if let connection {
-            HTTP1Serializer.appendLatin1("Connection: ", &out)
-            HTTP1Serializer.appendLatin1(connection, &out)
-            out.append(0x0d)
-            out.append(0x0a)
+            out.append("Connection: ")
+            out.appendLatin1(connection)
+            out.crlf()
         }
-        out.append(0x0d)
-        out.append(0x0a)
+        out.crlf()
     }
 
     private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
@@ -125,4 +152,28 @@ func listContains(_ list: UnsafeRawBufferPointer, _ token: UnsafeRawBufferPointe
     let l = UnsafeBufferPointer(start: list.baseAddress?.assumingMemoryBound(to: UInt8.self), count: list.count)
     let t = UnsafeBufferPointer(start: token.baseAddress?.assumingMemoryBound(to: UInt8.self), count: token.count)
     return listContains(l, t)
+}
+
+/// Whether the comma-separated list in `list` has an element equal to the ASCII `token` (case ignored).
+func listContains(_ list: UnsafeRawBufferPointer, _ token: StaticString) -> Bool {
+    let l = UnsafeBufferPointer(start: list.baseAddress?.assumingMemoryBound(to: UInt8.self), count: list.count)
+    return listContains(l, UnsafeBufferPointer(start: token.utf8Start, count: token.utf8CodeUnitCount))
+}
+
+/// Calls `body` with each non-empty element of the comma-separated list `list`, OWS trimmed (the
+/// elements `HTTPFields.tokens` returns, before lowercasing).
+@inline(__always)
+func forEachListElement(_ list: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+    var i = 0
+    let n = list.count
+    while i <= n {
+        var end = i
+        while end < n, list[end] != UInt8(ascii: ",") { end += 1 }
+        var s = i
+        var e = end
+        while s < e, list[s] == 0x20 || list[s] == 0x09 { s += 1 }
+        while e > s, list[e - 1] == 0x20 || list[e - 1] == 0x09 { e -= 1 }
+        if e > s { body(UnsafeRawBufferPointer(rebasing: list[s..<e])) }
+        i = end + 1
+    }
 }

@@ -1,0 +1,130 @@
+/// Writes a message head into a caller's fixed buffer: each append is a bounds check, a copy and an
+/// index bump, where an `Array` append also checks uniqueness and capacity (about 90 instructions
+/// per append, and a head takes 20 to 40 of them). A head larger than the buffer sets `overflowed`
+/// and stops writing; the caller then writes it again into something larger (`appendHead`).
+public struct HeadWriter {
+    public let base: UnsafeMutableRawPointer
+    public let capacity: Int
+    public private(set) var count = 0
+    /// Something did not fit: what was written is incomplete and must not be sent.
+    public private(set) var overflowed = false
+
+    public init(_ buffer: UnsafeMutableRawBufferPointer) {
+        base = buffer.baseAddress!
+        capacity = buffer.count
+    }
+
+    @inline(__always)
+    public mutating func append(_ byte: UInt8) {
+        guard count < capacity else {
+            overflowed = true
+            return
+        }
+        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    @inline(__always)
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        let n = bytes.count
+        guard n > 0, let src = bytes.baseAddress else { return }
+        guard capacity - count >= n else {
+            overflowed = true
+            return
+        }
+        (base + count).copyMemory(from: src, byteCount: n)
+        count += n
+    }
+
+    @inline(__always)
+    public mutating func append(_ s: StaticString) {
+        append(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
+    }
+
+    @inline(__always)
+    public mutating func crlf() {
+        guard capacity - count >= 2 else {
+            overflowed = true
+            return
+        }
+        base.storeBytes(of: 0x0a0d, toByteOffset: count, as: UInt16.self)  // CR LF, little-endian
+        count += 2
+    }
+
+    /// Latin-1 bytes of `s` (see `HTTP1Serializer.appendLatin1`): its UTF-8 bytes when all are ASCII,
+    /// else one byte per scalar (`?` above U+00FF, which the parser never produces).
+    public mutating func appendLatin1(_ s: String) {
+        let done: Bool? = s.utf8.withContiguousStorageIfAvailable { u in
+            var i = 0
+            while i < u.count {
+                if u[i] >= 0x80 { return false }
+                i += 1
+            }
+            append(UnsafeRawBufferPointer(u))
+            return true
+        }
+        if done == true { return }
+        for scalar in s.unicodeScalars { append(scalar.value < 256 ? UInt8(scalar.value) : UInt8(ascii: "?")) }
+    }
+
+    /// One field line: name ": " value CRLF.
+    @inline(__always)
+    public mutating func appendField(_ name: String, _ value: String) {
+        appendLatin1(name)
+        append(": ")
+        appendLatin1(value)
+        crlf()
+    }
+
+    /// A decimal number without a String.
+    public mutating func appendDecimal(_ n: UInt64) {
+        var divisor: UInt64 = 1
+        while n / divisor >= 10 { divisor *= 10 }
+        repeat {
+            append(UInt8(0x30 + (n / divisor) % 10))
+            divisor /= 10
+        } while divisor > 0
+    }
+
+    /// "HTTP/1.x NNN " (the reason phrase and CRLF follow).
+    public mutating func appendStatusLineStart(status: Int, minorVersion: Int = 1) {
+        append(minorVersion == 0 ? "HTTP/1.0 " : "HTTP/1.1 ")
+        if (100...999).contains(status) {
+            append(UInt8(0x30 + status / 100))
+            append(UInt8(0x30 + status / 10 % 10))
+            append(UInt8(0x30 + status % 10))
+        } else {
+            appendDecimal(UInt64(max(0, status)))
+        }
+        append(0x20)
+    }
+
+    /// The written bytes.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// Runs `write` into a temporary buffer and appends the result to `out`: 1 KiB on the stack
+    /// first, then heap buffers of growing size until the head fits. For callers without a
+    /// scratch buffer of their own (tests, local answers); `write` must give the same bytes each run.
+    public static func appendHead(to out: inout [UInt8], _ write: (inout HeadWriter) -> Void) {
+        let done: Bool = withUnsafeTemporaryAllocation(byteCount: 1024, alignment: 8) { raw in
+            var w = HeadWriter(raw)
+            write(&w)
+            guard !w.overflowed else { return false }
+            out.append(contentsOf: w.bytes)
+            return true
+        }
+        if done { return }
+        var size = 8192
+        while true {
+            let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 8)
+            defer { raw.deallocate() }
+            var w = HeadWriter(raw)
+            write(&w)
+            if !w.overflowed {
+                out.append(contentsOf: w.bytes)
+                return
+            }
+            size *= 4
+        }
+    }
+}

@@ -1,0 +1,81 @@
+@testable import GatewayHTTP
+import GatewayIO
+@testable import GatewayProxy
+import Testing
+
+/// The proxy writes the upstream request head in one pass (`Forward.appendUpstreamHead`); these tests
+/// hold it to the field-list path it replaces (`upstreamFields` then `HTTP1Serializer`), byte for byte.
+@Suite("Upstream request heads written in one pass")
+struct UpstreamHeadTests {
+    static let pool: [(String, String)] = [
+        ("Host", "example.com"), ("host", "other"), ("Accept", "*/*"), ("User-Agent", "t/1"),
+        ("Connection", "keep-alive"), ("Connection", "close, X-Drop"), ("connection", "x-drop, host, te"),
+        ("X-Drop", "1"), ("x-drop", "2"), ("Keep-Alive", "timeout=5"), ("TE", "trailers"), ("TE", "gzip"),
+        ("te", "deflate, Trailers"), ("Upgrade", "h2c"), ("Proxy-Connection", "x"), ("Trailer", "X"),
+        ("Proxy-Authorization", "Basic x"), ("X-Forwarded-For", "10.0.0.1"), ("x-forwarded-for", "10.0.0.2, 10.0.0.3"),
+        ("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https"), ("X-Forwarded-Host", "spoof"), ("Forwarded", "for=1"),
+        ("Via", "1.0 a"), ("via", ""), ("Expect", "100-continue"), ("Content-Length", "5"), ("content-length", "5"),
+        ("Transfer-Encoding", "chunked"), ("X-App-Attest-Key-Id", "k"), ("x-app-assertion", "a"), ("X-Verified", "spoof"),
+        ("X-Latin", "caf\u{E9}"), ("Cookie", "a=b"),
+    ]
+    static let edits: [HeaderEdit] = [
+        HeaderEdit(),
+        HeaderEdit(remove: ["X-Verified"]),
+        HeaderEdit(remove: ["X-App-Attest-Key-Id", "X-App-Assertion", "X-Verified"], add: [("X-Verified", "key")]),
+        HeaderEdit(remove: ["host", "via", "Cookie"], add: [("Content-Length", "9"), ("X-A", "1")]),
+        HeaderEdit(add: [("Expect", "x"), ("Transfer-Encoding", "gzip")]),
+    ]
+    static let framings: [BodyFraming] = [.none, .contentLength(0), .contentLength(12_345_678_901), .chunked, .untilClose]
+
+    @Test("random client fields, route edits and framings: the same bytes as the field-list path")
+    func sameBytes() throws {
+        let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))
+        let loop = EventLoop(index: 0)
+        defer { loop.shutdown() }
+        let upstreamPool = UpstreamPool(target: upstream, loop: loop)
+        var rng = SplitMix(seed: 0xfeed)
+        for i in 0..<4000 {
+            var fields = HTTPFields()
+            for _ in 0..<Int(rng.next() % 8) {
+                let (n, v) = Self.pool[Int(rng.next() % UInt64(Self.pool.count))]
+                fields.append(n, v)
+            }
+            let head = HTTPRequestHead(method: i % 3 == 0 ? "POST" : "GET", target: "/a?b=\(i)", minorVersion: i % 5 == 0 ? 0 : 1,
+                                       headers: fields, framing: .none)
+            let edit = Self.edits[Int(rng.next() % UInt64(Self.edits.count))]
+            let framing = Self.framings[Int(rng.next() % UInt64(Self.framings.count))]
+            let proto = i % 2 == 0 ? "http" : "https"
+            let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
+            var expected: [UInt8] = [7]
+            HTTP1Serializer.appendRequestHead(
+                method: head.method, target: head.target,
+                headers: f.upstreamFields(head, client: "192.0.2.1", proto: proto, framing: framing), to: &expected)
+            var got: [UInt8] = [7]
+            f.appendUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, to: &got)
+            #expect(got == expected, "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
+            if got != expected { return }
+        }
+    }
+
+    @Test("Content-Length written without a string, every digit count")
+    func contentLengthDigits() {
+        for n: UInt64 in [0, 1, 9, 10, 99, 100, 65_536, 999_999_999_999, UInt64.max] {
+            var out: [UInt8] = []
+            HTTP1Serializer.appendContentLength(n, to: &out)
+            #expect(out == Array("Content-Length: \(n)\r\n".utf8))
+        }
+    }
+}
+
+/// A small deterministic generator for the randomized tests.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
