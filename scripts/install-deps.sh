@@ -18,6 +18,7 @@ packages=(
   python3-venv     # the venv holding kubernetes-validate (below)
   busybox          # the container HEALTHCHECK client, run against a live gatewayd (Tests/DeployTests)
   strace           # traces gatewayd against the systemd unit's sandbox (Tests/DeployTests)
+  debootstrap      # a Debian 12 root for the container image's runtime stage (deploy/container/check-runtime-rootfs)
 )
 
 missing=()

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # The one test command (README quick start, and what CI runs): installs what is missing, builds
-# everything, and runs every test (unit, real-device vectors, simulator flows, CLI end to end).
+# everything, and runs every test (unit, real-device vectors, simulator flows, CLI end to end), then
+# the container image's runtime stage in a Debian 12 chroot (no container engine on these machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --build-tests
 swift test --skip-build
+if [ "$(id -u)" = 0 ]; then
+  deploy/container/check-runtime-rootfs
+elif [ "${CI:-}" = true ]; then
+  echo "deploy/container/check-runtime-rootfs needs root (chroot, mount)" >&2
+  exit 1
+else
+  echo "skipped deploy/container/check-runtime-rootfs: not root" >&2
+fi

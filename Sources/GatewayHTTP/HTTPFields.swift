@@ -95,19 +95,15 @@ public func listContains(_ list: String, _ token: String) -> Bool {
 
 /// The same over bytes: elements are split at commas and trimmed of spaces and tabs.
 func listContains(_ l: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt8>) -> Bool {
-    var i = 0
-    let n = l.count
-    while i <= n {
-        var end = i
-        while end < n, l[end] != UInt8(ascii: ",") { end += 1 }
-        var s = i
-        var e = end
-        while s < e, l[s] == 0x20 || l[s] == 0x09 { s += 1 }
-        while e > s, l[e - 1] == 0x20 || l[e - 1] == 0x09 { e -= 1 }
-        if e - s == t.count && asciiCaseInsensitiveEqual(UnsafeBufferPointer(rebasing: l[s..<e]), t) { return true }
-        i = end + 1
+    var found = false
+    forEachListElement(UnsafeRawBufferPointer(l)) { e in
+        if !found && e.count == t.count
+            && asciiCaseInsensitiveEqual(UnsafeBufferPointer(start: e.baseAddress?.assumingMemoryBound(to: UInt8.self), count: e.count), t)
+        {
+            found = true
+        }
     }
-    return false
+    return found
 }
 
 @inline(__always)

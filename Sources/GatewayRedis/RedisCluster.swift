@@ -56,6 +56,13 @@ struct RedisSlotMap: Equatable {
 
     static let empty = RedisSlotMap(owner: [Int16](repeating: -1, count: RedisSlot.count), nodes: [])
 
+    /// The index of `address` in `nodes`, added if it is not there yet.
+    mutating func nodeIndex(_ address: RedisNodeAddress) -> Int {
+        if let i = nodes.firstIndex(of: address) { return i }
+        nodes.append(address)
+        return nodes.count - 1
+    }
+
     /// Parses `CLUSTER SLOTS`: `[[start, end, [host, port, id…], replicas…]…]`. An empty host means
     /// "the node you asked" (`answeredBy`).
     init?(clusterSlots reply: RedisValue, answeredBy: RedisNodeAddress) {
@@ -68,14 +75,7 @@ struct RedisSlotMap: Equatable {
             else { return nil }
             var host = primary[0].text ?? ""
             if host.isEmpty || host == "?" { host = answeredBy.host }
-            let address = RedisNodeAddress(host: host, port: UInt16(port))
-            let index: Int
-            if let i = map.nodes.firstIndex(of: address) {
-                index = i
-            } else {
-                index = map.nodes.count
-                map.nodes.append(address)
-            }
+            let index = map.nodeIndex(RedisNodeAddress(host: host, port: UInt16(port)))
             for slot in Int(start)...Int(end) { map.owner[slot] = Int16(index) }
         }
         self = map
@@ -326,14 +326,7 @@ final class RedisCluster: @unchecked Sendable {
         guard slot >= 0, slot < RedisSlot.count else { return }
         state.withLock { s in
             guard var map = s.map else { return }
-            let index: Int
-            if let i = map.nodes.firstIndex(of: address) {
-                index = i
-            } else {
-                index = map.nodes.count
-                map.nodes.append(address)
-            }
-            map.owner[slot] = Int16(index)
+            map.owner[slot] = Int16(map.nodeIndex(address))
             s.map = map
         }
     }

@@ -1,6 +1,7 @@
 @testable import GatewayHTTP
 import GatewayIO
 @testable import GatewayProxy
+import GatewayTestSupport
 import Testing
 
 /// The proxy writes the upstream request head in one pass (`Forward.appendUpstreamHead`); these tests
@@ -33,7 +34,7 @@ struct UpstreamHeadTests {
         let loop = EventLoop(index: 0)
         defer { loop.shutdown() }
         let upstreamPool = UpstreamPool(target: upstream, loop: loop)
-        var rng = SplitMix(seed: 0xfeed)
+        var rng = SeededRandom(seed: 0xfeed)
         for i in 0..<4000 {
             var fields = HTTPFields()
             for _ in 0..<Int(rng.next() % 8) {
@@ -64,18 +65,5 @@ struct UpstreamHeadTests {
             HTTP1Serializer.appendContentLength(n, to: &out)
             #expect(out == Array("Content-Length: \(n)\r\n".utf8))
         }
-    }
-}
-
-/// A small deterministic generator for the randomized tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

@@ -123,15 +123,8 @@ public struct HTTP1Parser: Sendable {
         if hasCL {
             for f in fields where f.name.count == 14 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Content-Length") {
                 let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
-                switch Self.contentLengthValue(UnsafeBufferPointer(start: v.baseAddress?.assumingMemoryBound(to: UInt8.self), count: v.count)) {
-                case .none:
-                    throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
-                case .some(nil):
-                    throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(Self.latin1(buf, f.value).prefix(40))\"")
-                case .some(let n?):
-                    if let r = cl, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
-                    cl = n
-                }
+                let parsed = Self.contentLengthValue(UnsafeBufferPointer(start: v.baseAddress?.assumingMemoryBound(to: UInt8.self), count: v.count))
+                try Self.fold(parsed, into: &cl, at: offset) { Self.latin1(buf, f.value) }
             }
         }
         if hasTE {
@@ -421,17 +414,23 @@ public struct HTTP1Parser: Sendable {
         for f in h where f.name.equalsIgnoringASCIICase("Content-Length") {
             var value = f.value
             let parsed: UInt64?? = value.withUTF8 { Self.contentLengthValue($0) }
-            switch parsed {
-            case .none:
-                throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
-            case .some(nil):
-                throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(f.value.prefix(40))\"")
-            case .some(let n?):
-                if let r = result, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
-                result = n
-            }
+            try Self.fold(parsed, into: &result, at: offset) { f.value }
         }
         return result
+    }
+
+    /// Adds one Content-Length field's `parsed` value to the message's `result`: every field must
+    /// give the same number.
+    static func fold(_ parsed: UInt64??, into result: inout UInt64?, at offset: Int, value: () -> String) throws(HTTPParseError) {
+        switch parsed {
+        case .none:
+            throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values")
+        case .some(nil):
+            throw HTTPParseError(.badFraming, at: offset, "invalid Content-Length \"\(value().prefix(40))\"")
+        case .some(let n?):
+            if let r = result, r != n { throw HTTPParseError(.badFraming, at: offset, "differing Content-Length values") }
+            result = n
+        }
     }
 
     /// One Content-Length field value: every list member, OWS trimmed, 1 to 19 digits, all the same
