@@ -28,7 +28,28 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public var onGoaway: ((String) -> Void)?
 
     private var streams: [Int32: HTTP2Stream] = [:]
+    private var streamsLent = false
+
+    /// The stream table is moved out of its property to be read or changed (a plain move, which the
+    /// optimizer proves free of conflicts: no run-time exclusivity check per lookup). Must not nest.
+    @inline(__always)
+    private func withStreams<R>(_ body: (inout [Int32: HTTP2Stream]) -> R) -> R {
+        precondition(!streamsLent, "HTTP2ServerConnection: nested use of the stream table")
+        var table: [Int32: HTTP2Stream] = [:]
+        swap(&table, &streams)
+        streamsLent = true
+        defer {
+            streamsLent = false
+            swap(&table, &streams)
+        }
+        return body(&table)
+    }
+
+    @inline(__always)
+    private func stream(_ id: Int32) -> HTTP2Stream? { withStreams { $0[id] } }
     private var pumping = false
+    /// The event array traded with the session on each `pump` step (see `takeEvents(into:)`).
+    private var spareEvents: [HTTP2Event] = []
     private var closing = false
     private var closed = false
     private var draining = false
@@ -95,8 +116,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public func transportDidClose() {
         guard !closed else { return }
         closed = true
-        let open = streams.values
-        streams.removeAll()
+        let open = withStreams { table -> [HTTP2Stream] in
+            let all = Array(table.values)
+            table.removeAll()
+            return all
+        }
         for s in open { s.connectionGone() }
         onClose?()
         onClose = nil
@@ -136,11 +160,18 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         guard !closed, !pumping else { return }
         pumping = true
         while !closed {
-            let events = session.takeEvents()
+            // The batch array is this connection's spare, traded with the session's (no allocation
+            // per batch); it is moved out of the property while in use.
+            var events: [HTTP2Event] = []
+            swap(&events, &spareEvents)
+            session.takeEvents(into: &events)
             if !events.isEmpty {
                 handle(events)
+                events.removeAll(keepingCapacity: true)
+                swap(&events, &spareEvents)
                 continue
             }
+            swap(&events, &spareEvents)
             guard session.wantsWrite, transport.outboundBytes < Self.outputLowWater, !transport.isClosed else { break }
             var n = 0
             transport.write { n = session.pullOutput(into: &$0, softLimit: 64 * 1024) }
@@ -182,20 +213,20 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
             switch e {
             case .request(let id, let head):
                 let s = HTTP2Stream(id: id, head: head, connection: self)
-                streams[id] = s
+                withStreams { $0[id] = s }
                 s.start()
             case .requestData(let id, let bytes):
-                if let s = streams[id] { s.requestData(bytes) } else { session.consume(streamID: id, count: bytes.count) }
+                if let s = stream(id) { s.requestData(bytes) } else { session.consume(streamID: id, count: bytes.count) }
             case .requestEnd(let id):
-                streams[id]?.requestEnd()
+                stream(id)?.requestEnd()
             case .streamReset(let id, let code):
                 onStreamReset?("client_" + Self.reasonName(code))
-                streams[id]?.clientReset(code)
+                stream(id)?.clientReset(code)
             case .streamClosed(let id, let code):
-                if let s = streams.removeValue(forKey: id) { s.streamClosed(code) }
+                if let s = withStreams({ $0.removeValue(forKey: id) }) { s.streamClosed(code) }
                 if streams.isEmpty { armIdle() }
             case .responseWritable(let id):
-                streams[id]?.resumeUpstream()
+                stream(id)?.resumeUpstream()
             case .goaway:
                 onGoaway?("client_goaway")
                 closeWhenIdle = true
@@ -247,12 +278,12 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
             }
             next = idleDeadline
         }
-        for s in Array(streams.values) {
+        for s in withStreams({ Array($0.values) }) {
             if let d = s.deadline {
                 if now >= d { s.timedOut() } else { next = min(next, d) }
             }
         }
-        for s in streams.values { if let d = s.deadline { next = min(next, d) } }
+        for s in withStreams({ Array($0.values) }) { if let d = s.deadline { next = min(next, d) } }
         if next != .max { schedule(at: next) }
         pump()
     }

@@ -15,6 +15,26 @@ public final class HTTP2ServerSession {
 
     private var session: OpaquePointer!
     private var streams: [Int32: StreamState] = [:]
+
+    /// The streams and the event list are moved out of their properties to be read or changed, so
+    /// that every access to the properties is a plain move that the optimizer proves free of
+    /// conflicts (no run-time exclusivity check per lookup). `withStreams` must not nest.
+    @inline(__always)
+    private func withStreams<R>(_ body: (inout [Int32: StreamState]) -> R) -> R {
+        precondition(!streamsLent, "HTTP2ServerSession: nested use of the stream table")
+        var table: [Int32: StreamState] = [:]
+        swap(&table, &streams)
+        streamsLent = true
+        defer {
+            streamsLent = false
+            swap(&table, &streams)
+        }
+        return body(&table)
+    }
+    private var streamsLent = false
+
+    @inline(__always)
+    private func stream(_ id: Int32) -> StreamState? { withStreams { $0[id] } }
     private var events: [HTTP2Event] = []
     private let clock: () -> UInt64
     private var resetWindowStart: UInt64 = 0
@@ -53,10 +73,27 @@ public final class HTTP2ServerSession {
         var deferred = false
         var aboveHighWater = false
         var buffered: Int { response.count - responseStart }
+
+        /// `fields` and `response` are moved out to be changed (see `withStreams`).
+        func appendField(_ field: HTTPFields.Field) {
+            var list: [HTTPFields.Field] = []
+            swap(&list, &fields)
+            list.append(field)
+            swap(&list, &fields)
+        }
+
+        @inline(__always)
+        func withResponse<R>(_ body: (inout [UInt8]) -> R) -> R {
+            var bytes: [UInt8] = []
+            swap(&bytes, &response)
+            defer { swap(&bytes, &response) }
+            return body(&bytes)
+        }
         init(id: Int32) {
             self.id = id
-            fields = []
-            fields.reserveCapacity(12)  // a typical request's fields, without regrowing
+            var list: [HTTPFields.Field] = []
+            list.reserveCapacity(12)  // a typical request's fields, without regrowing
+            fields = list
         }
     }
 
@@ -174,6 +211,23 @@ public final class HTTP2ServerSession {
         return taken
     }
 
+    /// The same into the caller's empty array, which the session keeps for its next events: two
+    /// arrays trade places, so steady traffic allocates no event array.
+    public func takeEvents(into out: inout [HTTP2Event]) {
+        precondition(out.isEmpty, "HTTP2ServerSession.takeEvents(into:): the array must be empty")
+        swap(&events, &out)
+    }
+
+    /// Appends an event. The array is moved out of the property to be changed, so that the
+    /// property's accesses are plain moves the optimizer proves free of conflicts (no run-time
+    /// exclusivity check per event).
+    private func emit(_ event: HTTP2Event) {
+        var list: [HTTP2Event] = []
+        swap(&list, &events)
+        list.append(event)
+        swap(&list, &events)
+    }
+
     /// The client may still send something we want (else: finish writing, then close).
     public var wantsRead: Bool { !fatal && !terminated && nghttp2_session_want_read(session) != 0 }
     /// There are frames to write now.
@@ -185,7 +239,7 @@ public final class HTTP2ServerSession {
     }
 
     /// Streams whose request was delivered and that are not closed yet.
-    public var openStreamCount: Int { streams.values.filter(\.delivered).count }
+    public var openStreamCount: Int { withStreams { $0.values.filter(\.delivered).count } }
 
     // MARK: - Responses
 
@@ -197,7 +251,7 @@ public final class HTTP2ServerSession {
         throws(HTTP2SessionError)
     {
         guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = streams[streamID], stream.delivered else {
+        guard let stream = stream(streamID), stream.delivered else {
             throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
         }
         guard !stream.responseSubmitted else {
@@ -217,7 +271,7 @@ public final class HTTP2ServerSession {
         dropContentLength: Bool, endStream: Bool
     ) throws(HTTP2SessionError) {
         guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = streams[streamID], stream.delivered else {
+        guard let stream = stream(streamID), stream.delivered else {
             throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
         }
         guard !stream.responseSubmitted else {
@@ -256,7 +310,7 @@ public final class HTTP2ServerSession {
         throws(HTTP2SessionError)
     {
         guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = streams[streamID], stream.delivered else {
+        guard let stream = stream(streamID), stream.delivered else {
             throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
         }
         guard !stream.responseSubmitted else {
@@ -277,16 +331,18 @@ public final class HTTP2ServerSession {
         throws(HTTP2SessionError)
     {
         guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = streams[streamID], stream.delivered else {
+        guard let stream = stream(streamID), stream.delivered else {
             throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
         }
         guard stream.responseSubmitted else { throw HTTP2SessionError(.noResponse, "stream \(streamID) has no response head") }
         guard !stream.bodyEnded else { throw HTTP2SessionError(.bodyAlreadyEnded, "stream \(streamID) body already ended") }
-        if stream.responseStart > 0, stream.responseStart >= stream.response.count / 2 {
-            stream.response.removeFirst(stream.responseStart)
-            stream.responseStart = 0
+        let start = stream.responseStart
+        let compact = start > 0 && start >= (stream.buffered + start) / 2
+        stream.withResponse { r in
+            if compact { r.removeFirst(start) }
+            r.append(contentsOf: bytes)
         }
-        stream.response.append(contentsOf: bytes)
+        if compact { stream.responseStart = 0 }
         if endStream { stream.bodyEnded = true }
         if stream.buffered >= settings.responseHighWater { stream.aboveHighWater = true }
         if stream.deferred {
@@ -307,12 +363,12 @@ public final class HTTP2ServerSession {
     }
 
     /// Response bytes queued for `streamID` and not yet framed (0 for an unknown stream).
-    public func bufferedResponseBytes(streamID: Int32) -> Int { streams[streamID]?.buffered ?? 0 }
+    public func bufferedResponseBytes(streamID: Int32) -> Int { stream(streamID)?.buffered ?? 0 }
 
     /// True when the stream's response buffer is at or above the high-water mark (or the stream is
     /// gone): stop reading the upstream until `.responseWritable` (or `.streamClosed`).
     public func shouldPauseUpstream(streamID: Int32) -> Bool {
-        guard let s = streams[streamID] else { return true }
+        guard let s = stream(streamID) else { return true }
         return s.buffered >= settings.responseHighWater
     }
 
@@ -322,7 +378,7 @@ public final class HTTP2ServerSession {
     /// lets nghttp2 send WINDOW_UPDATE for the stream and the connection. Extra or late counts for a
     /// closed stream are ignored (its bytes were given back when it closed).
     public func consume(streamID: Int32, count: Int) {
-        guard count > 0, let s = streams[streamID], s.unconsumed > 0 else { return }
+        guard count > 0, let s = stream(streamID), s.unconsumed > 0 else { return }
         let n = min(count, s.unconsumed)
         s.unconsumed -= n
         let rv = nghttp2_session_consume(session, streamID, n)
@@ -332,7 +388,7 @@ public final class HTTP2ServerSession {
     /// Resets a stream (RST_STREAM `code`, e.g. `.cancel` or `.internalError` when the upstream
     /// failed mid-response, `.noError` to stop a request body after a complete early response).
     public func resetStream(streamID: Int32, code: HTTP2ErrorCode) {
-        guard !terminated, !fatal, streams[streamID] != nil else { return }
+        guard !terminated, !fatal, stream(streamID) != nil else { return }
         applicationResets.insert(streamID)
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, code.rawValue)
     }
@@ -365,7 +421,7 @@ public final class HTTP2ServerSession {
         guard !terminated, !fatal else { return }
         terminated = true
         _ = nghttp2_session_terminate_session(session, code.rawValue)
-        if code != .noError { events.append(.connectionError(code: code, detail: detail)) }
+        if code != .noError { emit(.connectionError(code: code, detail: detail)) }
         abandonStreams(code)
     }
 
@@ -419,17 +475,19 @@ public final class HTTP2ServerSession {
     private func readResponse(
         _ streamID: Int32, _ buf: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
-        guard let s = streams[streamID] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        guard let s = stream(streamID) else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let n = min(length, s.buffered)
         if n > 0 {
-            s.response.withUnsafeBufferPointer { src in
-                buf.update(from: src.baseAddress! + s.responseStart, count: n)
+            let start = s.responseStart
+            let drained = s.withResponse { r in
+                r.withUnsafeBufferPointer { src in buf.update(from: src.baseAddress! + start, count: n) }
+                if start + n == r.count {
+                    r.removeAll(keepingCapacity: r.capacity <= 256 * 1024)
+                    return true
+                }
+                return false
             }
-            s.responseStart += n
-            if s.responseStart == s.response.count {
-                s.response.removeAll(keepingCapacity: s.response.capacity <= 256 * 1024)
-                s.responseStart = 0
-            }
+            s.responseStart = drained ? 0 : start + n
         }
         if s.buffered == 0 {
             if s.bodyEnded {
@@ -441,7 +499,7 @@ public final class HTTP2ServerSession {
         }
         if s.aboveHighWater, s.buffered < settings.responseHighWater {
             s.aboveHighWater = false
-            events.append(.responseWritable(streamID: streamID))
+            emit(.responseWritable(streamID: streamID))
         }
         return n
     }
@@ -463,11 +521,11 @@ public final class HTTP2ServerSession {
     }
 
     private func abandonStreams(_ code: HTTP2ErrorCode) {
-        for id in streams.keys.sorted() {
-            guard let s = streams[id], s.delivered else { continue }
+        for id in withStreams({ $0.keys.sorted() }) {
+            guard let s = stream(id), s.delivered else { continue }
             s.delivered = false
             s.rejected = true
-            events.append(.streamClosed(streamID: id, code: code))
+            emit(.streamClosed(streamID: id, code: code))
         }
     }
 
@@ -484,7 +542,7 @@ public final class HTTP2ServerSession {
             // Queue a GOAWAY saying why, if the session can still frame one; it is flushed once.
             _ = nghttp2_session_terminate_session(session, code.rawValue)
             terminated = true
-            events.append(.connectionError(code: code, detail: detail))
+            emit(.connectionError(code: code, detail: detail))
             abandonStreams(code)
         }
         fatal = true
@@ -537,7 +595,7 @@ public final class HTTP2ServerSession {
         guard !terminated, hd.type == UInt8(NGHTTP2_HEADERS.rawValue), hd.stream_id > 0, hd.stream_id % 2 == 1 else { return 0 }
         if hd.stream_id > highestClientStreamID {
             highestClientStreamID = hd.stream_id
-        } else if streams[hd.stream_id] == nil, nghttp2_session_find_stream(session, hd.stream_id) == nil {
+        } else if stream(hd.stream_id) == nil, nghttp2_session_find_stream(session, hd.stream_id) == nil {
             terminate(
                 code: .protocolError,
                 detail: "HEADERS on stream \(hd.stream_id), lower than stream \(highestClientStreamID) already used (RFC 9113 §5.1.1)")
@@ -550,7 +608,7 @@ public final class HTTP2ServerSession {
             frame.headers.cat == NGHTTP2_HCAT_REQUEST
         else { return 0 }
         let s = StreamState(id: frame.hd.stream_id)
-        streams[frame.hd.stream_id] = s
+        withStreams { $0[frame.hd.stream_id] = s }
         headerStream = s
         return 0
     }
@@ -560,7 +618,7 @@ public final class HTTP2ServerSession {
     ) -> Int32 {
         let id = frame.hd.stream_id
         let found: StreamState?
-        if let h = headerStream, h.id == id { found = h } else { found = streams[id] }
+        if let h = headerStream, h.id == id { found = h } else { found = stream(id) }
         guard let s = found, !s.rejected else { return 0 }
         s.headerBytes += nameLen + valueLen + 32
         if s.headerBytes > Int(settings.maxHeaderListSize) {
@@ -570,7 +628,7 @@ public final class HTTP2ServerSession {
             return 0
         }
         guard !s.tooLarge, frame.headers.cat == NGHTTP2_HCAT_REQUEST else { return 0 }  // trailers: not passed on
-        s.fields.append(HTTPFields.Field(latin1String(name, nameLen), latin1String(value, valueLen)))
+        s.appendField(HTTPFields.Field(latin1String(name, nameLen), latin1String(value, valueLen)))
         return 0
     }
 
@@ -581,7 +639,7 @@ public final class HTTP2ServerSession {
         case NGHTTP2_HEADERS.rawValue:
             let cached = headerStream
             headerStream = nil
-            guard !terminated, let s = cached?.id == id ? cached : streams[id], !s.rejected else { return 0 }
+            guard !terminated, let s = cached?.id == id ? cached : stream(id), !s.rejected else { return 0 }
             if endStream { s.requestEnded = true }
             if frame.headers.cat == NGHTTP2_HCAT_REQUEST {
                 if s.tooLarge {
@@ -599,23 +657,23 @@ public final class HTTP2ServerSession {
                 }
                 s.fields = []
                 s.delivered = true
-                events.append(.request(streamID: id, head: head))
-                if endStream { events.append(.requestEnd(streamID: id)) }
+                emit(.request(streamID: id, head: head))
+                if endStream { emit(.requestEnd(streamID: id)) }
             } else if endStream, s.delivered {
-                events.append(.requestEnd(streamID: id))
+                emit(.requestEnd(streamID: id))
             }
         case NGHTTP2_DATA.rawValue:
-            guard endStream, let s = streams[id] else { return 0 }
+            guard endStream, let s = stream(id) else { return 0 }
             s.requestEnded = true
-            if s.delivered, !terminated { events.append(.requestEnd(streamID: id)) }
+            if s.delivered, !terminated { emit(.requestEnd(streamID: id)) }
         case NGHTTP2_RST_STREAM.rawValue:
-            guard let s = streams[id] else { return 0 }
+            guard let s = stream(id) else { return 0 }
             if s.delivered, !terminated {
-                events.append(.streamReset(streamID: id, code: HTTP2ErrorCode(frame.rst_stream.error_code)))
+                emit(.streamReset(streamID: id, code: HTTP2ErrorCode(frame.rst_stream.error_code)))
             }
             noteReset()
         case NGHTTP2_GOAWAY.rawValue:
-            events.append(.goaway(lastStreamID: frame.goaway.last_stream_id, code: HTTP2ErrorCode(frame.goaway.error_code)))
+            emit(.goaway(lastStreamID: frame.goaway.last_stream_id, code: HTTP2ErrorCode(frame.goaway.error_code)))
         case NGHTTP2_PING.rawValue:
             guard frame.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0, drain == .noticeSent else { return 0 }
             let d = frame.ping.opaque_data
@@ -627,22 +685,22 @@ public final class HTTP2ServerSession {
     }
 
     private func onData(_ streamID: Int32, _ data: UnsafePointer<UInt8>, _ len: Int) -> Int32 {
-        guard let s = streams[streamID], s.delivered, !terminated else {
+        guard let s = stream(streamID), s.delivered, !terminated else {
             // Nobody will consume these bytes: give the window back at once.
             _ = nghttp2_session_consume(session, streamID, len)
             return 0
         }
         s.unconsumed += len
-        events.append(.requestData(streamID: streamID, bytes: Array(UnsafeBufferPointer(start: data, count: len))))
+        emit(.requestData(streamID: streamID, bytes: Array(UnsafeBufferPointer(start: data, count: len))))
         return 0
     }
 
     private func onStreamClose(_ streamID: Int32, _ code: UInt32) -> Int32 {
         if headerStream?.id == streamID { headerStream = nil }
         if !applicationResets.isEmpty { applicationResets.remove(streamID) }
-        guard let s = streams.removeValue(forKey: streamID) else { return 0 }
+        guard let s = withStreams({ $0.removeValue(forKey: streamID) }) else { return 0 }
         if s.unconsumed > 0 { _ = nghttp2_session_consume_connection(session, s.unconsumed) }
-        if s.delivered { events.append(.streamClosed(streamID: streamID, code: HTTP2ErrorCode(code))) }
+        if s.delivered { emit(.streamClosed(streamID: streamID, code: HTTP2ErrorCode(code))) }
         return 0
     }
 
@@ -657,7 +715,7 @@ public final class HTTP2ServerSession {
             if let p = frame.goaway.opaque_data, frame.goaway.opaque_data_len > 0 {
                 detail += ": " + String(decoding: UnsafeBufferPointer(start: p, count: frame.goaway.opaque_data_len), as: UTF8.self)
             }
-            events.append(.connectionError(code: code, detail: detail))
+            emit(.connectionError(code: code, detail: detail))
             abandonStreams(code)
             return 0
         }
