@@ -9,6 +9,7 @@ final class RedisMetrics: Sendable {
     static let operationErrors = "attest_gateway_store_operation_errors_total"
     static let connections = "attest_gateway_store_redis_connections"
     static let connectionEvents = "attest_gateway_store_redis_connection_events_total"
+    static let clusterRedirects = "attest_gateway_store_redis_cluster_redirects_total"
 
     private let timers: [RedisStoreOperation: CoreMetrics.Timer]
     /// By operation, then by error code.
@@ -16,6 +17,7 @@ final class RedisMetrics: Sendable {
     private let up: Meter
     private let connected: Counter
     private let lost: Counter
+    private let redirects: [RedisClusterRedirect: Counter]
 
     init(factory: any MetricsFactory) {
         var timers: [RedisStoreOperation: CoreMetrics.Timer] = [:]
@@ -35,7 +37,14 @@ final class RedisMetrics: Sendable {
         up = Meter(label: Self.connections, dimensions: [], factory: factory)
         connected = Counter(label: Self.connectionEvents, dimensions: [("event", "connected")], factory: factory)
         lost = Counter(label: Self.connectionEvents, dimensions: [("event", "lost")], factory: factory)
+        var redirects: [RedisClusterRedirect: Counter] = [:]
+        for kind in RedisClusterRedirect.allCases {
+            redirects[kind] = Counter(label: Self.clusterRedirects, dimensions: [("kind", kind.rawValue)], factory: factory)
+        }
+        self.redirects = redirects
     }
+
+    func clusterRedirect(_ kind: RedisClusterRedirect) { redirects[kind]?.increment() }
 
     func operation(_ op: RedisStoreOperation, seconds: Double, error: StoreError?) {
         timers[op]?.recordNanoseconds(Int64(seconds * 1e9))
@@ -62,4 +71,6 @@ struct RedisMetricsObserver: RedisStoreObserver {
     }
 
     func connectionChanged(up: Bool) { metrics.connection(up: up) }
+
+    func clusterRedirect(_ kind: RedisClusterRedirect) { metrics.clusterRedirect(kind) }
 }

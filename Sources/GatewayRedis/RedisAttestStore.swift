@@ -11,6 +11,12 @@ public protocol RedisStoreObserver: Sendable {
     func operation(_ operation: RedisStoreOperation, seconds: Double, error: StoreError?)
     /// A connection came up (true) or went down (false).
     func connectionChanged(up: Bool)
+    /// Redis Cluster only: a node redirected a request or asked for a retry.
+    func clusterRedirect(_ kind: RedisClusterRedirect)
+}
+
+extension RedisStoreObserver {
+    public func clusterRedirect(_ kind: RedisClusterRedirect) {}
 }
 
 /// The store calls, as metric labels.
@@ -92,7 +98,7 @@ public final class RedisAttestStore: AttestStore {
             }
             transport = .cluster(RedisCluster(
                 options: .init(seeds: seeds, timeoutMillis: options.endpoint.timeoutMillis, connectionsPerNode: options.connections),
-                scripts: RedisScripts.all, onStateChange: changed))
+                scripts: RedisScripts.all, onStateChange: changed, onRedirect: { kind in observer?.clusterRedirect(kind) }))
         } else {
             transport = .single((0..<options.connections).map { i in
                 RedisConnection(endpoint: options.endpoint, scripts: RedisScripts.all, name: "redis-store-\(i)", onStateChange: changed)

@@ -109,6 +109,16 @@ struct RedisSlotMap: Equatable {
 ///   `StoreError(.unavailable, …)`.
 /// - A node that is down fails its slots at once with `.unavailable` (other slots keep working);
 ///   a node just learned from the map or a redirection gets up to the command timeout to connect.
+/// What a cluster node answered instead of a reply: the metric label of `RedisStoreObserver.clusterRedirect`.
+public enum RedisClusterRedirect: String, Sendable, CaseIterable {
+    /// `-MOVED`: the slot has a new owner (the map is updated, the request resent there).
+    case moved
+    /// `-ASK`: the slot is migrating; this key is already on the target (`ASKING`, then the request).
+    case ask
+    /// `-TRYAGAIN` or `-CLUSTERDOWN`: retried after a back-off.
+    case tryAgain = "try_again"
+}
+
 final class RedisCluster: @unchecked Sendable {
     struct Options: Sendable {
         var seeds: [RedisNodeAddress]
@@ -173,10 +183,16 @@ final class RedisCluster: @unchecked Sendable {
     let retryCount = Atomic<Int>(0)
     static let maxRetries = 5
 
-    init(options: Options, scripts: [String], onStateChange: @escaping @Sendable (Bool) -> Void) {
+    /// Told of each redirection or retry (for metrics): `moved`, `ask` or `try_again`.
+    private let onRedirect: @Sendable (RedisClusterRedirect) -> Void
+
+    init(options: Options, scripts: [String], onStateChange: @escaping @Sendable (Bool) -> Void,
+         onRedirect: @escaping @Sendable (RedisClusterRedirect) -> Void = { _ in })
+    {
         self.options = options
         self.scripts = scripts
         self.onStateChange = onStateChange
+        self.onRedirect = onRedirect
         timer = DispatchSource.makeTimerSource(queue: refreshQueue)
         state.withLock { s in
             for seed in options.seeds where s.pools[seed] == nil {
@@ -281,6 +297,7 @@ final class RedisCluster: @unchecked Sendable {
                 switch special {
                 case .moved(let movedSlot, let to):
                     movedCount.wrappingAdd(1, ordering: .relaxed)
+                    onRedirect(.moved)
                     pointSlot(movedSlot, at: to)
                     requestRefresh()
                     guard redirects < Self.maxRedirects else {
@@ -289,6 +306,7 @@ final class RedisCluster: @unchecked Sendable {
                     dispatch(slot: slot, target: to, asking: false, commands, redirects: redirects + 1, retries: retries, completion)
                 case .ask(_, let to):
                     askCount.wrappingAdd(1, ordering: .relaxed)
+                    onRedirect(.ask)
                     guard redirects < Self.maxRedirects else {
                         return completion(.failure(StoreError(.unavailable, "\(description): slot \(slot) redirected \(redirects + 1) times (last ASK to \(to))")))
                     }
@@ -298,6 +316,7 @@ final class RedisCluster: @unchecked Sendable {
                         return completion(.failure(StoreError(.unavailable, "\(description): slot \(slot) on \(address): \(message)")))
                     }
                     retryCount.wrappingAdd(1, ordering: .relaxed)
+                    onRedirect(.tryAgain)
                     if message.hasPrefix("CLUSTERDOWN") { requestRefresh() }
                     retryQueue.asyncAfter(deadline: .now() + .milliseconds(10 << retries)) { [self] in
                         dispatch(slot: slot, target: nil, asking: false, commands, redirects: redirects, retries: retries + 1, completion)

@@ -77,13 +77,23 @@ struct RedisClusterPiecesTests {
 }
 
 /// A fresh 3-node cluster and a store on it (seeded with node 0 only: the others come from the map).
+/// Counts what the store reports to its observer (the gateway's metrics hook).
+final class RedirectRecorder: RedisStoreObserver, @unchecked Sendable {
+    private let counts = Mutex<[RedisClusterRedirect: Int]>([:])
+    func operation(_ operation: RedisStoreOperation, seconds: Double, error: StoreError?) {}
+    func connectionChanged(up: Bool) {}
+    func clusterRedirect(_ kind: RedisClusterRedirect) { counts.withLock { $0[kind, default: 0] += 1 } }
+    func count(_ kind: RedisClusterRedirect) -> Int { counts.withLock { $0[kind] ?? 0 } }
+}
+
 final class ClusterFixture: Sendable {
     let cluster: RedisClusterProcess
     let store: RedisAttestStore
+    let redirects = RedirectRecorder()
 
     init(timeoutMillis: Int64 = 1_000) throws {
         cluster = try RedisClusterProcess(nodes: 3)
-        store = Self.store(on: cluster, timeoutMillis: timeoutMillis)
+        store = Self.store(on: cluster, timeoutMillis: timeoutMillis, observer: redirects)
         guard store.waitUntilConnected(timeoutMillis: 10_000), store.clusterNodes.count == 3 else {
             let why = store.lastError
             stop()
@@ -91,9 +101,12 @@ final class ClusterFixture: Sendable {
         }
     }
 
-    static func store(on cluster: RedisClusterProcess, timeoutMillis: Int64 = 1_000, seed: Int = 0) -> RedisAttestStore {
-        RedisAttestStore(options: .init(
-            endpoint: RedisEndpoint(host: "127.0.0.1", port: cluster.ports[seed], timeoutMillis: timeoutMillis), cluster: true))
+    static func store(on cluster: RedisClusterProcess, timeoutMillis: Int64 = 1_000, seed: Int = 0,
+                      observer: (any RedisStoreObserver)? = nil) -> RedisAttestStore
+    {
+        RedisAttestStore(
+            options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: cluster.ports[seed], timeoutMillis: timeoutMillis), cluster: true),
+            observer: observer)
     }
 
     /// The cluster node (index) that serves `name`, from the store's map.
@@ -353,6 +366,9 @@ struct RedisClusterStoreTests {
         #expect(later.waitUntilConnected(timeoutMillis: 10_000))
         #expect(try later.commit(record.keyID, counter: 3, challenge: nil, now: t0) == .counterReplay(stored: 3))
         #expect(later.cluster?.movedCount.load(ordering: .relaxed) == 0)
+        // The observer (the gateway's attest_gateway_store_redis_cluster_redirects_total) saw each kind.
+        #expect(f.redirects.count(.ask) > 0 && f.redirects.count(.moved) > 0 && f.redirects.count(.tryAgain) > 0)
+        #expect(f.redirects.count(.moved) == cluster.movedCount.load(ordering: .relaxed))
     }
 
     /// A slot no node serves (`CLUSTER DELSLOTS` everywhere): `CLUSTERDOWN` retried with back-off,
