@@ -133,7 +133,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                     // The exchange cannot finish: the upstream connection is not reusable.
                     u.endExchange()
                     u.pool.release(u, reusable: false)
-                    upstream = nil
+                    replace(&upstream, with: nil)
                 }
                 if head != nil && phase != .awaitingHead { logExchange(error: "client_closed") }
                 phase = .closed
@@ -184,7 +184,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             respondAndClose(LocalResponse.error(400, "ambiguous_path"))
             return
         }
-        path = normalized
+        replace(&path, with: normalized)
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
         dispatch(router.route(h, path: normalized, peer: downstream.peer), head: h)
@@ -192,9 +192,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func startExchange(_ h: HTTPRequestHead?) {
         cancelTimer()
-        head = h
+        replace(&head, with: h)
         started = DispatchTime.now().uptimeNanoseconds
-        routeName = "-"
+        replace(&routeName, with: "-")
         requestBodyBytes = 0
         responseBytes = 0
         responseStatus = 0
@@ -217,24 +217,24 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func dispatch(_ decision: RouteDecision, head h: HTTPRequestHead) {
         switch decision {
         case .respond(let name, let resp):
-            routeName = name
+            replace(&routeName, with: name)
             // The body (if any) is not read: the connection cannot be reused after this answer.
             if !bodyDone { closeAfterResponse = true }
             phase = .waiting
             writeLocal(resp)
         case .forward(let f):
-            routeName = f.routeName
+            replace(&routeName, with: f.routeName)
             guard checkDeclaredLength(h, limit: f.maxBody) else { return }
-            forward = f
+            replace(&forward, with: f)
             bodyTarget = .upstream
             bodyLimit = f.maxBody
             acquireUpstream(fresh: false)
         case .buffer(let maxBody, let name, let handler):
-            routeName = name
+            replace(&routeName, with: name)
             guard checkDeclaredLength(h, limit: maxBody) else { return }
             bodyTarget = .buffer
             bodyLimit = maxBody
-            bufferedHandler = handler
+            replace(&bufferedHandler, with: handler)
             sendContinueIfExpected(h)
             phase = .readingBody
             armBodyTimer()
@@ -323,7 +323,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             phase = .waiting
             downstream.pauseReading()
             guard let h = head, let handler = bufferedHandler else { return }
-            bufferedHandler = nil
+            replace(&bufferedHandler, with: nil)
             let request = BufferedRequest(head: h, path: path, body: buffered, peer: downstream.peer, scheme: scheme)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
@@ -340,8 +340,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             writeLocal(r)
         case .forward(let f):
             // bodyTarget stays .buffer: startUpstreamRequest sends the buffered body after the head.
-            forward = f
-            routeName = f.routeName
+            replace(&forward, with: f)
+            replace(&routeName, with: f.routeName)
             acquireUpstream(fresh: false)
         }
     }
@@ -382,7 +382,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func startUpstreamRequest(_ u: UpstreamConnection) {
         guard let h = head, let f = forward else { return }
         cancelTimer()
-        upstream = u
+        replace(&upstream, with: u)
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         let wasBuffered = bodyTarget == .buffer
@@ -533,7 +533,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if let u = upstream {
             u.endExchange()
             u.pool.release(u, reusable: upstreamReusable)
-            upstream = nil
+            replace(&upstream, with: nil)
         }
         finishExchange()
     }
@@ -547,7 +547,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             responseComplete(upstreamReusable: false)
             return
         }
-        upstream = nil
+        replace(&upstream, with: nil)
         u.endExchange()
         u.pool.release(u, reusable: false)
         if response == nil {
@@ -606,7 +606,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if let u = upstream {
             u.endExchange()
             u.pool.release(u, reusable: false)
-            upstream = nil
+            replace(&upstream, with: nil)
         }
         if !responseHeadSent, let status {
             respondAndClose(LocalResponse.error(status, code))
@@ -620,9 +620,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func finishExchange() {
         logExchange(error: nil)
-        head = nil
-        forward = nil
-        bufferedHandler = nil
+        replace(&head, with: nil)
+        replace(&forward, with: nil)
+        replace(&bufferedHandler, with: nil)
         buffered = []
         cancelTimer()
         if closeAfterResponse || draining {
@@ -718,4 +718,15 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         progressTimeout = forward?.pool.target.responseTimeoutMillis ?? 30_000
         arm(.response, afterMillis: progressTimeout)
     }
+}
+
+/// Stores `value` in `property` and hands the old value back to be destroyed after the access: the
+/// property's access is then a plain move (no release, which could run arbitrary code, inside it),
+/// which lets the optimizer drop its run-time exclusivity check. For the per-exchange references
+/// that are set and cleared on every request.
+@inline(__always) @discardableResult
+private func replace<T>(_ property: inout T, with value: T) -> T {
+    var value = value
+    swap(&property, &value)
+    return value  // the old value, destroyed by the caller once the access has ended
 }

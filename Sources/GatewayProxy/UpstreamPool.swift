@@ -79,7 +79,7 @@ public final class UpstreamPool {
 
     /// Hands out an idle connection (most recently used first), or connects, or queues.
     public func acquire(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
-        while let c = idle.popLast() {
+        while let c = withIdle({ $0.popLast() }) {
             if c.takeFromIdle() {
                 done(.success(c))
                 return
@@ -100,11 +100,21 @@ public final class UpstreamPool {
     /// An idle connection that is still usable (most recently used first), or nil: the synchronous
     /// fast path of `acquire`, without a callback.
     func takeIdle() -> UpstreamConnection? {
-        while let c = idle.popLast() {
+        while let c = withIdle({ $0.popLast() }) {
             if c.takeFromIdle() { return c }
             c.close()
         }
         return nil
+    }
+
+    /// The idle list is moved out of its property to be changed, so that the property's accesses
+    /// are plain moves (no run-time exclusivity check per request). Must not nest.
+    @inline(__always)
+    private func withIdle<R>(_ body: (inout [UpstreamConnection]) -> R) -> R {
+        var list: [UpstreamConnection] = []
+        swap(&list, &idle)
+        defer { swap(&list, &idle) }
+        return body(&list)
     }
 
     /// A fresh connection, bypassing idle ones (for the single retry of an idempotent request).
@@ -122,17 +132,18 @@ public final class UpstreamPool {
     }
 
     /// A retired pool (replaced by a reload) keeps no idle connections and closes released ones.
-    public private(set) var isRetired = false
+    private var retired = false
+    public var isRetired: Bool { retired }
 
     public func retire() {
-        isRetired = true
+        retired = true
         closeIdle()
     }
 
     /// Returns a connection after an exchange; reusable ones serve a waiter or go idle, others close.
     func release(_ c: UpstreamConnection, reusable: Bool) {
         c.takeTicket()
-        guard reusable, !isRetired, !c.isClosed, !c.connection.peerClosed else {
+        guard reusable, !retired, !c.isClosed, !c.connection.peerClosed else {
             c.close()
             return
         }
@@ -142,13 +153,13 @@ public final class UpstreamPool {
             return
         }
         c.enterIdle(timeoutMillis: target.idleTimeoutMillis)
-        idle.append(c)
+        withIdle { $0.append(c) }
     }
 
     /// Any member closed (by us, the upstream, a timer or a failed connect).
     func memberDidClose(_ c: UpstreamConnection) {
         members[ObjectIdentifier(c)] = nil
-        if let i = idle.firstIndex(where: { $0 === c }) { idle.remove(at: i) }
+        withIdle { list in if let i = list.firstIndex(where: { $0 === c }) { list.remove(at: i) } }
         if !waiters.isEmpty && members.count < target.maxConnections { connect(waiters.removeFirst()) }
     }
 
@@ -156,8 +167,12 @@ public final class UpstreamPool {
 
     /// Closes idle connections (reload, drain, stop).
     public func closeIdle() {
-        for c in idle { c.close() }
-        idle.removeAll()
+        let all = withIdle { list -> [UpstreamConnection] in
+            let taken = list
+            list.removeAll()
+            return taken
+        }
+        for c in all { c.close() }
     }
 }
 
