@@ -201,13 +201,7 @@ public struct CertificateBuilder: Sendable {
         guard X509_sign(x, issuerKey.pkey, md) > 0 else {
             throw .signingFailed(OpenSSLError.drain())
         }
-        let len = i2d_X509(x, nil)
-        guard len > 0 else { OpenSSLFatal.fail("i2d_X509") }
-        var der = [UInt8](repeating: 0, count: Int(len))
-        der.withUnsafeMutableBufferPointer { buf in
-            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-            _ = i2d_X509(x, &p)
-        }
+        guard let der = X509Certificate.derBytes(of: x) else { OpenSSLFatal.fail("i2d_X509") }
         do {
             return try X509Certificate(der: der)
         } catch {

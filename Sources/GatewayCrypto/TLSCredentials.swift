@@ -128,13 +128,7 @@ enum TLSCredentials {
     }
 
     static func leaf(_ x: OpaquePointer) -> X509Certificate {
-        let len = i2d_X509(x, nil)
-        guard len > 0 else { OpenSSLFatal.fail("i2d_X509") }
-        var der = [UInt8](repeating: 0, count: Int(len))
-        der.withUnsafeMutableBufferPointer { buf in
-            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-            _ = i2d_X509(x, &p)
-        }
+        guard let der = X509Certificate.derBytes(of: x) else { OpenSSLFatal.fail("i2d_X509") }
         do {
             return try X509Certificate(der: der)
         } catch {

@@ -41,13 +41,7 @@ public final class X509Certificate: @unchecked Sendable {
             var out: [[UInt8]] = []
             while let x = PEM_read_bio_X509(bio, nil, nil, nil) {
                 defer { X509_free(x) }
-                let len = i2d_X509(x, nil)
-                guard len > 0 else { break }
-                var der = [UInt8](repeating: 0, count: Int(len))
-                der.withUnsafeMutableBufferPointer { buf in
-                    var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
-                    _ = i2d_X509(x, &p)
-                }
+                guard let der = derBytes(of: x) else { break }
                 out.append(der)
             }
             OpenSSLError.clear()  // PEM_read_bio_X509 ends with "no start line" at EOF
@@ -56,6 +50,18 @@ public final class X509Certificate: @unchecked Sendable {
         for d in ders { certs.append(try X509Certificate(der: d)) }
         guard !certs.isEmpty else { throw ParseError(reason: "no PEM certificate found") }
         return certs
+    }
+
+    /// The DER encoding of an OpenSSL certificate (nil if OpenSSL cannot encode it).
+    static func derBytes(of x: OpaquePointer) -> [UInt8]? {
+        let len = i2d_X509(x, nil)
+        guard len > 0 else { return nil }
+        var der = [UInt8](repeating: 0, count: Int(len))
+        der.withUnsafeMutableBufferPointer { buf in
+            var p: UnsafeMutablePointer<UInt8>? = buf.baseAddress
+            _ = i2d_X509(x, &p)
+        }
+        return der
     }
 
     deinit { X509_free(x509) }

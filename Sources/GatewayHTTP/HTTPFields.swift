@@ -146,3 +146,20 @@ extension Substring {
         return String(s)
     }
 }
+
+/// Header bytes as a Latin-1 string: one scalar per byte, so obs-text bytes come back unchanged
+/// when the string is written out again (`HTTP1Serializer.appendLatin1`). The one conversion the
+/// HTTP/1.1 parser, the response-head ranges and the HTTP/2 session share.
+func latin1String(_ p: UnsafePointer<UInt8>, _ n: Int) -> String {
+    let buf = UnsafeBufferPointer(start: p, count: n)
+    if buf.allSatisfy({ $0 < 0x80 }) { return String(decoding: buf, as: UTF8.self) }
+    var scalars = String.UnicodeScalarView()
+    for b in buf { scalars.append(Unicode.Scalar(b)) }
+    return String(scalars)
+}
+
+/// The same for a range of a raw buffer.
+func latin1String(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
+    guard !r.isEmpty, let base = buf.baseAddress else { return "" }
+    return latin1String((base + r.lowerBound).assumingMemoryBound(to: UInt8.self), r.count)
+}

@@ -68,41 +68,11 @@ extension BodyFraming {
 }
 
 extension Forward {
-    /// The fields of the request sent upstream: the client's, rewritten (hop-by-hop fields removed,
-    /// X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it; the upstream
-    /// request is HTTP/1.1, which requires one), edited by the route, then framed as `framing` says.
-    func upstreamFields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming) -> HTTPFields {
-        var fields = head.headers
-        fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
-        ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"])
-        fields.remove("Expect")
-        if !fields.contains("Host") { fields.append("Host", pool.target.address.description) }
-        editHeaders.apply(&fields)
-        switch framing {
-        case .chunked:
-            fields.remove("Content-Length")
-            fields.append("Transfer-Encoding", "chunked")
-        case .contentLength(let n):
-            fields.remove("Transfer-Encoding")
-            fields.set("Content-Length", String(n))
-        case .none, .untilClose:
-            break
-        }
-        return fields
-    }
-}
-
-extension Forward {
-    /// Appends the request head sent upstream: byte for byte what `HTTP1Serializer.appendRequestHead`
-    /// of `upstreamFields(…)` gives (the tests hold it to that), written in one pass over the client's
-    /// fields without building the rewritten field list.
-    func appendUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
-                            to out: inout [UInt8])
-    {
-        HeadWriter.appendHead(to: &out) { w in writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &w) }
-    }
-
-    /// `appendUpstreamHead` into a `HeadWriter` (the proxy's path: the loop's scratch buffer).
+    /// Writes the request head sent upstream: the client's fields rewritten (hop-by-hop fields
+    /// removed, X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it;
+    /// the upstream request is HTTP/1.1), edited by the route, then framed as `framing` says; in one
+    /// pass over the client's fields, into the loop's head buffer. Tests hold it, byte for byte, to
+    /// the same rules applied on a field list (`UpstreamHeadTests`).
     func writeUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
                            to out: inout HeadWriter)
     {

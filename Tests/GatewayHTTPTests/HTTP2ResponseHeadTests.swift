@@ -64,11 +64,6 @@ struct HTTP2ResponseHeadTests {
         #expect(block.bytes.contains(0xE9))  // one byte, not UTF-8's two
     }
 
-    @Test("the token bit masks are tchar (RFC 9110 §5.6.2), byte for byte")
-    func tokenMasks() {
-        for c in 0...255 { #expect(isTokenByte(UInt8(c)) == HTTPChar.isTchar(UInt8(c)), "byte \(c)") }
-    }
-
     @Test("through a session: the HEADERS frame of the byte path decodes to the string path's", arguments: heads)
     func sameFrames(_ text: String) throws {
         let raw = ResponseHeadLinesTests.bytes(text)

@@ -23,6 +23,8 @@ struct ResponseHeadLinesTests {
         "HTTP/1.1 200 OK\r\nContent-Length: 0003\r\nContent-Length: 3\r\nConnection: keep-alive, close\r\n\r\n",
         "HTTP/1.1 204 No Content\r\nTransfer-Encoding: gzip\r\nContent-Length: x\r\n\r\n",
         "HTTP/1.0 200 OK\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nVia: 1.0 hidden\r\nVia: 1.1 kept\r\nConnection: via\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-A: 1\r\nConnection: keep-alive\r\nConnection: x-a\r\nKeep-Alive: 5\r\nContent-Length: 0\r\n\r\n",
     ]
 
     static let bad: [String] = [

@@ -493,14 +493,7 @@ public struct HTTP1Parser: Sendable {
         return true
     }
 
-    private static func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
-        var allASCII = true
-        for k in r where buf[k] >= 0x80 { allASCII = false; break }
-        if allASCII { return String(decoding: UnsafeRawBufferPointer(rebasing: buf[r]), as: UTF8.self) }
-        var s = String.UnicodeScalarView()
-        for k in r { s.append(Unicode.Scalar(buf[k])) }
-        return String(s)
-    }
+    private static func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String { latin1String(buf, r) }
 }
 
 enum HTTPChar {

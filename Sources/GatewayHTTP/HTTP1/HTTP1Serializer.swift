@@ -2,47 +2,17 @@
 /// are the gateway's own); they are written back as Latin-1 so obs-text passes through unchanged.
 /// The `append…` forms write into a caller's buffer (a connection's output), the others return arrays.
 public enum HTTP1Serializer {
-    public static func requestHead(method: String, target: String, headers: HTTPFields) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity(256 + headers.count * 32)
-        appendRequestHead(method: method, target: target, headers: headers, to: &out)
-        return out
-    }
-
     public static func appendRequestHead(method: String, target: String, headers: HTTPFields, to out: inout [UInt8]) {
         appendRequestLine(method: method, target: target, to: &out)
         appendFields(headers, &out)
     }
 
     /// "METHOD target HTTP/1.1" CRLF (the fields and the empty line follow).
-    public static func appendRequestLine(method: String, target: String, to out: inout [UInt8]) {
+    static func appendRequestLine(method: String, target: String, to out: inout [UInt8]) {
         appendLatin1(method, &out)
         out.append(0x20)
         appendLatin1(target, &out)
         appendASCII(" HTTP/1.1\r\n", &out)
-    }
-
-    /// One field line: name ": " value CRLF.
-    public static func appendField(_ name: String, _ value: String, to out: inout [UInt8]) {
-        appendLatin1(name, &out)
-        out.append(0x3a)
-        out.append(0x20)
-        appendLatin1(value, &out)
-        out.append(0x0d)
-        out.append(0x0a)
-    }
-
-    /// "Content-Length: n" CRLF, the number written without a String.
-    public static func appendContentLength(_ n: UInt64, to out: inout [UInt8]) {
-        appendASCII("Content-Length: ", &out)
-        var divisor: UInt64 = 1
-        while n / divisor >= 10 { divisor *= 10 }
-        repeat {
-            out.append(UInt8(0x30 + (n / divisor) % 10))
-            divisor /= 10
-        } while divisor > 0
-        out.append(0x0d)
-        out.append(0x0a)
     }
 
     public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
@@ -73,15 +43,6 @@ public enum HTTP1Serializer {
             appendASCII(String(status), &out)
         }
         out.append(0x20)
-    }
-
-    /// One chunk: hex size CRLF data CRLF (empty data writes nothing: use `lastChunk`).
-    public static func chunk(_ data: ArraySlice<UInt8>) -> [UInt8] {
-        guard !data.isEmpty else { return [] }
-        var out = [UInt8]()
-        out.reserveCapacity(data.count + 20)
-        data.withUnsafeBytes { appendChunk($0, to: &out) }
-        return out
     }
 
     /// Appends one chunk (nothing for empty data).

@@ -46,55 +46,12 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         out.appendStatusLineStart(status: status)
         out.append(UnsafeRawBufferPointer(rebasing: buf[reason]))
         out.crlf()
-        var hasConnection = false
-        var hasListed = false
-        for f in fields {
-            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            if HopByHop.isListed(n) {
-                hasListed = true
-                if equalsIgnoringCase(n, "Connection") { hasConnection = true }
-            }
-        }
-        // Usually Connection lists only `keep-alive` or `close`: then which of those two it lists
-        // decides, without looking at the Connection fields again per field.
-        var listsOthers = false
-        var listsKeepAlive = false
-        var listsClose = false
-        if hasConnection {
-            for c in fields where c.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[c.name]), "Connection") {
-                forEachListElement(UnsafeRawBufferPointer(rebasing: buf[c.value])) { e in
-                    if equalsIgnoringCase(e, "keep-alive") {
-                        listsKeepAlive = true
-                    } else if equalsIgnoringCase(e, "close") {
-                        listsClose = true
-                    } else {
-                        listsOthers = true
-                    }
-                }
-            }
-        }
-        /// Whether a Connection field lists `name` (the Connection fields are looked up again rather
-        /// than collected: no array per response).
-        func namedInConnection(_ name: UnsafeRawBufferPointer) -> Bool {
-            if !listsOthers {
-                return (listsClose && equalsIgnoringCase(name, "close")) || (listsKeepAlive && equalsIgnoringCase(name, "keep-alive"))
-            }
-            for c in fields where c.name.count == 10 {
-                let cn = UnsafeRawBufferPointer(rebasing: buf[c.name])
-                if equalsIgnoringCase(cn, "Connection") && listContains(UnsafeRawBufferPointer(rebasing: buf[c.value]), name) {
-                    return true
-                }
-            }
-            return false
-        }
+        let filter = ForwardingFilter(self, buf)
         var viaBytes = 0
         var viaCount = 0
         for f in fields {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            if hasListed {
-                if HopByHop.isListed(n) { continue }
-                if hasConnection && !equalsIgnoringCase(n, "Host") && namedInConnection(n) { continue }
-            }
+            guard filter.keeps(n) else { continue }
             if equalsIgnoringCase(n, "Via") {
                 viaBytes += f.value.count
                 viaCount += 1
@@ -110,7 +67,9 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         out.append("Via: ")
         if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
             var k = 0
-            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via") {
+            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via")
+                && filter.keeps(UnsafeRawBufferPointer(rebasing: buf[f.name]))
+            {
                 if k > 0 { out.append(", ") }
                 out.append(UnsafeRawBufferPointer(rebasing: buf[f.value]))
                 k += 1
@@ -128,13 +87,63 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         out.crlf()
     }
 
-    private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
-        var s = String.UnicodeScalarView()
-        var ascii = true
-        for k in r where buf[k] >= 0x80 { ascii = false; break }
-        if ascii { return String(decoding: UnsafeRawBufferPointer(rebasing: buf[r]), as: UTF8.self) }
-        for k in r { s.append(Unicode.Scalar(buf[k])) }
-        return String(s)
+    private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String { latin1String(buf, r) }
+}
+
+/// Which fields of a response head a proxy passes on (RFC 9110 §7.6.1, Go's ReverseProxy rules, as
+/// `HopByHop.strip` decides them on strings): the fixed hop-by-hop list, and every field named in a
+/// Connection field except Host, are dropped. Built once per head; the HTTP/1.1 and HTTP/2 writers
+/// of a proxied response both ask it.
+struct ForwardingFilter {
+    private let fields: [HTTPResponseHeadLines.FieldRange]
+    private let buf: UnsafeRawBufferPointer
+    private var hasListed = false
+    private var hasConnection = false
+    // Usually Connection lists only `keep-alive` or `close`: then which of those two it lists
+    // decides, without looking at the Connection fields again per field.
+    private var listsOthers = false
+    private var listsKeepAlive = false
+    private var listsClose = false
+
+    init(_ head: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
+        fields = head.fields
+        self.buf = buf
+        for f in head.fields {
+            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
+            guard HopByHop.isListed(n) else { continue }
+            hasListed = true
+            guard equalsIgnoringCase(n, "Connection") else { continue }
+            hasConnection = true
+            forEachListElement(UnsafeRawBufferPointer(rebasing: buf[f.value])) { e in
+                if equalsIgnoringCase(e, "keep-alive") {
+                    listsKeepAlive = true
+                } else if equalsIgnoringCase(e, "close") {
+                    listsClose = true
+                } else {
+                    listsOthers = true
+                }
+            }
+        }
+    }
+
+    /// Whether the field named `name` goes on.
+    func keeps(_ name: UnsafeRawBufferPointer) -> Bool {
+        guard hasListed else { return true }  // no listed field: no Connection field either
+        if HopByHop.isListed(name) { return false }
+        return !(hasConnection && !equalsIgnoringCase(name, "Host") && namedInConnection(name))
+    }
+
+    private func namedInConnection(_ name: UnsafeRawBufferPointer) -> Bool {
+        if !listsOthers {
+            return (listsClose && equalsIgnoringCase(name, "close")) || (listsKeepAlive && equalsIgnoringCase(name, "keep-alive"))
+        }
+        for c in fields where c.name.count == 10 {
+            let cn = UnsafeRawBufferPointer(rebasing: buf[c.name])
+            if equalsIgnoringCase(cn, "Connection") && listContains(UnsafeRawBufferPointer(rebasing: buf[c.value]), name) {
+                return true
+            }
+        }
+        return false
     }
 }
 

@@ -26,7 +26,7 @@ struct HTTP2HeaderBlock {
             bytes.append(UInt8(0x30 + status / 10 % 10))
             bytes.append(UInt8(0x30 + status % 10))
         } else {
-            Self.appendLatin1(String(status), to: &bytes)
+            HTTP1Serializer.appendLatin1(String(status), &bytes)
         }
         spans.append((n, v - n, v, bytes.count - v))
     }
@@ -36,9 +36,9 @@ struct HTTP2HeaderBlock {
     @discardableResult
     mutating func append(name: String, value: String) -> Bool {
         let n = bytes.count
-        Self.appendLatin1(name, to: &bytes)
+        HTTP1Serializer.appendLatin1(name, &bytes)
         let v = bytes.count
-        Self.appendLatin1(value, to: &bytes)
+        HTTP1Serializer.appendLatin1(value, &bytes)
         return commit(nameStart: n, valueStart: v)
     }
 
@@ -60,7 +60,7 @@ struct HTTP2HeaderBlock {
     }
 
     mutating func appendValue(_ piece: UnsafeRawBufferPointer) { bytes.append(contentsOf: piece) }
-    mutating func appendValue(_ piece: String) { Self.appendLatin1(piece, to: &bytes) }
+    mutating func appendValue(_ piece: String) { HTTP1Serializer.appendLatin1(piece, &bytes) }
 
     /// Validates the field whose name starts at `nameStart` and value at `valueStart` (running to the
     /// end of `bytes`): lowercases the name and keeps the field, or removes its bytes.
@@ -71,7 +71,7 @@ struct HTTP2HeaderBlock {
             guard v > n, let b = buf.baseAddress else { return false }
             for i in n..<v {
                 let c = b[i]
-                guard isTokenByte(c) else { return false }
+                guard HTTPChar.isTchar(c) else { return false }
                 if c >= 0x41 && c <= 0x5a { b[i] = c | 0x20 }
             }
             // "host" is the request's (:authority); it has no place in a response.
@@ -127,17 +127,6 @@ struct HTTP2HeaderBlock {
     private func latin1String(_ b: [UInt8], _ start: Int, _ count: Int) -> String {
         b.withUnsafeBufferPointer { GatewayHTTP.latin1String($0.baseAddress! + start, count) }
     }
-
-    /// The same bytes as `latin1Bytes(s)`, appended without an intermediate array.
-    static func appendLatin1(_ s: String, to out: inout [UInt8]) {
-        var s = s
-        let ascii: Bool = s.withUTF8 { u in
-            for c in u where c >= 0x80 { return false }
-            out.append(contentsOf: u)
-            return true
-        }
-        if !ascii { out.append(contentsOf: latin1Bytes(s)) }
-    }
 }
 
 extension HTTPResponseHeadLines {
@@ -148,27 +137,12 @@ extension HTTPResponseHeadLines {
     func appendHTTP2Fields(from buf: UnsafeRawBufferPointer, via: String, dropContentLength: Bool,
                            to block: inout HTTP2HeaderBlock)
     {
-        var connectionValues: [Range<Int>] = []
-        var hasListed = false
+        let filter = ForwardingFilter(self, buf)
         var viaCount = 0
         var viaBytes = 0
         for f in fields {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            if HopByHop.isListed(n) {
-                hasListed = true
-                if equalsIgnoringCase(n, "Connection") && !f.value.isEmpty { connectionValues.append(f.value) }
-            }
-        }
-        for f in fields {
-            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            if hasListed {
-                if HopByHop.isListed(n) { continue }
-                if !connectionValues.isEmpty && !equalsIgnoringCase(n, "Host")
-                    && connectionValues.contains(where: { listContains(UnsafeRawBufferPointer(rebasing: buf[$0]), n) })
-                {
-                    continue
-                }
-            }
+            guard filter.keeps(n) else { continue }
             if equalsIgnoringCase(n, "Via") {
                 viaBytes += f.value.count
                 viaCount += 1
@@ -180,14 +154,9 @@ extension HTTPResponseHeadLines {
         let (n, v) = block.beginField(name: "via")
         if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
             var k = 0
-            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via") {
-                if hasListed && !connectionValues.isEmpty
-                    && connectionValues.contains(where: {
-                        listContains(UnsafeRawBufferPointer(rebasing: buf[$0]), UnsafeRawBufferPointer(rebasing: buf[f.name]))
-                    })
-                {
-                    continue
-                }
+            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via")
+                && filter.keeps(UnsafeRawBufferPointer(rebasing: buf[f.name]))
+            {
                 if k > 0 { block.appendValue(", ") }
                 block.appendValue(UnsafeRawBufferPointer(rebasing: buf[f.value]))
                 k += 1
@@ -197,16 +166,4 @@ extension HTTPResponseHeadLines {
         block.appendValue(via)
         block.commit(nameStart: n, valueStart: v)
     }
-}
-
-/// tchar (RFC 9110 §5.6.2) as two bit masks: the same set as `HTTPChar.isTchar`, without a table
-/// behind a lazy global.
-@inline(__always)
-func isTokenByte(_ c: UInt8) -> Bool {
-    // ! # $ % & ' * + - . 0-9 (0x21…0x39) and A-Z ^ _ ` a-z | ~ (0x41…0x7e).
-    let low: UInt64 = 0x03ff_6cfa_0000_0000
-    let high: UInt64 = 0x57ff_ffff_c7ff_fffe
-    if c < 64 { return low >> UInt64(c) & 1 == 1 }
-    if c < 128 { return high >> UInt64(c - 64) & 1 == 1 }
-    return false
 }

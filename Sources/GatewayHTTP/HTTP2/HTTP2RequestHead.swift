@@ -152,7 +152,7 @@ public enum HTTP2RequestHead {
     static func checkName(_ name: String) throws(HTTP2RequestViolation) {
         for c in name.utf8 {
             if c >= 0x41 && c <= 0x5a { throw .uppercaseName(name) }
-            guard isTokenByte(c) else { throw .invalidName(name) }
+            guard HTTPChar.isTchar(c) else { throw .invalidName(name) }
         }
     }
 

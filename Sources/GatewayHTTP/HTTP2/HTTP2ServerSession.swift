@@ -35,6 +35,14 @@ public final class HTTP2ServerSession {
 
     @inline(__always)
     private func stream(_ id: Int32) -> StreamState? { withStreams { $0[id] } }
+
+    /// A stream whose request was delivered and that is not closed, on a session still running: what
+    /// every response call needs.
+    private func openStream(_ id: Int32) throws(HTTP2SessionError) -> StreamState {
+        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
+        guard let stream = stream(id), stream.delivered else { throw HTTP2SessionError(.unknownStream, "stream \(id) is not open") }
+        return stream
+    }
     private var events: [HTTP2Event] = []
     private let clock: () -> UInt64
     private var resetWindowStart: UInt64 = 0
@@ -250,10 +258,7 @@ public final class HTTP2ServerSession {
     public func submitResponse(streamID: Int32, status: Int, headers: HTTPFields, endStream: Bool)
         throws(HTTP2SessionError)
     {
-        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = stream(streamID), stream.delivered else {
-            throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
-        }
+        let stream = try openStream(streamID)
         guard !stream.responseSubmitted else {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
@@ -270,10 +275,7 @@ public final class HTTP2ServerSession {
         streamID: Int32, head: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, via: String,
         dropContentLength: Bool, endStream: Bool
     ) throws(HTTP2SessionError) {
-        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = stream(streamID), stream.delivered else {
-            throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
-        }
+        let stream = try openStream(streamID)
         guard !stream.responseSubmitted else {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
@@ -309,10 +311,7 @@ public final class HTTP2ServerSession {
     public func submitInterimResponse(streamID: Int32, status: Int, headers: HTTPFields = HTTPFields())
         throws(HTTP2SessionError)
     {
-        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = stream(streamID), stream.delivered else {
-            throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
-        }
+        let stream = try openStream(streamID)
         guard !stream.responseSubmitted else {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
@@ -330,10 +329,7 @@ public final class HTTP2ServerSession {
     public func sendResponseBody(streamID: Int32, _ bytes: UnsafeRawBufferPointer, endStream: Bool)
         throws(HTTP2SessionError)
     {
-        guard !terminated, !fatal else { throw HTTP2SessionError(.sessionClosed, "the connection is closing") }
-        guard let stream = stream(streamID), stream.delivered else {
-            throw HTTP2SessionError(.unknownStream, "stream \(streamID) is not open")
-        }
+        let stream = try openStream(streamID)
         guard stream.responseSubmitted else { throw HTTP2SessionError(.noResponse, "stream \(streamID) has no response head") }
         guard !stream.bodyEnded else { throw HTTP2SessionError(.bodyAlreadyEnded, "stream \(streamID) body already ended") }
         let start = stream.responseStart
@@ -724,23 +720,4 @@ public final class HTTP2ServerSession {
         if applicationResets.remove(frame.hd.stream_id) == nil, code != .noError, code != .cancel { noteReset() }
         return 0
     }
-}
-
-/// Header bytes as a Latin-1 string (obs-text forwarded unchanged, as in the HTTP/1.1 parser).
-func latin1String(_ p: UnsafePointer<UInt8>, _ n: Int) -> String {
-    let buf = UnsafeBufferPointer(start: p, count: n)
-    if buf.allSatisfy({ $0 < 0x80 }) { return String(decoding: buf, as: UTF8.self) }
-    var scalars = String.UnicodeScalarView()
-    for b in buf { scalars.append(Unicode.Scalar(b)) }
-    return String(scalars)
-}
-
-/// The inverse of `latin1String`; characters above U+00FF (never produced by the parsers) as UTF-8.
-func latin1Bytes(_ s: String) -> [UInt8] {
-    if s.utf8.allSatisfy({ $0 < 0x80 }) { return Array(s.utf8) }
-    var out: [UInt8] = []
-    for u in s.unicodeScalars {
-        if u.value <= 0xff { out.append(UInt8(u.value)) } else { out.append(contentsOf: Array(String(u).utf8)) }
-    }
-    return out
 }
