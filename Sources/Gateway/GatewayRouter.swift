@@ -100,7 +100,7 @@ final class GatewayRouter: RequestRouter {
         guard let index = rt.routeIndex(method: head.method, path: path, host: head.headers["Host"]) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
-        if rt === runtime, let decision = plainDecisions[index] { return decision }
+        if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
         let r = rt.routes[index]
         if r.assertion.mode != .off {
             return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in

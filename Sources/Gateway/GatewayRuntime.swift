@@ -186,12 +186,7 @@ public final class GatewayRuntime: Sendable {
         TLSClientConfiguration(caFile: t.caFile, verify: t.verify, clientCertificatePath: t.clientCertificate, clientKeyPath: t.clientKey)
     }
 
-    /// The first route whose match holds (file order).
-    public func route(method: String, path: String, host: String?) -> CompiledRoute? {
-        routeIndex(method: method, path: path, host: host).map { routes[$0] }
-    }
-
-    /// The position of the first route that matches (no copy of the route).
+    /// The position of the first route whose match holds (file order; no copy of the route).
     public func routeIndex(method: String, path: String, host: String?) -> Int? {
         var i = 0
         while i < routes.count {

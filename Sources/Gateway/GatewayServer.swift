@@ -98,7 +98,7 @@ public final class GatewayServer: @unchecked Sendable {
             guard let tls = l.tls, let keys = rt.ticketKeys[l.name] else { continue }
             if let running = ticketRotations[l.name], running.every == tls.ticketRotation { continue }
             ticketRotations[l.name]?.timer.cancel()
-            let millis = max(1, Int((tls.ticketRotation / .milliseconds(1)).rounded()))
+            let millis = max(1, Int(tls.ticketRotation.millis))
             let t = DispatchSource.makeTimerSource(queue: ticketQueue)
             t.schedule(
                 deadline: .now() + .milliseconds(millis), repeating: .milliseconds(millis),
@@ -158,11 +158,13 @@ public final class GatewayServer: @unchecked Sendable {
         do {
             let config = try GatewayConfig.load(path: path)
             next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount, previous: runtime)
-            // HTTP/2 settings and certificates apply to new connections at once; the rest needs a restart.
+            // HTTP/2 settings, certificates and ticket rotation apply at once (below: new connections get
+            // them); the rest of a listener needs a restart.
             func restartOnly(_ l: ListenerConfig) -> ListenerConfig {
                 var l = l
                 l.http2 = HTTP2ListenerConfig()
                 l.tls?.ticketRotation = .zero
+                l.tls?.certificates = []
                 return l
             }
             if config.listeners.map(restartOnly) != runtime.config.listeners.map(restartOnly)

@@ -24,8 +24,6 @@ public final class AttestPolicy: Sendable {
     public let apps: [String: App]
     public let attestationVerifier: AttestationVerifier
     public let challengeTTLMillis: Int64
-    /// How many roots besides Apple's are trusted (tests only; logged loudly when not zero).
-    public let extraRootCount: Int
 
     public init(apps configs: [AppConfig], extraRoots: [X509Certificate], challengeTTLMillis: Int64) throws(CompileError) {
         var apps: [String: App] = [:]
@@ -54,7 +52,6 @@ public final class AttestPolicy: Sendable {
         attestationVerifier = AttestationVerifier(
             policy: AttestationVerifier.Policy(appIDs: allIDs, environments: allEnvironments), extraRoots: extraRoots)
         self.challengeTTLMillis = challengeTTLMillis
-        extraRootCount = extraRoots.count
     }
 
     /// The per-app rules that hold at registration and on every assertion: the environment, and the

@@ -80,9 +80,14 @@ public final class RedisAttestStore: AttestStore {
     private let cachedKeys = Atomic<Int>(0)
     /// Challenges this instance issued, by expiry second (for `statistics.liveChallenges`).
     private let issued = Mutex<[Int64: Int]>([:])
-    private let issueSHA = Hex.encode(SHA1.hash(RedisScripts.issue))
-    private let registerSHA = Hex.encode(SHA1.hash(RedisScripts.register))
-    private let commitSHA = Hex.encode(SHA1.hash(RedisScripts.commit))
+    // Command words and script names as bytes, made once (not per call).
+    private let issueSHA = Array(Hex.encode(SHA1.hash(RedisScripts.issue)).utf8)
+    private let registerSHA = Array(Hex.encode(SHA1.hash(RedisScripts.register)).utf8)
+    private let commitSHA = Array(Hex.encode(SHA1.hash(RedisScripts.commit)).utf8)
+    private static let evalsha = Array("EVALSHA".utf8)
+    private static let hmget = Array("HMGET".utf8)
+    /// The key record's fields but the receipt, in `DeviceKeyRecord` order.
+    private static let deviceKeyFields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls"].map { Array($0.utf8) }
     private let keyCountName: [UInt8]
 
     /// Starts the connections (they connect in the background; see `waitUntilConnected`).
@@ -270,7 +275,7 @@ public final class RedisAttestStore: AttestStore {
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         let name = challengeName(token)
         let command = RedisCommand([
-            Array("EVALSHA".utf8), Array(issueSHA.utf8), Array("1".utf8), name,
+            Self.evalsha, issueSHA, Array("1".utf8), name,
             Array(Self.purposeCode(request.purpose).utf8), request.keyID?.bytes ?? [],
             Self.decimal(expires), Self.decimal(max(1, redisTTL)),
         ])
@@ -304,7 +309,7 @@ public final class RedisAttestStore: AttestStore {
         _ token: ChallengeToken, nowMillis: Int64, completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void
     ) {
         let name = challengeName(token)
-        let command = RedisCommand([Array("HMGET".utf8), name, [0x70], [0x6B], [0x65], [0x75]])  // p k e u
+        let command = RedisCommand([Self.hmget, name, [0x70], [0x6B], [0x65], [0x75]])  // p k e u
         send(key: name, [command]) { result in
             switch result {
             case .failure(let e):
@@ -329,9 +334,8 @@ public final class RedisAttestStore: AttestStore {
 
     public func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
         let completion = timed(.deviceKey, completion)
-        let fields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls"].map { Array($0.utf8) }
         let name = keyName(id)
-        send(key: name, [RedisCommand([Array("HMGET".utf8), name] + fields)]) { result in
+        send(key: name, [RedisCommand([Self.hmget, name] + Self.deviceKeyFields)]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -382,7 +386,7 @@ public final class RedisAttestStore: AttestStore {
         let scriptKeys = options.cluster
             ? [Array("2".utf8), keyRecordName, challengeName(registration.challenge)]
             : [Array("3".utf8), keyRecordName, challengeName(registration.challenge), keyCountName]
-        var commands = [RedisCommand([Array("EVALSHA".utf8), Array(registerSHA.utf8)] + scriptKeys + [
+        var commands = [RedisCommand([Self.evalsha, registerSHA] + scriptKeys + [
             Self.decimal(nowMillis), rec.keyID.bytes, rec.publicKey, Self.decimal(rec.counter), Array(rec.appID.utf8),
             Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
             rec.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
@@ -446,14 +450,15 @@ public final class RedisAttestStore: AttestStore {
         if options.cluster, let token = commit.challenge, !Self.sameSlot(commit.keyID, token) {
             return commitRejectionByRead(commit, token: token, nowMillis: nowMillis, completion: completion)
         }
-        var args: [[UInt8]] = [Array("EVALSHA".utf8), Array(commitSHA.utf8)]
+        let name = keyName(commit.keyID)
+        var args: [[UInt8]] = [Self.evalsha, commitSHA]
         if let token = commit.challenge {
-            args += [Array("2".utf8), keyName(commit.keyID), challengeName(token)]
+            args += [Array("2".utf8), name, challengeName(token)]
         } else {
-            args += [Array("1".utf8), keyName(commit.keyID)]
+            args += [Array("1".utf8), name]
         }
         args += [Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter)]
-        send(key: keyName(commit.keyID), [RedisCommand(args)]) { result in
+        send(key: name, [RedisCommand(args)]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))

@@ -164,8 +164,6 @@ final class RedisCluster: @unchecked Sendable {
         var scheduled = false
         var backoffMillis: Int64 = 0
         var notBeforeNanos: UInt64 = 0
-        /// Maps read (for tests and logs).
-        var reads = 0
     }
 
     let options: Options
@@ -177,10 +175,6 @@ final class RedisCluster: @unchecked Sendable {
     private let retryQueue = DispatchQueue(label: "gateway.redis.cluster.retry", attributes: .concurrent)
     private let timer: any DispatchSourceTimer
     static let maxRedirects = 5
-    /// Redirections followed and transient refusals retried, since start (tests and logs).
-    let movedCount = Atomic<Int>(0)
-    let askCount = Atomic<Int>(0)
-    let retryCount = Atomic<Int>(0)
     static let maxRetries = 5
 
     /// Told of each redirection or retry (for metrics): `moved`, `ask` or `try_again`.
@@ -256,7 +250,6 @@ final class RedisCluster: @unchecked Sendable {
     var nodes: [RedisNodeAddress] { state.withLock { $0.map?.nodes ?? [] } }
 
     /// How many times the slot map was read.
-    var mapReads: Int { refresh.withLock { $0.reads } }
 
     var description: String { "Redis Cluster (seeds \(options.seeds.map(\.description).joined(separator: ", ")))" }
 
@@ -296,7 +289,6 @@ final class RedisCluster: @unchecked Sendable {
                 guard let special = replies.lazy.compactMap(RedisClusterReply.init).first else { return completion(.success(replies)) }
                 switch special {
                 case .moved(let movedSlot, let to):
-                    movedCount.wrappingAdd(1, ordering: .relaxed)
                     onRedirect(.moved)
                     pointSlot(movedSlot, at: to)
                     requestRefresh()
@@ -305,7 +297,6 @@ final class RedisCluster: @unchecked Sendable {
                     }
                     dispatch(slot: slot, target: to, asking: false, commands, redirects: redirects + 1, retries: retries, completion)
                 case .ask(_, let to):
-                    askCount.wrappingAdd(1, ordering: .relaxed)
                     onRedirect(.ask)
                     guard redirects < Self.maxRedirects else {
                         return completion(.failure(StoreError(.unavailable, "\(description): slot \(slot) redirected \(redirects + 1) times (last ASK to \(to))")))
@@ -315,7 +306,6 @@ final class RedisCluster: @unchecked Sendable {
                     guard retries < Self.maxRetries else {
                         return completion(.failure(StoreError(.unavailable, "\(description): slot \(slot) on \(address): \(message)")))
                     }
-                    retryCount.wrappingAdd(1, ordering: .relaxed)
                     onRedirect(.tryAgain)
                     if message.hasPrefix("CLUSTERDOWN") { requestRefresh() }
                     retryQueue.asyncAfter(deadline: .now() + .milliseconds(10 << retries)) { [self] in
@@ -390,7 +380,6 @@ final class RedisCluster: @unchecked Sendable {
             r.backoffMillis = ok ? 0 : min(2_000, max(50, r.backoffMillis * 2))
             // After a good read, at most one read per 100 ms (a burst of MOVED asks for one read).
             r.notBeforeNanos = DispatchTime.now().uptimeNanoseconds + UInt64(ok ? 100 : r.backoffMillis) * 1_000_000
-            if ok { r.reads += 1 }
             return !ok
         }
         if retry { requestRefresh() }

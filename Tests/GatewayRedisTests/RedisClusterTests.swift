@@ -247,7 +247,7 @@ struct RedisClusterStoreTests {
             for script in RedisScripts.all { #expect(try f.cluster.cli(i, ["SCRIPT", "EXISTS", sha1Hex(script)]) == "1") }
             #expect(try f.cluster.cli(i, ["INFO", "commandstats"]).contains("cmdstat_evalsha"))
         }
-        #expect(f.store.cluster?.movedCount.load(ordering: .relaxed) == 0)
+        #expect(f.redirects.count(.moved) == 0)
         // Script caches flushed on every node (as after a failover): NOSCRIPT, reload, success.
         for i in 0..<3 { try f.cluster.cli(i, ["SCRIPT", "FLUSH"]) }
         #expect(try store.commit(record.keyID, counter: 5, challenge: nil, now: t0) == .committed(previousCounter: 4))
@@ -330,15 +330,15 @@ struct RedisClusterStoreTests {
         #expect(try f.cluster.cli(a, ["CLUSTER", "SETSLOT", String(slot), "MIGRATING", idB]) == "OK")
 
         // A new challenge: not on A, so A answers ASK and the challenge is created on B.
-        let asks = cluster.askCount.load(ordering: .relaxed)
+        let asks = f.redirects.count(.ask)
         let second = try store.issue(.assert, key: record.keyID, now: t0)
-        #expect(cluster.askCount.load(ordering: .relaxed) > asks)
+        #expect(f.redirects.count(.ask) > asks)
         #expect(try f.cluster.cli(a, ["CLUSTER", "COUNTKEYSINSLOT", String(slot)]) == "3")  // the key, its registration challenge, the first challenge
         #expect(try f.cluster.cli(b, ["CLUSTER", "COUNTKEYSINSLOT", String(slot)]) == "1")  // the second challenge
         // Key on A, challenge on B: no node can run the commit atomically: refused, nothing written.
         let split = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 2, challenge: second.token), nowMillis: t0, completion: $0) }
         #expect(unavailable(split), "\(split)")
-        #expect(cluster.retryCount.load(ordering: .relaxed) > 0)
+        #expect(f.redirects.count(.tryAgain) > 0)
         // Move the key too: A has neither record now, ASK sends the commit to B, which has both.
         let migrated = try f.cluster.cli(a, ["MIGRATE", "127.0.0.1", String(f.cluster.ports[b]), "", "0", "5000", "KEYS", String(decoding: keyName, as: UTF8.self)])
         #expect(migrated == "OK")
@@ -348,10 +348,10 @@ struct RedisClusterStoreTests {
 
         // Hand-over: every node learns B serves the slot; the store's map still says A → MOVED.
         for i in 0..<3 { #expect(try f.cluster.cli(i, ["CLUSTER", "SETSLOT", String(slot), "NODE", idB]) == "OK") }
-        let moved = cluster.movedCount.load(ordering: .relaxed)
+        let moved = f.redirects.count(.moved)
         #expect(cluster.node(forKey: keyName)?.port == f.cluster.ports[a])
         let third = try store.issue(.assert, key: record.keyID, now: t0)
-        #expect(cluster.movedCount.load(ordering: .relaxed) > moved)
+        #expect(f.redirects.count(.moved) > moved)
         #expect(cluster.node(forKey: keyName)?.port == f.cluster.ports[b])
         // Replays of everything accepted so far: refused; the next request passes once.
         #expect(try store.commit(record.keyID, counter: 1, challenge: first.token, now: t0) == .counterReplay(stored: 2))
@@ -361,14 +361,14 @@ struct RedisClusterStoreTests {
         #expect(try store.key(record.keyID)?.counter == 3)
         #expect(try f.cluster.cli(b, ["CLUSTER", "COUNTKEYSINSLOT", String(slot)]) == "3")  // key, second, third
         // A second store started after the hand-over routes straight to B.
-        let later = ClusterFixture.store(on: f.cluster, seed: a)
+        let laterRedirects = RedirectRecorder()
+        let later = ClusterFixture.store(on: f.cluster, seed: a, observer: laterRedirects)
         defer { later.close() }
         #expect(later.waitUntilConnected(timeoutMillis: 10_000))
         #expect(try later.commit(record.keyID, counter: 3, challenge: nil, now: t0) == .counterReplay(stored: 3))
-        #expect(later.cluster?.movedCount.load(ordering: .relaxed) == 0)
+        #expect(laterRedirects.count(.moved) == 0)
         // The observer (the gateway's attest_gateway_store_redis_cluster_redirects_total) saw each kind.
         #expect(f.redirects.count(.ask) > 0 && f.redirects.count(.moved) > 0 && f.redirects.count(.tryAgain) > 0)
-        #expect(f.redirects.count(.moved) == cluster.movedCount.load(ordering: .relaxed))
     }
 
     /// A slot no node serves (`CLUSTER DELSLOTS` everywhere): `CLUSTERDOWN` retried with back-off,
@@ -386,11 +386,11 @@ struct RedisClusterStoreTests {
         try #require(RedisSlot.of(store.keyName(other.keyID)) != slot)
         let owner = try #require(f.node(of: store.keyName(record.keyID)))
         for i in 0..<3 { try f.cluster.cli(i, ["CLUSTER", "DELSLOTS", String(slot)]) }
-        let retries = cluster.retryCount.load(ordering: .relaxed)
+        let retries = f.redirects.count(.tryAgain)
         let refused = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
         #expect(unavailable(refused), "\(refused)")
         if case .failure(let e) = refused { #expect(e.detail.contains("CLUSTERDOWN") || e.detail.contains("no node serves slot \(slot)"), "\(e.detail)") }
-        #expect(cluster.retryCount.load(ordering: .relaxed) > retries)
+        #expect(f.redirects.count(.tryAgain) > retries)
         #expect(try store.commit(other.keyID, counter: 1, challenge: nil, now: t0) == .committed(previousCounter: 0))
         // The slot comes back on its owner; the client's map follows (MOVED or the next map read).
         try f.cluster.cli(owner, ["CLUSTER", "ADDSLOTS", String(slot)])

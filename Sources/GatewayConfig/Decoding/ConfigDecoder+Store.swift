@@ -78,6 +78,7 @@ extension ConfigDecoder {
                 valid = false
             }
         }
+        // `seeds` without `cluster: true` is reported only when `cluster` itself was readable.
         var clusterReadable = true
         if let node = fields["cluster"] {
             if let cluster = bool(node, fields.path("cluster")) { redis.cluster = cluster } else { clusterReadable = false }
