@@ -171,6 +171,9 @@ public final class HTTPClient {
     /// Requests sent a second time because a reused connection closed before answering.
     public private(set) var retries = 0
 
+    /// Where `recv` lands before the bytes are appended to `buffer`: allocated once per client.
+    private var scratch = [UInt8](repeating: 0, count: 65536)
+
     public init(endpoint: HTTPEndpoint, timeout: Double = 10) {
         self.endpoint = endpoint
         self.timeout = timeout
@@ -377,10 +380,9 @@ public final class HTTPClient {
                 throw .io("poll: \(Self.errorText())")
             }
             if r == 0 { continue }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n > 0 {
-                buffer += chunk[0..<n]
+                buffer += scratch[0..<n]
                 return true
             }
             if n == 0 { return false }

@@ -1,13 +1,14 @@
 import CGatewayOpenSSL
+import Synchronization
 
 /// Session ticket keys shared by every event loop (and kept across reloads by passing the same
 /// instance to the new `TLSServerContext`): a current key that encrypts new tickets and the
 /// previous one, still accepted. Every resumption is answered with a fresh ticket under the current key. Tickets of any older
-/// key fall back to a full handshake. Call `rotate()` every `TLSDefaults.ticketKeyRotationInterval`.
+/// key fall back to a full handshake. The server calls `rotate()` every `tls.ticket_rotation`.
 ///
 /// Each key is a 16-byte name, an AES-256-CBC key and an HMAC-SHA256 key (RFC 5077's layout, which
 /// OpenSSL uses for TLS 1.2 and 1.3 tickets alike), all from OpenSSL's CSPRNG; keys live only in memory.
-public final class TLSTicketKeys: @unchecked Sendable {
+public final class TLSTicketKeys: Sendable {
     struct Key {
         let name: [UInt8]
         let aes: [UInt8]
@@ -18,27 +19,28 @@ public final class TLSTicketKeys: @unchecked Sendable {
         }
     }
 
-    private let lock = TLSLock()
-    private var current: Key
-    private var previous: Key?
-    private var rotationCount = 0
-
-    public init() {
-        current = .random()
+    private struct State {
+        var current: Key
+        var previous: Key?
+        var rotationCount = 0
     }
+
+    private let state = Mutex(State(current: .random()))
+
+    public init() {}
 
     /// The current key becomes the previous one; a fresh key becomes current; the older key is forgotten.
     public func rotate() {
         let fresh = Key.random()
-        lock.withLock {
-            previous = current
-            current = fresh
-            rotationCount += 1
+        state.withLock { s in
+            s.previous = s.current
+            s.current = fresh
+            s.rotationCount += 1
         }
     }
 
     /// How many times `rotate()` ran (for logs and tests).
-    public var rotations: Int { lock.withLock { rotationCount } }
+    public var rotations: Int { state.withLock { $0.rotationCount } }
 
     /// OpenSSL's ticket key callback body. Encrypting: 1 (the current key). Decrypting: 2 = accepted,
     /// send a renewed ticket; 0 = unknown key (full handshake); -1 = internal failure.
@@ -47,7 +49,7 @@ public final class TLSTicketKeys: @unchecked Sendable {
         encrypt: Bool
     ) -> Int32 {
         if encrypt {
-            let key = lock.withLock { current }
+            let key = state.withLock { $0.current }
             guard RAND_bytes(iv, 16) == 1 else { return -1 }
             key.name.withUnsafeBufferPointer { keyName.update(from: $0.baseAddress!, count: 16) }
             let ok =
@@ -56,9 +58,9 @@ public final class TLSTicketKeys: @unchecked Sendable {
             return ok ? 1 : -1
         }
         let name = Array(UnsafeBufferPointer(start: keyName, count: 16))
-        let found: Key? = lock.withLock {
-            if ConstantTime.equals(name, current.name) { return current }
-            if let previous, ConstantTime.equals(name, previous.name) { return previous }
+        let found: Key? = state.withLock { s in
+            if ConstantTime.equals(name, s.current.name) { return s.current }
+            if let previous = s.previous, ConstantTime.equals(name, previous.name) { return previous }
             return nil
         }
         guard let key = found else { return 0 }

@@ -92,10 +92,12 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public func transportDidRead() {
         guard !closed else { return }
         if lingerStart != nil { lastInputMillis = loop.timers.nowMillis }
-        let (events, used) = transport.withInbound { buf in (session.receive(buf), buf.count) }
+        let used = transport.withInbound { buf in
+            session.feed(buf)
+            return buf.count
+        }
         transport.consumeInbound(used)
-        handle(events)
-        pump()
+        pump()  // handles the events the input caused, in the spare event array
     }
 
     public func transportDidReadEOF() {
@@ -283,7 +285,6 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
                 if now >= d { s.timedOut() } else { next = min(next, d) }
             }
         }
-        for s in withStreams({ Array($0.values) }) { if let d = s.deadline { next = min(next, d) } }
         if next != .max { schedule(at: next) }
         pump()
     }

@@ -204,10 +204,8 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// Live connections across loops (hops onto each loop).
-    public var connectionCount: Int {
-        loops.enumerated().reduce(0) { sum, e in sum + e.element.queue.sync { connections[e.offset].count } }
-    }
+    /// Live connections across loops (the counter accept and close keep; no hop onto the loops).
+    public var connectionCount: Int { live.load(ordering: .relaxed) }
 
     /// Closes the listening sockets (callable from any thread; waits for each loop).
     public func stopAccepting() {

@@ -23,7 +23,8 @@ final class ProtocolSniffer: ConnectionDelegate, ServerConnection {
         let verdict = c.inbound.withReadableBytes { HTTP2Preface.classify($0) }
         guard verdict != .needMore, let decide = decided else { return }
         decided = nil
-        onClose = nil
+        // `onClose` stays: if the handler cannot be started, the connection closes while this is
+        // still its delegate, and the slot is released here, as the TLS handshake gate does.
         decide(verdict)
     }
 

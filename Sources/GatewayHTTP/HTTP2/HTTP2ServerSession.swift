@@ -168,11 +168,16 @@ public final class HTTP2ServerSession {
     /// become RST_STREAM or GOAWAY in the output and `.connectionError` in the events.
     @discardableResult
     public func receive(_ bytes: UnsafeRawBufferPointer) -> [HTTP2Event] {
+        feed(bytes)
+        return takeEvents()
+    }
+
+    /// The same without taking the events (`takeEvents(into:)` then does, without an allocation).
+    public func feed(_ bytes: UnsafeRawBufferPointer) {
         if !terminated, !fatal, let base = bytes.baseAddress, bytes.count > 0 {
             let rv = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
             if rv < 0 { failFatally(Int(rv)) }
         }
-        return takeEvents()
     }
 
     @discardableResult
