@@ -29,10 +29,10 @@ public enum TLSDefaults {
     public static let tls13CipherSuites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
     /// Key exchange groups, in preference order.
     public static let groups = "X25519:P-256:P-384"
-    /// How often the gateway should call `TLSServerContext.rotateTicketKeys()`. A ticket is accepted while its
-    /// key is the current or the previous one, so for at most two periods.
-    public static let ticketKeyRotationInterval: Duration = .seconds(3600)
-    /// Session lifetime announced in tickets (seconds): two rotation periods.
+    /// Session lifetime announced in tickets (seconds), whatever `tls.ticket_rotation` is: a ticket is
+    /// usable until the earlier of this and its key's retirement (two rotation periods). Fixed rather
+    /// than derived from the rotation, so that a short rotation does not make clients drop tickets
+    /// early and a long one does not stretch resumption past 2 h.
     public static let sessionLifetimeSeconds = 7200
     /// `writePlaintext` stops encrypting when this much ciphertext waits to be sent.
     public static let ciphertextHighWater = 256 * 1024

@@ -84,8 +84,8 @@ public final class TLSServerContext: @unchecked Sendable {
         for ctx in contexts { SSL_CTX_free(ctx) }
     }
 
-    /// Starts rotation of the ticket keys now (see `TLSTicketKeys.rotate()`); call it every
-    /// `TLSDefaults.ticketKeyRotationInterval` from one place (the keys are shared by all loops).
+    /// Rotates the ticket keys now (see `TLSTicketKeys.rotate()`). The server's timer calls `rotate()`
+    /// on the listener's keys every `tls.ticket_rotation`; this is the same step for one context.
     public func rotateTicketKeys() { ticketKeys.rotate() }
 
     /// A new server session for one accepted connection.
