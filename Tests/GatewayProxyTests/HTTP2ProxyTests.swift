@@ -396,4 +396,28 @@ struct HTTP2ProxyTests {
         #expect(goaways == [0])
         #expect(f.goaways.withLock { $0 } == ["idle_timeout"])
     }
+
+    @Test("a sniffed connection whose HTTP/2 session cannot start is closed and releases its slot (http1 + h2c listener)",
+          arguments: [ServedProtocols.h2c, [.http1, .h2c]])
+    func failedStartReleasesSlot(_ protocols: ServedProtocols) throws {
+        let f = try H2ProxyFixture(protocols: protocols)
+        defer { f.stop() }
+        var broken = HTTP2Settings()
+        broken.maxFrameSize = 1  // refused by HTTP2Settings.validate(): no session can be made with it
+        f.proxy.replaceHTTP2Settings(broken)
+        for _ in 0..<3 {
+            let c = try LoopbackClient(port: f.port)
+            c.send(HTTP2Preface.bytes)
+            // Closed: an end of stream, or a reset (the preface was left unread).
+            var byte: UInt8 = 0
+            let n = recv(c.fd, &byte, 1, 0)
+            #expect(n == 0 || (n < 0 && errno == ECONNRESET), "recv \(n), errno \(errno)")
+        }
+        var open = f.proxy.connectionCount
+        for _ in 0..<100 where open != 0 {
+            usleep(20_000)
+            open = f.proxy.connectionCount
+        }
+        #expect(open == 0, "connections still counted after failed HTTP/2 starts: \(open)")
+    }
 }
