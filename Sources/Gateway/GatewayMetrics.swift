@@ -122,23 +122,23 @@ final class LoopMetrics {
     /// Per route: its duration timer and request counters by protocol and status class, found with
     /// one dictionary lookup per request (no key string built per request).
     private final class RouteHandles {
-        let duration: CoreMetrics.Timer
+        let duration: Recorder
         var counters: [(protocolName: String, byClass: [Counter?])] = []
-        init(duration: CoreMetrics.Timer) { self.duration = duration }
+        init(duration: Recorder) { self.duration = duration }
     }
 
     private var routes: [String: RouteHandles] = [:]
     private var lastRoute: (name: String, handles: RouteHandles)?
-    private var lastUpstream: (name: String, timer: CoreMetrics.Timer)?
+    private var lastUpstream: (name: String, timer: Recorder)?
 
     private func routeHandles(_ route: String, _ factory: any MetricsFactory) -> RouteHandles {
         if let h = routes[route] { return h }
         let h = RouteHandles(
-            duration: CoreMetrics.Timer(label: GatewayMetrics.requestDuration, dimensions: [("route", route)], factory: factory))
+            duration: Recorder(label: GatewayMetrics.requestDuration, dimensions: [("route", route)], aggregate: true, factory: factory))
         routes[route] = h
         return h
     }
-    private var upstreamDurations: [String: CoreMetrics.Timer] = [:]
+    private var upstreamDurations: [String: Recorder] = [:]
     private var upstreamErrors: [String: Counter] = [:]
     private var lastPoolState: [String: (open: Int, idle: Int)] = [:]
 
@@ -178,21 +178,21 @@ final class LoopMetrics {
             return c
         }()
         counter.increment()
-        handles.duration.recordNanoseconds(Int64(r.durationSeconds * 1e9))
+        handles.duration.record(r.durationSeconds)
         guard let upstream = r.upstream else { return }
         if let seconds = r.upstreamSeconds {
-            let t: CoreMetrics.Timer
+            let t: Recorder
             if let last = lastUpstream, last.name == upstream {
                 t = last.timer
             } else {
                 t = upstreamDurations[upstream] ?? {
-                    let t = CoreMetrics.Timer(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory: factory)
+                    let t = Recorder(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], aggregate: true, factory: factory)
                     upstreamDurations[upstream] = t
                     return t
                 }()
                 lastUpstream = (upstream, t)
             }
-            t.recordNanoseconds(Int64(seconds * 1e9))
+            t.record(seconds)
         }
         if let error = r.error, error.hasPrefix("upstream_") {
             let k = "\(upstream)|\(error)"

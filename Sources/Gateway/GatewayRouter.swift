@@ -93,6 +93,21 @@ final class GatewayRouter: RequestRouter {
 
     func closeIdle() { for p in pools.values { p.closeIdle() } }
 
+    /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
+    /// hosts) Host, without the head's strings; everything else goes through `route(_:path:peer:)`.
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead)
+        -> RouteDecision
+    {
+        let rt = runtime
+        if path != rt.config.attest.challengePath && path != rt.config.attest.registerPath,
+            let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil),
+            let decision = plainDecisions[index]
+        {
+            return decision
+        }
+        return route(head(), path: path, peer: peer)
+    }
+
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
         let rt = runtime
         if path == rt.config.attest.challengePath { return challengeEndpoint(head, runtime: rt) }

@@ -27,6 +27,8 @@ public final class GatewayRuntime: Sendable {
 
     public let config: GatewayConfig
     public let routes: [CompiledRoute]
+    /// Whether some route matches on the Host (else requests are routed without reading it).
+    public let matchesHosts: Bool
     /// Upstream name → target; demo upstreams have no entry.
     public let targets: [String: GatewayProxy.UpstreamTarget]
     /// Per https upstream: SHA-256 of its configuration and of the bytes of its CA and client files.
@@ -133,6 +135,7 @@ public final class GatewayRuntime: Sendable {
                 match: GatewayProxy.RouteMatch(methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host),
                 upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
         }
+        matchesHosts = routes.contains { $0.match.host != nil }
         let roots: [X509Certificate]
         do {
             roots = try X509Certificate.loadPEMFiles(config.trust.extraRoots)

@@ -32,8 +32,21 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var phase: Phase = .awaitingHead
     private var draining = false
 
-    // The current exchange.
-    private var head: HTTPRequestHead?
+    // The current exchange. Its request head as ranges of `headBytes`, a copy of the head's bytes
+    // (the array is reused from request to request, like the field ranges' in `spareFields`); the
+    // strings of the whole head are built only for routes that need them (`fullHead`).
+    private var head = HTTPRequestHeadLines.empty
+    /// Whether `head` is the current exchange's (false between requests and for a request whose
+    /// head could not be parsed).
+    private var hasHead = false
+    /// The current request's framing and HTTP minor version (kept apart from `head`: read on every
+    /// body read and response).
+    private var requestFraming = BodyFraming.none
+    private var requestMinor = 1
+    private var headBytes: [UInt8] = []
+    private var spareFields: [HTTPFieldRange] = []
+    private var method = "-"
+    private var target = "-"
     private var routeName = "-"
     private var started: UInt64 = 0
     private var requestBodyBytes = 0
@@ -57,6 +70,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// The final response head's status and persistence, once it came.
     private var response: (status: Int, keepAlive: Bool)?
     private var responseBody = BodyReader(.none)
+    /// The framing of `responseBody` (which is moved out while it reads).
+    private var responseFraming = BodyFraming.none
+    /// A body reader is moved out of its property while it delivers bytes; a read of the same body
+    /// re-entered meanwhile would find it missing, so it traps (as an exclusivity violation did).
+    private var requestBodyLent = false
+    private var responseBodyLent = false
     private var chunkedDownstream = false
     private var responseHeadSent = false
 
@@ -135,7 +154,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                     u.pool.release(u, reusable: false)
                     replace(&upstream, with: nil)
                 }
-                if head != nil && phase != .awaitingHead { logExchange(error: "client_closed") }
+                if hasHead && phase != .awaitingHead { logExchange(error: "client_closed") }
                 phase = .closed
             }
             // Exactly once, however the connection ended (including after our own close).
@@ -164,35 +183,91 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func parseHead() {
         guard !downstream.isClosed else { return }
-        let result: (HTTPRequestHead, Int)?
+        var fields = replace(&spareFields, with: [])
+        var bytes = replace(&headBytes, with: [])
+        let result: (HTTPRequestHeadLines, Int)?
         do {
-            result = try downstream.inbound.withReadableBytes { try parser.parseRequestHead($0) }
+            result = try Self.parseHead(parser, downstream.inbound, &fields, &bytes)
         } catch let e as HTTPParseError {
-            startExchange(nil)
+            replace(&headBytes, with: bytes)
+            startExchange()
             respondAndClose(LocalResponse.error(e.status, e.kind.rawValue))
             return
         } catch {
             return
         }
         guard let (h, end) = result else {
+            replace(&spareFields, with: fields)
+            replace(&headBytes, with: bytes)
             if !downstream.inbound.isEmpty && timerKind == .idle { armHeaderTimer() }
             return
         }
         downstream.inbound.consume(end)
+        let (m, t) = bytes.withUnsafeBytes { (h.methodString($0), h.targetString($0)) }
+        replace(&headBytes, with: bytes)
+        replace(&method, with: m)
+        replace(&target, with: t)
         startExchange(h)
-        guard let normalized = PathNormalizer.normalize(h.target) else {
+        guard let normalized = PathNormalizer.normalize(t) else {
             respondAndClose(LocalResponse.error(400, "ambiguous_path"))
             return
         }
         replace(&path, with: normalized)
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
-        dispatch(router.route(h, path: normalized, peer: downstream.peer), head: h)
+        let decision = bytes.withUnsafeBytes { buf in
+            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: downstream.peer, head: { h.materialize(buf) })
+        }
+        dispatch(decision, head: h)
     }
 
-    private func startExchange(_ h: HTTPRequestHead?) {
-        cancelTimer()
+    /// A head from `inbound` as ranges into `bytes`, a copy of its bytes (both arrays reused).
+    private static func parseHead(_ parser: HTTP1Parser, _ inbound: ByteBuffer, _ fields: inout [HTTPFieldRange],
+                                  _ bytes: inout [UInt8]) throws -> (HTTPRequestHeadLines, Int)?
+    {
+        try inbound.withReadableBytes { buf in
+            guard let (lines, end) = try parser.parseRequestHeadLines(buf, reusing: &fields) else { return nil }
+            bytes.removeAll(keepingCapacity: true)
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<end]))
+            return (lines, end)
+        }
+    }
+
+    /// The current request's head as strings (for buffered routes, which hand it to a handler).
+    private func fullHead() -> HTTPRequestHead {
+        let bytes = headBytes
+        let h = head
+        return bytes.withUnsafeBytes { h.materialize($0) }
+    }
+
+    /// Ends the current head: its field storage is kept for the next one.
+    private func dropHead() {
+        guard hasHead else { return }
+        hasHead = false
+        let fields = replace(&head.fields, with: [])
+        replace(&spareFields, with: fields)
+    }
+
+    /// An exchange whose head could not be read (answered with an error).
+    private func startExchange() {
+        dropHead()
+        replace(&method, with: "-")
+        replace(&target, with: "-")
+        requestFraming = .none
+        resetExchange()
+    }
+
+    private func startExchange(_ h: HTTPRequestHeadLines) {
+        dropHead()
         replace(&head, with: h)
+        hasHead = true
+        requestFraming = h.framing
+        requestMinor = h.minorVersion
+        resetExchange()
+    }
+
+    private func resetExchange() {
+        cancelTimer()
         started = DispatchTime.now().uptimeNanoseconds
         replace(&routeName, with: "-")
         requestBodyBytes = 0
@@ -202,19 +277,19 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         retried = false
         response = nil
         responseHeadSent = false
-        buffered = []
-        responseBody = BodyReader(.none)
-        switch h?.framing {
-        case let framing? where framing != .none:
-            requestBody = BodyReader(framing)
+        replace(&buffered, with: [])
+        replace(&responseBody, with: BodyReader(.none))
+        responseFraming = .none
+        if requestFraming != .none {
+            replace(&requestBody, with: BodyReader(requestFraming))
             bodyDone = false
-        default:
-            requestBody = BodyReader(.none)
+        } else {
+            replace(&requestBody, with: BodyReader(.none))
             bodyDone = true
         }
     }
 
-    private func dispatch(_ decision: RouteDecision, head h: HTTPRequestHead) {
+    private func dispatch(_ decision: RouteDecision, head h: HTTPRequestHeadLines) {
         switch decision {
         case .respond(let name, let resp):
             replace(&routeName, with: name)
@@ -243,7 +318,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
 
     /// A Content-Length above the route's limit is refused before any of the body is read.
-    private func checkDeclaredLength(_ h: HTTPRequestHead, limit: Int) -> Bool {
+    private func checkDeclaredLength(_ h: HTTPRequestHeadLines, limit: Int) -> Bool {
         if case .contentLength(let n) = h.framing, n > UInt64(limit) {
             respondAndClose(LocalResponse.error(413, "body_too_large"))
             return false
@@ -253,7 +328,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private static let continueResponse = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
-    private func sendContinueIfExpected(_ h: HTTPRequestHead) {
+    private func sendContinueIfExpected(_ h: HTTPRequestHeadLines) {
         if h.expectsContinue && !bodyDone && downstream.inbound.isEmpty {
             downstream.write(Self.continueResponse)
         }
@@ -269,20 +344,32 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         }
         var consumed = 0
         var progressed = false
+        // The reader is moved out while it delivers (delivering may re-enter this connection); it
+        // goes back only if the exchange is still reading its body.
+        precondition(!requestBodyLent, "request body read re-entered")
+        requestBodyLent = true
+        var reader = replace(&requestBody, with: BodyReader(.none))
+        let failure: (any Error)?
         do {
             try downstream.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
-                let (used, done) = try requestBody.read(buf) { data in
+                let (used, done) = try reader.read(buf) { data in
                     deliverBody(data)
                     progressed = true
                 }
                 consumed = used
                 if done { bodyDone = true }
             }
+            failure = nil
         } catch {
-            let e = error as? HTTPParseError
+            failure = error
+        }
+        requestBodyLent = false
+        if let failure {
+            let e = failure as? HTTPParseError
             abortExchange(status: e?.status ?? 400, code: e?.kind.rawValue ?? "bad_request")
             return
         }
+        if phase == .readingBody { replace(&requestBody, with: reader) }
         // Delivering body bytes may have ended the exchange and closed the connection (its buffer is gone).
         guard !downstream.isClosed else { return }
         downstream.inbound.consume(consumed)
@@ -304,11 +391,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         }
         switch bodyTarget {
         case .buffer:
-            buffered.append(contentsOf: data)
+            var b = replace(&buffered, with: [])
+            b.append(contentsOf: data)
+            replace(&buffered, with: b)
         case .upstream:
             guard let u = upstream else { return }
             let raw = UnsafeRawBufferPointer(rebasing: data)
-            if case .chunked? = head?.framing {
+            if case .chunked = requestFraming {
                 u.connection.write { HTTP1Serializer.appendChunk(raw, to: &$0) }
             } else {
                 u.connection.write(raw)
@@ -322,12 +411,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case .buffer:
             phase = .waiting
             downstream.pauseReading()
-            guard let h = head, let handler = bufferedHandler else { return }
+            guard hasHead, let handler = bufferedHandler else { return }
             replace(&bufferedHandler, with: nil)
-            let request = BufferedRequest(head: h, path: path, body: buffered, peer: downstream.peer, scheme: scheme)
+            let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: downstream.peer, scheme: scheme)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
-            if case .chunked? = head?.framing { upstream?.connection.write(HTTP1Serializer.lastChunk) }
+            if case .chunked = requestFraming { upstream?.connection.write(HTTP1Serializer.lastChunk) }
             phase = .awaitingResponse
             armResponseTimer()
         }
@@ -365,7 +454,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                 if case .success(let u) = result { u.pool.release(u, reusable: true) }
                 return
             }
-            guard self.phase == .waiting, self.head != nil, !self.downstream.isClosed else {
+            guard self.phase == .waiting, self.hasHead, !self.downstream.isClosed else {
                 if case .success(let u) = result { u.pool.release(u, reusable: true) }
                 return
             }
@@ -380,19 +469,23 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
 
     private func startUpstreamRequest(_ u: UpstreamConnection) {
-        guard let h = head, let f = forward else { return }
+        guard hasHead, let f = forward else { return }
         cancelTimer()
         replace(&upstream, with: u)
         u.beginExchange(self)
         upstreamStarted = DispatchTime.now().uptimeNanoseconds
         let wasBuffered = bodyTarget == .buffer
-        let framing = wasBuffered ? BodyFraming.whole(h.framing, count: buffered.count) : h.framing
+        let framing = wasBuffered ? BodyFraming.whole(requestFraming, count: buffered.count) : requestFraming
         let client = downstream.peer == nil ? "unknown" : peerHost
-        u.connection.writeHead { f.writeUpstreamHead(h, client: client, proto: scheme, framing: framing, to: &$0) }
+        let bytes = headBytes
+        let h = head
+        bytes.withUnsafeBytes { buf in
+            u.connection.writeHead { f.writeUpstreamHead(h, buf, client: client, proto: scheme, framing: framing, to: &$0) }
+        }
         if wasBuffered {
             // The body was read already (bounded) for a local decision: it goes whole, with its length.
             if !buffered.isEmpty { u.connection.write(buffered) }
-            buffered = []
+            replace(&buffered, with: [])
             phase = .awaitingResponse
             armResponseTimer()
             return
@@ -422,10 +515,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
 
     private func parseResponseHead(_ u: UpstreamConnection) {
-        guard let h = head else { return }
+        guard hasHead else { return }
         let final: (HTTPResponseHeadLines, Int)?
         do {
-            final = try u.finalResponseHead(parser: parser, requestMethod: h.method)
+            final = try u.finalResponseHead(parser: parser, requestMethod: method)
         } catch {
             abortExchange(status: 502, code: "upstream_bad_response")
             return
@@ -441,6 +534,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         // The head's ranges point into the upstream's inbound bytes: use them before consuming.
         u.connection.inbound.withReadableBytes { sendResponseHead(r, $0) }
         u.connection.inbound.consume(end)
+        u.recycle(r)
         phase = .streamingResponse
         armResponseTimer()
         pumpResponseBody(u)
@@ -450,8 +544,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// response fields set, framing and persistence as this side needs them. Without route fields
     /// the upstream's field lines are copied as bytes; with them, through `HTTPFields`.
     private func sendResponseHead(_ r: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
-        guard let h = head else { return }
-        responseBody = BodyReader(r.framing)
+        guard hasHead else { return }
+        replace(&responseBody, with: BodyReader(r.framing))
+        responseFraming = r.framing
         chunkedDownstream = false
         var dropContentLength = false
         switch r.framing {
@@ -461,13 +556,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             break
         case .chunked, .untilClose:
             dropContentLength = true
-            if h.minorVersion == 1 {
+            if requestMinor == 1 {
                 chunkedDownstream = true
             } else {
                 closeAfterResponse = true
             }
         }
-        let connection: String? = closeAfterResponse || draining ? "close" : h.minorVersion == 0 ? "keep-alive" : nil
+        let connection: String? = closeAfterResponse || draining ? "close" : requestMinor == 0 ? "keep-alive" : nil
         responseStatus = r.status
         responseHeadSent = true
         if let extra = forward?.responseHeaders, extra.count > 0 {
@@ -493,16 +588,27 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func pumpResponseBody(_ u: UpstreamConnection) {
         var consumed = 0
         var done = false
+        // Moved out while it delivers, like the request body's reader.
+        precondition(!responseBodyLent, "response body read re-entered")
+        responseBodyLent = true
+        var reader = replace(&responseBody, with: BodyReader(.none))
+        let failed: Bool
         do {
             try u.connection.inbound.withReadableBytes { (buf: UnsafeRawBufferPointer) throws in
-                (consumed, done) = try responseBody.read(buf) { sendResponseData($0) }
+                (consumed, done) = try reader.read(buf) { sendResponseData($0) }
             }
+            failed = false
         } catch {
+            failed = true
+        }
+        responseBodyLent = false
+        if failed {
             abortExchange(status: nil, code: "upstream_bad_response")
             return
         }
         // Sending may have broken the client side and, with it, this exchange and its upstream.
         guard !u.connection.isClosed, upstream === u else { return }
+        replace(&responseBody, with: reader)
         u.connection.inbound.consume(consumed)
         if done {
             responseComplete(upstreamReusable: !closeAfterResponseUpstream && u.connection.inbound.isEmpty)
@@ -513,7 +619,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private var closeAfterResponseUpstream: Bool {
         guard let r = response else { return true }
-        if case .untilClose = responseBody.framing { return true }
+        if case .untilClose = responseFraming { return true }
         return !r.keepAlive || !bodyDone
     }
 
@@ -541,7 +647,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// The upstream connection ended (EOF, error or close) during an exchange.
     private func upstreamDidEnd(error: Socket.Error?) {
         guard let u = upstream else { return }
-        if response != nil, case .untilClose = responseBody.framing, phase == .streamingResponse {
+        if response != nil, case .untilClose = responseFraming, phase == .streamingResponse {
             // Close-delimited body: the end of the connection is the end of the body.
             pumpResponseBody(u)
             responseComplete(upstreamReusable: false)
@@ -553,7 +659,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if response == nil {
             // Nothing came back. An idempotent request without a body, sent on a reused connection that
             // the upstream had already given up on, is retried once on a fresh one.
-            if let h = head, !retried, u.mayRetry(h) {
+            if hasHead, !retried, u.mayRetry(method: method, framing: requestFraming) {
                 retried = true
                 acquireUpstream(fresh: true)
                 return
@@ -567,12 +673,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     // MARK: - Ending exchanges
 
     private func writeLocal(_ r: LocalResponse) {
-        guard let h = head else {
+        guard hasHead else {
             respondAndClose(r)
             return
         }
         var fields = r.headers
-        let isHead = h.method == "HEAD"
+        let isHead = method == "HEAD"
         fields.set("Content-Length", String(r.body.count))
         if closeAfterResponse || draining { fields.set("Connection", "close") }
         responseStatus = r.status
@@ -620,10 +726,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func finishExchange() {
         logExchange(error: nil)
-        replace(&head, with: nil)
+        dropHead()
         replace(&forward, with: nil)
         replace(&bufferedHandler, with: nil)
-        buffered = []
+        replace(&buffered, with: [])
         cancelTimer()
         if closeAfterResponse || draining {
             phase = .closed
@@ -643,7 +749,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func logExchange(error: String?) {
         let now = DispatchTime.now().uptimeNanoseconds
         router.exchangeDidFinish(ExchangeRecord(
-            route: routeName, method: head?.method ?? "-", target: head?.target ?? "-", status: responseStatus,
+            route: routeName, method: method, target: target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: forward?.pool.target.name, upstreamSeconds: upstreamSeconds, peer: peerHost,
             error: error, protocolName: "http1"))
@@ -704,7 +810,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func headerTimedOut() {
         guard phase == .awaitingHead else { return }
-        startExchange(nil)
+        startExchange()
         respondAndClose(LocalResponse.error(408, "header_timeout"))
     }
 

@@ -597,6 +597,7 @@ final class HTTP2Stream: ConnectionDelegate {
             }
         }
         u.connection.inbound.consume(end)
+        u.recycle(r)
         if case .failure = submitted {
             abandon(code: "client_gone")
             return

@@ -167,6 +167,18 @@ extension Forward {
     }
 }
 
+extension Forward {
+    /// `writeUpstreamHead` for a head kept as ranges of `buf` (the HTTP/1.1 proxy's path): the same
+    /// rules in the same order, with the client's field lines copied as bytes. Tests hold the two to
+    /// the same output, byte for byte (`UpstreamHeadTests`).
+    func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
+                           framing: BodyFraming, to out: inout HeadWriter)
+    {
+        head.writeUpstream(from: buf, client: client, proto: proto, framing: framing, remove: editHeaders.remove, add: editHeaders.add,
+                           defaultHost: { pool.target.address.description }, to: &out)
+    }
+}
+
 /// The route's edit of the fields sent upstream: every field named in `remove` goes (any case),
 /// then `add` is appended (e.g. the verified key id).
 public struct HeaderEdit: Sendable {
@@ -227,7 +239,19 @@ public struct ExchangeRecord: Sendable {
 /// Per loop: decides each request's disposition and hears about finished exchanges.
 public protocol RequestRouter: AnyObject {
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision
+    /// The HTTP/1.1 connection's entry: the method, the normalized path and the Host value (asked
+    /// for only when a route matches on hosts) decide a plain route; `head` builds the whole head of
+    /// strings, for the routes that need it. By default: `route(head(), …)`.
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead) -> RouteDecision
     func exchangeDidFinish(_ record: ExchangeRecord)
+}
+
+extension RequestRouter {
+    public func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead)
+        -> RouteDecision
+    {
+        route(head(), path: path, peer: peer)
+    }
 }
 
 /// Limits and timeouts of the downstream side.

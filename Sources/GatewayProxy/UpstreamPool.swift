@@ -190,6 +190,8 @@ public final class UpstreamConnection: ConnectionDelegate {
     private var onConnect: ((Result<UpstreamConnection, UpstreamFailure>) -> Void)?
     private var tlsFailure: TLSFailure?
     private var ticketTaken = false
+    /// The field storage of the last response head, reused by the next (`recycle`).
+    private var spareFields: [HTTPFieldRange] = []
     /// Requests this connection has carried (0 = fresh: nothing can have been sent on it before).
     public private(set) var requestsServed = 0
     public var isClosed: Bool { connection.isClosed }
@@ -344,20 +346,34 @@ extension UpstreamConnection {
     /// Whether a request that got nothing back on this connection may be retried on a fresh one:
     /// idempotent, without a body, and sent on a reused connection (the upstream may have closed it
     /// just before the request arrived).
-    func mayRetry(_ head: HTTPRequestHead) -> Bool {
-        requestsServed > 1 && head.framing == .none && Self.idempotentMethods.contains(head.method)
+    func mayRetry(_ head: HTTPRequestHead) -> Bool { mayRetry(method: head.method, framing: head.framing) }
+
+    func mayRetry(method: String, framing: BodyFraming) -> Bool {
+        requestsServed > 1 && framing == .none && Self.idempotentMethods.contains(method)
     }
 
     /// The final response head waiting in this connection's input and its length, or nil while it is
     /// incomplete. Interim answers (100 Continue, 103 …) before it are consumed and dropped. Throws for
     /// a malformed head, and for 101 (the gateway does not tunnel upgraded connections).
+    /// A response head's field storage, kept for the next head this connection reads.
+    func recycle(_ head: HTTPResponseHeadLines) {
+        var fields = head.fields
+        swap(&fields, &spareFields)
+    }
+
     func finalResponseHead(parser: HTTP1Parser, requestMethod: String) throws -> (HTTPResponseHeadLines, Int)? {
         while true {
+            var fields: [HTTPFieldRange] = []
+            swap(&fields, &spareFields)
             guard let (r, end) = try connection.inbound.withReadableBytes({
-                try parser.parseResponseHeadLines($0, requestMethod: requestMethod)
-            }) else { return nil }
+                try parser.parseResponseHeadLines($0, requestMethod: requestMethod, reusing: &fields)
+            }) else {
+                swap(&fields, &spareFields)
+                return nil
+            }
             guard (100..<200).contains(r.status) else { return (r, end) }
             connection.inbound.consume(end)
+            recycle(r)
             if r.status == 101 { throw UpstreamProtocolSwitch() }
         }
     }

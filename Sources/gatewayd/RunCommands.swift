@@ -33,6 +33,11 @@ struct Run: ParsableCommand {
             .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(5),
             .seconds(10), .seconds(30),
         ]
+        // The two per-request latencies are recorded as seconds (Double): the same buckets and
+        // series, without a Duration comparison per bucket on every request.
+        let seconds = factory.defaultDurationHistogramBuckets.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        factory.valueHistogramBuckets[GatewayMetrics.requestDuration] = seconds
+        factory.valueHistogramBuckets[GatewayMetrics.upstreamDuration] = seconds
         let server: GatewayServer
         do {
             server = try GatewayServer(

@@ -55,7 +55,44 @@ struct UpstreamHeadTests {
             HeadWriter.appendHead(to: &got) { f.writeUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, to: &$0) }
             #expect(got == expected, "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
             if got != expected { return }
+            // The byte path (the HTTP/1.1 proxy's): the same head as ranges of its bytes.
+            let (raw, lines) = Self.rawHead(head, junk: i % 7)
+            var fromBytes: [UInt8] = [7]
+            HeadWriter.appendHead(to: &fromBytes) { w in
+                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, to: &w) }
+            }
+            #expect(fromBytes == expected, "bytes: \(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
+            if fromBytes != expected { return }
         }
+    }
+
+    /// `head` as request bytes (Latin-1, after `junk` bytes that are not part of it) and its ranges,
+    /// without the parser's checks: the random field lists break framing and Host rules on purpose.
+    static func rawHead(_ head: HTTPRequestHead, junk: Int) -> ([UInt8], HTTPRequestHeadLines) {
+        var raw = [UInt8](repeating: 0x78, count: junk)
+        func latin1(_ s: String) -> Range<Int> {
+            let start = raw.count
+            for u in s.unicodeScalars { raw.append(UInt8(u.value)) }
+            return start..<raw.count
+        }
+        let method = latin1(head.method)
+        raw.append(0x20)
+        let target = latin1(head.target)
+        raw.append(contentsOf: Array(" HTTP/1.\(head.minorVersion)\r\n".utf8))
+        var fields: [HTTPFieldRange] = []
+        var host: Range<Int>? = nil
+        for f in head.headers {
+            let n = latin1(f.name)
+            raw.append(contentsOf: [0x3a, 0x20])
+            let v = latin1(f.value)
+            raw.append(contentsOf: [0x0d, 0x0a])
+            fields.append(HTTPFieldRange(name: n, value: v))
+            if host == nil && f.name.lowercased() == "host" { host = v }
+        }
+        raw.append(contentsOf: [0x0d, 0x0a])
+        return (raw, HTTPRequestHeadLines(method: method, target: target, minorVersion: head.minorVersion, fields: fields,
+                                          framing: head.framing, keepAlive: head.keepAlive, expectsContinue: head.expectsContinue,
+                                          host: host))
     }
 
     @Test("Content-Length written without a string, every digit count")

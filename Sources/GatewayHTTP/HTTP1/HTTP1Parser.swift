@@ -50,6 +50,80 @@ public struct HTTP1Parser: Sendable {
         }
     }
 
+    /// Parses a request head like `parseRequestHead`, with the same checks and errors in the same
+    /// order, but keeps the method, target and fields as ranges of `buf`: for a proxy that forwards
+    /// the head's bytes. The field ranges go into `fields`' storage, which is cleared and reused (a
+    /// connection passes the array of its previous request back in: no allocation per request).
+    public func parseRequestHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0,
+                                      reusing fields: inout [HTTPFieldRange]) throws(HTTPParseError)
+        -> (HTTPRequestHeadLines, Int)?
+    {
+        var s = start
+        var skipped = 0
+        while skipped < 4, s + 1 < buf.count, buf[s] == 0x0d, buf[s + 1] == 0x0a {
+            s += 2
+            skipped += 1
+        }
+        return try withHeadLines(buf, from: s, isRequest: true) { lines throws(HTTPParseError) in
+            try requestHeadLines(buf, lines, &fields)
+        }
+    }
+
+    private func requestHeadLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>,
+                                  _ storage: inout [HTTPFieldRange]) throws(HTTPParseError) -> HTTPRequestHeadLines
+    {
+        let first = lines[0]
+        let (method, target, minor) = try requestLineRanges(buf, first)
+        var fields: [HTTPFieldRange] = []
+        swap(&fields, &storage)
+        fields.removeAll(keepingCapacity: true)
+        fields.reserveCapacity(lines.count - 1)
+        var hasTE = false
+        var hasCL = false
+        var hasConnection = false
+        var hosts = 0
+        var host: Range<Int>? = nil
+        var expect: Range<Int>? = nil
+        try Self.forEachField(buf, lines[1...]) { name, value in
+            fields.append(HTTPFieldRange(name: name, value: value))
+            switch name.count {
+            case 4:
+                if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Host") {
+                    hosts += 1
+                    if host == nil { host = value }
+                }
+            case 6: if expect == nil && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Expect") { expect = value }
+            case 10: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Connection") { hasConnection = true }
+            case 14: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Content-Length") { hasCL = true }
+            case 17: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Transfer-Encoding") { hasTE = true }
+            default: break
+            }
+        }
+        if minor == 1 && hosts != 1 {
+            throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
+        }
+        let framing = try framingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: minor, status: 0,
+                                       requestMethod: "", at: first.lowerBound)
+        let expectsContinue = minor == 1 && expect.map { equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[$0]), "100-continue") } == true
+        return HTTPRequestHeadLines(
+            method: method, target: target, minorVersion: minor, fields: fields, framing: framing,
+            keepAlive: keepAliveLines(buf, fields, hasConnection: hasConnection, minor: minor),
+            expectsContinue: expectsContinue, host: host)
+    }
+
+    /// RFC 9112 §9.3 on the field ranges, as `persistentConnection` decides it on strings.
+    private func keepAliveLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPFieldRange], hasConnection: Bool, minor: Int) -> Bool {
+        guard hasConnection else { return minor == 1 }
+        var close = false
+        var keep = false
+        for f in fields where f.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Connection") {
+            let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+            if listContains(v, "close") { close = true }
+            if listContains(v, "keep-alive") { keep = true }
+        }
+        return !close && (minor == 1 || keep)
+    }
+
     /// Parses a response head (from an upstream) to a request with `requestMethod`.
     public func parseResponseHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
         throws(HTTPParseError) -> (HTTPResponseHead, Int)?
@@ -70,17 +144,29 @@ public struct HTTP1Parser: Sendable {
     public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String)
         throws(HTTPParseError) -> (HTTPResponseHeadLines, Int)?
     {
+        var storage: [HTTPFieldRange] = []
+        return try parseResponseHeadLines(buf, from: start, requestMethod: requestMethod, reusing: &storage)
+    }
+
+    /// The same, with the field ranges in `fields`' storage, cleared and reused (see
+    /// `parseRequestHeadLines`).
+    public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String,
+                                       reusing fields: inout [HTTPFieldRange]) throws(HTTPParseError)
+        -> (HTTPResponseHeadLines, Int)?
+    {
         try withHeadLines(buf, from: start, isRequest: false) { lines throws(HTTPParseError) in
-            try headLines(buf, lines, requestMethod: requestMethod)
+            try headLines(buf, lines, requestMethod: requestMethod, &fields)
         }
     }
 
-    private func headLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>, requestMethod: String)
-        throws(HTTPParseError) -> HTTPResponseHeadLines
+    private func headLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>, requestMethod: String,
+                           _ storage: inout [HTTPFieldRange]) throws(HTTPParseError) -> HTTPResponseHeadLines
     {
         let first = lines[0]
         let (status, reason, minor) = try parseStatusLineRanges(buf, first)
-        var fields: [HTTPResponseHeadLines.FieldRange] = []
+        var fields: [HTTPFieldRange] = []
+        swap(&fields, &storage)
+        fields.removeAll(keepingCapacity: true)
         fields.reserveCapacity(lines.count - 1)
         // The fields that decide framing and persistence are found by length first, then by bytes.
         var hasTE = false
@@ -95,30 +181,22 @@ public struct HTTP1Parser: Sendable {
             default: break
             }
         }
-        let framing = try responseFramingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, status: status,
-                                               requestMethod: requestMethod, at: first.lowerBound)
-        var keepAlive = minor == 1
-        if hasConnection {
-            var close = false
-            var keep = false
-            for f in fields where f.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Connection") {
-                let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
-                if listContains(v, "close") { close = true }
-                if listContains(v, "keep-alive") { keep = true }
-            }
-            // RFC 9112 §9.3, as `persistentConnection` decides it on strings.
-            keepAlive = !close && (minor == 1 || keep)
-        }
+        let framing = try framingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: nil, status: status,
+                                       requestMethod: requestMethod, at: first.lowerBound)
         return HTTPResponseHeadLines(
-            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing, keepAlive: keepAlive)
+            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing,
+            keepAlive: keepAliveLines(buf, fields, hasConnection: hasConnection, minor: minor))
     }
 
-    /// `responseFraming` decided on the field ranges: the same answers and errors, without strings.
-    private func responseFramingLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPResponseHeadLines.FieldRange],
-                                      hasTE: Bool, hasCL: Bool, status: Int, requestMethod: String, at offset: Int)
+    /// `requestFraming` (`requestMinor` set) or `responseFraming` decided on the field ranges: the same
+    /// answers and errors, in the same order, without strings.
+    private func framingLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPFieldRange], hasTE: Bool, hasCL: Bool,
+                              requestMinor: Int?, status: Int, requestMethod: String, at offset: Int)
         throws(HTTPParseError) -> BodyFraming
     {
-        if requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304 { return .none }
+        if requestMinor == nil && (requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304) {
+            return .none
+        }
         var cl: UInt64? = nil
         if hasCL {
             for f in fields where f.name.count == 14 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Content-Length") {
@@ -130,6 +208,9 @@ public struct HTTP1Parser: Sendable {
         if hasTE {
             guard cl == nil else {
                 throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding and Content-Length together")
+            }
+            if let requestMinor, requestMinor != 1 {
+                throw HTTPParseError(.badFraming, at: offset, "Transfer-Encoding in an HTTP/1.0 request")
             }
             // The codings of every Transfer-Encoding field, in order, must be exactly one `chunked`.
             var count = 0
@@ -150,7 +231,7 @@ public struct HTTP1Parser: Sendable {
             return .chunked
         }
         if let cl { return cl == 0 ? .none : .contentLength(cl) }
-        return .untilClose
+        return requestMinor == nil ? .untilClose : .none
     }
 
     // MARK: - Lines
@@ -257,21 +338,28 @@ public struct HTTP1Parser: Sendable {
     }
 
     private func parseRequestLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (String, String, Int) {
+        let (method, target, minor) = try requestLineRanges(buf, r)
+        return (Self.latin1(buf, method), Self.latin1(buf, target), minor)
+    }
+
+    /// The request line's method and target as ranges of `buf`.
+    private func requestLineRanges(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError)
+        -> (Range<Int>, Range<Int>, Int)
+    {
         var i = r.lowerBound
         while i < r.upperBound, HTTPChar.isTchar(buf[i]) { i += 1 }
         guard i > r.lowerBound, i < r.upperBound, buf[i] == 0x20 else {
             throw HTTPParseError(.badRequestLine, at: i, "method must be a token followed by one space")
         }
-        let method = Self.latin1(buf, r.lowerBound..<i)
+        let method = r.lowerBound..<i
         let targetStart = i + 1
         var j = targetStart
         while j < r.upperBound, buf[j] > 0x20, buf[j] < 0x7f { j += 1 }
         guard j > targetStart, j < r.upperBound, buf[j] == 0x20 else {
             throw HTTPParseError(.badRequestLine, at: j, "request-target must be visible ASCII followed by one space")
         }
-        let target = Self.latin1(buf, targetStart..<j)
         let minor = try parseVersion(buf, (j + 1)..<r.upperBound, kind: .badRequestLine)
-        return (method, target, minor)
+        return (method, targetStart..<j, minor)
     }
 
     private func parseStatusLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (Int, String, Int) {

@@ -1,12 +1,15 @@
+/// One field line of a head kept as ranges of its buffer.
+public struct HTTPFieldRange: Sendable, Equatable {
+    public var name: Range<Int>
+    /// OWS-trimmed, as the parser validated it.
+    public var value: Range<Int>
+}
+
 /// A response head as ranges of the buffer it was parsed from (`HTTP1Parser.parseResponseHeadLines`):
 /// valid only while that buffer is unchanged. A proxy decides on `status`, `framing` and `keepAlive`
 /// and copies the fields it keeps byte for byte (`appendForwarded`), without a string per field.
 public struct HTTPResponseHeadLines: Sendable, Equatable {
-    public struct FieldRange: Sendable, Equatable {
-        public var name: Range<Int>
-        /// OWS-trimmed, as the parser validated it.
-        public var value: Range<Int>
-    }
+    public typealias FieldRange = HTTPFieldRange
 
     public var status: Int
     /// The reason phrase (empty range when absent).

@@ -1,0 +1,209 @@
+/// A request head as ranges of the buffer it was parsed from (`HTTP1Parser.parseRequestHeadLines`):
+/// valid only while those bytes are unchanged. The HTTP/1.1 proxy keeps a copy of the head's bytes
+/// for the exchange, decides on method, path, framing and persistence, and writes the upstream head
+/// from the bytes (`Forward.writeUpstreamHead`), without a string per field. `materialize` gives
+/// the `HTTPRequestHead` of strings that `parseRequestHead` returns, for the paths that need one.
+public struct HTTPRequestHeadLines: Sendable, Equatable {
+    public var method: Range<Int>
+    /// The request-target exactly as in the request line.
+    public var target: Range<Int>
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    public var minorVersion: Int
+    public var fields: [HTTPFieldRange]
+    public var framing: BodyFraming
+    /// Whether the connection stays open after this exchange (RFC 9112 §9.3).
+    public var keepAlive: Bool
+    /// `Expect: 100-continue` in an HTTP/1.1 request (the first Expect field decides, as
+    /// `HTTPRequestHead.expectsContinue` does).
+    public var expectsContinue: Bool
+    /// The value of the first Host field (the only one in HTTP/1.1); nil when there is none.
+    public var host: Range<Int>?
+
+    /// No head (a placeholder for a connection between requests).
+    public static let empty = HTTPRequestHeadLines(
+        method: 0..<0, target: 0..<0, minorVersion: 1, fields: [], framing: .none, keepAlive: true, expectsContinue: false, host: nil)
+
+    /// The head as `parseRequestHead` returns it (strings for everything).
+    public func materialize(_ buf: UnsafeRawBufferPointer) -> HTTPRequestHead {
+        var headers: [HTTPFields.Field] = []
+        headers.reserveCapacity(fields.count)
+        for f in fields { headers.append(HTTPFields.Field(latin1String(buf, f.name), latin1String(buf, f.value))) }
+        return HTTPRequestHead(method: latin1String(buf, method), target: latin1String(buf, target), minorVersion: minorVersion,
+                               headers: HTTPFields(headers), framing: framing)
+    }
+
+    /// Whether the method is `name` (methods are case-sensitive, RFC 9110 §9.1).
+    public func methodIs(_ buf: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
+        guard method.count == name.utf8CodeUnitCount else { return false }
+        var i = 0
+        while i < method.count {
+            if buf[method.lowerBound + i] != name.utf8Start[i] { return false }
+            i += 1
+        }
+        return true
+    }
+}
+
+extension HTTPRequestHeadLines {
+    /// Writes the request head a proxy sends upstream from the bytes of this head (`buf`): the
+    /// client's field lines copied except the hop-by-hop ones (the fixed list and every field named in
+    /// a Connection field, Host excepted; `TE: trailers` is kept), the forwarding fields (replaced:
+    /// `X-Forwarded-For` and `Via` extend the client's lists, `X-Forwarded-Proto` and
+    /// `X-Forwarded-Host` are the gateway's), and `Expect`; then X-Forwarded-*, Via, a `Host` from
+    /// `defaultHost` when the client sent none, the route's `add` fields and the framing fields.
+    /// Fields named in `remove` (any case) are left out, except `add`'s; so are Content-Length when
+    /// `framing` has a body and Transfer-Encoding when it has a length. The same bytes as the
+    /// proxy's rules applied to the materialized head (`Forward.writeUpstreamHead`), which tests hold.
+    public func writeUpstream(from buf: UnsafeRawBufferPointer, client: String, proto: String, via: StaticString = "1.1 attest-gateway",
+                              framing: BodyFraming, remove: [String], add: [(String, String)], defaultHost: () -> String,
+                              to out: inout HeadWriter)
+    {
+        @inline(__always) func bytes(_ r: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buf[r]) }
+        out.append(bytes(method))
+        out.append(0x20)
+        out.append(bytes(target))
+        out.append(" HTTP/1.1\r\n")
+        var hasListed = false
+        var hasConnection = false
+        var hasForwarding = false
+        for f in fields {
+            let name = bytes(f.name)
+            if HopByHop.isListed(name) {
+                hasListed = true
+                if name.count == 10 && equalsIgnoringCase(name, "Connection") { hasConnection = true }
+            } else if isForwardingField(name) {
+                hasForwarding = true
+            }
+        }
+        let dropContentLength: Bool
+        switch framing {
+        case .chunked, .contentLength: dropContentLength = true
+        case .none, .untilClose: dropContentLength = false
+        }
+        let dropTransferEncoding: Bool = if case .contentLength = framing { true } else { false }
+        /// Whether a field named `name` is written: the route's removals, then the framing fields.
+        func passes(_ name: UnsafeRawBufferPointer, editable: Bool = true) -> Bool {
+            if editable && !remove.isEmpty {
+                for r in remove where r.utf8.count == name.count {
+                    var r = r
+                    if r.withUTF8({ asciiCaseInsensitiveEqual($0, UnsafeBufferPointer(start: name.baseAddress?.assumingMemoryBound(to: UInt8.self), count: name.count)) }) {
+                        return false
+                    }
+                }
+            }
+            switch name.count {
+            case 14 where dropContentLength: return !equalsIgnoringCase(name, "Content-Length")
+            case 17 where dropTransferEncoding: return !equalsIgnoringCase(name, "Transfer-Encoding")
+            default: return true
+            }
+        }
+        func namedInConnection(_ name: UnsafeRawBufferPointer) -> Bool {
+            for c in fields where c.name.count == 10 && equalsIgnoringCase(bytes(c.name), "Connection") {
+                if listContains(bytes(c.value), name) { return true }
+            }
+            return false
+        }
+        /// The client's values of `name` joined with ", " and followed by ", ", as the string rules
+        /// extend a list; nothing when there is none or their join is empty.
+        func writePrior(_ name: StaticString) {
+            guard hasForwarding else { return }
+            var count = 0
+            var total = 0
+            for f in fields where equalsIgnoringCase(bytes(f.name), name) {
+                count += 1
+                total += f.value.count
+            }
+            guard count > 0 && total + 2 * (count - 1) > 0 else { return }
+            var k = 0
+            for f in fields where equalsIgnoringCase(bytes(f.name), name) {
+                if k > 0 { out.append(", ") }
+                out.append(bytes(f.value))
+                k += 1
+            }
+            out.append(", ")
+        }
+        var keepTrailersTE = false
+        for f in fields {
+            let name = bytes(f.name)
+            if hasListed {
+                if HopByHop.isListed(name) {
+                    if name.count == 2 && equalsIgnoringCase(name, "TE") && listContains(bytes(f.value), "trailers") {
+                        keepTrailersTE = true
+                    }
+                    continue
+                }
+                if hasConnection && !equalsIgnoringCase(name, "Host") && namedInConnection(name) { continue }
+            }
+            if hasForwarding && isForwardingField(name) { continue }
+            if name.count == 6 && equalsIgnoringCase(name, "Expect") { continue }
+            guard passes(name) else { continue }
+            out.append(name)
+            out.append(": ")
+            out.append(bytes(f.value))
+            out.crlf()
+        }
+        if keepTrailersTE && passes(UnsafeRawBufferPointer(staticString: "TE")) { out.append("TE: trailers\r\n") }
+        if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-For")) {
+            out.append("X-Forwarded-For: ")
+            writePrior("X-Forwarded-For")
+            out.appendLatin1(client)
+            out.crlf()
+        }
+        if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Proto")) {
+            out.append("X-Forwarded-Proto: ")
+            out.appendLatin1(proto)
+            out.crlf()
+        }
+        if let host, passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Host")) {
+            out.append("X-Forwarded-Host: ")
+            out.append(bytes(host))
+            out.crlf()
+        }
+        if passes(UnsafeRawBufferPointer(staticString: "Via")) {
+            out.append("Via: ")
+            writePrior("Via")
+            out.append(via)
+            out.crlf()
+        }
+        if host == nil, passes(UnsafeRawBufferPointer(staticString: "Host")) { out.appendField("Host", defaultHost()) }
+        for (name, value) in add {
+            var n = name
+            if n.withUTF8({ passes(UnsafeRawBufferPointer($0), editable: false) }) { out.appendField(name, value) }
+        }
+        switch framing {
+        case .chunked: out.append("Transfer-Encoding: chunked\r\n")
+        case .contentLength(let n):
+            out.append("Content-Length: ")
+            out.appendDecimal(n)
+            out.crlf()
+        case .none, .untilClose: break
+        }
+        out.crlf()
+    }
+}
+
+/// X-Forwarded-For, -Proto, -Host, Forwarded and Via: the fields a proxy rewrites
+/// (`ForwardedHeaders.isForwardingField` on strings).
+func isForwardingField(_ name: UnsafeRawBufferPointer) -> Bool {
+    switch name.count {
+    case 3: equalsIgnoringCase(name, "Via")
+    case 9: equalsIgnoringCase(name, "Forwarded")
+    case 15: equalsIgnoringCase(name, "X-Forwarded-For")
+    case 16: equalsIgnoringCase(name, "X-Forwarded-Host")
+    case 17: equalsIgnoringCase(name, "X-Forwarded-Proto")
+    default: false
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    init(staticString s: StaticString) { self.init(start: s.utf8Start, count: s.utf8CodeUnitCount) }
+}
+
+extension HTTPRequestHeadLines {
+    /// The method as a string (Latin-1, like `materialize`).
+    public func methodString(_ buf: UnsafeRawBufferPointer) -> String { latin1String(buf, method) }
+    /// The request-target as a string.
+    public func targetString(_ buf: UnsafeRawBufferPointer) -> String { latin1String(buf, target) }
+    /// The first Host value as a string, nil without one.
+    public func hostString(_ buf: UnsafeRawBufferPointer) -> String? { host.map { latin1String(buf, $0) } }
+}
