@@ -122,23 +122,32 @@ final class LoopMetrics {
     /// Per route: its duration timer and request counters by protocol and status class, found with
     /// one dictionary lookup per request (no key string built per request).
     private final class RouteHandles {
-        let duration: Recorder
+        let duration: any RecorderHandler
         var counters: [(protocolName: String, byClass: [Counter?])] = []
-        init(duration: Recorder) { self.duration = duration }
+        init(duration: any RecorderHandler) { self.duration = duration }
     }
 
     private var routes: [String: RouteHandles] = [:]
     private var lastRoute: (name: String, handles: RouteHandles)?
-    private var lastUpstream: (name: String, timer: Recorder)?
+    private var lastUpstream: (name: String, timer: any RecorderHandler)?
 
     private func routeHandles(_ route: String, _ factory: any MetricsFactory) -> RouteHandles {
         if let h = routes[route] { return h }
         let h = RouteHandles(
-            duration: Recorder(label: GatewayMetrics.requestDuration, dimensions: [("route", route)], aggregate: true, factory: factory))
+            duration: Self.histogram(label: GatewayMetrics.requestDuration, dimensions: [("route", route)], factory))
         routes[route] = h
         return h
     }
-    private var upstreamDurations: [String: Recorder] = [:]
+    private var upstreamDurations: [String: any RecorderHandler] = [:]
+
+    /// A latency histogram in seconds: the factory's handler for an aggregating `Recorder`, called
+    /// directly (the `Recorder` wrapper converts each value through a generic `BinaryFloatingPoint`
+    /// initializer, several hundred instructions per request).
+    private static func histogram(label: String, dimensions: [(String, String)], _ factory: any MetricsFactory)
+        -> any RecorderHandler
+    {
+        factory.makeRecorder(label: label, dimensions: dimensions, aggregate: true)
+    }
     private var upstreamErrors: [String: Counter] = [:]
     private var lastPoolState: [String: (open: Int, idle: Int)] = [:]
 
@@ -181,12 +190,12 @@ final class LoopMetrics {
         handles.duration.record(r.durationSeconds)
         guard let upstream = r.upstream else { return }
         if let seconds = r.upstreamSeconds {
-            let t: Recorder
+            let t: any RecorderHandler
             if let last = lastUpstream, last.name == upstream {
                 t = last.timer
             } else {
                 t = upstreamDurations[upstream] ?? {
-                    let t = Recorder(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], aggregate: true, factory: factory)
+                    let t = Self.histogram(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory)
                     upstreamDurations[upstream] = t
                     return t
                 }()

@@ -60,8 +60,9 @@ struct DeployCheckError: Error, CustomStringConvertible {
 }
 
 /// The metric names `gatewayd` exports, read from the `static let x = "attest_gateway_…"` constants of
-/// every `*Metrics.swift` under Sources/. Timers and aggregating Recorders are Prometheus histograms
-/// (swift-prometheus), so they are exported as `_bucket`, `_sum` and `_count` series.
+/// every `*Metrics.swift` under Sources/. Timers and latency histograms (`histogram(label:…)`, an
+/// aggregating recorder) are Prometheus histograms (swift-prometheus), so they are exported as
+/// `_bucket`, `_sum` and `_count` series.
 enum ExportedMetrics {
     struct Metric: Hashable { let name: String; let histogram: Bool }
 
@@ -76,7 +77,7 @@ enum ExportedMetrics {
                 let ident = String(m.output.1)
                 let histogram = text.contains("Timer(label: Self.\(ident),")
                     || text.matches(of: /Timer\(label: \w+\.(\w+),/).contains { $0.output.1 == ident }
-                    || text.matches(of: /Recorder\(label: \w+\.(\w+), dimensions: [^\n]*aggregate: true/).contains { $0.output.1 == ident }
+                    || text.matches(of: /histogram\(label: \w+\.(\w+),/).contains { $0.output.1 == ident }
                 result.insert(Metric(name: String(m.output.2), histogram: histogram))
             }
         }

@@ -35,7 +35,13 @@ struct SWARTests {
         }
         for b in words {
             let w = Self.word(b)
-            for n: UInt8 in [0x0e, 0x20] { #expect(SWAR.hasByteBelow(w, n) == b.contains { $0 < n }, "\(b) < \(n)") }
+            for n: UInt8 in [0x0e, 0x20] {
+                #expect(SWAR.hasByteBelow(w, n) == b.contains { $0 < n }, "\(b) < \(n)")
+                // The head scan jumps to the first such byte: its index must be exact.
+                if let first = b.firstIndex(where: { $0 < n }) {
+                    #expect(SWAR.firstFlaggedByte(SWAR.bytesBelow(w, n)) == first, "\(b): first byte < \(n)")
+                }
+            }
             for x: UInt8 in [0x7f, 0x0d, 0x0a] { #expect(SWAR.hasByte(w, x) == b.contains(x), "\(b) has \(x)") }
         }
     }

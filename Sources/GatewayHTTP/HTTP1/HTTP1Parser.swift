@@ -291,8 +291,11 @@ public struct HTTP1Parser: Sendable {
             // a look here) and the limit checks are not due yet.
             let fastEnd = min(n, checkFrom)
             while i + 8 <= fastEnd {
-                let w = buf.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                if SWAR.hasByteBelow(w, 0x0e) { break }
+                let below = SWAR.bytesBelow(buf.loadUnaligned(fromByteOffset: i, as: UInt64.self), 0x0e)
+                if below != 0 {
+                    i += SWAR.firstFlaggedByte(below)  // straight to that byte
+                    break
+                }
                 i += 8
             }
             guard i < n else { break }
@@ -636,8 +639,22 @@ enum SWAR {
 
     /// Whether some byte of `w` is below `n` (n <= 128). Bytes >= 0x80 never count: their high bit
     /// masks them out, and a borrow only propagates from a byte that is itself below `n`.
-    @inline(__always) static func hasByteBelow(_ w: UInt64, _ n: UInt8) -> Bool {
-        (w &- ones &* UInt64(n)) & ~w & highs != 0
+    @inline(__always) static func hasByteBelow(_ w: UInt64, _ n: UInt8) -> Bool { bytesBelow(w, n) != 0 }
+
+    /// The high bit of each byte of `w` below `n` (n <= 128) set, and possibly of bytes above the
+    /// first such byte (a borrow); the lowest set bit is exact: `trailingZeroBitCount / 8` is the
+    /// index of the first byte below `n` (little-endian).
+    @inline(__always) static func bytesBelow(_ w: UInt64, _ n: UInt8) -> UInt64 {
+        (w &- ones &* UInt64(n)) & ~w & highs
+    }
+
+    /// The index (in memory order) of the first byte whose high bit `mask` has set.
+    @inline(__always) static func firstFlaggedByte(_ mask: UInt64) -> Int {
+        #if _endian(little)
+        mask.trailingZeroBitCount >> 3
+        #else
+        mask.leadingZeroBitCount >> 3
+        #endif
     }
 
     /// Whether some byte of `w` equals `b`.
