@@ -99,7 +99,7 @@ final class GatewayRouter: RequestRouter {
         -> RouteDecision
     {
         let rt = runtime
-        if path != rt.config.attest.challengePath && path != rt.config.attest.registerPath,
+        if path != rt.challengePath && path != rt.registerPath,
             let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil),
             let decision = plainDecisions[index]
         {
@@ -110,8 +110,8 @@ final class GatewayRouter: RequestRouter {
 
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
         let rt = runtime
-        if path == rt.config.attest.challengePath { return challengeEndpoint(head, runtime: rt) }
-        if path == rt.config.attest.registerPath { return registerEndpoint(head, runtime: rt) }
+        if path == rt.challengePath { return challengeEndpoint(head, runtime: rt) }
+        if path == rt.registerPath { return registerEndpoint(head, runtime: rt) }
         guard let index = rt.routeIndex(method: head.method, path: path, host: head.headers["Host"]) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }

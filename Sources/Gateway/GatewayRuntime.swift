@@ -29,6 +29,9 @@ public final class GatewayRuntime: Sendable {
     public let routes: [CompiledRoute]
     /// Whether some route matches on the Host (else requests are routed without reading it).
     public let matchesHosts: Bool
+    /// `attest.challenge_path` and `attest.register_path`, read on every request.
+    public let challengePath: String
+    public let registerPath: String
     /// Upstream name → target; demo upstreams have no entry.
     public let targets: [String: GatewayProxy.UpstreamTarget]
     /// Per https upstream: SHA-256 of its configuration and of the bytes of its CA and client files.
@@ -136,6 +139,8 @@ public final class GatewayRuntime: Sendable {
                 upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
+        challengePath = config.attest.challengePath
+        registerPath = config.attest.registerPath
         let roots: [X509Certificate]
         do {
             roots = try X509Certificate.loadPEMFiles(config.trust.extraRoots)
@@ -191,12 +196,15 @@ public final class GatewayRuntime: Sendable {
 
     /// The position of the first route whose match holds (file order; no copy of the route).
     public func routeIndex(method: String, path: String, host: String?) -> Int? {
-        var i = 0
-        while i < routes.count {
-            if routes[i].match.matches(method: method, path: path, host: host) { return i }
-            i += 1
+        // Borrowed in place: a subscript read would copy each route (a retain per string in it).
+        routes.withUnsafeBufferPointer { routes in
+            var i = 0
+            while i < routes.count {
+                if routes[i].match.matches(method: method, path: path, host: host) { return i }
+                i += 1
+            }
+            return nil
         }
-        return nil
     }
 }
 

@@ -3,8 +3,9 @@ import Testing
 
 @Suite("HTTP character classes")
 struct HTTPCharTests {
-    @Test("the tchar bit masks give RFC 9110 §5.6.2's answer for every byte")
-    func tcharMasksMatchRule() {
+    @Test("the tchar table gives RFC 9110 §5.6.2's answer for every byte")
+    func tcharTableMatchesRule() {
+        #expect(HTTPChar.tcharTable.utf8CodeUnitCount == 256)
         for c in 0...255 {
             #expect(HTTPChar.isTchar(UInt8(c)) == HTTPChar.isTcharByRule(UInt8(c)), "byte \(c)")
         }

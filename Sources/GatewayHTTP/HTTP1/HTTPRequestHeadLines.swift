@@ -137,10 +137,7 @@ extension HTTPRequestHeadLines {
             if hasForwarding && isForwardingField(name) { continue }
             if name.count == 6 && equalsIgnoringCase(name, "Expect") { continue }
             guard passes(name) else { continue }
-            out.append(name)
-            out.append(": ")
-            out.append(bytes(f.value))
-            out.crlf()
+            out.appendFieldLine(buf, f)
         }
         if keepTrailersTE && passes(UnsafeRawBufferPointer(staticString: "TE")) { out.append("TE: trailers\r\n") }
         if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-For")) {

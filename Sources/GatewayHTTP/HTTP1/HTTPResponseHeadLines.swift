@@ -61,10 +61,7 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
                 continue
             }
             if dropContentLength && equalsIgnoringCase(n, "Content-Length") { continue }
-            out.append(n)
-            out.append(": ")
-            out.append(UnsafeRawBufferPointer(rebasing: buf[f.value]))
-            out.crlf()
+            out.appendFieldLine(buf, f)
         }
         // Via: the received values joined (an all-empty join counts as none), then ours.
         out.append("Via: ")

@@ -76,6 +76,21 @@ public struct HeadWriter {
         crlf()
     }
 
+    /// The field line `f` of `buf` as "name: value" CRLF (OWS around the value dropped): one copy
+    /// when the line is already written that way, as most are.
+    @inline(__always)
+    mutating func appendFieldLine(_ buf: UnsafeRawBufferPointer, _ f: HTTPFieldRange) {
+        let colon = f.name.upperBound
+        if f.value.lowerBound == colon + 2 && buf[colon + 1] == 0x20 {
+            append(UnsafeRawBufferPointer(rebasing: buf[f.name.lowerBound..<f.value.upperBound]))
+        } else {
+            append(UnsafeRawBufferPointer(rebasing: buf[f.name]))
+            append(": ")
+            append(UnsafeRawBufferPointer(rebasing: buf[f.value]))
+        }
+        crlf()
+    }
+
     /// A decimal number without a String.
     public mutating func appendDecimal(_ n: UInt64) {
         var divisor: UInt64 = 1
