@@ -65,6 +65,15 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         headScratch.deallocate()
     }
 
+    /// Monotonic nanoseconds for request timing: one vDSO `clock_gettime`, without `DispatchTime`'s
+    /// conversions (an exchange reads the clock four times).
+    @inline(__always)
+    public static func monotonicNanos() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
     public static func monotonicMillis() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)

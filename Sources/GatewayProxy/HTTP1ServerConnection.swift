@@ -268,7 +268,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     private func resetExchange() {
         cancelTimer()
-        started = DispatchTime.now().uptimeNanoseconds
+        started = EventLoop.monotonicNanos()
         replace(&routeName, with: "-")
         requestBodyBytes = 0
         responseBytes = 0
@@ -473,7 +473,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         cancelTimer()
         replace(&upstream, with: u)
         u.beginExchange(self)
-        upstreamStarted = DispatchTime.now().uptimeNanoseconds
+        upstreamStarted = EventLoop.monotonicNanos()
         let wasBuffered = bodyTarget == .buffer
         let framing = wasBuffered ? BodyFraming.whole(requestFraming, count: buffered.count) : requestFraming
         let client = downstream.peer == nil ? "unknown" : peerHost
@@ -525,7 +525,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         }
         guard let (r, end) = final else { return }
         response = (r.status, r.keepAlive)
-        upstreamSeconds = Double(DispatchTime.now().uptimeNanoseconds - upstreamStarted) / 1e9
+        upstreamSeconds = Double(EventLoop.monotonicNanos() - upstreamStarted) / 1e9
         if phase == .readingBody {
             // Answered early: stop sending the body; the connection cannot be reused, nor the downstream one.
             closeAfterResponse = true
@@ -747,7 +747,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func parseHeadIfIdle() { if phase == .awaitingHead { parseHead() } }
 
     private func logExchange(error: String?) {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = EventLoop.monotonicNanos()
         router.exchangeDidFinish(ExchangeRecord(
             route: routeName, method: method, target: target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,

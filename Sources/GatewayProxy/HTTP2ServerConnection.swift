@@ -303,7 +303,7 @@ final class HTTP2Stream: ConnectionDelegate {
 
     private var path = "/"
     private var routeName = "-"
-    private let started = DispatchTime.now().uptimeNanoseconds
+    private let started = EventLoop.monotonicNanos()
     private var requestBodyBytes = 0
     private var responseBytes = 0
     private var responseStatus = 0
@@ -516,7 +516,7 @@ final class HTTP2Stream: ConnectionDelegate {
         guard let f = forward else { return }
         upstream = u
         u.beginExchange(self)
-        upstreamStarted = DispatchTime.now().uptimeNanoseconds
+        upstreamStarted = EventLoop.monotonicNanos()
         let wasBuffered = bodyTarget == .buffer
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
         let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
@@ -560,7 +560,7 @@ final class HTTP2Stream: ConnectionDelegate {
         }
         guard let (r, end) = final else { return }
         response = (r.status, r.keepAlive)
-        upstreamSeconds = Double(DispatchTime.now().uptimeNanoseconds - upstreamStarted) / 1e9
+        upstreamSeconds = Double(EventLoop.monotonicNanos() - upstreamStarted) / 1e9
         if !requestEnded {
             // Answered before the request body ended: stop forwarding it; the upstream is not reusable.
             earlyResponse = true
@@ -766,7 +766,7 @@ final class HTTP2Stream: ConnectionDelegate {
         cancelTimer()
         bufferedHandler = nil
         releaseUpstream(reusable: false)
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = EventLoop.monotonicNanos()
         conn.router.exchangeDidFinish(ExchangeRecord(
             route: routeName, method: head.method, target: head.target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,

@@ -12,6 +12,7 @@ struct HTTP2ResponseHeadTests {
         "HTTP/1.1 200 OK\r\nHost: upstream\r\nX-Empty:\r\nX-Tab: a\tb\r\nVia: 1.0 far\r\nConnection: via\r\nContent-Length: 1\r\n\r\n",
         "HTTP/1.1 204 No Content\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nCONTENT-TYPE: text/plain\r\nConnection: set-cookie\r\n\r\n",
         "HTTP/1.1 200 OK\r\nX-Obs: \u{FF}\u{80}\r\nVia: 1.1 \u{E9}\r\nContent-Length: 0\r\n\r\n",
+        ResponseHeadLinesTests.many,
     ]
 
     /// The string path: what `HTTP2Stream` sent before the byte path (and still sends when a route

@@ -76,14 +76,14 @@ public struct HTTP1Parser: Sendable {
         let (method, target, minor) = try requestLineRanges(buf, first)
         var fields: [HTTPFieldRange] = []
         swap(&fields, &storage)
-        fields.removeAll(keepingCapacity: true)
-        fields.reserveCapacity(lines.count - 1)
         var hasTE = false
         var hasCL = false
         var hasConnection = false
         var hosts = 0
         var host: Range<Int>? = nil
         var expect: Range<Int>? = nil
+        fields.removeAll(keepingCapacity: true)
+        fields.reserveCapacity(lines.count - 1)
         try Self.forEachField(buf, lines[1...]) { name, value in
             fields.append(HTTPFieldRange(name: name, value: value))
             switch name.count {
@@ -114,14 +114,27 @@ public struct HTTP1Parser: Sendable {
     /// RFC 9112 §9.3 on the field ranges, as `persistentConnection` decides it on strings.
     private func keepAliveLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPFieldRange], hasConnection: Bool, minor: Int) -> Bool {
         guard hasConnection else { return minor == 1 }
-        var close = false
-        var keep = false
+        let tokens = connectionTokens(buf, fields)
+        return !tokens.close && (minor == 1 || tokens.keepAlive)
+    }
+
+    /// What the Connection fields list: `keep-alive`, `close`, anything else (case ignored).
+    private func connectionTokens(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPFieldRange])
+        -> (keepAlive: Bool, close: Bool, others: Bool)
+    {
+        var t = (keepAlive: false, close: false, others: false)
         for f in fields where f.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Connection") {
-            let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
-            if listContains(v, "close") { close = true }
-            if listContains(v, "keep-alive") { keep = true }
+            forEachListElement(UnsafeRawBufferPointer(rebasing: buf[f.value])) { e in
+                if equalsIgnoringCase(e, "close") {
+                    t.close = true
+                } else if equalsIgnoringCase(e, "keep-alive") {
+                    t.keepAlive = true
+                } else {
+                    t.others = true
+                }
+            }
         }
-        return !close && (minor == 1 || keep)
+        return t
     }
 
     /// Parses a response head (from an upstream) to a request with `requestMethod`.
@@ -166,26 +179,61 @@ public struct HTTP1Parser: Sendable {
         let (status, reason, minor) = try parseStatusLineRanges(buf, first)
         var fields: [HTTPFieldRange] = []
         swap(&fields, &storage)
-        fields.removeAll(keepingCapacity: true)
-        fields.reserveCapacity(lines.count - 1)
-        // The fields that decide framing and persistence are found by length first, then by bytes.
+        // The fields that decide framing and persistence, and those a proxy drops or rewrites
+        // (`HTTPResponseHeadLines.Classes`), are found by length first, then by bytes, once here.
         var hasTE = false
         var hasCL = false
-        var hasConnection = false
+        var classes = HTTPResponseHeadLines.Classes()
+        fields.removeAll(keepingCapacity: true)
+        fields.reserveCapacity(lines.count - 1)
         try Self.forEachField(buf, lines[1...]) { name, value in
-            fields.append(HTTPResponseHeadLines.FieldRange(name: name, value: value))
+            let bit: UInt64 = fields.count < 64 ? 1 << UInt64(fields.count) : 0
+            fields.append(HTTPFieldRange(name: name, value: value))
+            let n = UnsafeRawBufferPointer(rebasing: buf[name])
+            var listed = false
             switch name.count {
-            case 10: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Connection") { hasConnection = true }
-            case 14: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Content-Length") { hasCL = true }
-            case 17: if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Transfer-Encoding") { hasTE = true }
+            case 2: listed = equalsIgnoringCase(n, "TE")
+            case 3: if equalsIgnoringCase(n, "Via") { classes.via |= bit }
+            case 7: listed = equalsIgnoringCase(n, "Trailer") || equalsIgnoringCase(n, "Upgrade")
+            case 10:
+                if equalsIgnoringCase(n, "Connection") {
+                    classes.hasConnection = true
+                    listed = true
+                } else {
+                    listed = equalsIgnoringCase(n, "Keep-Alive")
+                }
+            case 14:
+                if equalsIgnoringCase(n, "Content-Length") {
+                    hasCL = true
+                    classes.contentLength |= bit
+                }
+            case 16: listed = equalsIgnoringCase(n, "Proxy-Connection")
+            case 17:
+                if equalsIgnoringCase(n, "Transfer-Encoding") {
+                    hasTE = true
+                    listed = true
+                }
+            case 18: listed = equalsIgnoringCase(n, "Proxy-Authenticate")
+            case 19: listed = equalsIgnoringCase(n, "Proxy-Authorization")
             default: break
+            }
+            if listed {
+                classes.hasListed = true
+                classes.listed |= bit
             }
         }
         let framing = try framingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: nil, status: status,
                                        requestMethod: requestMethod, at: first.lowerBound)
+        var keepAlive = minor == 1
+        if classes.hasConnection {
+            let t = connectionTokens(buf, fields)
+            (classes.listsKeepAlive, classes.listsClose, classes.listsOthers) = t
+            keepAlive = !t.close && (minor == 1 || t.keepAlive)  // RFC 9112 §9.3, as `persistentConnection`
+        }
+        classes.known = true
         return HTTPResponseHeadLines(
-            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing,
-            keepAlive: keepAliveLines(buf, fields, hasConnection: hasConnection, minor: minor))
+            status: status, reason: reason, minorVersion: minor, fields: fields, framing: framing, keepAlive: keepAlive,
+            classes: classes)
     }
 
     /// `requestFraming` (`requestMinor` set) or `responseFraming` decided on the field ranges: the same

@@ -18,6 +18,23 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
     public var fields: [FieldRange]
     public var framing: BodyFraming
     public var keepAlive: Bool
+    /// Which fields a proxy drops or rewrites, found while parsing.
+    var classes = Classes()
+
+    /// Per field (bit i for the field at index i, the first 64 fields): hop-by-hop by name
+    /// (`HopByHop.isListed`), `Via`, `Content-Length`; and what the Connection fields list. Set by
+    /// the parser (`known`), so that writing the head needs no second pass to classify its fields.
+    struct Classes: Sendable, Equatable {
+        var known = false
+        var listed: UInt64 = 0
+        var via: UInt64 = 0
+        var contentLength: UInt64 = 0
+        var hasListed = false
+        var hasConnection = false
+        var listsKeepAlive = false
+        var listsClose = false
+        var listsOthers = false
+    }
 
     /// The head as `parseResponseHead` would have returned it (strings for everything).
     public func materialize(_ buf: UnsafeRawBufferPointer) -> HTTPResponseHead {
@@ -52,26 +69,27 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         let filter = ForwardingFilter(self, buf)
         var viaBytes = 0
         var viaCount = 0
-        for f in fields {
+        for i in fields.indices {
+            let f = fields[i]
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            guard filter.keeps(n) else { continue }
-            if equalsIgnoringCase(n, "Via") {
+            guard filter.keeps(i, n) else { continue }
+            if filter.isVia(i, n) {
                 viaBytes += f.value.count
                 viaCount += 1
                 continue
             }
-            if dropContentLength && equalsIgnoringCase(n, "Content-Length") { continue }
+            if dropContentLength && filter.isContentLength(i, n) { continue }
             out.appendFieldLine(buf, f)
         }
         // Via: the received values joined (an all-empty join counts as none), then ours.
         out.append("Via: ")
         if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
             var k = 0
-            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via")
-                && filter.keeps(UnsafeRawBufferPointer(rebasing: buf[f.name]))
-            {
+            for i in fields.indices {
+                let n = UnsafeRawBufferPointer(rebasing: buf[fields[i].name])
+                guard filter.isVia(i, n) && filter.keeps(i, n) else { continue }
                 if k > 0 { out.append(", ") }
-                out.append(UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                out.append(UnsafeRawBufferPointer(rebasing: buf[fields[i].value]))
                 k += 1
             }
             out.append(", ")
@@ -97,45 +115,36 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
 struct ForwardingFilter {
     private let fields: [HTTPResponseHeadLines.FieldRange]
     private let buf: UnsafeRawBufferPointer
-    private var hasListed = false
-    private var hasConnection = false
-    // Usually Connection lists only `keep-alive` or `close`: then which of those two it lists
-    // decides, without looking at the Connection fields again per field.
-    private var listsOthers = false
-    private var listsKeepAlive = false
-    private var listsClose = false
+    private let classes: HTTPResponseHeadLines.Classes
 
     init(_ head: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
         fields = head.fields
         self.buf = buf
-        for f in head.fields {
-            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            guard HopByHop.isListed(n) else { continue }
-            hasListed = true
-            guard equalsIgnoringCase(n, "Connection") else { continue }
-            hasConnection = true
-            forEachListElement(UnsafeRawBufferPointer(rebasing: buf[f.value])) { e in
-                if equalsIgnoringCase(e, "keep-alive") {
-                    listsKeepAlive = true
-                } else if equalsIgnoringCase(e, "close") {
-                    listsClose = true
-                } else {
-                    listsOthers = true
-                }
-            }
-        }
+        precondition(head.classes.known, "ForwardingFilter: a head not made by the parser")
+        classes = head.classes
     }
 
-    /// Whether the field named `name` goes on.
-    func keeps(_ name: UnsafeRawBufferPointer) -> Bool {
-        guard hasListed else { return true }  // no listed field: no Connection field either
-        if HopByHop.isListed(name) { return false }
-        return !(hasConnection && !equalsIgnoringCase(name, "Host") && namedInConnection(name))
+    /// Whether the field at `index`, named `name`, goes on.
+    func keeps(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {
+        guard classes.hasListed else { return true }  // no listed field: no Connection field either
+        if index < 64 ? (classes.listed >> UInt64(index)) & 1 != 0 : HopByHop.isListed(name) { return false }
+        return !(classes.hasConnection && !equalsIgnoringCase(name, "Host") && namedInConnection(name))
+    }
+
+    func isVia(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {
+        index < 64 ? (classes.via >> UInt64(index)) & 1 != 0 : equalsIgnoringCase(name, "Via")
+    }
+
+    func isContentLength(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {
+        index < 64 ? (classes.contentLength >> UInt64(index)) & 1 != 0 : equalsIgnoringCase(name, "Content-Length")
     }
 
     private func namedInConnection(_ name: UnsafeRawBufferPointer) -> Bool {
-        if !listsOthers {
-            return (listsClose && equalsIgnoringCase(name, "close")) || (listsKeepAlive && equalsIgnoringCase(name, "keep-alive"))
+        // Usually Connection lists only `keep-alive` or `close`: then which of those two it lists
+        // decides, without looking at the Connection fields again.
+        if !classes.listsOthers {
+            return (classes.listsClose && equalsIgnoringCase(name, "close"))
+                || (classes.listsKeepAlive && equalsIgnoringCase(name, "keep-alive"))
         }
         for c in fields where c.name.count == 10 {
             let cn = UnsafeRawBufferPointer(rebasing: buf[c.name])

@@ -140,25 +140,26 @@ extension HTTPResponseHeadLines {
         let filter = ForwardingFilter(self, buf)
         var viaCount = 0
         var viaBytes = 0
-        for f in fields {
+        for i in fields.indices {
+            let f = fields[i]
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            guard filter.keeps(n) else { continue }
-            if equalsIgnoringCase(n, "Via") {
+            guard filter.keeps(i, n) else { continue }
+            if filter.isVia(i, n) {
                 viaBytes += f.value.count
                 viaCount += 1
                 continue
             }
-            if dropContentLength && equalsIgnoringCase(n, "Content-Length") { continue }
+            if dropContentLength && filter.isContentLength(i, n) { continue }
             block.append(name: n, value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
         }
         let (n, v) = block.beginField(name: "via")
         if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
             var k = 0
-            for f in fields where equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Via")
-                && filter.keeps(UnsafeRawBufferPointer(rebasing: buf[f.name]))
-            {
+            for i in fields.indices {
+                let n = UnsafeRawBufferPointer(rebasing: buf[fields[i].name])
+                guard filter.isVia(i, n) && filter.keeps(i, n) else { continue }
                 if k > 0 { block.appendValue(", ") }
-                block.appendValue(UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                block.appendValue(UnsafeRawBufferPointer(rebasing: buf[fields[i].value]))
                 k += 1
             }
             if k > 0 { block.appendValue(", ") }
