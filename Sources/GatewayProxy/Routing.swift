@@ -174,20 +174,30 @@ extension Forward {
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
                            framing: BodyFraming, to out: inout HeadWriter)
     {
-        head.writeUpstream(from: buf, client: client, proto: proto, framing: framing, remove: editHeaders.remove, add: editHeaders.add,
-                           defaultHost: { pool.target.address.description }, to: &out)
+        var client = client
+        var proto = proto
+        client.withUTF8 { c in
+            proto.withUTF8 { p in
+                head.writeUpstream(from: buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p), framing: framing,
+                                   remove: editHeaders.removeNames, add: editHeaders.add,
+                                   defaultHost: { pool.target.address.description }, to: &out)
+            }
+        }
     }
 }
 
 /// The route's edit of the fields sent upstream: every field named in `remove` goes (any case),
 /// then `add` is appended (e.g. the verified key id).
 public struct HeaderEdit: Sendable {
-    public var remove: [String]
+    public var remove: [String] { didSet { removeNames = FieldNames(remove) } }
     public var add: [(String, String)]
+    /// `remove` as bytes, for the byte path.
+    public private(set) var removeNames: FieldNames
 
     public init(remove: [String] = [], add: [(String, String)] = []) {
         self.remove = remove
         self.add = add
+        removeNames = FieldNames(remove)
     }
 
     func removes(_ name: String) -> Bool {

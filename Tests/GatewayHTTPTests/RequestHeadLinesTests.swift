@@ -125,6 +125,15 @@ struct RequestHeadLinesTests {
         }
     }
 
+    @Test("FieldNames: any case, by length then bytes, long names too") func fieldNames() {
+        let long = String(repeating: "x", count: 70)
+        let set = FieldNames(["X-Verified", "te", long + "-A"])
+        func has(_ s: String) -> Bool { Array(s.utf8).withUnsafeBytes { set.contains($0) } }
+        #expect(has("x-verified") && has("X-VERIFIED") && has("TE") && has(long.uppercased() + "-a"))
+        #expect(!has("X-Verifie") && !has("X-Verifiedd") && !has("T") && !has(long + "-B") && !has("X_Verified"))
+        #expect(FieldNames([]).isEmpty && !Array("a".utf8).withUnsafeBytes { FieldNames([]).contains($0) })
+    }
+
     @Test("an incomplete head asks for more; the field storage is reused") func incompleteAndReuse() throws {
         var storage: [HTTPFieldRange] = []
         let partial = Array("GET / HTTP/1.1\r\nHost: h\r\n".utf8)

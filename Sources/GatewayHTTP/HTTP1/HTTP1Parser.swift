@@ -124,7 +124,17 @@ public struct HTTP1Parser: Sendable {
     {
         var t = (keepAlive: false, close: false, others: false)
         for f in fields where f.name.count == 10 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Connection") {
-            forEachListElement(UnsafeRawBufferPointer(rebasing: buf[f.value])) { e in
+            let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
+            // The usual values, a single token (the value is OWS-trimmed already), without a list walk.
+            if equalsIgnoringCase(v, "keep-alive") {
+                t.keepAlive = true
+                continue
+            }
+            if equalsIgnoringCase(v, "close") {
+                t.close = true
+                continue
+            }
+            forEachListElement(v) { e in
                 if equalsIgnoringCase(e, "close") {
                     t.close = true
                 } else if equalsIgnoringCase(e, "keep-alive") {

@@ -54,9 +54,11 @@ extension HTTPRequestHeadLines {
     /// Fields named in `remove` (any case) are left out, except `add`'s; so are Content-Length when
     /// `framing` has a body and Transfer-Encoding when it has a length. The same bytes as the
     /// proxy's rules applied to the materialized head (`Forward.writeUpstreamHead`), which tests hold.
-    public func writeUpstream(from buf: UnsafeRawBufferPointer, client: String, proto: String, via: StaticString = "1.1 attest-gateway",
-                              framing: BodyFraming, remove: [String], add: [(String, String)], defaultHost: () -> String,
-                              to out: inout HeadWriter)
+    ///
+    /// `client` and `proto` are ASCII (an address and a scheme): written as they are.
+    public func writeUpstream(from buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer, proto: UnsafeRawBufferPointer,
+                              via: StaticString = "1.1 attest-gateway", framing: BodyFraming, remove: FieldNames,
+                              add: [(String, String)], defaultHost: () -> String, to out: inout HeadWriter)
     {
         @inline(__always) func bytes(_ r: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buf[r]) }
         out.append(bytes(method))
@@ -83,14 +85,7 @@ extension HTTPRequestHeadLines {
         let dropTransferEncoding: Bool = if case .contentLength = framing { true } else { false }
         /// Whether a field named `name` is written: the route's removals, then the framing fields.
         func passes(_ name: UnsafeRawBufferPointer, editable: Bool = true) -> Bool {
-            if editable && !remove.isEmpty {
-                for r in remove where r.utf8.count == name.count {
-                    var r = r
-                    if r.withUTF8({ asciiCaseInsensitiveEqual($0, UnsafeBufferPointer(start: name.baseAddress?.assumingMemoryBound(to: UInt8.self), count: name.count)) }) {
-                        return false
-                    }
-                }
-            }
+            if editable && remove.contains(name) { return false }
             switch name.count {
             case 14 where dropContentLength: return !equalsIgnoringCase(name, "Content-Length")
             case 17 where dropTransferEncoding: return !equalsIgnoringCase(name, "Transfer-Encoding")
@@ -143,12 +138,12 @@ extension HTTPRequestHeadLines {
         if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-For")) {
             out.append("X-Forwarded-For: ")
             writePrior("X-Forwarded-For")
-            out.appendLatin1(client)
+            out.append(client)
             out.crlf()
         }
         if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Proto")) {
             out.append("X-Forwarded-Proto: ")
-            out.appendLatin1(proto)
+            out.append(proto)
             out.crlf()
         }
         if let host, passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Host")) {
@@ -203,4 +198,32 @@ extension HTTPRequestHeadLines {
     public func targetString(_ buf: UnsafeRawBufferPointer) -> String { latin1String(buf, target) }
     /// The first Host value as a string, nil without one.
     public func hostString(_ buf: UnsafeRawBufferPointer) -> String? { host.map { latin1String(buf, $0) } }
+}
+
+/// A set of field names matched without case, kept as lowercase bytes (a route's removals): a
+/// name is tested by length, then bytes, with no string per test.
+public struct FieldNames: Sendable {
+    private let names: [[UInt8]]
+    private let lengths: UInt64  // bit n: some name has n bytes (n < 64)
+
+    public init(_ names: [String]) {
+        self.names = names.map { n in n.utf8.map { $0 >= 0x41 && $0 <= 0x5a ? $0 | 0x20 : $0 } }
+        var lengths: UInt64 = 0
+        for n in self.names { lengths |= n.count < 64 ? 1 << UInt64(n.count) : 0 }
+        self.lengths = lengths
+    }
+
+    public var isEmpty: Bool { names.isEmpty }
+
+    public func contains(_ name: UnsafeRawBufferPointer) -> Bool {
+        let n = name.count
+        if n < 64 && (lengths >> UInt64(n)) & 1 == 0 { return false }
+        for candidate in names where candidate.count == n {
+            let same = candidate.withUnsafeBufferPointer {
+                asciiCaseInsensitiveEqual($0, UnsafeBufferPointer(start: name.baseAddress?.assumingMemoryBound(to: UInt8.self), count: n))
+            }
+            if same { return true }
+        }
+        return false
+    }
 }
