@@ -727,6 +727,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func finishExchange() {
         logExchange(error: nil)
         dropHead()
+        replace(&method, with: "-")
+        replace(&target, with: "-")
         replace(&forward, with: nil)
         replace(&bufferedHandler, with: nil)
         replace(&buffered, with: [])

@@ -352,14 +352,15 @@ extension UpstreamConnection {
         requestsServed > 1 && framing == .none && Self.idempotentMethods.contains(method)
     }
 
-    /// The final response head waiting in this connection's input and its length, or nil while it is
-    /// incomplete. Interim answers (100 Continue, 103 …) before it are consumed and dropped. Throws for
-    /// a malformed head, and for 101 (the gateway does not tunnel upgraded connections).
     /// A response head's field storage, kept for the next head this connection reads.
     func recycle(_ head: HTTPResponseHeadLines) {
         var fields = head.fields
         swap(&fields, &spareFields)
     }
+
+    /// The final response head waiting in this connection's input and its length, or nil while it is
+    /// incomplete. Interim answers (100 Continue, 103 …) before it are consumed and dropped. Throws for
+    /// a malformed head, and for 101 (the gateway does not tunnel upgraded connections).
 
     func finalResponseHead(parser: HTTP1Parser, requestMethod: String) throws -> (HTTPResponseHeadLines, Int)? {
         while true {

@@ -17,7 +17,7 @@ struct UpstreamHeadTests {
         ("X-Forwarded-For", ""), ("X-Forwarded-Proto", "https"), ("X-Forwarded-Host", "spoof"), ("Forwarded", "for=1"),
         ("Via", "1.0 a"), ("via", ""), ("Expect", "100-continue"), ("Content-Length", "5"), ("content-length", "5"),
         ("Transfer-Encoding", "chunked"), ("X-App-Attest-Key-Id", "k"), ("x-app-assertion", "a"), ("X-Verified", "spoof"),
-        ("X-Latin", "caf\u{E9}"), ("Cookie", "a=b"),
+        ("X-Latin", "caf\u{E9}"), ("Cookie", "a=b"), ("Connection", "x-forwarded-for, via"), ("connection", "VIA"),
     ]
     static let edits: [HeaderEdit] = [
         HeaderEdit(),

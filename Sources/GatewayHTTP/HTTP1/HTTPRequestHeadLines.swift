@@ -100,17 +100,21 @@ extension HTTPRequestHeadLines {
         }
         /// The client's values of `name` joined with ", " and followed by ", ", as the string rules
         /// extend a list; nothing when there is none or their join is empty.
+        /// A field named in Connection is hop-by-hop: it is dropped, not carried into the list.
+        func priorField(_ f: HTTPFieldRange, _ name: StaticString) -> Bool {
+            equalsIgnoringCase(bytes(f.name), name) && !(hasConnection && namedInConnection(bytes(f.name)))
+        }
         func writePrior(_ name: StaticString) {
             guard hasForwarding else { return }
             var count = 0
             var total = 0
-            for f in fields where equalsIgnoringCase(bytes(f.name), name) {
+            for f in fields where priorField(f, name) {
                 count += 1
                 total += f.value.count
             }
             guard count > 0 && total + 2 * (count - 1) > 0 else { return }
             var k = 0
-            for f in fields where equalsIgnoringCase(bytes(f.name), name) {
+            for f in fields where priorField(f, name) {
                 if k > 0 { out.append(", ") }
                 out.append(bytes(f.value))
                 k += 1

@@ -15,7 +15,8 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
     /// The reason phrase (empty range when absent).
     public var reason: Range<Int>
     public var minorVersion: Int
-    public var fields: [FieldRange]
+    /// Set by the parser only: `classes` is indexed by position in it.
+    public internal(set) var fields: [FieldRange]
     public var framing: BodyFraming
     public var keepAlive: Bool
     /// Which fields a proxy drops or rewrites, found while parsing.
