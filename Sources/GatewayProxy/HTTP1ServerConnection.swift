@@ -43,7 +43,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// body read and response).
     private var requestFraming = BodyFraming.none
     private var requestMinor = 1
-    private var headBytes: [UInt8] = []
+    private let headBytes = HeadBytes()
     private var spareFields: [HTTPFieldRange] = []
     private var method = "-"
     private var target = "-"
@@ -184,27 +184,25 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func parseHead() {
         guard !downstream.isClosed else { return }
         var fields = replace(&spareFields, with: [])
-        var bytes = replace(&headBytes, with: [])
-        let result: (HTTPRequestHeadLines, Int)?
+        var h = HTTPRequestHeadLines.empty
+        let result: Int?
         do {
-            result = try Self.parseHead(parser, downstream.inbound, &fields, &bytes)
+            result = try Self.parseHead(parser, downstream.inbound, &fields, headBytes, into: &h)
         } catch let e as HTTPParseError {
-            replace(&headBytes, with: bytes)
             startExchange()
             respondAndClose(LocalResponse.error(e.status, e.kind.rawValue))
             return
         } catch {
             return
         }
-        guard let (h, end) = result else {
+        guard let end = result else {
             replace(&spareFields, with: fields)
-            replace(&headBytes, with: bytes)
             if !downstream.inbound.isEmpty && timerKind == .idle { armHeaderTimer() }
             return
         }
         downstream.inbound.consume(end)
-        let (m, t) = bytes.withUnsafeBytes { (h.methodString($0), h.targetString($0)) }
-        replace(&headBytes, with: bytes)
+        let bytes = headBytes
+        let (m, t) = bytes.with { (h.methodString($0), h.targetString($0)) }
         replace(&method, with: m)
         replace(&target, with: t)
         startExchange(h)
@@ -215,35 +213,37 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         replace(&path, with: normalized)
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
-        let decision = bytes.withUnsafeBytes { buf in
+        let decision = bytes.with { buf in
             router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: downstream.peer, head: { h.materialize(buf) })
         }
         dispatch(decision, head: h)
     }
 
-    /// A head from `inbound` as ranges into `bytes`, a copy of its bytes (both arrays reused).
+    /// A head from `inbound` into `head`, as ranges into `bytes`, a copy of its bytes (the field
+    /// array reused); returns the head's length, nil while it is incomplete. (Only an `Int` crosses
+    /// the generic `withReadableBytes`: a struct result would be copied through value witnesses.)
     private static func parseHead(_ parser: HTTP1Parser, _ inbound: ByteBuffer, _ fields: inout [HTTPFieldRange],
-                                  _ bytes: inout [UInt8]) throws -> (HTTPRequestHeadLines, Int)?
+                                  _ bytes: HeadBytes, into head: inout HTTPRequestHeadLines) throws -> Int?
     {
         try inbound.withReadableBytes { buf in
             guard let (lines, end) = try parser.parseRequestHeadLines(buf, reusing: &fields) else { return nil }
-            bytes.removeAll(keepingCapacity: true)
-            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[0..<end]))
-            return (lines, end)
+            bytes.set(UnsafeRawBufferPointer(rebasing: buf[0..<end]))
+            head = lines
+            return end
         }
     }
 
     /// The current request's head as strings (for buffered routes, which hand it to a handler).
     private func fullHead() -> HTTPRequestHead {
-        let bytes = headBytes
         let h = head
-        return bytes.withUnsafeBytes { h.materialize($0) }
+        return headBytes.with { h.materialize($0) }
     }
 
     /// Ends the current head: its field storage is kept for the next one.
     private func dropHead() {
         guard hasHead else { return }
         hasHead = false
+        headBytes.trim()
         let fields = replace(&head.fields, with: [])
         replace(&spareFields, with: fields)
     }
@@ -477,9 +477,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         let wasBuffered = bodyTarget == .buffer
         let framing = wasBuffered ? BodyFraming.whole(requestFraming, count: buffered.count) : requestFraming
         let client = downstream.peer == nil ? "unknown" : peerHost
-        let bytes = headBytes
         let h = head
-        bytes.withUnsafeBytes { buf in
+        headBytes.with { buf in
             u.connection.writeHead { f.writeUpstreamHead(h, buf, client: client, proto: scheme, framing: framing, to: &$0) }
         }
         if wasBuffered {
@@ -837,4 +836,45 @@ private func replace<T>(_ property: inout T, with value: T) -> T {
     var value = value
     swap(&property, &value)
     return value  // the old value, destroyed by the caller once the access has ended
+}
+
+/// The current request head's bytes: one buffer per connection, grown to the largest head seen
+/// (released after an exchange when above 8 KiB), copied into once per request. The ranges of
+/// `HTTPRequestHeadLines` point into it; it cannot change while lent (`with`), which traps.
+final class HeadBytes {
+    private var base: UnsafeMutableRawPointer?
+    private var capacity = 0
+    private var count = 0
+    private var lent = 0
+
+    func set(_ bytes: UnsafeRawBufferPointer) {
+        precondition(lent == 0, "HeadBytes changed while lent")
+        if bytes.count > capacity {
+            base?.deallocate()
+            capacity = max(bytes.count, 256)
+            base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        }
+        if let src = bytes.baseAddress, let base { base.copyMemory(from: src, byteCount: bytes.count) }
+        count = bytes.count
+    }
+
+    @inline(__always)
+    func with<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        lent += 1
+        defer { lent -= 1 }
+        return try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// After an exchange: a buffer grown by a large head is not kept for the connection's life.
+    func trim() {
+        precondition(lent == 0, "HeadBytes changed while lent")
+        count = 0
+        if capacity > 8192 {
+            base?.deallocate()
+            base = nil
+            capacity = 0
+        }
+    }
+
+    deinit { base?.deallocate() }
 }

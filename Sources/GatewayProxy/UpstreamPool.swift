@@ -361,7 +361,6 @@ extension UpstreamConnection {
     /// The final response head waiting in this connection's input and its length, or nil while it is
     /// incomplete. Interim answers (100 Continue, 103 …) before it are consumed and dropped. Throws for
     /// a malformed head, and for 101 (the gateway does not tunnel upgraded connections).
-
     func finalResponseHead(parser: HTTP1Parser, requestMethod: String) throws -> (HTTPResponseHeadLines, Int)? {
         while true {
             var fields: [HTTPFieldRange] = []

@@ -196,8 +196,19 @@ extension UnsafeRawBufferPointer {
 }
 
 extension HTTPRequestHeadLines {
-    /// The method as a string (Latin-1, like `materialize`).
-    public func methodString(_ buf: UnsafeRawBufferPointer) -> String { latin1String(buf, method) }
+    /// The method as a string (Latin-1, like `materialize`); the common ones without building one.
+    public func methodString(_ buf: UnsafeRawBufferPointer) -> String {
+        switch method.count {
+        case 3:
+            if methodIs(buf, "GET") { return "GET" }
+            if methodIs(buf, "PUT") { return "PUT" }
+        case 4:
+            if methodIs(buf, "POST") { return "POST" }
+            if methodIs(buf, "HEAD") { return "HEAD" }
+        default: break
+        }
+        return latin1String(buf, method)
+    }
     /// The request-target as a string.
     public func targetString(_ buf: UnsafeRawBufferPointer) -> String { latin1String(buf, target) }
     /// The first Host value as a string, nil without one.
