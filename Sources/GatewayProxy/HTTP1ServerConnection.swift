@@ -851,7 +851,7 @@ final class HeadBytes {
         precondition(lent == 0, "HeadBytes changed while lent")
         if bytes.count > capacity {
             base?.deallocate()
-            capacity = max(bytes.count, 256)
+            capacity = (bytes.count + 63) & ~63  // idle keep-alive connections keep it: no slack
             base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
         }
         if let src = bytes.baseAddress, let base { base.copyMemory(from: src, byteCount: bytes.count) }

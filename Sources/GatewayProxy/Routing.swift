@@ -155,14 +155,7 @@ extension Forward {
         emit("Via", priorVia.isEmpty ? ForwardedHeaders.via : priorVia + ", " + ForwardedHeaders.via)
         if hostValue == nil { emit("Host", pool.target.address.description) }
         for (name, value) in edit.add { emit(name, value, editable: false) }
-        switch framing {
-        case .chunked: out.append("Transfer-Encoding: chunked\r\n")
-        case .contentLength(let n):
-            out.append("Content-Length: ")
-            out.appendDecimal(n)
-            out.crlf()
-        case .none, .untilClose: break
-        }
+        out.appendFraming(framing)
         out.crlf()
     }
 }

@@ -28,14 +28,7 @@ public struct HTTP1Parser: Sendable {
     public func parseRequestHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0) throws(HTTPParseError)
         -> (HTTPRequestHead, Int)?
     {
-        var s = start
-        // RFC 9112 §2.2: a server SHOULD ignore at least one empty line before the request-line.
-        var skipped = 0
-        while skipped < 4, s + 1 < buf.count, buf[s] == 0x0d, buf[s + 1] == 0x0a {
-            s += 2
-            skipped += 1
-        }
-        return try withHeadLines(buf, from: s, isRequest: true) { lines throws(HTTPParseError) in
+        return try withHeadLines(buf, from: Self.skipEmptyLines(buf, start), isRequest: true) { lines throws(HTTPParseError) in
             let first = lines[0]
             let (method, target, minor) = try parseRequestLine(buf, first)
             let headers = try Self.parseFields(buf, lines[1...])
@@ -58,15 +51,21 @@ public struct HTTP1Parser: Sendable {
                                       reusing fields: inout [HTTPFieldRange]) throws(HTTPParseError)
         -> (HTTPRequestHeadLines, Int)?
     {
+        try withHeadLines(buf, from: Self.skipEmptyLines(buf, start), isRequest: true) { lines throws(HTTPParseError) in
+            try requestHeadLines(buf, lines, &fields)
+        }
+    }
+
+    /// RFC 9112 §2.2: a server SHOULD ignore at least one empty line before the request-line (up to
+    /// four here).
+    private static func skipEmptyLines(_ buf: UnsafeRawBufferPointer, _ start: Int) -> Int {
         var s = start
         var skipped = 0
         while skipped < 4, s + 1 < buf.count, buf[s] == 0x0d, buf[s + 1] == 0x0a {
             s += 2
             skipped += 1
         }
-        return try withHeadLines(buf, from: s, isRequest: true) { lines throws(HTTPParseError) in
-            try requestHeadLines(buf, lines, &fields)
-        }
+        return s
     }
 
     private func requestHeadLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>,

@@ -166,14 +166,7 @@ extension HTTPRequestHeadLines {
             var n = name
             if n.withUTF8({ passes(UnsafeRawBufferPointer($0), editable: false) }) { out.appendField(name, value) }
         }
-        switch framing {
-        case .chunked: out.append("Transfer-Encoding: chunked\r\n")
-        case .contentLength(let n):
-            out.append("Content-Length: ")
-            out.appendDecimal(n)
-            out.crlf()
-        case .none, .untilClose: break
-        }
+        out.appendFraming(framing)
         out.crlf()
     }
 }

@@ -91,6 +91,19 @@ public struct HeadWriter {
         crlf()
     }
 
+    /// The framing field of a request sent with `framing`: `Transfer-Encoding: chunked`, a
+    /// `Content-Length`, or nothing.
+    public mutating func appendFraming(_ framing: BodyFraming) {
+        switch framing {
+        case .chunked: append("Transfer-Encoding: chunked\r\n")
+        case .contentLength(let n):
+            append("Content-Length: ")
+            appendDecimal(n)
+            crlf()
+        case .none, .untilClose: break
+        }
+    }
+
     /// A decimal number without a String.
     public mutating func appendDecimal(_ n: UInt64) {
         var divisor: UInt64 = 1
