@@ -4,6 +4,15 @@ import Testing
 
 @Suite("TLS sessions in memory")
 struct TLSSessionTests {
+    /// A client session for "gateway.test" and a server session with a leaf for that name, not yet
+    /// handshaken (most tests then `pump` them).
+    static func sessions() throws -> (TLSSession, TLSSession) {
+        let pki = try TLSTestPKI()
+        let leaf = try pki.issue("gateway.test", dnsNames: ["gateway.test"])
+        let server = try pki.server([(leaf, [])])
+        return (try pki.client().makeSession(serverName: "gateway.test"), server.makeSession())
+    }
+
     @Test("TLS 1.3 handshake: ALPN h2, SNI, cipher, fresh session")
     func tls13() throws {
         let pki = try TLSTestPKI()
@@ -232,11 +241,7 @@ struct TLSSessionTests {
 
     @Test("1 MiB each way through the pair, under the high-water mark")
     func bigTransfers() throws {
-        let pki = try TLSTestPKI()
-        let leaf = try pki.issue("gateway.test", dnsNames: ["gateway.test"])
-        let server = try pki.server([(leaf, [])])
-        let c = try pki.client().makeSession(serverName: "gateway.test")
-        let s = server.makeSession()
+        let (c, s) = try Self.sessions()
         #expect(try c.writePlaintext([1, 2, 3]) == 0)  // handshake not done yet: nothing taken
         pump(c, s)
         #expect(c.handshakeState.info != nil)
@@ -286,11 +291,7 @@ struct TLSSessionTests {
 
     @Test("records fed one byte at a time or whole: all plaintext comes out, in several reads when the buffer is small (the session holds the rest); drained reads say needMoreInput")
     func splitRecords() throws {
-        let pki = try TLSTestPKI()
-        let leaf = try pki.issue("gateway.test", dnsNames: ["gateway.test"])
-        let server = try pki.server([(leaf, [])])
-        let c = try pki.client().makeSession(serverName: "gateway.test")
-        let s = server.makeSession()
+        let (c, s) = try Self.sessions()
         pump(c, s)
         var buffer = [UInt8](repeating: 0, count: 64)
         // Nothing fed: no plaintext, repeatedly (the session keeps nothing behind).
@@ -367,11 +368,7 @@ struct TLSSessionTests {
 
     @Test("a corrupted record after the handshake fails the session")
     func corruptedRecord() throws {
-        let pki = try TLSTestPKI()
-        let leaf = try pki.issue("gateway.test", dnsNames: ["gateway.test"])
-        let server = try pki.server([(leaf, [])])
-        let c = try pki.client().makeSession(serverName: "gateway.test")
-        let s = server.makeSession()
+        let (c, s) = try Self.sessions()
         pump(c, s)
         _ = try c.writePlaintext(Array("hello".utf8))
         var record = c.takeCiphertext()

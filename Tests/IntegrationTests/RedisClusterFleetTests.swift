@@ -22,31 +22,12 @@ struct RedisClusterFleetTests {
 
     func config(cluster: RedisClusterProcess, seedIndex: Int) -> String {
         let others = cluster.ports.indices.filter { $0 != seedIndex }.map { cluster.url($0) }.joined(separator: ", ")
-        return """
-            workers: 2
-            listeners:
-              - {name: public, address: 127.0.0.1:0}
-            admin: {address: 127.0.0.1:0}
-            limits: {drain_timeout: 2s}
-            upstreams:
-              - {name: demo, url: demo}
-            apps:
-              - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-            trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
-            attest: {challenge_ttl: 5m}
-            store: {kind: redis, cluster: true, url: \(cluster.url(seedIndex)), seeds: [\(others)], timeout: 500ms}
-            routes:
-              - name: purchase
-                match: {methods: [POST], path_prefix: /api/purchase}
-                upstream: demo
-                assertion: {mode: enforce}
-              - {name: default, match: {path_prefix: /}, upstream: demo}
-            """
+        return RedisFleetTests.fleetConfig(
+            root: dir.appendingPathComponent("root.pem").path,
+            store: "{kind: redis, cluster: true, url: \(cluster.url(seedIndex)), seeds: [\(others)], timeout: 500ms}")
     }
 
-    func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall {
-        try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body)
-    }
+    func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall { try RedisFleetTests.send(s, port: port) }
 
     /// The registration of the client contract with a key-bound registration challenge.
     func register(_ phone: ContractDevice, port: UInt16) throws -> HTTPCall {

@@ -20,7 +20,9 @@ struct RedisFleetTests {
         (ca, dir) = try makeTrustedTestCADirectory("gw-fleet")
     }
 
-    func config(redis: RedisProcess, timeout: String = "500ms") -> String {
+    /// A fleet member's configuration: two loops, the demo upstream, the test CA's root in
+    /// `root`, the enforced purchase route (then `extraRoutes`, YAML lines indented by two), `store`.
+    static func fleetConfig(root: String, store: String, extraRoutes: String = "") -> String {
         """
         workers: 2
         listeners:
@@ -31,20 +33,28 @@ struct RedisFleetTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(root)]}
         attest: {challenge_ttl: 5m}
-        store: {kind: redis, url: \(redis.url), timeout: \(timeout)}
+        store: \(store)
         routes:
           - name: purchase
             match: {methods: [POST], path_prefix: /api/purchase}
             upstream: demo
             assertion: {mode: enforce}
-          - name: feed
-            match: {methods: [POST], path_prefix: /api/feed}
-            upstream: demo
-            assertion: {mode: enforce, on_store_error: fail_open}
-          - {name: default, match: {path_prefix: /}, upstream: demo}
+        \(extraRoutes)  - {name: default, match: {path_prefix: /}, upstream: demo}
         """
+    }
+
+    func config(redis: RedisProcess, timeout: String = "500ms") -> String {
+        Self.fleetConfig(
+            root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: \(timeout)}",
+            extraRoutes: """
+                  - name: feed
+                    match: {methods: [POST], path_prefix: /api/feed}
+                    upstream: demo
+                    assertion: {mode: enforce, on_store_error: fail_open}
+
+                """)
     }
 
     func fleet(_ n: Int, redis: RedisProcess) throws -> [GatewayProcess] {
@@ -60,9 +70,11 @@ struct RedisFleetTests {
         return c
     }
 
-    func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall {
+    static func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall {
         try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body)
     }
+
+    func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall { try Self.send(s, port: port) }
 
     func readyz(_ gw: GatewayProcess) -> Int { (try? curl([gw.url("admin", "/readyz")]).0) ?? 0 }
 

@@ -68,31 +68,11 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         out.append(UnsafeRawBufferPointer(rebasing: buf[reason]))
         out.crlf()
         let filter = ForwardingFilter(self, buf)
-        var viaBytes = 0
-        var viaCount = 0
-        for i in fields.indices {
-            let f = fields[i]
-            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            guard filter.keeps(i, n) else { continue }
-            if filter.isVia(i, n) {
-                viaBytes += f.value.count
-                viaCount += 1
-                continue
-            }
-            if dropContentLength && filter.isContentLength(i, n) { continue }
-            out.appendFieldLine(buf, f)
-        }
+        let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { out.appendFieldLine(buf, $0) }
         // Via: the received values joined (an all-empty join counts as none), then ours.
         out.append("Via: ")
-        if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
-            var k = 0
-            for i in fields.indices {
-                let n = UnsafeRawBufferPointer(rebasing: buf[fields[i].name])
-                guard filter.isVia(i, n) && filter.keeps(i, n) else { continue }
-                if k > 0 { out.append(", ") }
-                out.append(UnsafeRawBufferPointer(rebasing: buf[fields[i].value]))
-                k += 1
-            }
+        if hasVia {
+            filter.forEachVia(separator: { out.append(", ") }) { out.append($0) }
             out.append(", ")
         }
         out.appendLatin1(via)
@@ -130,6 +110,39 @@ struct ForwardingFilter {
         guard classes.hasListed else { return true }  // no listed field: no Connection field either
         if index < 64 ? (classes.listed >> UInt64(index)) & 1 != 0 : HopByHop.isListed(name) { return false }
         return !(classes.hasConnection && !equalsIgnoringCase(name, "Host") && namedInConnection(name))
+    }
+
+    /// Calls `body` with each field that goes on unchanged, in order (Via, rewritten by the caller,
+    /// and Content-Length when `dropContentLength` are not among them). Returns whether the kept Via
+    /// values join to something (an all-empty join counts as none), for `forEachVia`.
+    func forEachKept(dropContentLength: Bool, _ body: (HTTPFieldRange) -> Void) -> Bool {
+        var viaBytes = 0
+        var viaCount = 0
+        for i in fields.indices {
+            let f = fields[i]
+            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
+            guard keeps(i, n) else { continue }
+            if isVia(i, n) {
+                viaBytes += f.value.count
+                viaCount += 1
+                continue
+            }
+            if dropContentLength && isContentLength(i, n) { continue }
+            body(f)
+        }
+        return viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0
+    }
+
+    /// The kept Via values in order, `separator` between them (the caller appends the proxy's own).
+    func forEachVia(separator: () -> Void, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var k = 0
+        for i in fields.indices {
+            let n = UnsafeRawBufferPointer(rebasing: buf[fields[i].name])
+            guard isVia(i, n) && keeps(i, n) else { continue }
+            if k > 0 { separator() }
+            body(UnsafeRawBufferPointer(rebasing: buf[fields[i].value]))
+            k += 1
+        }
     }
 
     func isVia(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {

@@ -138,31 +138,13 @@ extension HTTPResponseHeadLines {
                            to block: inout HTTP2HeaderBlock)
     {
         let filter = ForwardingFilter(self, buf)
-        var viaCount = 0
-        var viaBytes = 0
-        for i in fields.indices {
-            let f = fields[i]
-            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            guard filter.keeps(i, n) else { continue }
-            if filter.isVia(i, n) {
-                viaBytes += f.value.count
-                viaCount += 1
-                continue
-            }
-            if dropContentLength && filter.isContentLength(i, n) { continue }
-            block.append(name: n, value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+        let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
+            block.append(name: UnsafeRawBufferPointer(rebasing: buf[f.name]), value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
         }
         let (n, v) = block.beginField(name: "via")
-        if viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0 {
-            var k = 0
-            for i in fields.indices {
-                let n = UnsafeRawBufferPointer(rebasing: buf[fields[i].name])
-                guard filter.isVia(i, n) && filter.keeps(i, n) else { continue }
-                if k > 0 { block.appendValue(", ") }
-                block.appendValue(UnsafeRawBufferPointer(rebasing: buf[fields[i].value]))
-                k += 1
-            }
-            if k > 0 { block.appendValue(", ") }
+        if hasVia {
+            filter.forEachVia(separator: { block.appendValue(", ") }) { block.appendValue($0) }
+            block.appendValue(", ")
         }
         block.appendValue(via)
         block.commit(nameStart: n, valueStart: v)
