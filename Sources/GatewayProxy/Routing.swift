@@ -204,8 +204,11 @@ public struct HeaderEdit: Sendable {
     }
 
     /// The same removals, then `extra` appended.
+    /// (Per protected request: the byte names of the removals are carried over, not rebuilt.)
     public func adding(_ name: String, _ value: String) -> HeaderEdit {
-        HeaderEdit(remove: remove, add: add + [(name, value)])
+        var edit = self
+        edit.add.append((name, value))
+        return edit
     }
 }
 

@@ -269,41 +269,14 @@ struct RedisClusterStoreTests {
         for round in 1...9 {
             let record = records[round % records.count]
             let challenge = try stores[round % 2].issue(.assert, key: record.keyID, now: t0)
-            let wins = Atomic<Int>(0)
-            let answered = DispatchGroup()
-            for i in 0..<16 {
-                answered.enter()
-                stores[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + i), challenge: challenge.token), nowMillis: t0) {
-                    if case .success(.committed) = $0 { wins.wrappingAdd(1, ordering: .relaxed) }
-                    answered.leave()
-                }
-            }
-            #expect(answered.wait(timeout: .now() + 30) == .success)
-            #expect(wins.load(ordering: .relaxed) == 1, "round \(round)")
-            let sameCounter = Atomic<Int>(0)
-            for i in 0..<16 {
-                answered.enter()
-                stores[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil), nowMillis: t0) {
-                    if case .success(.committed) = $0 { sameCounter.wrappingAdd(1, ordering: .relaxed) }
-                    answered.leave()
-                }
-            }
-            #expect(answered.wait(timeout: .now() + 30) == .success)
-            #expect(sameCounter.load(ordering: .relaxed) == 1, "round \(round)")
+            let wins = raceCommits(stores, 16) { AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + $0), challenge: challenge.token) }
+            #expect(wins == 1, "round \(round)")
+            let sameCounter = raceCommits(stores, 16) { _ in AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil) }
+            #expect(sameCounter == 1, "round \(round)")
         }
         let fresh = makeRecord(&rng)
         let challenge = try second.issue(.register, key: fresh.keyID, now: t0)
-        let registered = Atomic<Int>(0)
-        let answered = DispatchGroup()
-        for i in 0..<8 {
-            answered.enter()
-            stores[i % 2].register(Registration(record: fresh, receipt: [], challenge: challenge.token), nowMillis: t0) {
-                if case .success(.registered) = $0 { registered.wrappingAdd(1, ordering: .relaxed) }
-                answered.leave()
-            }
-        }
-        #expect(answered.wait(timeout: .now() + 30) == .success)
-        #expect(registered.load(ordering: .relaxed) == 1)
+        #expect(raceRegistrations(stores, 8) { _ in Registration(record: fresh, receipt: [], challenge: challenge.token) } == 1)
     }
 
     /// A key's slot migrated from node A to node B while in use: `ASK` during the migration (a new

@@ -202,42 +202,15 @@ struct RedisStoreTests {
         try f.store.registerFresh(record, now: t0)
         for round in 1...10 {
             let challenge = try stores[round % 2].issue(.assert, now: t0)
-            let wins = Atomic<Int>(0)
-            let answered = DispatchGroup()
-            for i in 0..<16 {
-                answered.enter()
-                stores[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + i), challenge: challenge.token), nowMillis: t0) {
-                    if case .success(.committed) = $0 { wins.wrappingAdd(1, ordering: .relaxed) }
-                    answered.leave()
-                }
-            }
-            #expect(answered.wait(timeout: .now() + 30) == .success)
-            #expect(wins.load(ordering: .relaxed) == 1)
-            let sameCounter = Atomic<Int>(0)
-            for i in 0..<16 {
-                answered.enter()
-                stores[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil), nowMillis: t0) {
-                    if case .success(.committed) = $0 { sameCounter.wrappingAdd(1, ordering: .relaxed) }
-                    answered.leave()
-                }
-            }
-            #expect(answered.wait(timeout: .now() + 30) == .success)
-            #expect(sameCounter.load(ordering: .relaxed) == 1)
+            let wins = raceCommits(stores, 16) { AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + $0), challenge: challenge.token) }
+            #expect(wins == 1)
+            let sameCounter = raceCommits(stores, 16) { _ in AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil) }
+            #expect(sameCounter == 1)
         }
         // And one registration per challenge.
         let records = (0..<8).map { _ in makeRecord(&rng) }
         let challenge = try second.issue(.register, now: t0)
-        let registered = Atomic<Int>(0)
-        let answered = DispatchGroup()
-        for (i, r) in records.enumerated() {
-            answered.enter()
-            stores[i % 2].register(Registration(record: r, receipt: [], challenge: challenge.token), nowMillis: t0) {
-                if case .success(.registered) = $0 { registered.wrappingAdd(1, ordering: .relaxed) }
-                answered.leave()
-            }
-        }
-        #expect(answered.wait(timeout: .now() + 30) == .success)
-        #expect(registered.load(ordering: .relaxed) == 1)
+        #expect(raceRegistrations(stores, records.count) { Registration(record: records[$0], receipt: [], challenge: challenge.token) } == 1)
     }
 
     /// Many requests in flight at once (pipelined): all answered, none lost.
@@ -316,4 +289,39 @@ struct RedisStoreTests {
         #expect(e.code == .unavailable)
         #expect(e.detail.contains("0 of 1 replicas"))
     }
+}
+
+/// `n` commits sent at once, commit `i` through `stores[i % stores.count]`: how many were `.committed`
+/// (nil when not all were answered within 30 s). For the one-accept races of both store suites.
+func raceCommits(_ stores: [RedisAttestStore], _ n: Int, _ commit: (Int) -> AssertionCommit) -> Int? {
+    race(n) { i, answer in
+        stores[i % stores.count].commitAssertion(commit(i), nowMillis: t0) {
+            if case .success(.committed) = $0 { answer(true) } else { answer(false) }
+        }
+    }
+}
+
+/// The same for registrations (`.registered`).
+func raceRegistrations(_ stores: [RedisAttestStore], _ n: Int, _ registration: (Int) -> Registration) -> Int? {
+    race(n) { i, answer in
+        stores[i % stores.count].register(registration(i), nowMillis: t0) {
+            if case .success(.registered) = $0 { answer(true) } else { answer(false) }
+        }
+    }
+}
+
+/// Starts `n` requests at once (`send(i, answer)`; each request calls `answer` once, with whether it
+/// was accepted) and counts the accepted ones; nil when not all answered within 30 s.
+private func race(_ n: Int, _ send: (Int, @escaping @Sendable (Bool) -> Void) -> Void) -> Int? {
+    let accepted = Atomic<Int>(0)
+    let answered = DispatchGroup()
+    for i in 0..<n {
+        answered.enter()
+        send(i) { ok in
+            if ok { accepted.wrappingAdd(1, ordering: .relaxed) }
+            answered.leave()
+        }
+    }
+    guard answered.wait(timeout: .now() + 30) == .success else { return nil }
+    return accepted.load(ordering: .relaxed)
 }
