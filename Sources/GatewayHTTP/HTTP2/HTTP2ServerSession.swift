@@ -294,20 +294,21 @@ public final class HTTP2ServerSession {
     /// :status first, then the fields HTTP/2 can carry: hop-by-hop removed, names lowercased,
     /// invalid names or values (which a strict upstream parser never lets through) dropped.
     private func buildBlock(status: Int, _ headers: HTTPFields) {
+        block.reset()
+        Self.fill(&block, status: status, headers)
+    }
+
+    private static func fill(_ block: inout HTTP2HeaderBlock, status: Int, _ headers: HTTPFields) {
         var fields = headers
         HopByHop.strip(&fields, isRequest: false)
-        block.reset()
         block.appendStatus(status)
         for f in fields { block.append(name: f.name, value: f.value) }
     }
 
     /// The header list `submitResponse` would send (tests).
     static func responseFields(status: Int, _ headers: HTTPFields) -> [(String, String)] {
-        var fields = headers
-        HopByHop.strip(&fields, isRequest: false)
         var block = HTTP2HeaderBlock()
-        block.appendStatus(status)
-        for f in fields { block.append(name: f.name, value: f.value) }
+        fill(&block, status: status, headers)
         return block.pairs
     }
 
