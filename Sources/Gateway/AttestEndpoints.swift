@@ -5,7 +5,6 @@ import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
 import GatewayProxy
-import GatewayRedis
 import GatewayStore
 import GatewayWire
 
@@ -19,11 +18,11 @@ final class AttestContext: Sendable {
     /// Chain verification of registrations (milliseconds each) runs here, off the event loops.
     let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
 
-    init(store: any AttestStore, explain: ExplainLog, metrics: AttestMetrics) {
+    init(store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics) {
         self.store = store
+        self.requiresKeyID = requiresKeyID
         self.explain = explain
         self.metrics = metrics
-        requiresKeyID = (store as? RedisAttestStore)?.requiresKeyBoundChallenges ?? false
     }
 
     static func nowMillis() -> Int64 {

@@ -140,6 +140,13 @@ final class LoopMetrics {
     }
     private var upstreamDurations: [String: any RecorderHandler] = [:]
 
+    private func upstreamTimer(_ upstream: String, _ factory: any MetricsFactory) -> any RecorderHandler {
+        if let t = upstreamDurations[upstream] { return t }
+        let t = Self.histogram(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory)
+        upstreamDurations[upstream] = t
+        return t
+    }
+
     /// A latency histogram in seconds: the factory's handler for an aggregating `Recorder`, called
     /// directly (the `Recorder` wrapper converts each value through a generic `BinaryFloatingPoint`
     /// initializer, several hundred instructions per request).
@@ -194,11 +201,7 @@ final class LoopMetrics {
             if let last = lastUpstream, last.name == upstream {
                 t = last.timer
             } else {
-                t = upstreamDurations[upstream] ?? {
-                    let t = Self.histogram(label: GatewayMetrics.upstreamDuration, dimensions: [("upstream", upstream)], factory)
-                    upstreamDurations[upstream] = t
-                    return t
-                }()
+                t = upstreamTimer(upstream, factory)
                 lastUpstream = (upstream, t)
             }
             t.record(seconds)

@@ -94,27 +94,16 @@ final class GatewayRouter: RequestRouter {
     func closeIdle() { for p in pools.values { p.closeIdle() } }
 
     /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
-    /// hosts) Host, without the head's strings; everything else goes through `route(_:path:peer:)`.
+    /// hosts) Host, without the head's strings; `head` is built only for the routes that need it.
     func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead)
         -> RouteDecision
     {
         let rt = runtime
         // Lengths first: a string comparison that finds no shortcut costs ~60 instructions.
         let n = path.utf8.count
-        if (n != rt.challengePath.utf8.count || path != rt.challengePath) && (n != rt.registerPath.utf8.count || path != rt.registerPath),
-            let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil),
-            let decision = plainDecisions[index]
-        {
-            return decision
-        }
-        return route(head(), path: path, peer: peer)
-    }
-
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
-        let rt = runtime
-        if path == rt.challengePath { return challengeEndpoint(head, runtime: rt) }
-        if path == rt.registerPath { return registerEndpoint(head, runtime: rt) }
-        guard let index = rt.routeIndex(method: head.method, path: path, host: head.headers["Host"]) else {
+        if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), runtime: rt) }
+        if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), runtime: rt) }
+        guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
         if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
@@ -125,6 +114,11 @@ final class GatewayRouter: RequestRouter {
             }
         }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
+    }
+
+    /// HTTP/2's entry (the head is already made of strings): the same decision.
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+        route(method: head.method, path: path, host: { head.headers["Host"] }, peer: peer, head: { head })
     }
 
     /// Where a request that may go on goes, decided before its body is read: the in-process demo

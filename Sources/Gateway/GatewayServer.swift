@@ -55,7 +55,8 @@ public final class GatewayServer: @unchecked Sendable {
         Self.warnAboutExtraRoots(rt)
         let store = try ManagedStore.open(config.store, metrics: attestMetrics)
         self.store = store
-        let attest = AttestContext(store: store.attestStore, explain: explain, metrics: attestMetrics)
+        let attest = AttestContext(
+            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics)
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }

@@ -13,6 +13,8 @@ final class ManagedStore: @unchecked Sendable {
     let attestStore: any AttestStore
     private let memory: MemoryAttestStore?
     private let redis: RedisAttestStore?
+    /// The store binds every challenge to a key (Redis Cluster).
+    var requiresKeyBoundChallenges: Bool { redis?.requiresKeyBoundChallenges ?? false }
     private let metrics: AttestMetrics
     private let snapshotInterval: Duration?
     private let queue = DispatchQueue(label: "gateway.store.upkeep", qos: .utility)

@@ -395,7 +395,6 @@ public final class RedisAttestStore: AttestStore {
         let replicas = options.waitReplicas
         let waitMillis = max(1, options.endpoint.timeoutMillis * 3 / 4)
         if replicas > 0 { commands.append(RedisCommand("WAIT", String(replicas), String(waitMillis))) }
-        let cluster = options.cluster
         send(key: keyRecordName, commands) { [self] result in
             switch result {
             case .failure(let e):
@@ -404,7 +403,7 @@ public final class RedisAttestStore: AttestStore {
                 guard case .array(let a)? = replies.first, let status = a.first?.text else {
                     return completion(.failure(Self.protocolError("the register script", replies)))
                 }
-                if cluster && status == "new" {
+                if options.cluster && status == "new" {
                     // The key count lives in its own slot: counted after the fact (a statistic only).
                     send(key: keyCountName, [RedisCommand([Array("INCR".utf8), keyCountName])]) { _ in }
                 }

@@ -94,6 +94,16 @@ struct RedisSlotMap: Equatable {
     var coveredSlots: Int { owner.lazy.filter { $0 >= 0 }.count }
 }
 
+/// What a cluster node answered instead of a reply: the metric label of `RedisStoreObserver.clusterRedirect`.
+public enum RedisClusterRedirect: String, Sendable, CaseIterable {
+    /// `-MOVED`: the slot has a new owner (the map is updated, the request resent there).
+    case moved
+    /// `-ASK`: the slot is migrating; this key is already on the target (`ASKING`, then the request).
+    case ask
+    /// `-TRYAGAIN` or `-CLUSTERDOWN`: retried after a back-off.
+    case tryAgain = "try_again"
+}
+
 /// Connections to the nodes of a Redis Cluster, and the routing of every request to the primary
 /// that serves its slot.
 ///
@@ -109,16 +119,6 @@ struct RedisSlotMap: Equatable {
 ///   `StoreError(.unavailable, …)`.
 /// - A node that is down fails its slots at once with `.unavailable` (other slots keep working);
 ///   a node just learned from the map or a redirection gets up to the command timeout to connect.
-/// What a cluster node answered instead of a reply: the metric label of `RedisStoreObserver.clusterRedirect`.
-public enum RedisClusterRedirect: String, Sendable, CaseIterable {
-    /// `-MOVED`: the slot has a new owner (the map is updated, the request resent there).
-    case moved
-    /// `-ASK`: the slot is migrating; this key is already on the target (`ASKING`, then the request).
-    case ask
-    /// `-TRYAGAIN` or `-CLUSTERDOWN`: retried after a back-off.
-    case tryAgain = "try_again"
-}
-
 final class RedisCluster: @unchecked Sendable {
     struct Options: Sendable {
         var seeds: [RedisNodeAddress]
@@ -243,13 +243,11 @@ final class RedisCluster: @unchecked Sendable {
         }
     }
 
-    /// The primary serving `key`'s slot in the current map.
+    /// The primary serving `key`'s slot in the current map (tests and diagnostics).
     func node(forKey key: [UInt8]) -> RedisNodeAddress? { state.withLock { $0.map?.node(for: RedisSlot.of(key)) } }
 
     /// The current map's primaries.
     var nodes: [RedisNodeAddress] { state.withLock { $0.map?.nodes ?? [] } }
-
-    /// How many times the slot map was read.
 
     var description: String { "Redis Cluster (seeds \(options.seeds.map(\.description).joined(separator: ", ")))" }
 
@@ -264,9 +262,11 @@ final class RedisCluster: @unchecked Sendable {
         slot: Int, target: RedisNodeAddress?, asking: Bool, _ commands: [RedisCommand], redirects: Int, retries: Int,
         _ completion: @escaping @Sendable (Result<[RedisValue], StoreError>) -> Void
     ) {
-        let (address, pool, closed, mapError) = state.withLock { s -> (RedisNodeAddress?, NodePool?, Bool, String) in
+        let (address, pool, closed, why) = state.withLock { s -> (RedisNodeAddress?, NodePool?, Bool, String) in
             guard !s.closed else { return (nil, nil, true, "") }
-            guard let address = target ?? s.map?.node(for: slot) else { return (nil, nil, false, s.lastMapError) }
+            guard let address = target ?? s.map?.node(for: slot) else {
+                return (nil, nil, false, s.map == nil ? "the slot map is not known yet (\(s.lastMapError))" : "no node serves slot \(slot)")
+            }
             if s.pools[address] == nil {
                 s.pools[address] = NodePool(address: address, options: options, scripts: scripts, onStateChange: onStateChange)
             }
@@ -275,7 +275,6 @@ final class RedisCluster: @unchecked Sendable {
         if closed { return completion(.failure(StoreError(.unavailable, "the Redis store is closed"))) }
         guard let address, let pool else {
             requestRefresh()
-            let why = state.withLock { $0.map == nil } ? "the slot map is not known yet (\(mapError))" : "no node serves slot \(slot)"
             return completion(.failure(StoreError(.unavailable, "\(description): \(why)")))
         }
         let sent = asking ? [RedisCommand("ASKING")] + commands : commands
@@ -334,9 +333,10 @@ final class RedisCluster: @unchecked Sendable {
     private func pointSlot(_ slot: Int, at address: RedisNodeAddress) {
         guard slot >= 0, slot < RedisSlot.count else { return }
         state.withLock { s in
-            guard var map = s.map else { return }
-            map.owner[slot] = Int16(map.nodeIndex(address))
-            s.map = map
+            // In place: a copy of the map would copy its 16,384 slot owners.
+            guard s.map != nil else { return }
+            let i = s.map!.nodeIndex(address)
+            s.map!.owner[slot] = Int16(i)
         }
     }
 
