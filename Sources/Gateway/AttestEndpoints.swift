@@ -159,7 +159,8 @@ extension GatewayRouter {
         let mode = enforce ? "enforce" : "shadow"
         let gateRequest = GateRequest(
             method: h.method, target: h.target, body: request.body, keyID: keyText,
-            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion])
+            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
+            host: h.headers["Host"], scheme: request.scheme)
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) { [unowned self] outcome in
             switch outcome {

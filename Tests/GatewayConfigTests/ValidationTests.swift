@@ -31,6 +31,35 @@ struct ValidationTests {
         #expect(relaxed.routes[0].assertion.bind == .body)
     }
 
+    @Test("assertion.client_data: v2 by default, v1 where a route opts in; only with bind: request; nothing else")
+    func clientDataVersion() throws {
+        func yaml(_ assertion: String) -> String {
+            Self.base + """
+
+                routes:
+                  - {name: r, match: {path_prefix: /}, upstream: demo, assertion: {\(assertion)}}
+                apps: [{team_id: ABCDE12345, bundle_ids: [com.example.shop]}]
+                """
+        }
+        #expect(try ConfigFixture.parse(yaml("mode: enforce")).routes[0].assertion.clientData == .v2)
+        #expect(AssertionPolicy(mode: .enforce).clientData == .v2)
+        #expect(try ConfigFixture.parse(yaml("mode: enforce, client_data: v1")).routes[0].assertion.clientData == .v1)
+        #expect(try ConfigFixture.parse(yaml("mode: shadow, bind: request, client_data: v2")).routes[0].assertion.clientData == .v2)
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, client_data: v3")) == [
+                "gateway.yaml:4:96: routes[0].assertion.client_data must be one of \"v1\" or \"v2\", got \"v3\" (did you mean \"v1\"?)"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, client_data: 2")) == [
+                "gateway.yaml:4:96: routes[0].assertion.client_data must be one of \"v1\" or \"v2\", got \"2\" (did you mean \"v2\"?)"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, bind: body, client_data: v1")) == [
+                "gateway.yaml:4:108: routes[0].assertion.client_data only applies to bind: request (with bind: body the client data is the body itself); remove it"
+            ])
+        #expect(ConfigFixture.errors(yaml("mode: enforce, clientdata: v1")).first?.contains("unknown key") == true)
+    }
+
     @Test("a route in enforce or shadow mode needs at least one app; off does not")
     func assertionRoutesNeedApps() throws {
         let yaml =
