@@ -60,6 +60,28 @@ struct ValidationTests {
         #expect(ConfigFixture.errors(yaml("mode: enforce, clientdata: v1")).first?.contains("unknown key") == true)
     }
 
+    @Test("admin.token_file and protect_metrics: a path resolved against the config's directory; protect_metrics needs the file")
+    func adminToken() throws {
+        let open = try ConfigFixture.parse(minimalPlus: "admin: {address: 127.0.0.1:9091}")
+        #expect(open.admin.tokenFile == nil && open.admin.protectMetrics == false)
+        let guarded = try ConfigFixture.parse(minimalPlus: "admin: {token_file: secrets/admin-token, protect_metrics: true}")
+        #expect(guarded.admin.tokenFile == "/etc/attest-gateway/secrets/admin-token")
+        #expect(guarded.admin.protectMetrics)
+        #expect(guarded.admin.address == AdminConfig().address)
+        #expect(try ConfigFixture.parse(minimalPlus: "admin: {token_file: /run/credentials/gw/admin-token}").admin.tokenFile
+            == "/run/credentials/gw/admin-token")
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {protect_metrics: true}") == [
+                "gateway.yaml:7:26: admin.protect_metrics needs admin.token_file (the bearer token that /metrics then requires)"
+            ])
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {token_file: /t, protect_metrics: yes}") == [
+                "gateway.yaml:7:42: admin.protect_metrics must be true or false, got \"yes\""
+            ])
+        #expect(ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {token_file: [a]}").count == 1)
+        #expect(ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {token: abc}").first?.contains("unknown key") == true)
+    }
+
     @Test("a route in enforce or shadow mode needs at least one app; off does not")
     func assertionRoutesNeedApps() throws {
         let yaml =

@@ -11,7 +11,7 @@ enum ConfigKeys {
     ]
     static let listenerTLS = ["certificate", "private_key", "certificates", "ticket_rotation"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
-    static let admin = ["address"]
+    static let admin = ["address", "token_file", "protect_metrics"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
         "body_timeout", "drain_timeout", "max_connections",
