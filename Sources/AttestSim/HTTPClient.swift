@@ -66,6 +66,8 @@ public struct HTTPRequest: Sendable {
     /// Fields besides Host and Content-Length, which the client adds.
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// The Host field when it is not the endpoint's (a request signed for another host).
+    public var host: String?
 
     public init(method: String, target: String, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.method = method
@@ -74,10 +76,10 @@ public struct HTTPRequest: Sendable {
         self.body = body
     }
 
-    /// The bytes on the wire: request line, Host, the fields, Content-Length (when there is a body or
-    /// the method is POST, PUT or PATCH), an empty line, the body.
+    /// The bytes on the wire: request line, Host (`self.host`, else `host`), the fields,
+    /// Content-Length (when there is a body or the method is POST, PUT or PATCH), an empty line, the body.
     public func serialized(host: String) -> [UInt8] {
-        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\n"
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(self.host ?? host)\r\n"
         for (n, v) in headers { head += "\(n): \(v)\r\n" }
         if !body.isEmpty || ["POST", "PUT", "PATCH"].contains(method) { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"

@@ -15,6 +15,10 @@ public struct RunOptions: Sendable {
     public var path: String
     public var bodySize: Int
     public var binding: Binding
+    /// With `bind: request`: the client data version of the route (`assertion.client_data`).
+    public var clientData: ClientDataVersion
+    /// The Host sent and signed (`--host`; default the gateway's `HOST[:PORT]`).
+    public var host: RequestHost
     public var useNextChallenge: Bool
     /// Baseline mode: the same requests without registration, challenge or assertion (for a route
     /// without an assertion block), to compare the protected rate with.
@@ -25,7 +29,8 @@ public struct RunOptions: Sendable {
     public init(
         endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
-        bodySize: Int = 256, binding: Binding = .request, useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10
+        bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
+        useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10
     ) throws(AttestSimError) {
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
         guard requests >= 0 else { throw .usage("--requests must not be negative (got \(requests))") }
@@ -52,6 +57,8 @@ public struct RunOptions: Sendable {
         self.path = path
         self.bodySize = bodySize
         self.binding = binding
+        self.clientData = clientData
+        self.host = host ?? RequestHost(endpoint: endpoint)
         self.useNextChallenge = useNextChallenge
         self.plain = plain
         self.timeout = timeout
@@ -230,7 +237,7 @@ public final class LoadRunner: Sendable {
                         headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
                     : GatewayRequests.protected(
                         device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
-                        binding: o.binding)
+                        binding: o.binding, version: o.clientData, host: o.host)
                 let t0 = HTTPClient.now()
                 do {
                     let resp = try client.send(request)

@@ -127,20 +127,16 @@ extension GatewayRouter {
     static let noStore = HTTPFields([("Cache-Control", "no-store")])
 
     /// The JSON refusal `{"error","action","requestId"[,"detail"]}`, recorded for `explain`.
-    func refusal(_ e: Explanation, route: String, mode: String, request: BufferedRequest, status: Int? = nil) -> LocalResponse {
-        refusal(e, route: route, mode: mode, about: RequestSummary(request), status: status)
+    func refusal(_ e: Explanation, route: String, mode: String, request: BufferedRequest, surface: RefusalSurface = .endpoint)
+        -> LocalResponse
+    {
+        refusal(e, route: route, mode: mode, about: RequestSummary(request), surface: surface)
     }
 
     /// `detail`: the endpoints say which field or step failed; protected routes say only the code.
     func refusal(_ e: Explanation, route: String, mode: String, about request: RequestSummary, detail: Bool = false,
-                 status: Int? = nil) -> LocalResponse {
-        let id = attest.explain.record(e, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
-        var o = JSONObject()
-        o.set("error", e.error.code)
-        o.set("action", e.error.action.rawValue)
-        o.set("requestId", id)
-        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
-        return LocalResponse.json(status ?? e.error.status, o.description, headers: HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")]))
+                 surface: RefusalSurface = .endpoint) -> LocalResponse {
+        Refusals.respond(e, surface: surface, route: route, mode: mode, about: request, detail: detail, log: attest.explain)
     }
 
     // MARK: - Protected routes (mode enforce or shadow)
@@ -159,7 +155,8 @@ extension GatewayRouter {
         let mode = enforce ? "enforce" : "shadow"
         let gateRequest = GateRequest(
             method: h.method, target: h.target, body: request.body, keyID: keyText,
-            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion])
+            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
+            host: h.headers["Host"], scheme: request.scheme)
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) { [unowned self] outcome in
             switch outcome {
@@ -178,18 +175,38 @@ extension GatewayRouter {
                 let failOpen = e.error == .storeUnavailable && r.assertion.onStoreError == .failOpen
                 if enforce && !failOpen {
                     self.attestMetrics.verdict(route: r.name, mode: mode, verdict: "refused", reason: e.error.code)
-                    done(.respond(self.refusal(e, route: r.name, mode: mode, request: request, status: e.error.routeStatus)))
+                    done(.respond(self.refusal(e, route: r.name, mode: mode, request: request, surface: .route)))
                     return
                 }
                 let verdict = failOpen && enforce ? "fail_open" : "would_refuse"
                 self.attestMetrics.verdict(route: r.name, mode: mode, verdict: verdict, reason: e.error.code)
-                let id = self.attest.explain.record(e, route: r.name, mode: mode, method: h.method, target: h.target, peer: request.peer?.host)
+                let id = self.attest.explain.record(
+                    e, status: e.error.status(on: .route), route: r.name, mode: mode, method: h.method, target: h.target,
+                    peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict)", [
                     ("route", r.name), ("mode", mode), ("reason", e.error.code), ("step", e.step), ("request_id", id),
                 ])
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
             }
         }
+    }
+}
+
+/// Every refusal the gateway answers with a JSON error: one status, sent and recorded for `explain`
+/// alike (`GateError.status(on:)`).
+enum Refusals {
+    static func respond(
+        _ e: Explanation, surface: RefusalSurface, route: String, mode: String, about request: RequestSummary, detail: Bool,
+        log: ExplainLog
+    ) -> LocalResponse {
+        let status = e.error.status(on: surface)
+        let id = log.record(e, status: status, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
+        var o = JSONObject()
+        o.set("error", e.error.code)
+        o.set("action", e.error.action.rawValue)
+        o.set("requestId", id)
+        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
+        return LocalResponse.json(status, o.description, headers: HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")]))
     }
 }
 
@@ -203,5 +220,11 @@ struct RequestSummary: Sendable {
         method = request.head.method
         target = request.head.target
         peer = request.peer?.host
+    }
+
+    init(method: String, target: String, peer: String?) {
+        self.method = method
+        self.target = target
+        self.peer = peer
     }
 }

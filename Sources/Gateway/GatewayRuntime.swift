@@ -57,6 +57,11 @@ public final class GatewayRuntime: Sendable {
     /// Listener name → the HTTP/2 SETTINGS its connections advertise (`listeners[].http2`), for
     /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
     public let http2Settings: [String: HTTP2Settings]
+    /// Who may use the admin listener (`admin.token_file` read now: a missing, empty or
+    /// world-readable token file fails the start, the reload and `gatewayd check`).
+    public let adminAccess: AdminAccess
+    /// What `gatewayd check` prints and start and reload log as warnings (the configuration is valid).
+    public let warnings: [String]
 
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
@@ -153,6 +158,18 @@ public final class GatewayRuntime: Sendable {
         } catch {
             throw CompileError(description: error.description)
         }
+        do {
+            adminAccess = try AdminAccess(config.admin)
+        } catch {
+            throw CompileError(description: error.description)
+        }
+        var warnings: [String] = []
+        if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {
+            warnings.append(
+                "admin.address \(config.admin.address) is not a loopback address and admin.token_file is not set: "
+                    + "/explain (client addresses, key ids, why requests were refused) is open to whoever reaches it")
+        }
+        self.warnings = warnings
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
         stripAttestHeaders = HeaderEdit(remove: [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader])
@@ -209,6 +226,12 @@ public final class GatewayRuntime: Sendable {
 }
 
 extension GatewayRuntime {
+    /// `127.0.0.0/8`, `::1` and `localhost`: reachable from this host only.
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        return h == "localhost" || h == "::1" || h.hasPrefix("127.")
+    }
+
     /// What an https upstream's TLS context is made of: its configuration and its files' bytes (an
     /// unreadable file hashes as empty; building the context then reports it).
     static func fingerprint(_ u: UpstreamConfig, _ t: UpstreamTLSConfig) -> [UInt8] {

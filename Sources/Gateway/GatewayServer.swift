@@ -16,6 +16,7 @@ public final class GatewayServer: @unchecked Sendable {
     private var routers: [GatewayRouter] = []
     private var servers: [(name: String, server: HTTPServer)] = []
     private var admin: HTTPServer?
+    private var adminRouter: AdminRouter?
     /// Set once the state is restored (after the admin listener opened).
     private var store: ManagedStore?
     let explain: ExplainLog
@@ -50,9 +51,11 @@ public final class GatewayServer: @unchecked Sendable {
         // The admin listener comes first, so that /healthz answers and /readyz says "not ready" while
         // the store restores its state.
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
-        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain)
+        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess)
+        self.adminRouter = adminRouter
         admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
         Self.warnAboutExtraRoots(rt)
+        Self.logWarnings(rt)
         let store = try ManagedStore.open(config.store, metrics: attestMetrics)
         self.store = store
         let attest = AttestContext(
@@ -114,6 +117,10 @@ public final class GatewayServer: @unchecked Sendable {
         }
     }
 
+    private static func logWarnings(_ rt: GatewayRuntime) {
+        for w in rt.warnings { GatewayEvents.log("warning", w) }
+    }
+
     private static func warnAboutExtraRoots(_ rt: GatewayRuntime) {
         guard !rt.extraRootSubjects.isEmpty else { return }
         GatewayEvents.log(
@@ -168,8 +175,9 @@ public final class GatewayServer: @unchecked Sendable {
                 l.tls?.certificates = []
                 return l
             }
+            // The admin token (admin.token_file, read again just now) and protect_metrics apply at once.
             if config.listeners.map(restartOnly) != runtime.config.listeners.map(restartOnly)
-                || config.admin != runtime.config.admin
+                || config.admin.address != runtime.config.admin.address
             {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
@@ -188,7 +196,9 @@ public final class GatewayServer: @unchecked Sendable {
             if let settings = next.http2Settings[name] { server.replaceHTTP2Settings(settings) }
         }
         armTicketRotation(next)
+        adminRouter?.adopt(next.adminAccess)
         Self.warnAboutExtraRoots(next)
+        Self.logWarnings(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
         // HTTP/2 clients finish their streams, then reconnect onto the new configuration (its
         // SETTINGS and certificates). HTTP/1.1 connections read the new routes already and are left alone.

@@ -13,14 +13,23 @@ public struct GateRequest {
     public var keyID: String?
     public var challenge: String?
     public var assertion: String?
+    /// The `Host` field (HTTP/1.1), or `:authority` else `host` (HTTP/2), as received.
+    public var host: String?
+    /// The scheme the request arrived with: `https` on a TLS listener, else `http`.
+    public var scheme: String
 
-    public init(method: String, target: String, body: [UInt8], keyID: String?, challenge: String?, assertion: String?) {
+    public init(
+        method: String, target: String, body: [UInt8], keyID: String?, challenge: String?, assertion: String?,
+        host: String? = nil, scheme: String = "http"
+    ) {
         self.method = method
         self.target = target
         self.body = body
         self.keyID = keyID
         self.challenge = challenge
         self.assertion = assertion
+        self.host = host
+        self.scheme = scheme
     }
 }
 
@@ -123,6 +132,20 @@ public final class AssertionGate {
                 return completion(.refused(e))
             }
         }
+        // Version 2 of the request client data binds the authority the request is addressed to.
+        var authority = ""
+        if route.bind == .request, route.clientData == .v2 {
+            switch RequestAuthority.of(target: request.target, host: request.host, scheme: request.scheme) {
+            case .success(let a):
+                authority = a
+            case .failure(let problem):
+                var e = Explanation(step: "headers", error: .malformed)
+                e.add("key_id", keyID.description)
+                e.add("detail", problem.description)
+                e.add("client_data", route.clientData.rawValue)
+                return completion(.refused(e))
+            }
+        }
         let assertionObject: AssertionObject
         do throws(AppAttestError) {
             guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
@@ -154,16 +177,16 @@ public final class AssertionGate {
                 case .success(let record?):
                     self.verify(
                         request, record: record, keyEncoding: keyEncoding, object: assertionObject, token: token,
-                        challengeText: challengeText, route: route, policy: policy, nowMillis: nowMillis,
-                        completion: completion)
+                        challengeText: challengeText, authority: authority, route: route, policy: policy,
+                        nowMillis: nowMillis, completion: completion)
                 }
         })
     }
 
     private func verify(
         _ request: GateRequest, record: DeviceKeyRecord, keyEncoding: BinaryEncoding, object: AssertionObject,
-        token: ChallengeToken?, challengeText: String, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
-        completion: @escaping (GateOutcome) -> Void
+        token: ChallengeToken?, challengeText: String, authority: String, route: AssertionPolicy, policy: AttestPolicy,
+        nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
     ) {
         let keyID = record.keyID
         var base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", record.appID)]
@@ -183,9 +206,12 @@ public final class AssertionGate {
             return completion(.refused(Explanation(step: "key_lookup", error: .invalidPublicKey, fields: base)))
         }
         // 4. Apple's assertion algorithm over the bound client data.
+        let version: ClientDataVersion = route.clientData == .v1 ? .v1 : .v2
         let clientData =
             route.bind == .request
-            ? ClientData.forRequest(challenge: challengeText, method: request.method, target: request.target, body: request.body)
+            ? ClientData.forRequest(
+                version, challenge: challengeText, method: request.method, target: request.target, authority: authority,
+                body: request.body)
             : request.body
         let verified: VerifiedAssertion
         do {
@@ -203,9 +229,14 @@ public final class AssertionGate {
                 e.add("counter_stored", String(record.counter))
                 e.add("counter_delta", String(Int64(presented.signCount) - Int64(record.counter)))
             case .badSignature:
-                e.add("bound", route.bind == .request ? "challenge, method, target, sha256(body)" : "body")
-                e.add("method", request.method)
-                e.add("target", String(request.target.prefix(256)))
+                switch (route.bind, version) {
+                case (.body, _): e.add("bound", "body")
+                case (.request, .v1): e.add("bound", "challenge, method, target, sha256(body)")
+                case (.request, .v2): e.add("bound", "challenge, method, target, sha256(body), authority")
+                }
+                if route.bind == .request { e.add("client_data", version.rawValue) }
+                e.add("method", String(request.method.prefix(32)))
+                if route.bind == .request, version == .v2 { e.add("authority", authority) }
                 e.add("body_sha256", Hex.encode(SHA256.hash(request.body)))
                 if !challengeText.isEmpty { e.add("challenge", Explanation.redact(challengeText)) }
             default:

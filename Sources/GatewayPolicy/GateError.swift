@@ -12,6 +12,12 @@ public enum ClientAction: String, Sendable {
     case none
 }
 
+/// Where a refusal is answered: the App Attest endpoints (challenge, register), or a protected route.
+public enum RefusalSurface: String, Sendable, CaseIterable {
+    case endpoint
+    case route
+}
+
 /// Every reason the gateway refuses a registration or a protected request: a stable code (JSON
 /// `error`, metric `reason`, log and `explain`), an HTTP status and a client action.
 public enum GateError: String, Sendable, CaseIterable, Error {
@@ -72,6 +78,15 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     /// On a protected route every refusal is 401 (403 for a disallowed app or environment, 503 for
     /// the store): a malformed assertion is an authentication failure there, not a bad request.
     public var routeStatus: Int { status == 400 ? 401 : status }
+
+    /// The status of a refusal answered on `surface` (docs/client-contract.md, "Error codes"): what
+    /// the client is sent and what `explain` records.
+    public func status(on surface: RefusalSurface) -> Int {
+        switch surface {
+        case .endpoint: status
+        case .route: routeStatus
+        }
+    }
 
     public var action: ClientAction {
         switch self {

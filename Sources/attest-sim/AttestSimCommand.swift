@@ -58,6 +58,24 @@ struct GatewayOptions: ParsableArguments {
     @Option(help: "Seconds for each exchange with the gateway.")
     var timeout: Double = 10
 
+    @Option(name: .customLong("client-data"), help: "v1 or v2: the client data version of the protected route (its assertion.client_data).")
+    var clientData: String = "v2"
+
+    @Option(help: "The Host to send and (client data v2) sign for, HOST[:PORT]; default: the --gateway's.")
+    var host: String?
+
+    func clientDataVersion() throws(AttestSimError) -> ClientDataVersion {
+        guard let v = ClientDataVersion(rawValue: clientData) else {
+            throw .usage("--client-data must be v1 or v2 (got \"\(clientData)\")")
+        }
+        return v
+    }
+
+    func requestHost() throws(AttestSimError) -> RequestHost? {
+        guard let host else { return nil }
+        return try RequestHost(host)
+    }
+
     func endpoint() throws(AttestSimError) -> HTTPEndpoint { try HTTPEndpoint(url: gateway) }
 
     func app() throws(AttestSimError) -> AppID {
@@ -165,7 +183,8 @@ struct Run: ParsableCommand {
         let options = try RunOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
-            useNextChallenge: !noNextChallenge, plain: plain, timeout: common.timeout)
+            clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
+            timeout: common.timeout)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
@@ -199,9 +218,11 @@ struct Attack: ParsableCommand {
     var json = false
 
     func run() throws {
+        let version = try common.clientDataVersion()
         let options = try AttackOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(),
-            modes: AttackMode.parse(mode), challengeWait: challengeWait, method: method, path: path, timeout: common.timeout)
+            modes: AttackMode.parse(mode, clientData: version), challengeWait: challengeWait, method: method, path: path,
+            timeout: common.timeout, clientData: version, host: common.requestHost())
         let runner = AttackRunner(options: options, ca: try common.loadCA())
         runner.onNote = { FileHandle.standardError.write(Data("attest-sim: \($0)\n".utf8)) }
         let report = runner.run()

@@ -35,9 +35,14 @@ final class ContractDevice: @unchecked Sendable {
         return try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array(body.utf8))
     }
 
-    /// The client data of `bind: request`, written here from the contract (not from the gateway's code).
-    static func clientData(challenge: String, method: String, target: String, body: [UInt8]) -> [UInt8] {
-        Array("\(challenge)\n\(method)\n\(target)\n\(Hex.encode(SHA256.hash(body)))".utf8)
+    /// The client data of `bind: request`, written here from the contract (not from the gateway's code):
+    /// version 2 (the default) ends with the authority the request is addressed to, already in its
+    /// normal form; version 1 has no authority line.
+    static func clientData(
+        _ version: String = "v2", challenge: String, method: String, target: String, authority: String = "", body: [UInt8]
+    ) -> [UInt8] {
+        let v1 = "\(challenge)\n\(method)\n\(target)\n\(Hex.encode(SHA256.hash(body)))"
+        return Array((version == "v1" ? v1 : v1 + "\n" + authority).utf8)
     }
 
     struct Signed {
@@ -45,18 +50,27 @@ final class ContractDevice: @unchecked Sendable {
         let target: String
         let body: [UInt8]
         let headers: [(String, String)]
+        /// The authority signed (version 2): sent as the Host unless a test says otherwise.
+        let authority: String
     }
 
-    func sign(method: String = "POST", target: String, body: [UInt8], challenge: String, counter: UInt32? = nil) -> Signed {
-        let cd = Self.clientData(challenge: challenge, method: method, target: target, body: body)
+    /// Signed for `authority` (default `127.0.0.1:PORT`, the Host `HTTPCall` sends) in `version`.
+    func sign(
+        method: String = "POST", target: String, body: [UInt8], challenge: String, counter: UInt32? = nil,
+        version: String = "v2", authority: String? = nil
+    ) -> Signed {
+        let signedFor = authority ?? "127.0.0.1:\(port)"
+        let cd = Self.clientData(version, challenge: challenge, method: method, target: target, authority: signedFor, body: body)
         let a = device.assert(clientDataHash: SHA256.hash(cd), mutations: AssertionMutations(counter: counter))
         return Signed(method: method, target: target, body: body, headers: [
             ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", challenge), ("X-App-Assertion", Base64.encode(a)),
-        ])
+        ], authority: signedFor)
     }
 
-    func send(_ s: Signed, extraHeaders: [(String, String)] = []) throws -> HTTPCall {
-        try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers + extraHeaders, body: s.body)
+    /// `host`: the Host field (default: the authority `s` was signed for).
+    func send(_ s: Signed, extraHeaders: [(String, String)] = [], host: String? = nil) throws -> HTTPCall {
+        try HTTPCall.send(
+            port: port, method: s.method, target: s.target, headers: s.headers + extraHeaders, body: s.body, host: host ?? s.authority)
     }
 }
 
@@ -323,7 +337,7 @@ struct AttestGatewayTests {
         let ok = try ContractDevice(ca: ca, appID: Self.appID, port: port)
         #expect(try register(ok, SimulatedExtensions(validationCategory: .testFlight, bundleVersion: "4.10", setsExtensionDataFlag: true)).status == 201)
         let c = try legacy.challenge()
-        let cd = ContractDevice.clientData(challenge: c, method: "POST", target: "/api/purchase", body: [])
+        let cd = ContractDevice.clientData(challenge: c, method: "POST", target: "/api/purchase", authority: "127.0.0.1:\(port)", body: [])
         let a = legacy.device.assert(clientDataHash: SHA256.hash(cd), extensions: SimulatedExtensions(validationCategory: .appStore, bundleVersion: "4.0"))
         let refused = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase", headers: [
             ("X-App-Attest-Key-Id", legacy.keyID), ("X-App-Attest-Challenge", c), ("X-App-Assertion", Base64.encode(a)),
@@ -437,7 +451,7 @@ struct AttestGatewayTests {
             let port = HTTPCall.port(gw, "public")
             // Everything accepted before this start must be refused now.
             for s in acceptedRequests {
-                let r = try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body)
+                let r = try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body, host: s.authority)
                 #expect(r.status == 401, "round \(round): a request accepted before the crash passed again")
             }
             for h in acceptedBodyBound {
@@ -447,8 +461,7 @@ struct AttestGatewayTests {
             // Every registration answered 201 before is still there.
             for d in devices {
                 d.rebind(port: port)
-                let r = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase",
-                                          headers: d.sign(target: "/api/purchase", body: [], challenge: try d.challenge()).headers)
+                let r = try d.send(d.sign(target: "/api/purchase", body: [], challenge: try d.challenge()))
                 #expect(r.status == 200, "round \(round): device lost: \(r.body)")
             }
             // Load: registrations and protected requests from several threads, then kill -9 mid-flight.

@@ -76,9 +76,20 @@ extension ConfigDecoder {
 
     func decodeAdmin(_ node: YAMLNode, path: String) -> (config: AdminConfig, position: SourcePosition)? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.admin) else { return nil }
-        guard let addressNode = fields["address"] else { return (AdminConfig(), fields.position) }
-        guard let address = socketAddress(addressNode, fields.path("address")) else { return nil }
-        return (AdminConfig(address: address), addressNode.position)
+        var admin = AdminConfig()
+        var valid = true
+        fields.read("address", into: &admin, \.address, valid: &valid) { socketAddress($0, $1) }
+        if let file = fields.optional("token_file", valid: &valid, { filePath($0, $1) }) { admin.tokenFile = file }
+        fields.read("protect_metrics", into: &admin, \.protectMetrics, valid: &valid) { bool($0, $1) }
+        if admin.protectMetrics, admin.tokenFile == nil, let node = fields["protect_metrics"] {
+            report(
+                "\(fields.path("protect_metrics")) needs \(fields.path("token_file")) (the bearer token that /metrics then requires)",
+                at: node.position
+            )
+            valid = false
+        }
+        guard valid else { return nil }
+        return (admin, fields["address"]?.position ?? fields.position)
     }
 
     /// The admin endpoint, configured or by default, must not take a listener's address.

@@ -11,7 +11,7 @@ enum ConfigKeys {
     ]
     static let listenerTLS = ["certificate", "private_key", "certificates", "ticket_rotation"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
-    static let admin = ["address"]
+    static let admin = ["address", "token_file", "protect_metrics"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
         "body_timeout", "drain_timeout", "max_connections",
@@ -22,7 +22,7 @@ enum ConfigKeys {
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
     static let route = ["name", "match", "upstream", "max_body", "assertion"]
     static let routeMatch = ["methods", "path_prefix", "path", "host"]
-    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error"]
+    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
     static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
     static let trust = ["extra_roots"]
     static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
