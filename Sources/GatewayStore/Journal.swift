@@ -130,6 +130,8 @@ enum JournalRecord {
 final class Journal: Sendable {
     /// Why the journal refuses appends.
     struct Fault {
+        /// The failure that started the episode: what refused operations and readiness show.
+        let first: StoreWriteFailure
         /// The latest failure of the episode (the retries update it).
         var latest: StoreWriteFailure
         var since: ContinuousClock.Instant
@@ -140,7 +142,7 @@ final class Journal: Sendable {
         var attempts = 0
 
         /// What a refused operation answers (and readiness shows).
-        var error: StoreError { StoreError(.unavailable, "store: \(latest)") }
+        var error: StoreError { StoreError(.unavailable, "store: \(first)") }
     }
 
     struct State {
@@ -241,13 +243,15 @@ final class Journal: Sendable {
 
     // MARK: - Faults and recovery
 
-    /// The failure the journal is refusing appends for, or nil when it accepts them.
-    var fault: StoreWriteFailure? { state.withLock { $0.fault?.latest } }
+    /// The failure the journal is refusing appends for (the one that started the episode), or nil
+    /// when it accepts them.
+    var fault: StoreWriteFailure? { state.withLock { $0.fault?.first } }
 
     /// Enters (or extends) a fault and makes sure a recovery is scheduled.
     private func enterFault(_ s: inout State, _ failure: StoreWriteFailure, suspect: Bool) {
         if s.fault == nil {
-            s.fault = Fault(latest: failure, since: .now, suspect: suspect, seq: s.seq)
+            s.fault = Fault(first: failure, latest: failure, since: .now, suspect: suspect, seq: s.seq)
+            observer?.storeWritesRefused(failure)
         } else {
             s.fault!.latest = failure
             if suspect { s.fault!.suspect = true }
@@ -306,7 +310,7 @@ final class Journal: Sendable {
                 }
             }
         } catch let f as FileFault {
-            // Readiness shows the latest failure (the probe's, the snapshot's, …); the fault stays.
+            // The recovery's log line names the latest failure (the probe's, the snapshot's, …); the fault stays.
             state.withLock { s in if s.fault != nil { s.fault!.latest = f.failure } }
         } catch {
             // Not a file system call (the store closed meanwhile): the fault stays.

@@ -14,6 +14,9 @@ public protocol AttestStoreObserver: Sendable {
     /// retries of a recovery; requests refused meanwhile make no call). Called with the journal's
     /// lock held: count it, and log at a bounded rate.
     func storeWriteFailed(_ failure: StoreWriteFailure)
+    /// The store starts refusing writes (registrations and counter advances answer
+    /// `.unavailable`) because of `failure`; a recovery retries with back-off.
+    func storeWritesRefused(_ failure: StoreWriteFailure)
     /// The store accepts writes again after `failure` (the latest of the episode) made it refuse
     /// them for `seconds`.
     func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double)
@@ -25,5 +28,6 @@ extension AttestStoreObserver {
     public func restored(keys: Int, seconds: Double) {}
     public func challengesExpired(_ count: Int) {}
     public func storeWriteFailed(_ failure: StoreWriteFailure) {}
+    public func storeWritesRefused(_ failure: StoreWriteFailure) {}
     public func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double) {}
 }

@@ -244,7 +244,7 @@ struct StoreFaultTests {
         #expect(fileSize(segment) == sizeBefore + 20)
         #expect(log.failures.contains { $0.operation == .ftruncate && $0.errno == EIO })
         #expect(eventually { log.failures.filter { $0.file == .probe }.count >= 2 })  // retried
-        #expect(store.writeFailure?.file == .probe)                                   // the latest failure
+        #expect(store.writeFailure?.file == .journal && store.writeFailure?.operation == .write)
 
         // A crash now: the torn record is cut at restore, the acknowledged counter kept.
         let crashed = TempDirectory()
@@ -325,7 +325,7 @@ struct StoreFaultTests {
             #expect(failure { try store.registerNow(fresh, receipt: [2], challenge: c1.token, now: t0) }?.code == .unavailable)
             #expect(try store.key(fresh.keyID) == nil)
             #expect(store.statistics.keys == 1)
-            #expect(store.writeFailure?.operation == .fsync || store.writeFailure?.file == .probe)
+            #expect(store.writeFailure?.operation == .fsync && store.writeFailure?.file == file)
             #expect(log.failures.contains { $0.operation == .fsync && $0.file == file && $0.errno == code })
             calls.clear()
             #expect(eventually { store.writeFailure == nil })
@@ -511,7 +511,9 @@ struct StoreFaultTests {
         let probes = log.failures.filter { $0.file == .probe }.count
         // 10 ms doubling to 40 ms: about 12 attempts in 400 ms, never one per millisecond.
         #expect(probes >= 3 && probes <= 30, "\(probes) probe attempts")
-        #expect(store.writeFailure == StoreWriteFailure(file: .probe, operation: .write, errno: ENOSPC, path: dir.file(Journal.probeName)))
+        // What is refused, and why, stays the failure that started it; the retries are reported.
+        #expect(store.writeFailure?.file == .journal && store.writeFailure?.operation == .write)
+        #expect(log.failures.last == StoreWriteFailure(file: .probe, operation: .write, errno: ENOSPC, path: dir.file(Journal.probeName)))
         calls.clear()
         #expect(eventually { store.writeFailure == nil })
         #expect(!dir.files().contains(Journal.probeName))
