@@ -234,7 +234,7 @@ final class Journal: Sendable {
         t.schedule(deadline: .now() + .milliseconds(intervalMillis), repeating: .milliseconds(intervalMillis))
         t.setEventHandler { [weak self] in
             guard let self else { return }
-            if self.state.withLock({ $0.dirty && $0.fault == nil && !$0.closed }) { _ = self.syncNow() }
+            if self.state.withLock({ $0.dirty && !($0.fault?.suspect ?? false) && !$0.closed }) { _ = self.syncNow() }
         }
         t.resume()
         let box = TimerBox(t)
@@ -467,14 +467,16 @@ final class Journal: Sendable {
 
     /// fsyncs the receipts file, then the current segment (records of an older segment were
     /// fsync'ed when it was rotated out). Runs on `syncQueue` or during close. A failure puts the
-    /// journal in a suspect fault.
+    /// journal in a suspect fault. In a fault after a lack of space, the records written before it
+    /// are intact and are still fsync'ed (a registration written before it completes); in a suspect
+    /// fault nothing is trusted until the recovery's snapshot.
     @discardableResult
     func syncNow() -> StoreError? {
         let (segment, receipts, fault) = state.withLock { s in
             s.dirty = false
             return (s.segment, s.receipts, s.fault)
         }
-        if let fault { return fault.error }
+        if let fault, fault.suspect { return fault.error }
         let start = ContinuousClock.now
         do {
             try files.fsync(receipts.fd, path: receipts.path)

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import GatewayTestSupport
 import Glibc
@@ -353,6 +354,42 @@ struct StoreFaultTests {
             #expect(try store.registerNow(fresh, receipt: [2], challenge: c3.token, now: t0) == .registered(existing: false))
             _ = store
         }
+    }
+
+    /// A registration written just before another write ran out of space completes: its record is
+    /// intact and its fsync succeeds (only a failed fsync, or an I/O error, makes records suspect).
+    @Test func registrationWrittenBeforeASpaceFaultCompletes() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        var rng = SeededRandom(seed: 111)
+        let calls = FaultyCalls()
+        let log = FaultLog()
+        let store = try openFaulty(dir, calls, log)
+        let known = makeRecord(&rng)
+        try store.registerFresh(known, now: t0)
+        let journal = try #require(store.journal)
+        let hold = DispatchSemaphore(value: 0)
+        journal.syncQueue.async { hold.wait() }  // the registration's group commit waits behind this
+        let fresh = makeRecord(&rng)
+        let c = try store.issue(.register, now: t0)
+        let answer = Mutex<Result<RegistrationOutcome, StoreError>?>(nil)
+        store.register(Registration(record: fresh, receipt: [5], challenge: c.token), nowMillis: t0) { r in
+            answer.withLock { $0 = r }
+        }
+        calls.fail(.write, .journal, errno: ENOSPC)
+        calls.fail(.write, .probe, errno: ENOSPC)
+        #expect(failure { try store.commit(known.keyID, counter: 1, challenge: nil, now: t0) }?.code == .unavailable)
+        #expect(store.writeFailure?.errno == ENOSPC)
+        hold.signal()
+        #expect(eventually { answer.withLock { $0 } != nil })
+        #expect(answer.withLock { $0 } == .success(.registered(existing: false)))
+        #expect(try store.key(fresh.keyID) != nil)
+        calls.clear()
+        #expect(eventually { store.writeFailure == nil })
+        let after = try openAfterCrash(dir.path)
+        #expect(try after.key(fresh.keyID) != nil)
+        try after.close()
+        _ = store
     }
 
     /// Counter advances acknowledged before a failed background fsync are kept: memory holds them
