@@ -1,6 +1,8 @@
 import Glibc
 
-/// Thin POSIX file helpers: every failure becomes a `StoreError(.unavailable, …)` naming the path.
+/// Thin POSIX file helpers: every failure becomes a `StoreError(.unavailable, …)` naming the path,
+/// or, for the calls that go through `StoreFiles` (open, write, fsync), a `FileFault` naming the
+/// path and errno (`StoreError.from` turns it into a `StoreError`).
 enum FileIO {
     static func errnoText(_ code: Int32 = errno) -> String {
         guard let s = strerror(code) else { return "errno \(code)" }
