@@ -5,7 +5,7 @@ import GatewayWire
 import Synchronization
 
 /// The admin listener (loopback by default): `/healthz` (the process answers), `/readyz`
-/// (store restored, serving, not draining), `/metrics` (Prometheus text format), and
+/// (store restored and accepting writes, serving, not draining; a 503 lists its reasons), `/metrics` (Prometheus text format), and
 /// `/explain/<request-id>` (why a request was refused) with `/explain` (the latest refusals).
 ///
 /// With `admin.token_file`, every path but the health endpoints (and `/metrics` unless
@@ -44,9 +44,12 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
         case "/healthz":
             return .respond(routeName: "admin", LocalResponse.json(200, "{\"status\":\"ok\"}"))
         case "/readyz":
-            return server.isReady
-                ? .respond(routeName: "admin", LocalResponse.json(200, "{\"status\":\"ready\"}"))
-                : .respond(routeName: "admin", LocalResponse.error(503, "not_ready"))
+            if server.isReady { return .respond(routeName: "admin", LocalResponse.json(200, "{\"status\":\"ready\"}")) }
+            var o = JSONObject()
+            o.set("error", "not_ready")
+            o.set("ready", false)
+            o.set("reasons", .array(server.readinessReasons.map { .string($0) }))
+            return .respond(routeName: "admin", LocalResponse.json(503, o.description))
         case "/metrics" where exposition != nil:
             let body = exposition!()
             return .respond(

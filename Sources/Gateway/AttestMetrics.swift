@@ -17,6 +17,8 @@ final class AttestMetrics: Sendable {
     static let snapshotFailures = "attest_gateway_store_snapshot_failures_total"
     static let restoreDuration = "attest_gateway_store_restore_duration_seconds"
     static let fsyncDuration = "attest_gateway_store_journal_fsync_duration_seconds"
+    static let storeWriteErrors = "attest_gateway_store_write_errors_total"
+    static let journalCorruptRecords = "attest_gateway_store_journal_corrupt_records_total"
 
     private let keys: Meter
     private let liveChallenges: Meter
@@ -73,6 +75,16 @@ final class AttestMetrics: Sendable {
     func snapshotAge(seconds: Double) { snapshotAgeGauge.set(seconds) }
     func restored(seconds: Double) { restoreGauge.set(seconds) }
     func journalFsync(seconds: Double) { fsyncTimer.recordNanoseconds(Int64(seconds * 1e9)) }
+    /// A failed system call on a file of the data directory; `file` and `errno` are bounded labels
+    /// (journal|receipts|snapshot|marker|directory|probe|lock, the symbolic errno name).
+    func storeWriteError(file: String, errno: String) {
+        counter(Self.storeWriteErrors, [("file", file), ("errno", errno)]).increment()
+    }
+    /// Journal records (or byte ranges) a restore could not use (checksum, malformed, unreadable, unknown key).
+    func journalCorruptRecords(_ n: Int) {
+        let c = counter(Self.journalCorruptRecords, [])
+        if n > 0 { c.increment(by: Int64(n)) }
+    }
 }
 
 /// One loop's verdict counters, cached without locks (the verdict is counted on every protected request).

@@ -138,6 +138,18 @@ public final class GatewayServer: @unchecked Sendable {
     /// Ready once the store is restored and the listeners are open, until draining starts; and,
     /// on Redis, only while the store has a live connection.
     var isReady: Bool { state.withLock { $0 == .serving } && (store?.isHealthy ?? false) }
+
+    /// Why `/readyz` answers 503 (empty when ready).
+    var readinessReasons: [String] {
+        var reasons: [String] = []
+        switch state.withLock({ $0 }) {
+        case .starting: reasons.append("starting: the store is being restored")
+        case .serving: break
+        case .draining, .stopped: reasons.append("draining")
+        }
+        if let store { reasons += store.unhealthyReasons } else if reasons.isEmpty { reasons.append("starting") }
+        return reasons
+    }
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.

@@ -25,6 +25,8 @@ public final class MemoryAttestStore: AttestStore {
     public let lastStopWasClean: Bool
     /// The data directory, or nil for a memory-only store.
     public let directory: String?
+    /// What `open` found in the journal: records replayed, damaged records skipped, a torn tail cut.
+    public let restoreReport: RestoreReport
 
     let journal: Journal?
     let receiptsReader: FileHandle?
@@ -53,7 +55,8 @@ public final class MemoryAttestStore: AttestStore {
 
     init(
         states: [ShardState], live: Int, maxLiveChallenges: Int, clean: Bool, directory: String?,
-        journal: Journal?, receiptsReader: FileHandle?, observer: (any AttestStoreObserver)?
+        journal: Journal?, receiptsReader: FileHandle?, observer: (any AttestStoreObserver)?,
+        restoreReport: RestoreReport = RestoreReport()
     ) {
         var keys = 0
         var shards: [Shard] = []
@@ -67,6 +70,7 @@ public final class MemoryAttestStore: AttestStore {
         self.maxLiveChallenges = maxLiveChallenges
         self.lastStopWasClean = clean
         self.directory = directory
+        self.restoreReport = restoreReport
         self.journal = journal
         self.receiptsReader = receiptsReader
         self.observer = observer
@@ -88,6 +92,11 @@ public final class MemoryAttestStore: AttestStore {
     public var statistics: StoreStatistics {
         StoreStatistics(keys: keyCount.load(ordering: .relaxed), liveChallenges: liveCount.load(ordering: .relaxed))
     }
+
+    /// The failed file system call the store is refusing writes for (registrations and counter
+    /// advances answer `.unavailable` meanwhile), or nil while it accepts them. A recovery retried
+    /// with back-off clears it once writes succeed again (see "Write errors" in docs/store.md).
+    public var writeFailure: StoreWriteFailure? { journal?.fault }
 
     // MARK: - Challenges
 
@@ -212,7 +221,16 @@ public final class MemoryAttestStore: AttestStore {
     private enum RegisterStep {
         case rejected(ChallengeRejection)
         case failed(StoreError)
-        case stored(existing: Bool)
+        case stored(StoredRegistration)
+    }
+
+    /// A registration applied in memory: what it replaced, to take it back if its record does not
+    /// become durable.
+    struct StoredRegistration {
+        var key: KeyBits
+        var existing: Bool
+        var previous: KeyRecord?
+        var applied: KeyRecord
     }
 
     public func register(
@@ -245,7 +263,7 @@ public final class MemoryAttestStore: AttestStore {
 
         func store(_ s: inout ShardState) -> RegisterStep {
             do {
-                return .stored(existing: try storeRegistration(&s, entry, receipt: receipt))
+                return .stored(try storeRegistration(&s, entry, receipt: receipt))
             } catch {
                 return .failed(StoreError.from(error))
             }
@@ -282,22 +300,55 @@ public final class MemoryAttestStore: AttestStore {
             completion(.success(.challengeRejected(why)))
         case .failed(let error):
             completion(.failure(error))
-        case .stored(let existing):
+        case .stored(let stored):
+            let existing = stored.existing
             if !existing { keyCount.wrappingAdd(1, ordering: .relaxed) }
             guard let journal else { return completion(.success(.registered(existing: existing))) }
-            journal.whenDurable { error in
-                completion(error.map { .failure($0) } ?? .success(.registered(existing: existing)))
+            journal.whenDurable { [self] error in
+                guard let error else { return completion(.success(.registered(existing: existing))) }
+                // Answered 503: the registration must not stay applied.
+                withdraw(stored)
+                completion(.failure(error))
             }
         }
     }
 
+    /// Takes back a registration whose record could not be made durable (its fsync failed): a new
+    /// key is removed, a re-registered key gets its previous record back. A counter never goes
+    /// down: a new key on which a request was accepted meanwhile stays (removing it would forget
+    /// that counter), and a re-registered key keeps the higher counter. Nothing is done when a
+    /// later registration of the key replaced this one.
+    func withdraw(_ stored: StoredRegistration) {
+        let removed = shard(stored.key.w0).state.withLock { s -> Bool in
+            guard let i = s.find(stored.key) else { return false }
+            let current = s.record(at: i)
+            guard current.sameRegistration(as: stored.applied) else { return false }
+            if let previous = stored.previous {
+                s.update(at: i) { x in
+                    let counter = max(x.counter, previous.counter)
+                    let last = max(x.lastSeen, previous.lastSeen)
+                    x = previous
+                    x.counter = counter
+                    x.lastSeen = last
+                }
+                return false
+            }
+            guard current.counter == stored.applied.counter else { return false }
+            s.remove(at: i)
+            return true
+        }
+        if removed { keyCount.wrappingSubtract(1, ordering: .relaxed) }
+    }
+
     /// Under the key's shard lock: the journal record is written first; memory changes only if it was.
     private func storeRegistration(_ s: inout ShardState, _ entry: JournalRecord.Registration, receipt: [UInt8])
-        throws -> Bool
+        throws -> StoredRegistration
     {
         var r = entry
+        var previous: KeyRecord?
         if let i = s.find(r.key) {
             let old = s.record(at: i)
+            previous = old
             r.counter = max(old.counter, r.counter)
             r.firstSeen = old.firstSeen
             r.lastSeen = max(old.lastSeen, r.lastSeen)
@@ -309,7 +360,8 @@ public final class MemoryAttestStore: AttestStore {
         } else {
             s.memoryReceipts[r.key] = receipt
         }
-        return Self.apply(&s, r)
+        let existing = Self.apply(&s, r)
+        return StoredRegistration(key: r.key, existing: existing, previous: previous, applied: s.record(at: s.find(r.key)!))
     }
 
     /// Sets a registration (also journal replay): the higher counter and the earlier first-seen

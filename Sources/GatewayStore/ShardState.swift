@@ -84,6 +84,17 @@ struct KeyRecord {
     static let noString = UInt32.max
     static let flagProduction: UInt8 = 1
     static let flagCategory: UInt8 = 2
+
+    /// The same registration (every field but the counter and the last-seen time, which requests move).
+    func sameRegistration(as other: KeyRecord) -> Bool {
+        var a = self
+        var b = other
+        a.counter = 0
+        a.lastSeen = 0
+        b.counter = 0
+        b.lastSeen = 0
+        return withUnsafeBytes(of: &a) { x in withUnsafeBytes(of: &b) { y in x.elementsEqual(y) } }
+    }
 }
 
 /// Seconds since the Unix epoch as stored (UInt32, good until 2106); negative times clamp to 0.
@@ -226,6 +237,40 @@ struct ShardState {
         slots[i] = UInt32(count + 1)
         count += 1
         return true
+    }
+
+    /// Removes the record at `index` (a registration taken back): its slot is freed by backward
+    /// shifting (linear probing keeps no tombstones) and the last record moves into its place.
+    mutating func remove(at index: Int) {
+        let mask = slots.count - 1
+        func slot(of index: Int) -> Int {
+            var i = slotHash(record(at: index).key) & mask
+            while Int(slots[i]) != index + 1 { i = (i + 1) & mask }
+            return i
+        }
+        var hole = slot(of: index)
+        var j = hole
+        while true {
+            j = (j + 1) & mask
+            if slots[j] == 0 { break }
+            let home = slotHash(record(at: Int(slots[j] - 1)).key) & mask
+            // The entry at j may fill the hole if its home is not cyclically in (hole, j].
+            let inRange = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j)
+            if !inRange {
+                slots[hole] = slots[j]
+                hole = j
+            }
+        }
+        slots[hole] = 0
+        let last = count - 1
+        if index != last {
+            let moved = record(at: last)
+            slots[slot(of: last)] = UInt32(index + 1)
+            update(at: index) { $0 = moved }
+        }
+        chunks[last >> Self.chunkShift].removeLast()
+        if chunks[last >> Self.chunkShift].isEmpty { chunks.removeLast() }
+        count -= 1
     }
 
     private mutating func place(_ key: KeyBits, index: Int) {

@@ -71,10 +71,11 @@ enum SnapshotFormat {
     }
 
     /// Writes the snapshot to `snapshot.dat.tmp`, fsyncs, renames over `snapshot.dat`, fsyncs the directory.
-    static func write(directory: String, header: Header, shards: [ShardCopy]) throws -> Int {
+    /// A failed attempt removes the temporary file (on a full disk it would hold the space).
+    static func write(directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system) throws -> Int {
         let tmp = "\(directory)/\(fileName).tmp"
-        let fd = try FileIO.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
-        let out = BufferedHashingWriter(fd: fd, path: tmp)
+        let fd = try files.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
+        let out = BufferedHashingWriter(fd: fd, path: tmp, files: files)
         do {
             var h = ByteWriter(capacity: headerSize)
             h.bytes.append(contentsOf: magic)
@@ -111,14 +112,20 @@ enum SnapshotFormat {
                 try out.write(c.bytes)
             }
             try out.finish()
-            try FileIO.fsync(fd, path: tmp)
+            try files.fsync(fd, path: tmp)
         } catch {
             Glibc.close(fd)
+            unlink(tmp)
             throw error
         }
         Glibc.close(fd)
-        try FileIO.rename(tmp, "\(directory)/\(fileName)")
-        try FileIO.fsyncDirectory(directory)
+        do {
+            try files.rename(tmp, "\(directory)/\(fileName)")
+        } catch {
+            unlink(tmp)
+            throw error
+        }
+        try files.fsyncDirectory(directory)
         return out.total
     }
 
@@ -271,14 +278,16 @@ enum SnapshotFormat {
 final class BufferedHashingWriter {
     let fd: Int32
     let path: String
+    let files: StoreFiles
     let hasher = SHA256.Hasher()
     var buffer: [UInt8] = []
     var total = 0
     static let capacity = 1 << 20
 
-    init(fd: Int32, path: String) {
+    init(fd: Int32, path: String, files: StoreFiles = .system) {
         self.fd = fd
         self.path = path
+        self.files = files
         buffer.reserveCapacity(Self.capacity)
     }
 
@@ -291,7 +300,7 @@ final class BufferedHashingWriter {
         total += raw.count
         if buffer.count + raw.count > Self.capacity { try flush() }
         if raw.count >= Self.capacity {
-            try FileIO.writeAll(fd, raw, path: path)
+            try files.writeAll(fd, raw, path: path)
         } else {
             buffer.append(contentsOf: raw)
         }
@@ -299,7 +308,7 @@ final class BufferedHashingWriter {
 
     func flush() throws {
         guard !buffer.isEmpty else { return }
-        try buffer.withUnsafeBytes { (raw) throws in try FileIO.writeAll(fd, raw, path: path) }
+        try buffer.withUnsafeBytes { (raw) throws in try files.writeAll(fd, raw, path: path) }
         buffer.removeAll(keepingCapacity: true)
     }
 

@@ -10,6 +10,16 @@ public protocol AttestStoreObserver: Sendable {
     func restored(keys: Int, seconds: Double)
     /// A sweep removed `count` challenges that expired without being consumed.
     func challengesExpired(_ count: Int)
+    /// A system call on a file of the data directory failed (each failed call, including the
+    /// retries of a recovery; requests refused meanwhile make no call). Called with the journal's
+    /// lock held: count it, and log at a bounded rate.
+    func storeWriteFailed(_ failure: StoreWriteFailure)
+    /// The store starts refusing writes (registrations and counter advances answer
+    /// `.unavailable`) because of `failure`; a recovery retries with back-off.
+    func storeWritesRefused(_ failure: StoreWriteFailure)
+    /// The store accepts writes again after `failure` (the latest of the episode) made it refuse
+    /// them for `seconds`.
+    func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double)
 }
 
 extension AttestStoreObserver {
@@ -17,4 +27,7 @@ extension AttestStoreObserver {
     public func snapshotWritten(_ report: SnapshotReport) {}
     public func restored(keys: Int, seconds: Double) {}
     public func challengesExpired(_ count: Int) {}
+    public func storeWriteFailed(_ failure: StoreWriteFailure) {}
+    public func storeWritesRefused(_ failure: StoreWriteFailure) {}
+    public func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double) {}
 }
