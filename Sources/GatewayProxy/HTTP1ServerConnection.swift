@@ -5,7 +5,8 @@ import GatewayIO
 /// One downstream HTTP/1.1 connection: parses requests one at a time (pipelined requests wait in
 /// the buffer and are answered in order), asks the router what to do, streams bodies to and from an
 /// upstream with back-pressure both ways, and applies the header, body, response and idle timeouts.
-/// Loop-confined.
+/// The first request's head must arrive within the header timeout of the accept (the wait for its
+/// first byte included); between requests the keep-alive idle timeout applies. Loop-confined.
 public final class HTTP1ServerConnection: ConnectionDelegate {
     public let downstream: Connection
     private let router: any RequestRouter
@@ -91,14 +92,20 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// The client's address as text, formatted once per connection (logs, X-Forwarded-For).
     private lazy var peerHost: String = downstream.peer?.host ?? "-"
 
-    public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http") {
+    /// - Parameter acceptedAtMillis: when the connection was accepted (the loop's wheel clock), if
+    ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
+    ///   from then.
+    public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http",
+                acceptedAtMillis: Int64? = nil)
+    {
         self.downstream = connection
         self.router = router
         self.limits = limits
         self.parser = HTTP1Parser(limits: limits.parser)
         self.scheme = scheme
         connection.delegate = self
-        armIdleTimer()
+        let now = connection.loop.timers.nowMillis
+        arm(.header, afterMillis: max(1, (acceptedAtMillis ?? now) + limits.headerTimeoutMillis - now))
     }
 
     // MARK: - Drain
@@ -790,7 +797,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             guard phase == .awaitingHead else { return }
             if downstream.inbound.isEmpty { downstream.close() } else { headerTimedOut() }
         case .header:
-            headerTimedOut()
+            // The first head's deadline runs from the accept: a client that sent nothing is closed
+            // without an answer, like an idle keep-alive connection.
+            guard phase == .awaitingHead else { return }
+            if downstream.inbound.isEmpty { downstream.close() } else { headerTimedOut() }
         case .body:
             abortExchange(status: 408, code: "body_timeout")
         case .response:

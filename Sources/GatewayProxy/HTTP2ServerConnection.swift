@@ -56,6 +56,10 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// The client sent GOAWAY or EOF: close once no stream is left.
     private var closeWhenIdle = false
     private var idleDeadline: Int64 = 0
+    /// Until the first request's HEADERS: the header timeout from the accept (preface included);
+    /// after it, the idle timeout whenever no stream is open.
+    private var sawRequest = false
+    private let firstRequestDeadline: Int64
     /// A connection error was reported: the GOAWAY is written, then the connection lingers.
     private var failed = false
     /// Lingering after a connection error: since when, and when the client last sent something.
@@ -74,9 +78,12 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// The linger's bound: the connection is closed this long after the error whatever the client does.
     static let lingerMaxMillis: Int64 = 2000
 
-    /// Serves `transport`; the transport's owner calls the `transportDid…` methods.
+    /// Serves `transport`; the transport's owner calls the `transportDid…` methods. `acceptedAtMillis`
+    /// (the loop's wheel clock; default now): the first request must arrive within the header
+    /// timeout of it.
     public init(transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
-                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http") throws(HTTP2SessionError)
+                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http", acceptedAtMillis: Int64? = nil)
+        throws(HTTP2SessionError)
     {
         self.transport = transport
         self.router = router
@@ -84,6 +91,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         responseParser = HTTP1Parser(limits: limits.parser)
         self.scheme = scheme
         self.session = try HTTP2ServerSession(settings: settings)
+        firstRequestDeadline = (acceptedAtMillis ?? transport.loop.timers.nowMillis) + limits.headerTimeoutMillis
         armIdle()
     }
 
@@ -214,6 +222,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         for e in events {
             switch e {
             case .request(let id, let head):
+                sawRequest = true
                 let s = HTTP2Stream(id: id, head: head, connection: self)
                 withStreams { $0[id] = s }
                 s.start()
@@ -254,7 +263,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     // MARK: - Timers (wheel clock, one entry at a time, checked lazily)
 
     private func armIdle() {
-        idleDeadline = loop.timers.nowMillis + limits.idleTimeoutMillis
+        idleDeadline = sawRequest ? loop.timers.nowMillis + limits.idleTimeoutMillis : firstRequestDeadline
         schedule(at: idleDeadline)
     }
 
@@ -274,7 +283,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         if streams.isEmpty {
             if now >= idleDeadline {
                 session.terminate(code: .noError, detail: "idle")
-                onGoaway?("idle_timeout")
+                onGoaway?(sawRequest ? "idle_timeout" : "header_timeout")
                 pump()
                 return
             }
