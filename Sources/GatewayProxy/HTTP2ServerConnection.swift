@@ -377,7 +377,7 @@ final class HTTP2Stream: ConnectionDelegate {
             bodyTarget = .upstream
             bodyLimit = f.maxBody
             sendContinueIfExpected()
-            if case .contentLength(0) = head.framing {
+            if case .contentLength(0) = head.framing, !requestEnded {
                 // Complete as the upstream would read it; only END_STREAM says no DATA follows
                 // (RFC 9113 §8.1.1). The END_STREAM of a HEADERS frame is the very next event.
                 awaitingEmptyEnd = true
