@@ -141,24 +141,47 @@ extension GatewayRouter {
 
     // MARK: - Protected routes (mode enforce or shadow)
 
-    func protected(
-        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        done: @escaping (BufferedOutcome) -> Void
-    ) {
-        let h = request.head
+    /// A protected route's decision, made from the head before any of the body is read. An enforced
+    /// request whose assertion headers already fail step 1 (`AssertionGate.readHeaders`: missing,
+    /// or malformed) is refused now, with the answer the gate would give after the body: no
+    /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
+    /// remaining DATA). Everything else (shadow, a rollout that does not enforce this key, headers
+    /// that read well) is buffered for `protected`, which goes on from the headers read here.
+    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, route r: GatewayRuntime.CompiledRoute,
+                           runtime rt: GatewayRuntime) -> RouteDecision
+    {
         let keyText = h.headers[AttestHeaders.keyID]
         let share = r.assertion.rollout.basisPoints
         // The key id is decoded for the rollout share only on a partial rollout (the gate decodes it anyway).
         let enforce =
             r.assertion.mode == .enforce
             && (share >= 10_000 || Rollout.enforces(keyID: keyText.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: share))
+        let headers = AssertionGate.readHeaders(
+            keyID: keyText, challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
+            route: r.assertion)
+        if enforce, case .failure(let e) = headers {
+            attestMetrics.verdict(route: r.name, mode: "enforce", verdict: "refused", reason: e.error.code)
+            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
+            return .respond(routeName: r.name, refusal(e, route: r.name, mode: "enforce", about: summary, surface: .route))
+        }
+        return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
+            self.protected(request, route: r, runtime: rt, enforce: enforce, headers: headers, done: done)
+        }
+    }
+
+    func protected(
+        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, enforce: Bool,
+        headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
+    ) {
+        let h = request.head
         let mode = enforce ? "enforce" : "shadow"
         let gateRequest = GateRequest(
-            method: h.method, target: h.target, body: request.body, keyID: keyText,
+            method: h.method, target: h.target, body: request.body, keyID: h.headers[AttestHeaders.keyID],
             challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
             host: h.headers["Host"], scheme: request.scheme)
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
-        gate.evaluate(gateRequest, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) { [unowned self] outcome in
+        gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
+            [unowned self] outcome in
             switch outcome {
             case .accepted(let a):
                 self.attestMetrics.verdict(route: r.name, mode: mode, verdict: "accepted", reason: "ok")
@@ -217,9 +240,7 @@ struct RequestSummary: Sendable {
     let peer: String?
 
     init(_ request: BufferedRequest) {
-        method = request.head.method
-        target = request.head.target
-        peer = request.peer?.host
+        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host)
     }
 
     init(method: String, target: String, peer: String?) {

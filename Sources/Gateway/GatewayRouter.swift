@@ -108,11 +108,7 @@ final class GatewayRouter: RequestRouter {
         }
         if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
         let r = rt.routes[index]
-        if r.assertion.mode != .off {
-            return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
-                self.protected(request, route: r, runtime: rt, done: done)
-            }
-        }
+        if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, route: r, runtime: rt) }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
     }
 

@@ -41,6 +41,17 @@ public struct AcceptedAssertion: Sendable {
     public let nextChallenge: IssuedChallenge?
 }
 
+/// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
+public struct AssertionHeaders {
+    public let keyID: KeyID
+    public let keyEncoding: BinaryEncoding
+    /// The presented challenge, where the route's binding uses one.
+    public let token: ChallengeToken?
+    /// Its text ("" without one).
+    public let challengeText: String
+    public let object: AssertionObject
+}
+
 /// Runs work on an event loop: inline when already there, else queued to it.
 public protocol LoopExecutor: Sendable {
     func run(_ work: @escaping @Sendable () -> Void)
@@ -88,49 +99,33 @@ public final class AssertionGate {
         _ request: GateRequest, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
         completion: @escaping (GateOutcome) -> Void
     ) {
-        // 1. Headers.
-        let usesChallenge: Bool =
-            switch (route.bind, route.challenge) {
-            case (.request, _), (.body, .required): true
-            case (.body, .optional): request.challenge != nil
-            case (.body, .off): false
-            }
-        guard let keyText = request.keyID, let assertionText = request.assertion else {
-            var e = Explanation(step: "headers", error: .assertionMissing)
-            e.add("missing", [request.keyID == nil ? AttestHeaders.keyID : nil, request.assertion == nil ? AttestHeaders.assertion : nil]
-                .compactMap { $0 }.joined(separator: ","))
-            return completion(.refused(e))
+        // 1. Headers: what the head alone decides, then (below) what needs the body.
+        let headers = Self.readHeaders(keyID: request.keyID, challenge: request.challenge, assertion: request.assertion, route: route)
+        evaluate(request, headers: headers, route: route, policy: policy, nowMillis: nowMillis, completion: completion)
+    }
+
+    /// The same with step 1's head part already done (`readHeaders`, by the router before the body
+    /// was read): the rest of step 1 (a `bind: body` challenge must be in the body), then steps 2-7.
+    public func evaluate(
+        _ request: GateRequest, headers: Result<AssertionHeaders, Explanation>, route: AssertionPolicy, policy: AttestPolicy,
+        nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
+    ) {
+        let h: AssertionHeaders
+        switch headers {
+        case .failure(let e): return completion(.refused(e))
+        case .success(let read): h = read
         }
-        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
-        guard let keyBytes, let keyID = KeyID(keyBytes) else {
-            var e = Explanation(step: "headers", error: .malformed)
-            e.add("key_id_encoding", keyEncoding.rawValue)
-            e.add("key_id_bytes", keyBytes.map { String($0.count) } ?? "undecodable")
-            e.add("expected", "base64 of the 32-byte key id")
+        let keyID = h.keyID
+        let keyEncoding = h.keyEncoding
+        let token = h.token
+        let challengeText = h.challengeText
+        let assertionObject = h.object
+        // With `bind: body`, a presented challenge must be in the signed body.
+        if token != nil, route.bind == .body, !Self.contains(request.body, challengeText) {
+            var e = Explanation(step: "headers", error: .challengeNotBound)
+            e.add("challenge", Explanation.redact(challengeText))
+            e.add("reason", "with bind: body the signed body must contain the challenge it presents")
             return completion(.refused(e))
-        }
-        var token: ChallengeToken? = nil
-        var challengeText = ""
-        if usesChallenge {
-            guard let text = request.challenge else {
-                var e = Explanation(step: "headers", error: route.bind == .request ? .assertionMissing : .challengeMissing)
-                e.add("missing", AttestHeaders.challenge)
-                return completion(.refused(e))
-            }
-            guard let t = ChallengeText.decode(text) else {
-                var e = Explanation(step: "headers", error: .challengeUnknown)
-                e.add("challenge", Explanation.redact(text))
-                e.add("reason", "not base64url of 16 to 64 bytes")
-                return completion(.refused(e))
-            }
-            token = t
-            challengeText = text
-            if route.bind == .body, !Self.contains(request.body, challengeText) {
-                var e = Explanation(step: "headers", error: .challengeNotBound)
-                e.add("challenge", Explanation.redact(text))
-                e.add("reason", "with bind: body the signed body must contain the challenge it presents")
-                return completion(.refused(e))
-            }
         }
         // Version 2 of the request client data binds the authority the request is addressed to.
         var authority = ""
@@ -145,24 +140,6 @@ public final class AssertionGate {
                 e.add("client_data", route.clientData.rawValue)
                 return completion(.refused(e))
             }
-        }
-        let assertionObject: AssertionObject
-        do throws(AppAttestError) {
-            guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
-                throw AppAttestError(.malformed, "the assertion header is longer than any assertion")
-            }
-            let bytes: [UInt8]
-            do {
-                bytes = try Base64.decode(assertionText)
-            } catch {
-                throw AppAttestError(.malformed, "\(AttestHeaders.assertion) is not base64: \(error)")
-            }
-            assertionObject = try AssertionObject.parse(bytes)
-        } catch {
-            var e = Explanation(step: "headers", error: .malformed)
-            e.add("key_id", keyID.description)
-            e.add("detail", error.detail)
-            return completion(.refused(e))
         }
 
         // 2. The key.
@@ -282,6 +259,73 @@ public final class AssertionGate {
                     })
                 }
         })
+    }
+
+    /// Step 1 from the head alone: the headers the route requires are present and well formed (a
+    /// key id of 32 bytes; a challenge of the right shape where the binding uses one; an assertion
+    /// that parses). None of it depends on the body, so a protected request that fails here is
+    /// refused before its body is read (the router's early refusal), with exactly the answer
+    /// `evaluate` gives. Only `bind: body`'s "the body contains the challenge" needs the body.
+    public static func readHeaders(keyID: String?, challenge: String?, assertion: String?, route: AssertionPolicy)
+        -> Result<AssertionHeaders, Explanation>
+    {
+        let usesChallenge: Bool =
+            switch (route.bind, route.challenge) {
+            case (.request, _), (.body, .required): true
+            case (.body, .optional): challenge != nil
+            case (.body, .off): false
+            }
+        guard let keyText = keyID, let assertionText = assertion else {
+            var e = Explanation(step: "headers", error: .assertionMissing)
+            e.add("missing", [keyID == nil ? AttestHeaders.keyID : nil, assertion == nil ? AttestHeaders.assertion : nil]
+                .compactMap { $0 }.joined(separator: ","))
+            return .failure(e)
+        }
+        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
+        guard let keyBytes, let keyID = KeyID(keyBytes) else {
+            var e = Explanation(step: "headers", error: .malformed)
+            e.add("key_id_encoding", keyEncoding.rawValue)
+            e.add("key_id_bytes", keyBytes.map { String($0.count) } ?? "undecodable")
+            e.add("expected", "base64 of the 32-byte key id")
+            return .failure(e)
+        }
+        var token: ChallengeToken? = nil
+        var challengeText = ""
+        if usesChallenge {
+            guard let text = challenge else {
+                var e = Explanation(step: "headers", error: route.bind == .request ? .assertionMissing : .challengeMissing)
+                e.add("missing", AttestHeaders.challenge)
+                return .failure(e)
+            }
+            guard let t = ChallengeText.decode(text) else {
+                var e = Explanation(step: "headers", error: .challengeUnknown)
+                e.add("challenge", Explanation.redact(text))
+                e.add("reason", "not base64url of 16 to 64 bytes")
+                return .failure(e)
+            }
+            token = t
+            challengeText = text
+        }
+        let assertionObject: AssertionObject
+        do throws(AppAttestError) {
+            guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
+                throw AppAttestError(.malformed, "the assertion header is longer than any assertion")
+            }
+            let bytes: [UInt8]
+            do {
+                bytes = try Base64.decode(assertionText)
+            } catch {
+                throw AppAttestError(.malformed, "\(AttestHeaders.assertion) is not base64: \(error)")
+            }
+            assertionObject = try AssertionObject.parse(bytes)
+        } catch {
+            var e = Explanation(step: "headers", error: .malformed)
+            e.add("key_id", keyID.description)
+            e.add("detail", error.detail)
+            return .failure(e)
+        }
+        return .success(AssertionHeaders(
+            keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, object: assertionObject))
     }
 
     /// Parsed keys are kept per loop (parsing costs about a fifth of a verification); the cache is
