@@ -366,7 +366,11 @@ extension MemoryAttestStore {
     /// journal reads the failed call from them).
     func writeRecoverySnapshot() throws {
         if closed.load(ordering: .relaxed) { throw Self.closedError }
-        try snapshotLock.withLock { (_) throws in _ = try writeSnapshot() }
+        try snapshotLock.withLock { (_) throws in
+            // A snapshot taken while this one waited for the lock may have cleared the fault already.
+            guard journal?.fault != nil else { return }
+            _ = try writeSnapshot()
+        }
     }
 
     private func writeSnapshot() throws -> (report: SnapshotReport, generation: UInt64) {
