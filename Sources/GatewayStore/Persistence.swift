@@ -15,24 +15,24 @@ extension MemoryAttestStore {
     /// The directory is locked (`flock` on `lock`) until `close()`: a second process, or a second
     /// store in this process, cannot open it meanwhile.
     public static func open(
-        directory: String?, shards: Int = 64, maxLiveChallenges: Int = 1_000_000,
+        directory: String?, shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(),
         observer: (any AttestStoreObserver)? = nil
     ) throws -> MemoryAttestStore {
-        try open(directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
+        try open(directory: directory, shards: shards, challenges: challenges, observer: observer,
                  exclusive: true)
     }
 
     /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
     /// a second store while the first, never closed, still holds the lock.
     static func open(
-        directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
+        directory: String?, shards: Int, challenges: ChallengeLimits = ChallengeLimits(), observer: (any AttestStoreObserver)?,
         exclusive: Bool
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
         }
         guard let directory else {
-            return MemoryAttestStore(shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer)
+            return MemoryAttestStore(shards: shards, challenges: challenges, observer: observer)
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
@@ -82,10 +82,7 @@ extension MemoryAttestStore {
         }
         var live = 0
         if clean, let loaded {
-            let mask = UInt64(shards - 1)
-            for c in loaded.challenges {
-                states[Int(c.token.a & mask)].addChallenge(c)
-            }
+            restoreChallenges(loaded.challenges, into: &states)
             live = loaded.challenges.count
         }
         // The marker must be gone before anything new is written: a crash from here on is unclean.
@@ -109,7 +106,7 @@ extension MemoryAttestStore {
             observer: observer)
         journal.startPeriodicSync()
         let store = MemoryAttestStore(
-            states: states, live: live, maxLiveChallenges: maxLiveChallenges, clean: clean, directory: directory,
+            states: states, live: live, challenges: challenges, clean: clean, directory: directory,
             journal: journal, receiptsReader: reader, observer: observer)
         store.directoryLock.withLock { $0 = lock }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
