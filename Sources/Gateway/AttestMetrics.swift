@@ -1,4 +1,6 @@
 import CoreMetrics
+import GatewayPolicy
+import GatewayStore
 import Synchronization
 
 /// The App Attest metrics. Labels come from config names (routes) and fixed lists (modes, verdicts,
@@ -17,6 +19,8 @@ final class AttestMetrics: Sendable {
     static let snapshotFailures = "attest_gateway_store_snapshot_failures_total"
     static let restoreDuration = "attest_gateway_store_restore_duration_seconds"
     static let fsyncDuration = "attest_gateway_store_journal_fsync_duration_seconds"
+    static let rateLimitedTotal = "attest_gateway_rate_limited_total"
+    static let challengesEvicted = "attest_gateway_challenges_evicted_total"
 
     private let keys: Meter
     private let liveChallenges: Meter
@@ -28,6 +32,24 @@ final class AttestMetrics: Sendable {
     private let fsyncTimer: CoreMetrics.Timer
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
+    private let limitedCounters: [String: Counter]
+    private let evicted: [EvictionBudget: Counter]
+
+    /// The `limit` label of a 429: the client's bucket (`attest.challenge_rate`) or the process's
+    /// registration budget (`attest.registration_rate`).
+    enum Limit: String, CaseIterable, Sendable {
+        case client, registration
+    }
+
+    /// The `endpoint` label of a 429.
+    enum LimitedEndpoint: String, CaseIterable, Sendable {
+        case challenge, register
+    }
+
+    /// The `budget` label of a challenge removed to make room (docs/store.md, "Challenge budgets").
+    enum EvictionBudget: String, CaseIterable, Sendable {
+        case anonymous, keyBound = "key_bound", perKey = "per_key"
+    }
 
     /// The `purpose` label of issued challenges: asked for at the endpoint (register, assert, or any
     /// when unbound), or sent with a verified response (`next`).
@@ -48,6 +70,17 @@ final class AttestMetrics: Sendable {
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
         })
+        var limited: [String: Counter] = [:]
+        for l in Limit.allCases {
+            for e in LimitedEndpoint.allCases {
+                limited[l.rawValue + "|" + e.rawValue] = Counter(
+                    label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
+            }
+        }
+        limitedCounters = limited
+        evicted = Dictionary(uniqueKeysWithValues: EvictionBudget.allCases.map {
+            ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
+        })
     }
 
     /// Counters off the request path's hot loop (registrations, challenges): one lock, created once.
@@ -64,6 +97,8 @@ final class AttestMetrics: Sendable {
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
     func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose]?.increment() }
     func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
+    func rateLimited(_ limit: Limit, _ endpoint: LimitedEndpoint) { limitedCounters[limit.rawValue + "|" + endpoint.rawValue]?.increment() }
+    func challengesEvicted(_ budget: EvictionBudget, _ n: Int) { if n > 0 { evicted[budget]?.increment(by: Int64(n)) } }
     func storeSizes(keys k: Int, challenges c: Int) {
         keys.set(k)
         liveChallenges.set(c)
@@ -94,5 +129,54 @@ final class AttestLoopMetrics {
             dimensions: [("route", route), ("mode", mode), ("verdict", verdict), ("reason", reason)], factory: shared.factory)
         verdicts[key] = c
         c.increment()
+    }
+}
+
+/// What the admission limits and the challenge budgets did since the last report: read and reset
+/// once per interval by the store's upkeep, which logs one line when anything bit (never a line
+/// per request).
+final class LimitEvents: Sendable {
+    private struct Counts {
+        var client = 0
+        var registration = 0
+        var lastClient: ClientKey?
+        var evictions = ChallengeEvictions()
+    }
+
+    private let counts = Mutex(Counts())
+
+    func limited(_ limit: AttestMetrics.Limit, client: ClientKey?) {
+        counts.withLock { c in
+            switch limit {
+            case .client: c.client += 1
+            case .registration: c.registration += 1
+            }
+            if let client { c.lastClient = client }
+        }
+    }
+
+    func evicted(_ e: ChallengeEvictions) {
+        counts.withLock { c in
+            c.evictions.anonymous += e.anonymous
+            c.evictions.keyBound += e.keyBound
+            c.evictions.perKey += e.perKey
+        }
+    }
+
+    /// The counts of the last `seconds` as log fields, nil when nothing bit; resets them.
+    func report(seconds: Int) -> [(String, String)]? {
+        let c = counts.withLock { c -> Counts in
+            defer { c = Counts() }
+            return c
+        }
+        let e = c.evictions
+        guard c.client + c.registration + e.anonymous + e.keyBound + e.perKey > 0 else { return nil }
+        var fields = [
+            ("seconds", String(seconds)), ("rate_limited_client", String(c.client)),
+            ("rate_limited_registration", String(c.registration)), ("evicted_anonymous", String(e.anonymous)),
+            ("evicted_key_bound", String(e.keyBound)), ("replaced_per_key", String(e.perKey)),
+        ]
+        if let client = c.lastClient { fields.append(("last_limited_client", client.description)) }
+        return fields
     }
 }

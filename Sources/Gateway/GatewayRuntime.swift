@@ -57,6 +57,18 @@ public final class GatewayRuntime: Sendable {
     /// Listener name → the HTTP/2 SETTINGS its connections advertise (`listeners[].http2`), for
     /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
     public let http2Settings: [String: HTTP2Settings]
+    /// `attest.challenge_rate`: the per-client table (carried over from the previous runtime while
+    /// its size is unchanged, so a reload forgets no client) and its rate; nil when `off`.
+    public let clientLimit: AdmissionLimit<ClientRateLimiter>?
+    /// `attest.registration_rate`: the process's bucket (carried over on reload) and its rate; nil when `off`.
+    public let registrationLimit: AdmissionLimit<RateBucket>?
+
+    /// A token bucket (or table of them) with the rate and burst of this configuration.
+    public struct AdmissionLimit<Buckets: Sendable>: Sendable {
+        public let buckets: Buckets
+        public let ratePerSecond: Double
+        public let burst: Int
+    }
 
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
@@ -152,6 +164,17 @@ public final class GatewayRuntime: Sendable {
             attest = try AttestPolicy(apps: config.apps, extraRoots: roots, challengeTTLMillis: config.attest.challengeTTL.millis)
         } catch {
             throw CompileError(description: error.description)
+        }
+        let rates = config.attest.challengeRate
+        clientLimit = rates.perClient.map { rate in
+            let running = previous?.clientLimit?.buckets
+            let table = running.flatMap { previous?.config.attest.challengeRate.clients == rates.clients ? $0 : nil }
+            return AdmissionLimit(buckets: table ?? ClientRateLimiter(capacity: rates.clients), ratePerSecond: rate.perSecond, burst: rates.burst)
+        }
+        registrationLimit = config.attest.registrationRate.map { rate in
+            AdmissionLimit(
+                buckets: previous?.registrationLimit?.buckets ?? RateBucket(), ratePerSecond: rate.perSecond,
+                burst: max(1, Int(rate.perSecond.rounded(.up))))
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
