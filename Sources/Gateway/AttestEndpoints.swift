@@ -102,7 +102,16 @@ extension GatewayRouter {
 
     /// `429 {"error":"rate_limited","action":"retry_later","limit":…,"retryAfter":N}` with
     /// `Retry-After: N`. Not recorded for `explain` (a flood would only push real refusals out).
+    /// Built once for waits up to a minute: a flood is answered without building anything.
     static func rateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
+        let prebuilt = limit == .client ? clientLimited : registrationLimited
+        return seconds >= 1 && seconds <= prebuilt.count ? prebuilt[seconds - 1] : makeRateLimited(limit, retryAfter: seconds)
+    }
+
+    private static let clientLimited = (1...60).map { makeRateLimited(.client, retryAfter: $0) }
+    private static let registrationLimited = (1...60).map { makeRateLimited(.registration, retryAfter: $0) }
+
+    private static func makeRateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
         var o = JSONObject()
         o.set("error", GateError.rateLimited.code)
         o.set("action", GateError.rateLimited.action.rawValue)

@@ -32,18 +32,23 @@ final class AttestMetrics: Sendable {
     private let fsyncTimer: CoreMetrics.Timer
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
-    private let limitedCounters: [String: Counter]
+    /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
+    private let limitedCounters: [Counter]
     private let evicted: [EvictionBudget: Counter]
 
     /// The `limit` label of a 429: the client's bucket (`attest.challenge_rate`) or the process's
     /// registration budget (`attest.registration_rate`).
     enum Limit: String, CaseIterable, Sendable {
         case client, registration
+
+        var index: Int { self == .client ? 0 : 1 }
     }
 
     /// The `endpoint` label of a 429.
     enum LimitedEndpoint: String, CaseIterable, Sendable {
         case challenge, register
+
+        var index: Int { self == .challenge ? 0 : 1 }
     }
 
     /// The `budget` label of a challenge removed to make room (docs/store.md, "Challenge budgets").
@@ -70,14 +75,11 @@ final class AttestMetrics: Sendable {
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
         })
-        var limited: [String: Counter] = [:]
-        for l in Limit.allCases {
-            for e in LimitedEndpoint.allCases {
-                limited[l.rawValue + "|" + e.rawValue] = Counter(
-                    label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
+        limitedCounters = Limit.allCases.flatMap { l in
+            LimitedEndpoint.allCases.map { e in
+                Counter(label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
             }
         }
-        limitedCounters = limited
         evicted = Dictionary(uniqueKeysWithValues: EvictionBudget.allCases.map {
             ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
         })
@@ -97,7 +99,7 @@ final class AttestMetrics: Sendable {
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
     func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose]?.increment() }
     func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
-    func rateLimited(_ limit: Limit, _ endpoint: LimitedEndpoint) { limitedCounters[limit.rawValue + "|" + endpoint.rawValue]?.increment() }
+    func rateLimited(_ limit: Limit, _ endpoint: LimitedEndpoint) { limitedCounters[limit.index * 2 + endpoint.index].increment() }
     func challengesEvicted(_ budget: EvictionBudget, _ n: Int) { if n > 0 { evicted[budget]?.increment(by: Int64(n)) } }
     func storeSizes(keys k: Int, challenges c: Int) {
         keys.set(k)

@@ -451,6 +451,19 @@ struct AdmissionTests {
         #expect(limitedRegister.status == 429)
         #expect(try challenge("127.0.0.5").status == 201)
 
+        // A reload keeps the table (same size): the client stays limited; turning the limit off lets it in.
+        func reload(_ attest: String, _ n: Int) throws {
+            try config(attest).write(to: gw.configURL, atomically: true, encoding: .utf8)
+            gw.signal(SIGHUP)
+            let deadline = Date().addingTimeInterval(10)
+            while gw.stderrLines.filter({ $0.contains("configuration reloaded") }).count < n && Date() < deadline { usleep(20_000) }
+            try #require(gw.stderrLines.filter { $0.contains("configuration reloaded") }.count == n, "\(gw.stderr)")
+        }
+        try reload("{challenge_rate: {per_client: 1/m, burst: 3}, registration_rate: off, challenge_ttl: 4m}", 1)
+        #expect(try challenge("127.0.0.4").status == 429)
+        try reload("{challenge_rate: {per_client: off}, registration_rate: off}", 2)
+        #expect(try challenge("127.0.0.4").status == 201)
+
         let open = try GatewayProcess(config: config("{challenge_rate: {per_client: off}}"))
         defer { open.stop() }
         let openPort = HTTPCall.port(open, "public")
