@@ -213,7 +213,7 @@ struct ChallengeBudgetTests {
         #expect(store.challengeMemoryBytes <= bound, "accounted \(store.challengeMemoryBytes) > bound \(bound)")
         // The documented worst case per challenge of budget (docs/store.md): at most 400 bytes.
         #expect(bound <= 400 * (limits.anonymous + limits.keyBound), "bound \(bound)")
-        // The default budgets' bound, as docs/store.md states it.
-        #expect(ChallengeMemory.bound(ChallengeLimits(), shards: 64) <= 240 * 1024 * 1024)
+        // The default budgets' bound, as docs/store.md and docs/configuration.md state it (186.8 MB).
+        #expect(ChallengeMemory.bound(ChallengeLimits(), shards: 64) == 186_814_464)
     }
 }
