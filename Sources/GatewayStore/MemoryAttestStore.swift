@@ -111,7 +111,7 @@ public final class MemoryAttestStore: AttestStore {
             expiresAt: overflow ? .max : expires, purpose: ChallengeEntry.purposeCode(request.purpose),
             hasBoundKey: bound != nil, consumed: false)
         var rng = SystemRandomNumberGenerator()
-        var evicted = (anonymous: 0, keyBound: 0, replaced: 0)
+        var evicted = (anonymous: 0, keyBound: 0, replaced: 0, replacedUnused: 0)
         if let key = bound {
             // A challenge bound to a key lives in the key's shard (its token's low bits name it; 128
             // minus log2(shards) random bits remain), so its ring and the key are under one lock.
@@ -124,9 +124,9 @@ public final class MemoryAttestStore: AttestStore {
                 } while s.challenges[entry.token] != nil
                 // Bound to a registered key: the key-bound budget. A key not (yet) registered, as in
                 // the registration flow, is anyone's to name: the anonymous budget.
-                guard s.find(key) != nil else { return (s.insertAnonymous(entry, limit: anonymousLimit), 0, 0) }
-                let (replaced, evicted) = s.insertBound(entry, chained: chained, perKey: perKey, limit: keyBoundLimit)
-                return (0, evicted, replaced)
+                guard s.find(key) != nil else { return (s.insertAnonymous(entry, limit: anonymousLimit), 0, 0, 0) }
+                let (replaced, unused, evicted) = s.insertBound(entry, chained: chained, perKey: perKey, limit: keyBoundLimit)
+                return (0, evicted, replaced, unused)
             }
         } else {
             let limit = anonymousPerShard
@@ -147,7 +147,7 @@ public final class MemoryAttestStore: AttestStore {
         if removed != 1 { liveCount.wrappingAdd(1 - removed, ordering: .relaxed) }
         if evicted.anonymous > 0 { evictedAnonymous.wrappingAdd(evicted.anonymous, ordering: .relaxed) }
         if evicted.keyBound > 0 { evictedKeyBound.wrappingAdd(evicted.keyBound, ordering: .relaxed) }
-        if evicted.replaced > 0 { replacedPerKey.wrappingAdd(evicted.replaced, ordering: .relaxed) }
+        if evicted.replacedUnused > 0 { replacedPerKey.wrappingAdd(evicted.replacedUnused, ordering: .relaxed) }
         completion(.success(IssuedChallenge(token: entry.token.token, expiresAtMillis: entry.expiresAt)))
     }
 
@@ -533,7 +533,8 @@ public struct ChallengeEvictions: Sendable, Equatable {
     public var anonymous: Int
     /// The oldest key-bound challenge, when the key-bound budget was full.
     public var keyBound: Int
-    /// One of a key's challenges, when the key had `perKey` already.
+    /// An unconsumed challenge of a key that had `perKey` already (a consumed one replaced first is
+    /// not counted: nothing is lost, a device chaining requests does that all the time).
     public var perKey: Int
 
     public init(anonymous: Int = 0, keyBound: Int = 0, perKey: Int = 0) {

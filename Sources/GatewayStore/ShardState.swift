@@ -319,19 +319,24 @@ struct ShardState {
     /// Inserts a challenge bound to a registered key: first the key's ring makes room (at most
     /// `perKey`: the oldest consumed challenge goes first, then the oldest asked for at the endpoint,
     /// then the oldest), then the shard's key-bound budget (`limit`: the oldest key-bound challenge
-    /// goes). Returns (replaced under the per-key limit, evicted from the budget).
-    mutating func insertBound(_ entry: ChallengeEntry, chained: Bool, perKey: Int, limit: Int) -> (replaced: Int, evicted: Int) {
+    /// goes). Returns the challenges replaced under the per-key limit (and of them the unconsumed
+    /// ones: a consumed one is only removed early) and those evicted from the budget.
+    mutating func insertBound(_ entry: ChallengeEntry, chained: Bool, perKey: Int, limit: Int)
+        -> (replaced: Int, replacedUnused: Int, evicted: Int)
+    {
         var replaced = 0
+        var unused = 0
         var evicted = 0
         while let ring = rings[entry.boundKey], Int(ring.count) >= perKey {
             let victim = ring.victim { challenges[$0]?.consumed ?? true }
+            if challenges[ring[victim]]?.consumed == false { unused += 1 }
             removeBound(ring[victim], key: entry.boundKey, slot: victim)
             replaced += 1
         }
         while boundCount >= limit, evictOldestBound() { evicted += 1 }
         addBoundChallenge(entry, chained: chained)
         if replaced > 0 { compactBoundExpiriesIfStale() }
-        return (replaced, evicted)
+        return (replaced, unused, evicted)
     }
 
     /// Removes the oldest key-bound challenge (skipping stale heap items); false when there is none.
