@@ -188,17 +188,40 @@ public final class GatewaySession {
 
     /// Attests the device's key over `challenge` and registers it.
     public func register(device: SimulatedDevice, challenge: String) throws(AttestSimError) -> HTTPResponse {
+        let request = try registration(device: device, challenge: challenge)
+        do {
+            return try client.send(request)
+        } catch {
+            throw .transport(error)
+        }
+    }
+
+    /// The registration of the device's key attested over `challenge` (sent again as is after a 429).
+    public func registration(device: SimulatedDevice, challenge: String) throws(AttestSimError) -> HTTPRequest {
         let attestation: [UInt8]
         do {
             attestation = try device.attest(clientDataHash: ClientData.registrationHash(challenge: challenge))
         } catch {
             throw .file("the CA cannot issue a credential certificate: \(error)")
         }
-        do {
-            return try client.send(
-                GatewayRequests.register(paths: paths, keyID: device.keyID, attestation: attestation, challenge: challenge))
-        } catch {
-            throw .transport(error)
+        return GatewayRequests.register(paths: paths, keyID: device.keyID, attestation: attestation, challenge: challenge)
+    }
+
+    /// Sends `request`; on `429` waits as the client contract says (`Retry-After` plus up to as much
+    /// again at random, doubling after each further 429, at most `maxWait` seconds) and sends it
+    /// again, at most `retries` times. `waited` counts the 429s waited out.
+    public func sendHonouringRetryAfter(
+        _ request: HTTPRequest, retries: Int = 4, maxWait: Double = 30, waited: inout Int
+    ) throws(HTTPClientError) -> HTTPResponse {
+        var attempt = 0
+        while true {
+            let r = try client.send(request)
+            guard r.status == 429, attempt < retries else { return r }
+            let retryAfter = Double(r.header("Retry-After").flatMap { Int($0) } ?? 1)
+            let base = min(maxWait, max(1, retryAfter) * Double(1 << attempt))
+            usleep(UInt32(min(maxWait, base + Double.random(in: 0...base)) * 1_000_000))
+            waited += 1
+            attempt += 1
         }
     }
 }

@@ -15,20 +15,36 @@ final class AttestContext: Sendable {
     let metrics: AttestMetrics
     /// The store binds every challenge to a key (Redis Cluster): the challenge endpoint requires `keyId`.
     let requiresKeyID: Bool
+    /// Requests refused by the admission limits, for the once-per-interval log line.
+    let limitEvents: LimitEvents
     /// Chain verification of registrations (milliseconds each) runs here, off the event loops.
     let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
 
-    init(store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics) {
+    init(store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents) {
         self.store = store
         self.requiresKeyID = requiresKeyID
         self.explain = explain
         self.metrics = metrics
+        self.limitEvents = limitEvents
     }
 
     static func nowMillis() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// For the token buckets: never steps back when the wall clock is set.
+    static func monotonicMillis() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// A request over a limit: counted, and remembered for the interval's log line.
+    func limited(_ limit: AttestMetrics.Limit, at endpoint: AttestMetrics.LimitedEndpoint, client: ClientKey?) {
+        metrics.rateLimited(limit, endpoint)
+        limitEvents.limited(limit, client: client)
     }
 }
 
@@ -51,16 +67,81 @@ final class EventLoopExecutor: LoopExecutor {
 }
 
 extension GatewayRouter {
+    // MARK: - Admission (docs/configuration.md, attest.challenge_rate and attest.registration_rate)
+
+    /// Who a request to the attest endpoints is counted against: for now the peer's address (an
+    /// IPv4 address or an IPv6 /64). Once trusted proxies exist, the client address they forward
+    /// (read from `head`) is chosen here, and only here.
+    static func clientKey(peer: SocketAddress?, head: HTTPRequestHead) -> ClientKey? {
+        peer?.withAddressBytes { ClientKey(addressBytes: $0) }
+    }
+
+    /// The client's token bucket (`attest.challenge_rate`), taken before the body is read: nil when
+    /// admitted, else the 429 to answer.
+    func admitClient(peer: SocketAddress?, head: HTTPRequestHead, runtime rt: GatewayRuntime,
+                     endpoint: AttestMetrics.LimitedEndpoint) -> LocalResponse? {
+        guard let limit = rt.clientLimit, let key = Self.clientKey(peer: peer, head: head) else { return nil }
+        let decision = limit.buckets.admit(
+            key, nowMillis: AttestContext.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
+        guard case .limited(let seconds) = decision else { return nil }
+        attest.limited(.client, at: endpoint, client: key)
+        return Self.rateLimited(.client, retryAfter: seconds)
+    }
+
+    /// The process's registration bucket (`attest.registration_rate`): nil when admitted (or off),
+    /// else the 429 to answer.
+    func admitRegistration(runtime rt: GatewayRuntime, endpoint: AttestMetrics.LimitedEndpoint, peer: SocketAddress?,
+                           head: HTTPRequestHead) -> LocalResponse? {
+        guard let limit = rt.registrationLimit else { return nil }
+        let decision = limit.buckets.take(
+            nowMillis: AttestContext.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
+        guard case .limited(let seconds) = decision else { return nil }
+        attest.limited(.registration, at: endpoint, client: Self.clientKey(peer: peer, head: head))
+        return Self.rateLimited(.registration, retryAfter: seconds)
+    }
+
+    /// `429 {"error":"rate_limited","action":"retry_later","limit":…,"retryAfter":N}` with
+    /// `Retry-After: N`. Not recorded for `explain` (a flood would only push real refusals out).
+    /// Built once for waits up to a minute: a flood is answered without building anything.
+    static func rateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
+        let prebuilt = limit == .client ? clientLimited : registrationLimited
+        return seconds >= 1 && seconds <= prebuilt.count ? prebuilt[seconds - 1] : makeRateLimited(limit, retryAfter: seconds)
+    }
+
+    private static let clientLimited = (1...60).map { makeRateLimited(.client, retryAfter: $0) }
+    private static let registrationLimited = (1...60).map { makeRateLimited(.registration, retryAfter: $0) }
+
+    private static func makeRateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
+        var o = JSONObject()
+        o.set("error", GateError.rateLimited.code)
+        o.set("action", GateError.rateLimited.action.rawValue)
+        o.set("limit", limit.rawValue)
+        o.set("retryAfter", seconds)
+        return LocalResponse.json(
+            GateError.rateLimited.status, o.description,
+            headers: HTTPFields([("Retry-After", String(seconds)), ("Cache-Control", "no-store")]))
+    }
+
     // MARK: - POST challenge_path
 
-    func challengeEndpoint(_ head: HTTPRequestHead, runtime rt: GatewayRuntime) -> RouteDecision {
+    func challengeEndpoint(_ head: HTTPRequestHead, peer: SocketAddress?, runtime rt: GatewayRuntime) -> RouteDecision {
         guard head.method == "POST" else { return refuseEndpoint("attest_challenge", .methodNotAllowed) }
+        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: .challenge) {
+            return .respond(routeName: "attest_challenge", limited)
+        }
         return .buffer(maxBody: ChallengeEndpoint.maxBody, routeName: "attest_challenge") { [unowned self] request, done in
             let ctx = self.attest
             switch ChallengeEndpoint.request(body: request.body, ttlMillis: rt.attest.challengeTTLMillis, requireKeyID: ctx.requiresKeyID) {
             case .failure(let e):
                 done(.respond(self.refusal(e, route: "attest_challenge", mode: "endpoint", request: request)))
             case .success(let wanted):
+                // A registration challenge is where a device is told to go and attest: the budget
+                // that keeps the app under Apple's attestation rate admits it here.
+                if wanted.purpose == .register,
+                    let limited = self.admitRegistration(runtime: rt, endpoint: .challenge, peer: request.peer, head: request.head)
+                {
+                    return done(.respond(limited))
+                }
                 let purpose: AttestMetrics.IssuedChallengePurpose =
                     switch wanted.purpose {
                     case .register?: .register
@@ -87,34 +168,55 @@ extension GatewayRouter {
 
     // MARK: - POST register_path
 
-    func registerEndpoint(_ head: HTTPRequestHead, runtime rt: GatewayRuntime) -> RouteDecision {
+    func registerEndpoint(_ head: HTTPRequestHead, peer: SocketAddress?, runtime rt: GatewayRuntime) -> RouteDecision {
         guard head.method == "POST" else { return refuseEndpoint("attest_register", .methodNotAllowed) }
+        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: .register) {
+            return .respond(routeName: "attest_register", limited)
+        }
         return .buffer(maxBody: Registrar.maxBody, routeName: "attest_register") { [unowned self] request, done in
             let ctx = self.attest
             let bound = LoopBound(done)
             let body = request.body
             let executor = self.executor
             let summary = RequestSummary(request)
-            ctx.registrationQueue.async {
-                Registrar.register(body: body, policy: rt.attest, store: ctx.store, nowMillis: AttestContext.nowMillis()) { result in
-                    executor.run {
-                        switch result {
-                        case .registered(let key):
-                            ctx.metrics.registration(result: "registered", reason: key.existing ? "existing_key" : "new_key")
-                            var o = JSONObject()
-                            o.set("keyId", key.keyID.description)
-                            o.set("environment", key.environment.name)
-                            o.set("appId", key.appID)
-                            GatewayEvents.log("info", "key registered", [
-                                ("key_id", key.keyID.description), ("app_id", key.appID), ("environment", key.environment.name),
-                                ("existing", String(key.existing)),
-                            ])
-                            bound.value(.respond(LocalResponse.json(201, o.description, headers: Self.noStore)))
-                        case .refused(let e):
-                            ctx.metrics.registration(result: "refused", reason: e.error.code)
-                            bound.value(.respond(self.refusal(e, route: "attest_register", mode: "endpoint", about: summary, detail: true)))
+            let register: @Sendable () -> Void = {
+                ctx.registrationQueue.async {
+                    Registrar.register(body: body, policy: rt.attest, store: ctx.store, nowMillis: AttestContext.nowMillis()) { result in
+                        executor.run {
+                            switch result {
+                            case .registered(let key):
+                                ctx.metrics.registration(result: "registered", reason: key.existing ? "existing_key" : "new_key")
+                                var o = JSONObject()
+                                o.set("keyId", key.keyID.description)
+                                o.set("environment", key.environment.name)
+                                o.set("appId", key.appID)
+                                GatewayEvents.log("info", "key registered", [
+                                    ("key_id", key.keyID.description), ("app_id", key.appID), ("environment", key.environment.name),
+                                    ("existing", String(key.existing)),
+                                ])
+                                bound.value(.respond(LocalResponse.json(201, o.description, headers: Self.noStore)))
+                            case .refused(let e):
+                                ctx.metrics.registration(result: "refused", reason: e.error.code)
+                                bound.value(.respond(self.refusal(e, route: "attest_register", mode: "endpoint", about: summary, detail: true)))
+                            }
                         }
                     }
+                }
+            }
+            // A registration presenting a challenge of purpose `register` was admitted when that
+            // challenge was issued; one presenting a valid challenge of no purpose is admitted here.
+            // Anything else is refused by the registration itself and costs the budget nothing.
+            guard rt.registrationLimit != nil, let token = Registrar.presentedChallenge(body: body) else { return register() }
+            let head = request.head
+            let peer = request.peer
+            ctx.store.challengeState(token, nowMillis: AttestContext.nowMillis()) { result in
+                executor.run {
+                    if case .success(.valid(purpose: nil, _, _)) = result,
+                        let limited = self.admitRegistration(runtime: rt, endpoint: .register, peer: peer, head: head)
+                    {
+                        return bound.value(.respond(limited))
+                    }
+                    register()
                 }
             }
         }

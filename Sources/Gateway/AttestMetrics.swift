@@ -1,4 +1,6 @@
 import CoreMetrics
+import GatewayPolicy
+import GatewayStore
 import Synchronization
 
 /// The App Attest metrics. Labels come from config names (routes) and fixed lists (modes, verdicts,
@@ -19,6 +21,8 @@ final class AttestMetrics: Sendable {
     static let fsyncDuration = "attest_gateway_store_journal_fsync_duration_seconds"
     static let storeWriteErrors = "attest_gateway_store_write_errors_total"
     static let journalCorruptRecords = "attest_gateway_store_journal_corrupt_records_total"
+    static let rateLimitedTotal = "attest_gateway_rate_limited_total"
+    static let challengesEvicted = "attest_gateway_challenges_evicted_total"
 
     private let keys: Meter
     private let liveChallenges: Meter
@@ -30,6 +34,29 @@ final class AttestMetrics: Sendable {
     private let fsyncTimer: CoreMetrics.Timer
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
+    /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
+    private let limitedCounters: [Counter]
+    private let evicted: [EvictionBudget: Counter]
+
+    /// The `limit` label of a 429: the client's bucket (`attest.challenge_rate`) or the process's
+    /// registration budget (`attest.registration_rate`).
+    enum Limit: String, CaseIterable, Sendable {
+        case client, registration
+
+        var index: Int { self == .client ? 0 : 1 }
+    }
+
+    /// The `endpoint` label of a 429.
+    enum LimitedEndpoint: String, CaseIterable, Sendable {
+        case challenge, register
+
+        var index: Int { self == .challenge ? 0 : 1 }
+    }
+
+    /// The `budget` label of a challenge removed to make room (docs/store.md, "Challenge budgets").
+    enum EvictionBudget: String, CaseIterable, Sendable {
+        case anonymous, keyBound = "key_bound", perKey = "per_key"
+    }
 
     /// The `purpose` label of issued challenges: asked for at the endpoint (register, assert, or any
     /// when unbound), or sent with a verified response (`next`).
@@ -50,6 +77,14 @@ final class AttestMetrics: Sendable {
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
         })
+        limitedCounters = Limit.allCases.flatMap { l in
+            LimitedEndpoint.allCases.map { e in
+                Counter(label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
+            }
+        }
+        evicted = Dictionary(uniqueKeysWithValues: EvictionBudget.allCases.map {
+            ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
+        })
     }
 
     /// Counters off the request path's hot loop (registrations, challenges): one lock, created once.
@@ -66,6 +101,8 @@ final class AttestMetrics: Sendable {
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
     func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose]?.increment() }
     func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
+    func rateLimited(_ limit: Limit, _ endpoint: LimitedEndpoint) { limitedCounters[limit.index * 2 + endpoint.index].increment() }
+    func challengesEvicted(_ budget: EvictionBudget, _ n: Int) { if n > 0 { evicted[budget]?.increment(by: Int64(n)) } }
     func storeSizes(keys k: Int, challenges c: Int) {
         keys.set(k)
         liveChallenges.set(c)
@@ -106,5 +143,54 @@ final class AttestLoopMetrics {
             dimensions: [("route", route), ("mode", mode), ("verdict", verdict), ("reason", reason)], factory: shared.factory)
         verdicts[key] = c
         c.increment()
+    }
+}
+
+/// What the admission limits and the challenge budgets did since the last report: read and reset
+/// once per interval by the store's upkeep, which logs one line when anything bit (never a line
+/// per request).
+final class LimitEvents: Sendable {
+    private struct Counts {
+        var client = 0
+        var registration = 0
+        var lastClient: ClientKey?
+        var evictions = ChallengeEvictions()
+    }
+
+    private let counts = Mutex(Counts())
+
+    func limited(_ limit: AttestMetrics.Limit, client: ClientKey?) {
+        counts.withLock { c in
+            switch limit {
+            case .client: c.client += 1
+            case .registration: c.registration += 1
+            }
+            if let client { c.lastClient = client }
+        }
+    }
+
+    func evicted(_ e: ChallengeEvictions) {
+        counts.withLock { c in
+            c.evictions.anonymous += e.anonymous
+            c.evictions.keyBound += e.keyBound
+            c.evictions.perKey += e.perKey
+        }
+    }
+
+    /// The counts of the last `seconds` as log fields, nil when nothing bit; resets them.
+    func report(seconds: Int) -> [(String, String)]? {
+        let c = counts.withLock { c -> Counts in
+            defer { c = Counts() }
+            return c
+        }
+        let e = c.evictions
+        guard c.client + c.registration + e.anonymous + e.keyBound + e.perKey > 0 else { return nil }
+        var fields = [
+            ("seconds", String(seconds)), ("rate_limited_client", String(c.client)),
+            ("rate_limited_registration", String(c.registration)), ("evicted_anonymous", String(e.anonymous)),
+            ("evicted_key_bound", String(e.keyBound)), ("replaced_per_key", String(e.perKey)),
+        ]
+        if let client = c.lastClient { fields.append(("last_limited_client", client.description)) }
+        return fields
     }
 }

@@ -101,8 +101,8 @@ final class GatewayRouter: RequestRouter {
         let rt = runtime
         // Lengths first: a string comparison that finds no shortcut costs ~60 instructions.
         let n = path.utf8.count
-        if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), runtime: rt) }
-        if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), runtime: rt) }
+        if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), peer: peer, runtime: rt) }
+        if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), peer: peer, runtime: rt) }
         guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }

@@ -62,6 +62,18 @@ public final class GatewayRuntime: Sendable {
     public let adminAccess: AdminAccess
     /// What `gatewayd check` prints and start and reload log as warnings (the configuration is valid).
     public let warnings: [String]
+    /// `attest.challenge_rate`: the per-client table (carried over from the previous runtime while
+    /// its size is unchanged, so a reload forgets no client) and its rate; nil when `off`.
+    public let clientLimit: AdmissionLimit<ClientRateLimiter>?
+    /// `attest.registration_rate`: the process's bucket (carried over on reload) and its rate; nil when `off`.
+    public let registrationLimit: AdmissionLimit<RateBucket>?
+
+    /// A token bucket (or table of them) with the rate and burst of this configuration.
+    public struct AdmissionLimit<Buckets: Sendable>: Sendable {
+        public let buckets: Buckets
+        public let ratePerSecond: Double
+        public let burst: Int
+    }
 
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
@@ -170,6 +182,17 @@ public final class GatewayRuntime: Sendable {
                     + "/explain (client addresses, key ids, why requests were refused) is open to whoever reaches it")
         }
         self.warnings = warnings
+        let rates = config.attest.challengeRate
+        clientLimit = rates.perClient.map { rate in
+            let running = previous?.clientLimit?.buckets
+            let table = running.flatMap { previous?.config.attest.challengeRate.clients == rates.clients ? $0 : nil }
+            return AdmissionLimit(buckets: table ?? ClientRateLimiter(capacity: rates.clients), ratePerSecond: rate.perSecond, burst: rates.burst)
+        }
+        registrationLimit = config.attest.registrationRate.map { rate in
+            AdmissionLimit(
+                buckets: previous?.registrationLimit?.buckets ?? RateBucket(), ratePerSecond: rate.perSecond,
+                burst: max(1, Int(rate.perSecond.rounded(.up))))
+        }
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
         stripAttestHeaders = HeaderEdit(remove: [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader])

@@ -59,7 +59,8 @@ public final class GatewayServer: @unchecked Sendable {
         let store = try ManagedStore.open(config.store, metrics: attestMetrics)
         self.store = store
         let attest = AttestContext(
-            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics)
+            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
+            limitEvents: store.limitEvents)
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }

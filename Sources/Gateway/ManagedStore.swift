@@ -21,6 +21,13 @@ final class ManagedStore: @unchecked Sendable {
     private var timer: (any DispatchSourceTimer)?
     private let lastSnapshot: LastSnapshot
     private var closed = false
+    /// What the admission limits and challenge budgets did: logged at the first tick where they bit,
+    /// then at most once per `limitLogInterval` ticks (seconds), with the counts since the last line.
+    let limitEvents = LimitEvents()
+    static let limitLogInterval = 10
+    private var ticks = 0
+    private var lastLimitLog = -limitLogInterval
+    private var lastEvictions = ChallengeEvictions()
 
     private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?, lastSnapshot: LastSnapshot) {
         self.memory = memory
@@ -60,8 +67,10 @@ final class ManagedStore: @unchecked Sendable {
         }
         let started = Date()
         let last = LastSnapshot()
+        let limits = ChallengeLimits(
+            anonymous: m.maxAnonymousChallenges, keyBound: m.maxKeyBoundChallenges, perKey: m.maxChallengesPerKey)
         let memory = try MemoryAttestStore.open(
-            directory: m.dataDirectory, shards: m.shards,
+            directory: m.dataDirectory, shards: m.shards, challenges: limits,
             observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last, writeErrorLog: RateLimitedLog()))
         let seconds = Date().timeIntervalSince(started)
         let stats = memory.statistics
@@ -70,6 +79,7 @@ final class ManagedStore: @unchecked Sendable {
             ("live_challenges", String(stats.liveChallenges)), ("last_stop", memory.lastStopWasClean ? "clean" : "unclean"),
             ("journal_records", String(memory.restoreReport.replayedRecords)),
             ("journal_damaged", String(memory.restoreReport.damage.count)), ("seconds", String(format: "%.3f", seconds)),
+            ("challenge_memory_bound_bytes", String(ChallengeMemory.bound(limits, shards: m.shards))),
         ])
         if !memory.lastStopWasClean {
             GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
@@ -153,6 +163,23 @@ final class ManagedStore: @unchecked Sendable {
 
     private func tick() {
         guard !closed else { return }
+        ticks += 1
+        if let memory {
+            let now = memory.challengeEvictions
+            let delta = ChallengeEvictions(
+                anonymous: now.anonymous - lastEvictions.anonymous, keyBound: now.keyBound - lastEvictions.keyBound,
+                perKey: now.perKey - lastEvictions.perKey)
+            lastEvictions = now
+            metrics.challengesEvicted(.anonymous, delta.anonymous)
+            metrics.challengesEvicted(.keyBound, delta.keyBound)
+            metrics.challengesEvicted(.perKey, delta.perKey)
+            limitEvents.evicted(delta)
+        }
+        if ticks - lastLimitLog >= Self.limitLogInterval, let fields = limitEvents.report(seconds: min(ticks, ticks - lastLimitLog)) {
+            lastLimitLog = ticks
+            GatewayEvents.log(
+                "warning", "challenge limits in effect: requests refused with 429 or challenges replaced (docs/operations.md)", fields)
+        }
         if let redis {
             redis.refreshStatistics()  // the key count arrives for the next tick
             let stats = redis.statistics

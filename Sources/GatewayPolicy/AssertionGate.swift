@@ -252,7 +252,7 @@ public final class AssertionGate {
                         fields: base + [("challenge", Explanation.redact(challengeText))])))
                 case .success(.committed):
                     // 7. The next challenge, bound to this key, saves the app a round trip.
-                    let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis)
+                    let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
                     self.store.issueChallenge(next, nowMillis: nowMillis, completion: self.onLoop { (issued: Result<IssuedChallenge, StoreError>) in
                         completion(.accepted(AcceptedAssertion(
                             keyID: keyID, counter: verified.signCount, appID: record.appID, nextChallenge: try? issued.get())))

@@ -10,6 +10,8 @@ public enum ClientAction: String, Sendable {
     case reattest
     /// Nothing the app can do by retrying (tampering, replay, a disallowed app or version).
     case none
+    /// Send the same request again after `Retry-After` seconds, plus random jitter.
+    case retryLater = "retry_later"
 }
 
 /// Where a refusal is answered: the App Attest endpoints (challenge, register), or a protected route.
@@ -62,6 +64,8 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     // The store.
     case storeUnavailable = "store_unavailable"
     case challengeCapacity = "challenge_capacity"
+    // Admission (`attest.challenge_rate`, `attest.registration_rate`).
+    case rateLimited = "rate_limited"
 
     public var code: String { rawValue }
 
@@ -71,6 +75,7 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         case .methodNotAllowed: 405
         case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld: 403
         case .storeUnavailable, .challengeCapacity: 503
+        case .rateLimited: 429
         default: 401
         }
     }
@@ -95,6 +100,8 @@ public enum GateError: String, Sendable, CaseIterable, Error {
             .rechallenge
         case .keyUnknown, .environmentNotAllowed, .invalidPublicKey, .certificateExpired, .certificateNotYetValid:
             .reattest
+        case .rateLimited:
+            .retryLater
         default:
             .none
         }

@@ -26,6 +26,13 @@ public enum Registrar {
     /// Bodies larger than this are refused before parsing (an attestation is a few KiB).
     public static let maxBody = 128 * 1024
 
+    /// The challenge a registration body presents, when it parses as one (the registration budget
+    /// looks it up before the attestation is verified); nil otherwise (`register` then refuses it).
+    public static func presentedChallenge(body: [UInt8]) -> ChallengeToken? {
+        guard case .success(let fields) = JSONBody.strings(body, required: []), let text = fields["challenge"] else { return nil }
+        return ChallengeText.decode(text)
+    }
+
     public static func register(
         body: [UInt8], policy: AttestPolicy, store: any AttestStore, nowMillis: Int64,
         completion: @escaping @Sendable (RegistrationResult) -> Void

@@ -19,7 +19,10 @@ public final class MemoryAttestStore: AttestStore {
 
     let shards: [Shard]
     let shardMask: UInt64
-    public let maxLiveChallenges: Int
+    /// The challenge budgets (docs/store.md, "Challenge budgets").
+    public let challengeLimits: ChallengeLimits
+    let anonymousPerShard: Int
+    let keyBoundPerShard: Int
     /// True when the previous process closed the store (`close()`), or the directory held no state;
     /// false after a crash, a kill or a power loss (challenges were then retired).
     public let lastStopWasClean: Bool
@@ -33,6 +36,9 @@ public final class MemoryAttestStore: AttestStore {
     let observer: (any AttestStoreObserver)?
     let liveCount: Atomic<Int>
     let keyCount: Atomic<Int>
+    let evictedAnonymous = Atomic<Int>(0)
+    let evictedKeyBound = Atomic<Int>(0)
+    let replacedPerKey = Atomic<Int>(0)
     let closed = Atomic<Bool>(false)
     /// Serializes snapshots.
     let snapshotLock = Mutex<Int>(0)
@@ -45,16 +51,16 @@ public final class MemoryAttestStore: AttestStore {
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
 
     /// A memory-only store (nothing survives the process). `shards`: a power of two from 1 to 4096.
-    public convenience init(shards: Int = 64, maxLiveChallenges: Int = 1_000_000, observer: (any AttestStoreObserver)? = nil) {
+    public convenience init(shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(), observer: (any AttestStoreObserver)? = nil) {
         precondition(Self.validShardCount(shards), "shards must be a power of two from 1 to 4096")
         let seed = UInt64.random(in: .min ... .max)
         self.init(
-            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, maxLiveChallenges: maxLiveChallenges,
+            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, challenges: challenges,
             clean: true, directory: nil, journal: nil, receiptsReader: nil, observer: observer)
     }
 
     init(
-        states: [ShardState], live: Int, maxLiveChallenges: Int, clean: Bool, directory: String?,
+        states: [ShardState], live: Int, challenges: ChallengeLimits, clean: Bool, directory: String?,
         journal: Journal?, receiptsReader: FileHandle?, observer: (any AttestStoreObserver)?,
         restoreReport: RestoreReport = RestoreReport()
     ) {
@@ -67,7 +73,9 @@ public final class MemoryAttestStore: AttestStore {
         }
         self.shards = shards
         self.shardMask = UInt64(states.count - 1)
-        self.maxLiveChallenges = maxLiveChallenges
+        challengeLimits = challenges
+        anonymousPerShard = challenges.anonymousPerShard(states.count)
+        keyBoundPerShard = challenges.keyBoundPerShard(states.count)
         self.lastStopWasClean = clean
         self.directory = directory
         self.restoreReport = restoreReport
@@ -105,11 +113,6 @@ public final class MemoryAttestStore: AttestStore {
         completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
     ) {
         if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
-        if liveCount.wrappingAdd(1, ordering: .relaxed).newValue > maxLiveChallenges {
-            liveCount.wrappingSubtract(1, ordering: .relaxed)
-            return completion(.failure(StoreError(
-                .challengeCapacity, "\(maxLiveChallenges) challenges are live; try again after some expire")))
-        }
         let (expires, overflow) = nowMillis.addingReportingOverflow(max(0, request.ttlMillis))
         let bound = request.keyID.map(KeyBits.init)
         var entry = ChallengeEntry(
@@ -117,17 +120,64 @@ public final class MemoryAttestStore: AttestStore {
             expiresAt: overflow ? .max : expires, purpose: ChallengeEntry.purposeCode(request.purpose),
             hasBoundKey: bound != nil, consumed: false)
         var rng = SystemRandomNumberGenerator()
-        while true {
-            entry.token = ChallengeBits(a: rng.next(), b: rng.next())
-            let e = entry
-            let inserted = shard(e.token.a).state.withLock { s -> Bool in
-                if s.challenges[e.token] != nil { return false }
-                s.addChallenge(e)
-                return true
+        var evicted = (anonymous: 0, keyBound: 0, replaced: 0, replacedUnused: 0)
+        if let key = bound {
+            // A challenge bound to a key lives in the key's shard (its token's low bits name it; 128
+            // minus log2(shards) random bits remain), so its ring and the key are under one lock.
+            let index = shardIndex(key.w0)
+            let (anonymousLimit, keyBoundLimit, perKey) = (anonymousPerShard, keyBoundPerShard, challengeLimits.perKey)
+            let chained = request.chained
+            evicted = shards[index].state.withLock { s in
+                repeat {
+                    entry.token = ChallengeBits(a: rng.next() & ~shardMask | UInt64(index), b: rng.next())
+                } while s.challenges[entry.token] != nil
+                // Bound to a registered key: the key-bound budget. A key not (yet) registered, as in
+                // the registration flow, is anyone's to name: the anonymous budget.
+                guard s.find(key) != nil else { return (s.insertAnonymous(entry, limit: anonymousLimit), 0, 0, 0) }
+                let (replaced, unused, evicted) = s.insertBound(entry, chained: chained, perKey: perKey, limit: keyBoundLimit)
+                return (0, evicted, replaced, unused)
             }
-            if inserted { break }
+        } else {
+            let limit = anonymousPerShard
+            while true {
+                entry.token = ChallengeBits(a: rng.next(), b: rng.next())
+                let e = entry
+                let outcome = shard(e.token.a).state.withLock { s -> Int? in
+                    if s.challenges[e.token] != nil { return nil }
+                    return s.insertAnonymous(e, limit: limit)
+                }
+                if let outcome {
+                    evicted.anonymous = outcome
+                    break
+                }
+            }
         }
+        let removed = evicted.anonymous + evicted.keyBound + evicted.replaced
+        if removed != 1 { liveCount.wrappingAdd(1 - removed, ordering: .relaxed) }
+        if evicted.anonymous > 0 { evictedAnonymous.wrappingAdd(evicted.anonymous, ordering: .relaxed) }
+        if evicted.keyBound > 0 { evictedKeyBound.wrappingAdd(evicted.keyBound, ordering: .relaxed) }
+        if evicted.replacedUnused > 0 { replacedPerKey.wrappingAdd(evicted.replacedUnused, ordering: .relaxed) }
         completion(.success(IssuedChallenge(token: entry.token.token, expiresAtMillis: entry.expiresAt)))
+    }
+
+    /// Challenges removed to make room since the store opened, per budget (metrics read deltas).
+    public var challengeEvictions: ChallengeEvictions {
+        ChallengeEvictions(
+            anonymous: evictedAnonymous.load(ordering: .relaxed), keyBound: evictedKeyBound.load(ordering: .relaxed),
+            perKey: replacedPerKey.load(ordering: .relaxed))
+    }
+
+    /// Bytes the challenge side holds now (its tables and heaps at their current capacities; the
+    /// store's own accounting, bounded by `ChallengeMemory.bound(challengeLimits, shards:)`).
+    public var challengeMemoryBytes: Int {
+        shards.reduce(0) { sum, shard in sum + shard.state.withLock { $0.challengeBytes } }
+    }
+
+    /// Live challenges per budget (a walk over the shards, for tests and `explain`-style checks).
+    public var challengeCounts: (anonymous: Int, keyBound: Int) {
+        shards.reduce((0, 0)) { sum, shard in
+            shard.state.withLock { s in (sum.0 + s.expiries.count, sum.1 + s.boundCount) }
+        }
     }
 
     public func challengeState(
@@ -152,15 +202,7 @@ public final class MemoryAttestStore: AttestStore {
         var unused = 0
         for shard in shards {
             let (r, u) = shard.state.withLock { s -> (Int, Int) in
-                var r = 0
-                var u = 0
-                while let top = s.expiries.top, top.expiresAt <= nowMillis {
-                    _ = s.expiries.pop()
-                    if let entry = s.challenges.removeValue(forKey: top.token) {
-                        r += 1
-                        if !entry.consumed { u += 1 }
-                    }
-                }
+                let (r, u) = s.sweepChallenges(nowMillis: nowMillis)
                 if r > 0 { s.shrinkChallengesIfSparse() }
                 return (r, u)
             }
@@ -170,6 +212,24 @@ public final class MemoryAttestStore: AttestStore {
         if removed > 0 { liveCount.wrappingSubtract(removed, ordering: .relaxed) }
         observer?.challengesExpired(unused)
         return unused
+    }
+
+    /// Places the challenges of a clean final snapshot: one bound to a registered key joins the
+    /// key-bound budget and its key's ring in the challenge's shard (while that ring has room;
+    /// otherwise, as for snapshots written before the budgets existed, the anonymous budget), every
+    /// other one the anonymous budget. A budget restored above its limit shrinks back as new
+    /// challenges replace its oldest.
+    static func restoreChallenges(_ challenges: [ChallengeEntry], into states: inout [ShardState]) {
+        let mask = UInt64(states.count - 1)
+        for c in challenges {
+            let index = Int(c.token.a & mask)
+            let registered = c.hasBoundKey && states[Int(c.boundKey.w0 & mask)].find(c.boundKey) != nil
+            if registered, Int(states[index].rings[c.boundKey]?.count ?? 0) < KeyRing.maxSlots {
+                states[index].addBoundChallenge(c, chained: false)
+            } else {
+                states[index].addChallenge(c)
+            }
+        }
     }
 
     /// nil when acceptable, else why the challenge cannot be used.
@@ -490,5 +550,48 @@ public final class MemoryAttestStore: AttestStore {
             }
         }
         completion(result)
+    }
+}
+
+/// The memory store's challenge budgets (config `store.max_anonymous_challenges`,
+/// `store.max_key_bound_challenges`, `store.max_challenges_per_key`; docs/store.md). Each budget is
+/// split evenly over the shards (rounded up); a full budget replaces its oldest challenge.
+public struct ChallengeLimits: Sendable, Equatable {
+    /// Challenges not bound to a registered key: no key, or a key not registered when issued.
+    public var anonymous: Int
+    /// Challenges bound to a registered key: next challenges of verified responses, and challenges
+    /// asked for at the endpoint naming a registered key.
+    public var keyBound: Int
+    /// Live key-bound challenges per key, 1…4 (`KeyRing.maxSlots`); the next one replaces one.
+    public var perKey: Int
+
+    public static let maxPerKey = KeyRing.maxSlots
+
+    public init(anonymous: Int = 500_000, keyBound: Int = 250_000, perKey: Int = 4) {
+        precondition(anonymous >= 1 && keyBound >= 1, "challenge budgets must be at least 1")
+        precondition((1...Self.maxPerKey).contains(perKey), "perKey must be 1…\(Self.maxPerKey)")
+        self.anonymous = anonymous
+        self.keyBound = keyBound
+        self.perKey = perKey
+    }
+
+    func anonymousPerShard(_ shards: Int) -> Int { (anonymous + shards - 1) / shards }
+    func keyBoundPerShard(_ shards: Int) -> Int { (keyBound + shards - 1) / shards }
+}
+
+/// Challenges removed to make room, cumulative per budget.
+public struct ChallengeEvictions: Sendable, Equatable {
+    /// The oldest anonymous challenge, when the anonymous budget was full.
+    public var anonymous: Int
+    /// The oldest key-bound challenge, when the key-bound budget was full.
+    public var keyBound: Int
+    /// An unconsumed challenge of a key that had `perKey` already (a consumed one replaced first is
+    /// not counted: nothing is lost, a device chaining requests does that all the time).
+    public var perKey: Int
+
+    public init(anonymous: Int = 0, keyBound: Int = 0, perKey: Int = 0) {
+        self.anonymous = anonymous
+        self.keyBound = keyBound
+        self.perKey = perKey
     }
 }

@@ -16,10 +16,10 @@ extension MemoryAttestStore {
     /// The directory is locked (`flock` on `lock`) until `close()`: a second process, or a second
     /// store in this process, cannot open it meanwhile.
     public static func open(
-        directory: String?, shards: Int = 64, maxLiveChallenges: Int = 1_000_000,
+        directory: String?, shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(),
         observer: (any AttestStoreObserver)? = nil
     ) throws -> MemoryAttestStore {
-        try open(directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
+        try open(directory: directory, shards: shards, challenges: challenges, observer: observer,
                  exclusive: true)
     }
 
@@ -27,12 +27,12 @@ extension MemoryAttestStore {
     /// a second store while the first, never closed, still holds the lock. `calls`: the file
     /// system calls (tests inject failures); `retry`: the write-error recovery's back-off.
     static func open(
-        directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
+        directory: String?, shards: Int, challenges: ChallengeLimits = ChallengeLimits(), observer: (any AttestStoreObserver)?,
         exclusive: Bool, calls: any FileCalls = SystemFileCalls(), retry: Journal.Retry = Journal.Retry()
     ) throws -> MemoryAttestStore {
         do {
             return try openThrowingFaults(
-                directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
+                directory: directory, shards: shards, challenges: challenges, observer: observer,
                 exclusive: exclusive, files: StoreFiles(calls: calls, observer: observer), retry: retry)
         } catch {
             throw StoreError.from(error)
@@ -40,14 +40,14 @@ extension MemoryAttestStore {
     }
 
     private static func openThrowingFaults(
-        directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
+        directory: String?, shards: Int, challenges: ChallengeLimits, observer: (any AttestStoreObserver)?,
         exclusive: Bool, files: StoreFiles, retry: Journal.Retry
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
         }
         guard let directory else {
-            return MemoryAttestStore(shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer)
+            return MemoryAttestStore(shards: shards, challenges: challenges, observer: observer)
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
@@ -103,10 +103,7 @@ extension MemoryAttestStore {
         }
         var live = 0
         if clean, let loaded {
-            let mask = UInt64(shards - 1)
-            for c in loaded.challenges {
-                states[Int(c.token.a & mask)].addChallenge(c)
-            }
+            restoreChallenges(loaded.challenges, into: &states)
             live = loaded.challenges.count
         }
         // The marker must be gone before anything new is written: a crash from here on is unclean.
@@ -130,7 +127,7 @@ extension MemoryAttestStore {
             observer: observer, files: files, retry: retry)
         journal.startPeriodicSync()
         let store = MemoryAttestStore(
-            states: states, live: live, maxLiveChallenges: maxLiveChallenges, clean: clean, directory: directory,
+            states: states, live: live, challenges: challenges, clean: clean, directory: directory,
             journal: journal, receiptsReader: reader, observer: observer, restoreReport: report)
         store.directoryLock.withLock { $0 = lock }
         journal.snapshotter.withLock { $0 = { [weak store] in try store?.writeRecoverySnapshot() } }

@@ -135,7 +135,7 @@ final class FaultLog: AttestStoreObserver, @unchecked Sendable {
 /// A store on `dir` whose file calls go through `calls`, with a fast recovery back-off.
 func openFaulty(_ dir: TempDirectory, _ calls: FaultyCalls, _ log: FaultLog, exclusive: Bool = true) throws -> MemoryAttestStore {
     try MemoryAttestStore.open(
-        directory: dir.path, shards: 4, maxLiveChallenges: 1_000, observer: log, exclusive: exclusive, calls: calls,
+        directory: dir.path, shards: 4, challenges: ChallengeLimits(anonymous: 1_000, keyBound: 1_000), observer: log, exclusive: exclusive, calls: calls,
         retry: Journal.Retry(initialMillis: 10, maxMillis: 40))
 }
 

@@ -10,11 +10,14 @@ import Testing
 final class ContractDevice: @unchecked Sendable {
     let device: SimulatedDevice
     private(set) var port: UInt16
+    /// The local address this device connects from (127.0.0.2 …: another client); nil: 127.0.0.1.
+    let source: String?
     var keyID: String { Base64.encode(device.keyID) }
 
-    init(ca: TestCA, appID: String, environment: AttestEnvironment = .development, port: UInt16) throws {
+    init(ca: TestCA, appID: String, environment: AttestEnvironment = .development, port: UInt16, source: String? = nil) throws {
         device = SimulatedDevice(appID: try AppID(appID), environment: environment, ca: ca)
         self.port = port
+        self.source = source
     }
 
     func challenge(purpose: String? = nil, keyID: String? = nil) throws -> String {
@@ -22,17 +25,21 @@ final class ContractDevice: @unchecked Sendable {
         if let purpose { fields.append("\"purpose\":\"\(purpose)\"") }
         if let keyID { fields.append("\"keyId\":\"\(keyID)\"") }
         let body = fields.isEmpty ? [] : Array("{\(fields.joined(separator: ","))}".utf8)
-        let r = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/challenge", body: body)
+        let r = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/challenge", body: body, source: source)
         guard r.status == 201, let c = r.json?["challenge"] as? String else { throw POSIXError(.EPROTO) }
         return c
     }
 
     /// Fetches a challenge, attests over SHA256(challenge text), posts the registration.
     func register() throws -> HTTPCall {
-        let c = try challenge(purpose: "register")
+        try register(challenge: try challenge(purpose: "register"))
+    }
+
+    /// Attests over SHA256(challenge text) and posts the registration.
+    func register(challenge c: String) throws -> HTTPCall {
         let attestation = try device.attest(clientDataHash: SHA256.hash(Array(c.utf8)))
         let body = "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(c)\"}"
-        return try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array(body.utf8))
+        return try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array(body.utf8), source: source)
     }
 
     /// The client data of `bind: request`, written here from the contract (not from the gateway's code):
@@ -70,7 +77,8 @@ final class ContractDevice: @unchecked Sendable {
     /// `host`: the Host field (default: the authority `s` was signed for).
     func send(_ s: Signed, extraHeaders: [(String, String)] = [], host: String? = nil) throws -> HTTPCall {
         try HTTPCall.send(
-            port: port, method: s.method, target: s.target, headers: s.headers + extraHeaders, body: s.body, host: host ?? s.authority)
+            port: port, method: s.method, target: s.target, headers: s.headers + extraHeaders, body: s.body, host: host ?? s.authority,
+            source: source)
     }
 }
 
@@ -96,7 +104,7 @@ struct AttestGatewayTests {
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
         trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
-        attest: {challenge_ttl: \(ttl)}
+        attest: {challenge_ttl: \(ttl), challenge_rate: {per_client: off}}    # one address plays every device
         store: {kind: memory, shards: 8\(dataDir.map { ", data_dir: \($0), snapshot_interval: 1s" } ?? "")}
         routes:
           - name: purchase

@@ -36,7 +36,7 @@ struct AttestSimEndToEndTests {
         apps:
           - {team_id: "ABCDE12345", bundle_ids: [com.example.attestsim], environments: [development, production]}
         trust: {extra_roots: ["\(root)"]}
-        attest: {challenge_ttl: 2s}
+        attest: {challenge_ttl: 2s, challenge_rate: {per_client: off}}    # one address plays every device
         """
     }
 

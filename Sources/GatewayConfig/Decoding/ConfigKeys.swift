@@ -25,10 +25,19 @@ enum ConfigKeys {
     static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
     static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
     static let trust = ["extra_roots"]
-    static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
-    static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval"]
+    static let attest = [
+        "challenge_path", "register_path", "challenge_ttl", "verified_key_header", "challenge_rate", "registration_rate",
+    ]
+    static let attestChallengeRate = ["per_client", "burst", "clients"]
+    static let memoryStore = [
+        "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
+        "max_challenges_per_key",
+    ]
     static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"]
-    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas", "cluster", "seeds"]
+    static let store = [
+        "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
+        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds",
+    ]
     static let logging = ["level", "access_log"]
 
     /// Section name to keys, for the documentation test.
@@ -38,7 +47,8 @@ enum ConfigKeys {
         ("listeners[].tls.certificates[]", listenerCertificate), ("admin", admin), ("limits", limits),
         ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("routes[]", route),
         ("routes[].match", routeMatch),
-        ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest), ("store", store),
+        ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
+        ("attest.challenge_rate", attestChallengeRate), ("store", store),
         ("logging", logging),
     ]
 }
