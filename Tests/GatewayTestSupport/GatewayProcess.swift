@@ -12,6 +12,10 @@ public final class GatewayProcess: @unchecked Sendable {
     private let lock = NSLock()
     private var stderrText = ""
     private var stdoutText = ""
+    /// Set when a pipe's reader saw end of file (the process and its children closed it): after
+    /// an exit, what the process wrote last is read only once this is true.
+    private var stderrEOF = false
+    private var stdoutEOF = false
 
     public init(config yaml: String, timeout: TimeInterval = 20) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gw-it-\(UUID().uuidString)")
@@ -25,12 +29,22 @@ public final class GatewayProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            guard let self, !d.isEmpty else { return }
+            guard let self else { return }
+            if d.isEmpty {
+                h.readabilityHandler = nil
+                self.lock.withLock { self.stderrEOF = true }
+                return
+            }
             self.lock.withLock { self.stderrText += String(decoding: d, as: UTF8.self) }
         }
         stdoutPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            guard let self, !d.isEmpty else { return }
+            guard let self else { return }
+            if d.isEmpty {
+                h.readabilityHandler = nil
+                self.lock.withLock { self.stdoutEOF = true }
+                return
+            }
             self.lock.withLock { self.stdoutText += String(decoding: d, as: UTF8.self) }
         }
         try process.run()
@@ -74,6 +88,9 @@ public final class GatewayProcess: @unchecked Sendable {
             process.waitUntilExit()
             return nil
         }
+        // The last lines (e.g. "stopped") may still be in the pipes: read them before answering.
+        let drained = Date().addingTimeInterval(2)
+        while !lock.withLock({ stderrEOF && stdoutEOF }) && Date() < drained { usleep(5_000) }
         return process.terminationStatus
     }
 
