@@ -88,6 +88,9 @@ add("positive/signed-purchase", "signed POST /api/purchase is verified and forwa
     signed=True, expect="purchase", issue="5")
 add("positive/signed-purchase-query", "signed POST /api/purchase?order=7 (query covered)", signed(target="/api/purchase?order=7"),
     signed=True, expect="purchase", issue="5")
+add("positive/signed-purchase-chunked", "signed POST /api/purchase with a chunked body",
+    lambda ctx: [req("POST", "/api/purchase", list(ctx.sign("POST", "/api/purchase", BODY)) + [("Transfer-Encoding", "chunked")],
+                     b"%x\r\n" % len(BODY) + BODY + b"\r\n0\r\n\r\n", length=False)], signed=True, expect="purchase", issue="5")
 add("positive/signed-shop-admin", "signed POST /admin/users on the protected host", signed(target="/admin/users", host=SHOP),
     signed=True, expect="shop-admin", issue="5")
 add("positive/unsigned-purchase", "unsigned POST /api/purchase is refused", one("POST", "/api/purchase", body=BODY),
@@ -198,6 +201,8 @@ for slug, target in (("authority", "http://shop.example.com/admin/users"),
 
 # --- 1. request-target forms ----------------------------------------------------------------------
 
+add("host/absolute-http10-no-host", "POST http://shop.example.com/admin/users HTTP/1.0 without Host",
+    one("POST", "http://shop.example.com/admin/users", host=None, version="HTTP/1.0", body=BODY), issue="1")
 add("target/absolute-other-authority", "POST http://other.example/api/purchase", one("POST", "http://other.example/api/purchase", body=BODY), issue="1")
 add("target/absolute-userinfo", "POST http://user:pw@api.example.com/api/purchase",
     one("POST", "http://user:pw@api.example.com/api/purchase", body=BODY), issue="1")
@@ -237,6 +242,8 @@ PATHS = [
     ("u-escape", "/api/%u0070urchase", "new"), ("fullwidth", "/api/%EF%BD%90urchase", "new"), ("long-s", "/api/purcha%C5%BFe", "new"),
     ("nul-suffix", "/api/purchase%00.html", "new"), ("encoded-letter", "/api/%70urchase", "1"), ("encoded-hash", "/api/purchase%23x", "new"),
     ("encoded-semicolon", "/api/purchase%3Bx", "new"), ("encoded-question", "/api/purchase%3Fx", "new"),
+    ("dotdot-semicolon", "/x/..;/api/purchase", "new"), ("dot-semicolon", "/.;/api/purchase", "new"),
+    ("sub-dotdot-semicolon", "/api/x/..;/purchase", "new"), ("dotdot-semicolon-encoded", "/x/%2e%2e;/api/purchase", "new"),
     ("bad-escape", "/api/purchase%zz", "new"), ("truncated-escape", "/api/purchase%2", "new"),
 ]
 for slug, path, issue in PATHS:
@@ -341,6 +348,8 @@ for slug, chunk in (("size-overflow", b"ffffffffffffffff1\r\n"), ("size-2^64", b
         smuggle([("Transfer-Encoding", "chunked")], chunk + b"hello\r\n" + CHUNKED_HIDE), issue="5")
 add("smuggle/chunk-ext-bare-lf", "a chunk extension containing a bare LF",
     smuggle([("Transfer-Encoding", "chunked")], b"5;x\nZ\r\nhello\r\n" + CHUNKED_HIDE), issue="5")
+add("smuggle/chunk-ext-huge", "a 60 KB chunk extension (must be bounded)",
+    smuggle([("Transfer-Encoding", "chunked")], b"2;" + b"e" * 60000 + b"\r\n{}\r\n" + CHUNKED_HIDE))
 add("smuggle/chunk-lf-only", "chunk lines ending in LF only",
     smuggle([("Transfer-Encoding", "chunked")], b"5\nhello\n0\n\n" + HIDDEN), issue="5")
 add("smuggle/chunk-missing-crlf", "chunk data not followed by CRLF",
@@ -442,7 +451,7 @@ def h2(method="GET", path="/hello", authority=H, scheme="http", extra=(), body=N
 
 def h2case(id, title, issue="new", **kw):
     build = kw.pop("build", None)
-    opts = {k: kw.pop(k) for k in ("expect", "expect_refused", "signed", "deadline", "streams") if k in kw}
+    opts = {k: kw.pop(k) for k in ("expect", "expect_refused", "signed", "deadline", "streams", "early_refusal") if k in kw}
     add(id, title, build or (lambda ctx, kw=kw: h2(**kw)), proto="h2", issue=issue, **opts)
 
 
@@ -463,7 +472,7 @@ h2case("h2/method-space", ":method 'POST /api/purchase HTTP/1.1'", method="POST 
 for slug, path in (("upper", "/API/purchase"), ("params", "/api/purchase;x"), ("json", "/api/purchase.json"),
                    ("trailing-dot", "/api/purchase."), ("trailing-space", "/api/purchase%20"), ("encoded-slash", "/api%2Fpurchase"),
                    ("backslash", "/api\\purchase"), ("no-slash", "api/purchase"), ("absolute", "http://other.example/api/purchase"),
-                   ("dotdot", "/x/../api/purchase"), ("empty", ""), ("crlf-injection", "/hello HTTP/1.1\r\nX: y"),
+                   ("dotdot", "/x/../api/purchase"), ("dotdot-semicolon", "/x/..;/api/purchase"), ("empty", ""), ("crlf-injection", "/hello HTTP/1.1\r\nX: y"),
                    ("space", "/api/purchase x"), ("fragment-dotdot", "/hello#/../api/purchase")):
     h2case("h2/path-%s" % slug, ":path %r" % path, method="POST", path=path, body=BODY, issue="1" if slug in ("upper", "params", "json") else "new")
 h2case("h2/asterisk-get", "GET with :path *", method="GET", path="*", issue="1")
@@ -501,6 +510,10 @@ h2case("h2/cl-space", "content-length: ' 2' (leading white space)", method="POST
        issue="5")
 h2case("h2/method-param", "POST /api/account/7?_method=DELETE", method="POST", path="/api/account/7?_method=DELETE", body=BODY)
 h2case("h2/account-lower", ":method delete on /api/account/7", method="delete", path="/api/account/7", issue="1")
+h2case("h2/protected-no-body", "unsigned POST /api/purchase, content-length 100000, no DATA (early refusal?)",
+       build=lambda ctx: [headers_frame(1, [(":method", "POST"), (":scheme", "http"), (":authority", H), (":path", "/api/purchase"),
+                                            ("content-length", "100000")], end_stream=False)],
+       deadline=0.6, early_refusal=True, issue="4")
 h2case("h2/cl-plus", "content-length: +2", method="POST", extra=[("content-length", "+2")], body=b"{}", issue="5")
 for name, value in (("connection", "keep-alive"), ("transfer-encoding", "chunked"), ("te", "gzip"), ("keep-alive", "timeout=5"),
                     ("proxy-connection", "keep-alive"), ("upgrade", "h2c")):
