@@ -508,22 +508,27 @@ def target_path(target):
 
 
 def match_access(records, access):
-    """For each backend record, the access log entry of gatewayd for the same request (method and
-    path; the target may have been rewritten to origin-form), or None; each entry used once.
-    Requests the backend could not parse match nothing and need nothing."""
+    """For each backend record, the access log entry of gatewayd for the same request, or None;
+    each entry used once. First by method and path (the target may have been rewritten to
+    origin-form), then, for what is left, by method among the entries gatewayd forwarded (a fix may
+    normalise the target it forwards). Requests the backend could not parse need no entry ({})."""
     unmatched = list(access)
-    out = []
-    for rec in records:
-        hit = None
-        for a in unmatched:
-            if rec["method"] is not None and (a.get("method") or "").upper() == rec["method"].upper() and \
-                    target_path(a.get("target")) == target_path(rec["target"]):
-                hit = a
-                break
-        if hit is not None:
-            unmatched.remove(hit)
-        out.append(hit if hit is not None or rec["handler"] != "backend-400" else {})
-    return out
+    out = [None] * len(records)
+
+    def same_method(rec, a):
+        return rec["method"] is not None and (a.get("method") or "").upper() == rec["method"].upper()
+
+    for exact in (True, False):
+        for i, rec in enumerate(records):
+            if out[i] is not None:
+                continue
+            for a in unmatched:
+                if same_method(rec, a) and (target_path(a.get("target")) == target_path(rec["target"]) if exact
+                                            else bool(a.get("upstream"))):
+                    out[i] = a
+                    unmatched.remove(a)
+                    break
+    return [hit if hit is not None or rec["handler"] != "backend-400" else {} for hit, rec in zip(out, records)]
 
 
 def judge(case, result, device_key):
@@ -660,18 +665,15 @@ def clip(s, n):
 
 
 def print_table(rows):
-    widths = (34, 22, 34, 22, 30)
-    header = ("case", "gatewayd", "→ backend", "nginx", "→ backend")
+    widths = (34, 22, 34, 22, 30, 9)
+    header = ("case", "gatewayd", "→ backend", "nginx", "→ backend", "vs nginx")
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  verdict")
-    print("-" * (sum(widths) + 2 * len(widths) + 10))
+    print("-" * (sum(widths) + 2 * len(widths) + 7))
     for row in rows:
         gs, gb = summarise_side(row["result"]["gatewayd"])
         ns, nb = summarise_side(row["result"]["nginx"])
-        verdict = row["verdict"]
-        if row["notes"]:
-            verdict += " (" + ",".join(row["notes"]) + ")"
-        cols = (row["id"], gs, gb, ns, nb)
-        print("  ".join(clip(c, w).ljust(w) for c, w in zip(cols, widths)) + "  " + verdict)
+        cols = (row["id"], gs, gb, ns, nb, ",".join(row["notes"]))
+        print("  ".join(clip(c, w).ljust(w) for c, w in zip(cols, widths)) + "  " + row["verdict"])
         for kind, text in row["failures"]:
             print("      FAIL %-9s %s" % (kind, text))
         for kind, text in row["warnings"]:
@@ -691,7 +693,8 @@ def read_known(path):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gatewayd", default=os.environ.get("GATEWAYD") or os.path.join(ROOT, ".build/debug/gatewayd"))
-    p.add_argument("--json", help="write the JSON report here")
+    p.add_argument("--json", default=os.path.join(ROOT, ".build", "attack-report.json"),
+                   help="write the JSON report here (default .build/attack-report.json)")
     p.add_argument("--known-holes", help="case ids expected to fail (one per line, # comments)")
     p.add_argument("--only", action="append", default=[], help="run cases whose id contains this (repeatable)")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
@@ -802,6 +805,7 @@ def main():
         if not new and not fixed:
             print("security failures match %s (%d known holes)" % (args.known_holes, len(known)))
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         report = {
             "gatewayd": args.gatewayd, "nginx": suite.nginx.version if suite.nginx else None,
             "seconds": round(elapsed, 2), "exit": code, "failing": failing, "broken": broken, "warned": warned,
@@ -811,6 +815,7 @@ def main():
         }
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, default=str)
+        print("report: %s" % args.json)
     return code
 
 
