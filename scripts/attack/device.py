@@ -336,15 +336,41 @@ class Device:
         nonce = sha256(auth, sha256(client_data))
         return cbor({"signature": P256.sign(self.d, nonce), "authenticatorData": auth})
 
-    def signed_headers(self, challenge, method, target, body=b""):
-        """The three headers of a `bind: request` protected request (docs/client-contract.md)."""
-        client_data = ("%s\n%s\n%s\n%s" % (challenge, method, target, hashlib.sha256(body).hexdigest())).encode()
+    def signed_headers(self, challenge, method, target, body=b"", authority=None):
+        """The three headers of a `bind: request` protected request (docs/client-contract.md):
+        client data version 2 (with the request's normalised authority) when `authority` is
+        given, version 1 without it."""
+        client_data = "%s\n%s\n%s\n%s" % (challenge, method, target, hashlib.sha256(body).hexdigest())
+        if authority is not None:
+            client_data += "\n" + normalise_authority(authority)
+        client_data = client_data.encode()
         return [("X-App-Attest-Key-Id", self.key_id_b64), ("X-App-Attest-Challenge", challenge),
                 ("X-App-Assertion", b64(self.assertion(client_data)))]
 
     def register_body(self, challenge):
         return json.dumps({"keyId": self.key_id_b64, "attestation": b64(self.attestation(challenge)),
                            "challenge": challenge}).encode()
+
+
+def normalise_authority(authority, scheme="http"):
+    """The authority's normal form (docs/client-contract.md, "The authority"): ASCII letters
+    lowercased, one trailing dot removed, the scheme's default port dropped."""
+    host, port = authority, None
+    if authority.startswith("["):
+        end = authority.index("]")
+        host, rest = authority[:end + 1], authority[end + 1:]
+        if rest.startswith(":"):
+            port = rest[1:]
+    elif ":" in authority:
+        host, port = authority.rsplit(":", 1)
+    host = host.lower()
+    if host.endswith("."):
+        host = host[:-1]
+    if port is not None:
+        port = str(int(port))
+        if port == {"http": "80", "https": "443"}[scheme]:
+            port = None
+    return host if port is None else "%s:%s" % (host, port)
 
 
 def _name(common_name, organization):
