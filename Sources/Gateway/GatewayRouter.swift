@@ -178,7 +178,8 @@ enum DemoUpstream {
         responseHeaders: HTTPFields
     ) -> LocalResponse {
         var fields = request.head.headers
-        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"])
+        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"],
+                                        dropUnderscoreNames: request.dropUnderscoreNames)
         editHeaders.apply(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }

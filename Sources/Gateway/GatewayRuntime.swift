@@ -58,6 +58,13 @@ public final class GatewayRuntime: Sendable {
     /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
     public let http2Settings: [String: HTTP2Settings]
 
+    /// The downstream limits of a listener: `downstreamLimits` with its underscore rule.
+    public func downstreamLimits(for listener: ListenerConfig) -> DownstreamLimits {
+        var limits = downstreamLimits
+        limits.dropUnderscoreNames = listener.underscoresInHeaders == .drop
+        return limits
+    }
+
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
         self.config = config
@@ -133,9 +140,19 @@ public final class GatewayRuntime: Sendable {
                 case .prefix(let p): (p, nil)
                 case .exact(let p): (nil, p)
                 }
+            var fold: PathFold = []
+            for f in r.match.effectiveFold(assertion: r.assertion.mode) {
+                switch f {
+                case .case: fold.insert(.case)
+                case .params: fold.insert(.params)
+                case .suffix: fold.insert(.suffix)
+                case .trim: fold.insert(.trim)
+                }
+            }
             return CompiledRoute(
                 name: r.name,
-                match: GatewayProxy.RouteMatch(methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host),
+                match: GatewayProxy.RouteMatch(
+                    methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
                 upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
@@ -195,12 +212,15 @@ public final class GatewayRuntime: Sendable {
     }
 
     /// The position of the first route whose match holds (file order; no copy of the route).
+    /// `host` is the request's Host value (or absolute-form authority) as sent, nil when no route
+    /// matches on hosts; it is made a match key once (`RequestSyntax.hostMatchKey`).
     public func routeIndex(method: String, path: String, host: String?) -> Int? {
+        let hostKey = host.flatMap { RequestSyntax.hostMatchKey($0) }
         // Borrowed in place: a subscript read would copy each route (a retain per string in it).
-        routes.withUnsafeBufferPointer { routes in
+        return routes.withUnsafeBufferPointer { routes in
             var i = 0
             while i < routes.count {
-                if routes[i].match.matches(method: method, path: path, host: host) { return i }
+                if routes[i].match.matches(method: method, path: path, hostKey: hostKey) { return i }
                 i += 1
             }
             return nil

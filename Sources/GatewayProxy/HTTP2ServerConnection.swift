@@ -346,6 +346,15 @@ final class HTTP2Stream: ConnectionDelegate {
     // MARK: - Request
 
     func start() {
+        // The request syntax HTTP/1.1's parser holds requests to (`RequestSyntax`), before routing.
+        guard RequestSyntax.isCanonicalMethod(head.method) else {
+            respond(LocalResponse.error(400, "bad_method"))
+            return
+        }
+        guard let host = head.headers.fields.first?.value, RequestSyntax.isValidHost(host) else {
+            respond(LocalResponse.error(400, "bad_host"))
+            return
+        }
         guard let normalized = PathNormalizer.normalize(head.target) else {
             respond(LocalResponse.error(400, "ambiguous_path"))
             return
@@ -433,7 +442,8 @@ final class HTTP2Stream: ConnectionDelegate {
             bufferedHandler = nil
             waitingForHandler = true
             cancelTimer()
-            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme)
+            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme,
+                                          dropUnderscoreNames: conn.limits.dropUnderscoreNames)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if let u = upstream, upstreamHeadSent {
@@ -521,7 +531,10 @@ final class HTTP2Stream: ConnectionDelegate {
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
         let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
         let proto = conn.scheme
-        u.connection.writeHead { f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &$0) }
+        let dropUnderscores = conn.limits.dropUnderscoreNames
+        u.connection.writeHead {
+            f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, dropUnderscoreNames: dropUnderscores, to: &$0)
+        }
         upstreamHeadSent = true
         if wasBuffered {
             if !buffered.isEmpty { u.connection.write(buffered) }

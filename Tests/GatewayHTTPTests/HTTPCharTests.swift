@@ -8,6 +8,7 @@ struct HTTPCharTests {
         #expect(HTTPChar.tcharTable.utf8CodeUnitCount == 256)
         for c in 0...255 {
             #expect(HTTPChar.isTchar(UInt8(c)) == HTTPChar.isTcharByRule(UInt8(c)), "byte \(c)")
+            #expect((HTTPChar.tcharClass(UInt8(c)) == UInt8(ascii: "2")) == (c == 0x5f), "byte \(c): only _ is class 2")
         }
     }
 }

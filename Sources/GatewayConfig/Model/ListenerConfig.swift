@@ -15,20 +15,33 @@ public struct ListenerConfig: Sendable, Equatable {
     public var tls: TLSConfig?
     /// The HTTP/2 SETTINGS this listener advertises (`http2:`; only with `h2c` in `protocols`).
     public var http2: HTTP2ListenerConfig
+    /// What happens to client header fields whose names contain `_` (`underscores_in_headers`).
+    public var underscoresInHeaders: UnderscoresInHeaders
 
     public init(
         name: String,
         address: SocketAddressSpec,
         protocols: Set<ListenerProtocol> = [.http1],
         tls: TLSConfig? = nil,
-        http2: HTTP2ListenerConfig = HTTP2ListenerConfig()
+        http2: HTTP2ListenerConfig = HTTP2ListenerConfig(),
+        underscoresInHeaders: UnderscoresInHeaders = .drop
     ) {
         self.name = name
         self.address = address
         self.protocols = protocols
         self.tls = tls
         self.http2 = http2
+        self.underscoresInHeaders = underscoresInHeaders
     }
+}
+
+/// `listeners[].underscores_in_headers`: CGI, WSGI and PHP backends read `X_Key` and `X-Key` as the
+/// same variable, so a name with `_` can pose as a field the gateway sets.
+public enum UnderscoresInHeaders: String, Sendable, Hashable, CaseIterable {
+    /// Such fields never reach an upstream (nginx's `underscores_in_headers off`).
+    case drop
+    /// They are forwarded, except those that fold into a field the gateway sets or interprets.
+    case allow
 }
 
 /// `listeners[].http2`: what an HTTP/2 connection on the listener advertises in its SETTINGS frame
