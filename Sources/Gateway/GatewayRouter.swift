@@ -179,7 +179,7 @@ enum DemoUpstream {
     ) -> LocalResponse {
         var fields = request.head.headers
         ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"],
-                                        dropUnderscoreNames: request.dropUnderscoreNames)
+                                        dropFoldableNames: request.dropFoldableNames)
         editHeaders.apply(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }

@@ -58,10 +58,10 @@ public final class GatewayRuntime: Sendable {
     /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
     public let http2Settings: [String: HTTP2Settings]
 
-    /// The downstream limits of a listener: `downstreamLimits` with its underscore rule.
+    /// The downstream limits of a listener: `downstreamLimits` with its rule for foldable names.
     public func downstreamLimits(for listener: ListenerConfig) -> DownstreamLimits {
         var limits = downstreamLimits
-        limits.dropUnderscoreNames = listener.underscoresInHeaders == .drop
+        limits.dropFoldableNames = listener.underscoresInHeaders == .drop
         return limits
     }
 

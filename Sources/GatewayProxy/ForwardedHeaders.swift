@@ -8,21 +8,21 @@ public enum ForwardedHeaders {
 
     /// `X-Forwarded-For` is appended to (a client's list is kept, its own address added), while
     /// `X-Forwarded-Proto` and `X-Forwarded-Host` are replaced: only the gateway knows them. The
-    /// gateway-owned fields (`GatewayOwnedFields`) go, and client fields whose names have a `_`
-    /// (all of them with `dropUnderscoreNames`, else those that fold into a field the gateway
-    /// interprets: `UnderscoreNames`).
+    /// gateway-owned fields (`GatewayOwnedFields`) go, and client fields with foldable names (`_`,
+    /// `.`…: all of them with `dropFoldableNames`, else those that fold into a field the gateway
+    /// interprets: `FoldedNames`).
     public static func rewriteRequest(_ fields: inout HTTPFields, peer: SocketAddress?, proto: String, host: String?,
-                                      dropUnderscoreNames: Bool = true)
+                                      dropFoldableNames: Bool = true)
     {
-        rewriteRequest(&fields, client: peer?.host ?? "unknown", proto: proto, host: host, dropUnderscoreNames: dropUnderscoreNames)
+        rewriteRequest(&fields, client: peer?.host ?? "unknown", proto: proto, host: host, dropFoldableNames: dropFoldableNames)
     }
 
     /// The same, with the client's address already formatted (a connection formats it once).
     public static func rewriteRequest(_ fields: inout HTTPFields, client: String, proto: String, host: String?,
-                                      dropUnderscoreNames: Bool = true)
+                                      dropFoldableNames: Bool = true)
     {
-        if fields.contains(where: { UnderscoreNames.has($0.name) }) {
-            fields.removeAll { UnderscoreNames.has($0.name) && (dropUnderscoreNames || UnderscoreNames.isInterpretedWhenFolded($0.name)) }
+        if fields.contains(where: { FoldedNames.isFoldable($0.name) }) {
+            fields.removeAll { FoldedNames.isFoldable($0.name) && (dropFoldableNames || FoldedNames.isInterpretedWhenFolded($0.name)) }
         }
         HopByHop.strip(&fields, isRequest: true)
         // One pass removes the forwarding fields, collecting the lists that are extended.

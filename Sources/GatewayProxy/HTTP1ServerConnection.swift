@@ -442,7 +442,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             guard hasHead, let handler = bufferedHandler else { return }
             replace(&bufferedHandler, with: nil)
             let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: downstream.peer, scheme: scheme,
-                                          dropUnderscoreNames: limits.dropUnderscoreNames)
+                                          dropFoldableNames: limits.dropFoldableNames)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if case .chunked = requestFraming { upstream?.connection.write(HTTP1Serializer.lastChunk) }
@@ -510,7 +510,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         headBytes.with { buf in
             u.connection.writeHead {
                 f.writeUpstreamHead(h, buf, client: client, proto: scheme, framing: framing,
-                                    dropUnderscoreNames: limits.dropUnderscoreNames, to: &$0)
+                                    dropFoldableNames: limits.dropFoldableNames, to: &$0)
             }
         }
         if wasBuffered {

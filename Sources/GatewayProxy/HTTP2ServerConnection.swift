@@ -443,7 +443,7 @@ final class HTTP2Stream: ConnectionDelegate {
             waitingForHandler = true
             cancelTimer()
             let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme,
-                                          dropUnderscoreNames: conn.limits.dropUnderscoreNames)
+                                          dropFoldableNames: conn.limits.dropFoldableNames)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if let u = upstream, upstreamHeadSent {
@@ -531,9 +531,9 @@ final class HTTP2Stream: ConnectionDelegate {
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
         let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
         let proto = conn.scheme
-        let dropUnderscores = conn.limits.dropUnderscoreNames
+        let dropFoldable = conn.limits.dropFoldableNames
         u.connection.writeHead {
-            f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, dropUnderscoreNames: dropUnderscores, to: &$0)
+            f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, dropFoldableNames: dropFoldable, to: &$0)
         }
         upstreamHeadSent = true
         if wasBuffered {

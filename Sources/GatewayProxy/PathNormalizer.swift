@@ -7,7 +7,8 @@ import GatewayHTTP
 ///
 /// - origin-form `/p?q` and absolute-form `http://host/p?q` give `/p`; `*` gives `*`.
 /// - Percent-encoded unreserved characters are decoded; other escapes keep uppercase hex.
-/// - Encoded `/`, `\`, NUL, and `..` above the root are refused (`nil`): ambiguous on purpose.
+/// - Encoded `/`, `\`, NUL, `..` above the root and a leading `//` are refused (`nil`): ambiguous
+///   on purpose.
 /// - Repeated slashes collapse; `.` and `..` segments are resolved.
 public enum PathNormalizer {
     public static func normalize(_ target: String) -> String? {
@@ -25,6 +26,9 @@ public enum PathNormalizer {
             }
         }
         if let q = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<q] }
+        // `//x/api/purchase` is a network-path reference to parsers that split URLs (authority `x`,
+        // path `/api/purchase`) and `/x/api/purchase` to those that merge slashes: refused.
+        if path.hasPrefix("//") { return nil }
 
         // Percent-decoding of unreserved characters, validation of escapes.
         var decoded: [UInt8] = []
@@ -101,9 +105,9 @@ public enum PathNormalizer {
     /// read as the same resource, folded away for matching (never for forwarding). On a normalised
     /// path (`normalize`), in this order:
     ///
-    /// - `params`: in every segment, `;` and what follows it (matrix parameters, `;jsessionid=…`:
-    ///   Tomcat, Jetty, Spring); then `.` and `..` segments that this uncovers are resolved
-    ///   (`/a/..;/b` is `/b` to Tomcat).
+    /// - `params`: in every segment, `;` (or `%3B`) and what follows it (matrix parameters,
+    ///   `;jsessionid=…`: Tomcat, Jetty, Spring); then `.` and `..` segments that this uncovers are
+    ///   resolved (`/a/..;/b` is `/b` to Tomcat).
     /// - `trim`: in every segment, leading and trailing encoded control characters and spaces
     ///   (`%01`…`%20`: Java's `trim`, Spring's `trimTokens`), then trailing dots (IIS, Windows);
     ///   empty segments go, so a trailing slash does too (Express, Spring's trailing-slash match).
@@ -126,7 +130,7 @@ public enum PathNormalizer {
         var out: [ArraySlice<UInt8>] = []
         for (k, var seg) in segments.enumerated() {
             let isLast = k == segments.count - 1
-            if params, let semi = seg.firstIndex(of: UInt8(ascii: ";")) { seg = seg[..<semi] }
+            if params, let semi = paramsStart(seg) { seg = seg[..<semi] }
             if trim { seg = trimEncodedSpace(seg) }
             if params || trim {
                 if seg.elementsEqual([UInt8(ascii: ".")]) { continue }
@@ -152,6 +156,17 @@ public enum PathNormalizer {
             bytes += seg
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Where a segment's matrix parameters start: its first `;` or `%3B`.
+    private static func paramsStart(_ s: ArraySlice<UInt8>) -> Int? {
+        var i = s.startIndex
+        while i < s.endIndex {
+            if s[i] == UInt8(ascii: ";") { return i }
+            if s[i] == UInt8(ascii: "%"), i + 2 < s.endIndex, s[i + 1] == UInt8(ascii: "3"), s[i + 2] == UInt8(ascii: "B") { return i }
+            i += 1
+        }
+        return nil
     }
 
     /// Whether `s` has `%01`…`%20` at `i` (the normaliser writes escapes in uppercase hex).

@@ -74,7 +74,7 @@ extension Forward {
     /// pass over the client's fields, into the loop's head buffer. Tests hold it, byte for byte, to
     /// the same rules applied on a field list (`UpstreamHeadTests`).
     func writeUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
-                           dropUnderscoreNames: Bool = true, to out: inout HeadWriter)
+                           dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         out.appendLatin1(head.method)
         out.append(0x20)
@@ -85,10 +85,10 @@ extension Forward {
         var connectionValues: [String] = []
         var hasForwarding = false
         var hostValue: String? = nil
-        var underscoreNames = false
+        var foldableNames = false
         for f in head.headers {
             let name = f.name
-            if !underscoreNames && UnderscoreNames.has(name) { underscoreNames = true }
+            if !foldableNames && FoldedNames.isFoldable(name) { foldableNames = true }
             if HopByHop.isListed(name) {
                 hasListed = true
                 if name.utf8.count == 10 && name.equalsIgnoringASCIICase("Connection") { connectionValues.append(f.value) }
@@ -125,7 +125,7 @@ extension Forward {
         var keepTrailersTE = false
         for f in head.headers {
             let name = f.name
-            if underscoreNames && UnderscoreNames.has(name) && (dropUnderscoreNames || UnderscoreNames.isInterpretedWhenFolded(name)) {
+            if foldableNames && FoldedNames.isFoldable(name) && (dropFoldableNames || FoldedNames.isInterpretedWhenFolded(name)) {
                 continue
             }
             if hasListed {
@@ -171,7 +171,7 @@ extension Forward {
     /// rules in the same order, with the client's field lines copied as bytes. Tests hold the two to
     /// the same output, byte for byte (`UpstreamHeadTests`).
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           framing: BodyFraming, dropUnderscoreNames: Bool = true, to out: inout HeadWriter)
+                           framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         var client = client
         var proto = proto
@@ -179,7 +179,7 @@ extension Forward {
             proto.withUTF8 { p in
                 head.writeUpstream(from: buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p), framing: framing,
                                    remove: editHeaders.removeNames, clientRemove: editHeaders.clientRemoveNames,
-                                   dropUnderscoreNames: dropUnderscoreNames, add: editHeaders.add,
+                                   dropFoldableNames: dropFoldableNames, add: editHeaders.add,
                                    defaultHost: { pool.target.address.description }, to: &out)
             }
         }
@@ -187,7 +187,7 @@ extension Forward {
 }
 
 /// The route's edit of the fields sent upstream: every field named in `remove` goes (any case, `_`
-/// as `-`), then `add` is appended (e.g. the verified key id). The client's fields are also held
+/// or `.` as `-`: `FieldNames`), then `add` is appended (e.g. the verified key id). The client's fields are also held
 /// to the gateway-owned list (`GatewayOwnedFields`), which no edit can let through.
 public struct HeaderEdit: Sendable {
     public var remove: [String] {
@@ -238,9 +238,9 @@ public struct BufferedRequest {
     public let peer: SocketAddress?
     /// `http` or `https` (a TLS listener): for X-Forwarded-Proto.
     public let scheme: String
-    /// The listener's underscore rule (`DownstreamLimits.dropUnderscoreNames`), for a local
+    /// The listener's rule for foldable names (`DownstreamLimits.dropFoldableNames`), for a local
     /// handler that forwards (the demo upstream).
-    public var dropUnderscoreNames: Bool = true
+    public var dropFoldableNames: Bool = true
 }
 
 public enum BufferedOutcome {
@@ -290,9 +290,9 @@ public struct DownstreamLimits: Sendable {
     public var bodyTimeoutMillis: Int64
     /// Buffered-but-unsent bytes above which the other side stops being read (back-pressure).
     public var highWaterMark: Int
-    /// The listener's underscore rule (`listeners[].underscores_in_headers`): true (`drop`) leaves
-    /// every client field whose name has a `_` out of the upstream request (`UnderscoreNames`).
-    public var dropUnderscoreNames: Bool = true
+    /// The listener's rule (`listeners[].underscores_in_headers`): true (`drop`) leaves every client
+    /// field with a foldable name (`_`, `.`…: `FoldedNames`) out of the upstream request.
+    public var dropFoldableNames: Bool = true
 
     public init(parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
                 bodyTimeoutMillis: Int64 = 30_000, highWaterMark: Int = 256 * 1024)

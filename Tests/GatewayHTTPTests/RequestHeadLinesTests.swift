@@ -136,8 +136,8 @@ struct RequestHeadLinesTests {
         #expect(has("x-verified") && has("X-VERIFIED") && has("TE") && has(long.uppercased() + "-a"))
         #expect(!has("X-Verifie") && !has("X-Verifiedd") && !has("T") && !has(long + "-B"))
         #expect(FieldNames([]).isEmpty && !Array("a".utf8).withUnsafeBytes { FieldNames([]).contains($0) })
-        // `_` is `-`, as CGI, WSGI and PHP read names; prefixes match longer names only.
-        #expect(has("X_Verified") && has("x_VERIFIED") && !has("X.Verified"))
+        // `_` (and `.`, `~`…) is `-`, as CGI, WSGI and PHP read names; prefixes match longer names only.
+        #expect(has("X_Verified") && has("x_VERIFIED") && has("X.Verified") && has("x~verified") && !has("XVerified"))
         let families = FieldNames(["X-A"], prefixes: ["X-Forwarded-"])
         func inFamilies(_ s: String) -> Bool { families.contains(s) }
         #expect(inFamilies("x-forwarded-port") && inFamilies("X_FORWARDED_PREFIX") && inFamilies("x_a"))

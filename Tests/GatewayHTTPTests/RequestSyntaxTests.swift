@@ -145,10 +145,12 @@ struct RequestSyntaxTests {
         let raw = RequestHeadLinesTests.bytes(text)
         #expect(h.absoluteForm)
         #expect(raw.withUnsafeBytes { h.authority($0) }.map { String(decoding: raw[$0], as: UTF8.self) } == "Shop.Example:80")
-        #expect(h.underscoreNames)
-        let plain = try Self.parse("OPTIONS * HTTP/1.1\r\nHost: h.\r\nX-Key: 1\r\n\r\n").get()
-        #expect(!plain.absoluteForm && !plain.underscoreNames)
-        #expect(try Self.parse("GET /x HTTP/1.1\r\nHost: h\r\nAbcdefghijklmno_: 1\r\n\r\n").get().underscoreNames)
+        #expect(h.foldableNames)
+        let plain = try Self.parse("OPTIONS * HTTP/1.1\r\nHost: h.\r\nX-Key-09azAZ: 1\r\n\r\n").get()
+        #expect(!plain.absoluteForm && !plain.foldableNames)
+        for name in ["Abcdefghijklmno_", "X.Key", "X~Key", "X!", "a*b", "x|y", "x^", "x`", "x'", "x+y", "x&y", "x%y", "x$", "#x"] {
+            #expect(try Self.parse("GET /x HTTP/1.1\r\nHost: h\r\n\(name): 1\r\n\r\n").get().foldableNames, "\(name)")
+        }
     }
 
     @Test("a connection's HostMemo: the same Host again is accepted, any other value is checked (lengths 1 to 40)")
@@ -199,15 +201,17 @@ struct RequestSyntaxTests {
         #expect(collapsed([("Content-Length", ", 5")]) == ["Content-Length: , 5"])
     }
 
-    @Test("underscore names that fold into a field the gateway interprets")
+    @Test("foldable names (_ . ~ …) that fold into a field the gateway interprets")
     func interpretedWhenFolded() {
-        for n in ["Content_Length", "transfer_encoding", "HOST", "Proxy_Authorization", "Proxy_Connection", "Keep_Alive", "Expect",
-                  "via", "Forwarded"]
+        for n in ["Content_Length", "Content.Length", "transfer_encoding", "Transfer~Encoding", "HOST", "Proxy_Authorization",
+                  "Proxy.Connection", "Keep_Alive", "Expect", "via", "Forwarded", "Connection"]
         {
-            #expect(UnderscoreNames.isInterpretedWhenFolded(n), "\(n)")
+            #expect(FoldedNames.isInterpretedWhenFolded(n), "\(n)")
         }
-        for n in ["X_Custom", "X_Forwarded_Port", "Content_Type", String(repeating: "_", count: 40)] {
-            #expect(!UnderscoreNames.isInterpretedWhenFolded(n), "\(n)")
+        for n in ["X_Custom", "X_Forwarded_Port", "Content_Type", "Host_", String(repeating: "_", count: 40)] {
+            #expect(!FoldedNames.isInterpretedWhenFolded(n), "\(n)")
         }
+        for n in ["X_A", "x.a", "a~", "A!b", "a|b", "x'y"] { #expect(FoldedNames.isFoldable(n), "\(n)") }
+        for n in ["X-A", "abc", "A0-9z", ""] { #expect(!FoldedNames.isFoldable(n), "\(n)") }
     }
 }

@@ -29,7 +29,7 @@ final class HygieneProxyFixture: @unchecked Sendable {
     let proxy: HTTPServer
     var pool: UpstreamPool!
 
-    init(upstreamAddress: SocketAddress? = nil, dropUnderscoreNames: Bool = true, responseHeaders: HTTPFields = HTTPFields()) throws {
+    init(upstreamAddress: SocketAddress? = nil, dropFoldableNames: Bool = true, responseHeaders: HTTPFields = HTTPFields()) throws {
         Socket.ignoreSIGPIPE()
         upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: DownstreamLimits()) { _ in
             EchoUpstreamRouter()
@@ -38,7 +38,7 @@ final class HygieneProxyFixture: @unchecked Sendable {
             name: "legacy", address: upstreamAddress ?? upstream.address, maxConnections: 4, connectTimeoutMillis: 1000,
             responseTimeoutMillis: 5000)
         var limits = DownstreamLimits()
-        limits.dropUnderscoreNames = dropUnderscoreNames
+        limits.dropFoldableNames = dropFoldableNames
         let box = ProxyFixture.PoolBox()
         proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
                                protocols: [.http1, .h2c]) { loop in
@@ -123,6 +123,7 @@ struct RequestHygieneProxyTests {
         ("X-HTTP-Method", "POST"), ("X-Method-Override", "POST"), ("X-Original-URL", "/api/purchase"),
         ("X-Rewrite-URL", "/api/purchase"), ("X-Forwarded-Port", "443"), ("X-Forwarded_Prefix", "/x"), ("X-Request-Id", "mine"),
         ("X-App-Attest-Risk-Metric", "1"), ("X-Device-Check-Bits", "1"), ("X_Custom", "c"), ("X-Kept", "k"),
+        ("X.App.Attest.Verified.Key.Id", "forged"), ("X~HTTP~Method~Override", "POST"),
     ]
 
     static func seenNames(_ headers: [String]) -> [String] {
@@ -131,7 +132,7 @@ struct RequestHygieneProxyTests {
 
     @Test("HTTP/1.1 and h2c: gateway-owned fields never reach the upstream; underscore names only with allow", arguments: [true, false])
     func ownedAndUnderscore(drop: Bool) throws {
-        let f = try HygieneProxyFixture(dropUnderscoreNames: drop)
+        let f = try HygieneProxyFixture(dropFoldableNames: drop)
         defer { f.stop() }
         let c = try RawClient(port: f.port)
         c.send("GET /hello HTTP/1.1\r\nHost: x\r\n" + Self.forged.map { "\($0.0): \($0.1)\r\n" }.joined() + "\r\n")
@@ -145,7 +146,8 @@ struct RequestHygieneProxyTests {
             #expect(names.contains("x_custom") == !drop, "\(protocolName): \(names)")
             for forbidden in ["x_app_attest_verified_key_id", "x-app-attest-verified-key-id", "x-http-method-override", "x-http-method",
                               "x-method-override", "x-original-url", "x-rewrite-url", "x-forwarded-port", "x-forwarded_prefix",
-                              "x-request-id", "x-app-attest-risk-metric", "x-device-check-bits"]
+                              "x-request-id", "x-app-attest-risk-metric", "x-device-check-bits", "x.app.attest.verified.key.id",
+                              "x~http~method~override"]
             {
                 #expect(!names.contains(forbidden), "\(protocolName): \(forbidden) reached the upstream")
             }

@@ -6,7 +6,6 @@ struct RouteMatchTests {
     @Test("paths that an upstream would resolve to a protected route normalise to it", arguments: [
         ("/api/purchase", "/api/purchase"),
         ("/api//purchase", "/api/purchase"),
-        ("//api/purchase", "/api/purchase"),
         ("/api/./purchase", "/api/purchase"),
         ("/x/../api/purchase", "/api/purchase"),
         ("/api/%70urchase", "/api/purchase"),
@@ -26,7 +25,7 @@ struct RouteMatchTests {
 
     @Test("ambiguous paths are refused", arguments: [
         "/api%2Fpurchase", "/api%2fpurchase", "/api%5Cpurchase", "/api\\purchase", "/a%00", "/..", "/a/../../b", "/%zz",
-        "/%4", "api/purchase",
+        "/%4", "api/purchase", "//api/purchase", "//x/api/purchase", "///api/purchase", "//",
     ])
     func refuses(_ t: String) {
         #expect(PathNormalizer.normalize(t) == nil)
@@ -74,6 +73,8 @@ struct RouteMatchTests {
     @Test("fold: what each option folds, on normalised paths", arguments: [
         ("/api/purchase", PathFold.all, "/api/purchase"),
         ("/api/purchase;x", [.params], "/api/purchase"),
+        ("/api/purchase%3Bx", [.params], "/api/purchase"),
+        ("/api%3B/purchase", [.params], "/api/purchase"),
         ("/api;jsessionid=1/purchase;a=b", [.params], "/api/purchase"),
         ("/;x/api/purchase", [.params], "/api/purchase"),
         ("/api/x/..;/purchase", [.params], "/api/purchase"),

@@ -25,6 +25,7 @@ struct UpstreamHeadTests {
         ("X-HTTP-Method-Override", "POST"), ("x-original-url", "/admin"), ("X-Rewrite-URL", "/admin"), ("X-Forwarded-Port", "1"),
         ("x-forwarded-prefix", "/p"), ("X-App-Attest-Risk-Metric", "1"), ("X-Request-Id", "r"), ("X-Device-Check-Bits", "1"),
         ("Connection", "X_Custom"), ("Via_", "x"), ("X-Forwarded", "not a family member"),
+        ("X.App.Attest.Verified.Key.Id", "forged"), ("Content.Length", "7"), ("x~forwarded~host", "h"), ("X.Custom", "kept with allow"),
     ]
     static let edits: [HeaderEdit] = [
         HeaderEdit(),
@@ -58,11 +59,11 @@ struct UpstreamHeadTests {
             var expected: [UInt8] = [7]
             HTTP1Serializer.appendRequestHead(
                 method: head.method, target: head.target,
-                headers: f.upstreamFields(head, client: "192.0.2.1", proto: proto, framing: framing, dropUnderscoreNames: drop),
+                headers: f.upstreamFields(head, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop),
                 to: &expected)
             var got: [UInt8] = [7]
             HeadWriter.appendHead(to: &got) {
-                f.writeUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, dropUnderscoreNames: drop, to: &$0)
+                f.writeUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &$0)
             }
             #expect(got == expected, "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
             if got != expected { return }
@@ -71,7 +72,7 @@ struct UpstreamHeadTests {
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropUnderscoreNames: drop, to: &w)
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromBytes == expected, "bytes: \(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
@@ -105,7 +106,7 @@ struct UpstreamHeadTests {
         raw.append(contentsOf: [0x0d, 0x0a])
         return (raw, HTTPRequestHeadLines(method: method, target: target, minorVersion: head.minorVersion, fields: fields,
                                           framing: head.framing, keepAlive: head.keepAlive, expectsContinue: head.expectsContinue,
-                                          underscoreNames: head.headers.contains { $0.name.contains("_") }, host: host))
+                                          foldableNames: head.headers.contains { FoldedNames.isFoldable($0.name) }, host: host))
     }
 
     @Test("no spelling of a gateway-owned field reaches the upstream; underscore names only with allow, never folding into one")
@@ -121,19 +122,22 @@ struct UpstreamHeadTests {
             ("X-Method-Override", "POST"), ("X-Original-URL", "/api/purchase"), ("X-Rewrite-URL", "/api/purchase"),
             ("X-Original-URI", "/x"), ("X-Original-Method", "POST"), ("X-Forwarded-Port", "443"), ("X-Forwarded-Prefix", "/"),
             ("X-App-Attest-Risk-Metric", "0"), ("X-Device-Check", "x"), ("X-Request-Id", "mine"), ("X-Url-Scheme", "https"),
-            ("Front-End-Https", "on"), ("X-App-Attest-Next-Challenge", "c"), ("X-App-Assertion", "a"),
-            ("X_Custom", "1"), ("Content_Length", "5"), ("X-Kept", "yes"),
+            ("Front-End-Https", "on"), ("X-App-Attest-Next-Challenge", "c"), ("X-App-Assertion", "a"), ("X-Real-IP", "6.6.6.6"),
+            ("True-Client-IP", "6.6.6.6"), ("client-ip", "6.6.6.6"), ("X-Scheme", "https"), ("X-Original-Host", "h"),
+            ("X-Override-URL", "/x"), ("X-Envoy-Original-Path", "/x"),
+            ("X_Custom", "1"), ("Content_Length", "5"), ("X.App.Attest.Verified.Key.Id", "forged"), ("Transfer.Encoding", "chunked"),
+            ("X-Kept", "yes"),
         ]
         let head = HTTPRequestHead(method: "GET", target: "/", minorVersion: 1, headers: HTTPFields(client), framing: .none)
         for drop in [true, false] {
             var out: [UInt8] = []
             HeadWriter.appendHead(to: &out) {
-                f.writeUpstreamHead(head, client: "192.0.2.1", proto: "http", framing: .none, dropUnderscoreNames: drop, to: &$0)
+                f.writeUpstreamHead(head, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &$0)
             }
             let (raw, lines) = Self.rawHead(head, junk: 0)
             var fromBytes: [UInt8] = []
             HeadWriter.appendHead(to: &fromBytes) { w in
-                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropUnderscoreNames: drop, to: &w) }
+                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
             }
             #expect(fromBytes == out)
             let text = String(decoding: out, as: UTF8.self)
@@ -166,12 +170,12 @@ extension Forward {
     /// X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it; the upstream
     /// request is HTTP/1.1, which requires one), edited by the route, then framed as `framing` says.
     func upstreamFields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
-                        dropUnderscoreNames: Bool) -> HTTPFields
+                        dropFoldableNames: Bool) -> HTTPFields
     {
         var fields = head.headers
         fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
         ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"],
-                                        dropUnderscoreNames: dropUnderscoreNames)
+                                        dropFoldableNames: dropFoldableNames)
         fields.remove("Expect")
         if !fields.contains("Host") { fields.append("Host", pool.target.address.description) }
         editHeaders.apply(&fields)

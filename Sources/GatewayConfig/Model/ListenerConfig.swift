@@ -15,7 +15,8 @@ public struct ListenerConfig: Sendable, Equatable {
     public var tls: TLSConfig?
     /// The HTTP/2 SETTINGS this listener advertises (`http2:`; only with `h2c` in `protocols`).
     public var http2: HTTP2ListenerConfig
-    /// What happens to client header fields whose names contain `_` (`underscores_in_headers`).
+    /// What happens to client header fields whose names contain `_` or another character than
+    /// letters, digits and `-` (`underscores_in_headers`).
     public var underscoresInHeaders: UnderscoresInHeaders
 
     public init(
@@ -36,9 +37,10 @@ public struct ListenerConfig: Sendable, Equatable {
 }
 
 /// `listeners[].underscores_in_headers`: CGI, WSGI and PHP backends read `X_Key` and `X-Key` as the
-/// same variable, so a name with `_` can pose as a field the gateway sets.
+/// same variable (old Apache CGI also `X.Key`), so such a name can pose as a field the gateway sets.
 public enum UnderscoresInHeaders: String, Sendable, Hashable, CaseIterable {
-    /// Such fields never reach an upstream (nginx's `underscores_in_headers off`).
+    /// Names with `_` or another character than letters, digits and `-` never reach an upstream
+    /// (nginx's `underscores_in_headers off` with `ignore_invalid_headers on`).
     case drop
     /// They are forwarded, except those that fold into a field the gateway sets or interprets.
     case allow

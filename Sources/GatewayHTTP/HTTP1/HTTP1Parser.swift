@@ -134,10 +134,10 @@ public struct HTTP1Parser: Sendable {
         var expect: Range<Int>? = nil
         fields.removeAll(keepingCapacity: true)
         fields.reserveCapacity(lines.count - 1)
-        var underscoreNames = false
-        try Self.forEachField(buf, lines[1...]) { name, value, underscore in
+        var foldableNames = false
+        try Self.forEachField(buf, lines[1...]) { name, value, foldable in
             fields.append(HTTPFieldRange(name: name, value: value))
-            if underscore { underscoreNames = true }
+            if foldable { foldableNames = true }
             switch name.count {
             case 4:
                 if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Host") {
@@ -166,7 +166,7 @@ public struct HTTP1Parser: Sendable {
         return HTTPRequestHeadLines(
             method: method, target: target, minorVersion: minor, fields: fields, framing: framing,
             keepAlive: keepAliveLines(buf, fields, hasConnection: hasConnection, minor: minor),
-            expectsContinue: expectsContinue, absoluteForm: absoluteForm, underscoreNames: underscoreNames, host: host)
+            expectsContinue: expectsContinue, absoluteForm: absoluteForm, foldableNames: foldableNames, host: host)
     }
 
     /// RFC 9112 §9.3 on the field ranges, as `persistentConnection` decides it on strings.
@@ -573,7 +573,8 @@ public struct HTTP1Parser: Sendable {
     }
 
     /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
-    /// `body` also learns whether the name has a `_` (found by the same table walk).
+    /// `body` also learns whether the name is foldable (`FoldedNames`: a `_` or another character
+    /// than letters, digits and `-`), found by the same table walk.
     static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>,
                              _ body: (Range<Int>, Range<Int>, Bool) -> Void) throws(HTTPParseError)
     {
@@ -603,7 +604,7 @@ public struct HTTP1Parser: Sendable {
             if let k = HTTPChar.firstInvalidFieldValueByte(buf, vs..<ve) {
                 throw HTTPParseError(.badHeader, at: k, "control character in the value of \(Self.latin1(buf, r.lowerBound..<i))")
             }
-            body(r.lowerBound..<i, vs..<ve, classes & 0x02 != 0)  // "2" (0x32), `_`, has bit 1; "1" (0x31) not
+            body(r.lowerBound..<i, vs..<ve, classes & 0x02 != 0)  // "2" (0x32) has bit 1; "1" (0x31) not
         }
     }
 
@@ -749,12 +750,13 @@ enum HTTPChar {
         tcharTable.utf8Start[Int(c)] != UInt8(ascii: "0")
     }
 
-    /// The table's entry: "0" not a tchar, "1" a tchar, "2" `_` (a tchar that CGI-style backends
-    /// read as `-` in field names: `UnderscoreNames`).
+    /// The table's entry: "0" not a tchar, "1" a letter, digit or `-`, "2" another tchar (`_` and
+    /// `! # $ % & ' * + . ^ \` | ~`, which CGI-style backends may read as `_` in field names:
+    /// `FoldedNames`).
     @inline(__always) static func tcharClass(_ c: UInt8) -> UInt8 { tcharTable.utf8Start[Int(c)] }
 
     @inline(__always) static var tcharTable: StaticString {
-        "0000000000000000000000000000000001011111001101101111111111000000011111111111111111111111111000121111111111111111111111111110101000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+        "0000000000000000000000000000000002022222002201201111111111000000011111111111111111111111111000222111111111111111111111111110202000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
     }
 
     /// The rule spelled out (RFC 9110 §5.6.2), for the test that checks the masks.

@@ -19,9 +19,10 @@ public struct HTTPRequestHeadLines: Sendable, Equatable {
     /// Whether the target is absolute-form (`http://authority/path`, validated by the parser), whose
     /// authority replaces Host (RFC 9112 §3.2.2; `authority(_:)`).
     public var absoluteForm: Bool = false
-    /// Whether some field name contains `_` (`HTTP1Parser` sets it): the writer then looks at each
-    /// name for the listener's underscore rule; without one, it does not.
-    public var underscoreNames: Bool = false
+    /// Whether some field name is foldable (`FoldedNames`: `_` or another character than letters,
+    /// digits and `-`; `HTTP1Parser` sets it): the writer then looks at each name for the listener's
+    /// rule; without one, it does not.
+    public var foldableNames: Bool = false
     /// The value of the first Host field (the only one in HTTP/1.1); nil when there is none.
     public var host: Range<Int>?
 
@@ -68,14 +69,14 @@ extension HTTPRequestHeadLines {
     /// Fields named in `remove` (any case, `_` as `-`) are left out, except `add`'s; so are
     /// Content-Length when `framing` has a body and Transfer-Encoding when it has a length. The
     /// client's fields are also held to `clientRemove` (the gateway-owned names with the route's
-    /// removals), and a client field whose name has a `_` is left out when `dropUnderscoreNames`, or
-    /// when it folds into a field the gateway interprets (`UnderscoreNames`). The same bytes as the
+    /// removals), and a client field with a foldable name is left out when `dropFoldableNames`, or
+    /// when it folds into a field the gateway interprets (`FoldedNames`). The same bytes as the
     /// proxy's rules applied to the materialized head (`Forward.writeUpstreamHead`), which tests hold.
     ///
     /// `client` and `proto` are ASCII (an address and a scheme): written as they are.
     public func writeUpstream(from buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer, proto: UnsafeRawBufferPointer,
                               via: StaticString = "1.1 attest-gateway", framing: BodyFraming, remove: FieldNames,
-                              clientRemove: FieldNames, dropUnderscoreNames: Bool, add: [(String, String)],
+                              clientRemove: FieldNames, dropFoldableNames: Bool, add: [(String, String)],
                               defaultHost: () -> String, to out: inout HeadWriter)
     {
         @inline(__always) func bytes(_ r: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buf[r]) }
@@ -145,7 +146,7 @@ extension HTTPRequestHeadLines {
         var keepTrailersTE = false
         for f in fields {
             let name = bytes(f.name)
-            if underscoreNames && UnderscoreNames.has(name) && UnderscoreNames.drops(name, dropAll: dropUnderscoreNames) { continue }
+            if foldableNames && FoldedNames.isFoldable(name) && FoldedNames.drops(name, dropAll: dropFoldableNames) { continue }
             if hasListed {
                 if HopByHop.isListed(name) {
                     if name.count == 2 && equalsIgnoringCase(name, "TE") && listContains(bytes(f.value), "trailers") {
@@ -231,8 +232,9 @@ extension HTTPRequestHeadLines {
 }
 
 /// A set of field names, and name prefixes, matched the way CGI, WSGI and PHP read them: without
-/// ASCII case and with `_` equal to `-` (`X_App_Attest_Key_Id` is `X-App-Attest-Key-Id`). Kept as
-/// folded bytes (lowercase, `-`); a name is tested by length, then bytes, with no string per test.
+/// ASCII case, and with `_` (or any character besides letters, digits and `-`: `FoldedNames.fold`)
+/// equal to `-` (`X_App_Attest_Key_Id` is `X-App-Attest-Key-Id`). Kept as folded bytes; a name is
+/// tested by length, then bytes, with no string per test.
 public struct FieldNames: Sendable {
     private let names: [[UInt8]]
     private let prefixes: [[UInt8]]
@@ -249,10 +251,8 @@ public struct FieldNames: Sendable {
         shortestPrefix = self.prefixes.map(\.count).min() ?? .max
     }
 
-    /// A name byte as compared here: ASCII letters lowercase, `_` as `-`.
-    @inline(__always) static func fold(_ c: UInt8) -> UInt8 {
-        c >= 0x41 && c <= 0x5a ? c | 0x20 : c == 0x5f ? 0x2d : c
-    }
+    /// A name byte as compared here (`FoldedNames.fold`).
+    @inline(__always) static func fold(_ c: UInt8) -> UInt8 { FoldedNames.fold(c) }
 
     public var isEmpty: Bool { names.isEmpty && prefixes.isEmpty }
 
