@@ -186,6 +186,58 @@ public enum RequestSyntax {
         init(_ problem: TargetProblem) { self.problem = problem }
     }
 
+    /// Whether a POST's query carries a method override: a parameter that Symfony/Laravel (query
+    /// and body `_method`), Express's `methodOverride('_method')` or Rack read as another method
+    /// (`POST /api/item?_method=DELETE` runs DELETE's handler). Keys are compared as PHP reads them:
+    /// percent-decoded, `+` as a space, and space, `.` and `[` as `_` (`?.method=`, `?%5Fmethod=`).
+    /// Only POST is overridden by those frameworks; other methods are never looked at.
+    public static func hasMethodOverride(method: String, target: String) -> Bool {
+        guard method.utf8.count == 4, method == "POST" else { return false }
+        var t = target
+        return t.withUTF8 { u -> Bool in
+            guard var i = u.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }), u[i] == UInt8(ascii: "?") else {
+                return false
+            }
+            i += 1
+            while i < u.count {
+                var end = i
+                while end < u.count, u[end] != UInt8(ascii: "&"), u[end] != UInt8(ascii: "#") { end += 1 }
+                if isMethodKey(UnsafeBufferPointer(rebasing: u[i..<end])) { return true }
+                if end < u.count, u[end] == UInt8(ascii: "#") { return false }
+                i = end + 1
+            }
+            return false
+        }
+    }
+
+    /// Whether a `key[=value]` pair's key reads as `_method` (see `hasMethodOverride`).
+    private static func isMethodKey(_ pair: UnsafeBufferPointer<UInt8>) -> Bool {
+        let expected = Array("_method".utf8)
+        var k = 0
+        var i = 0
+        while i < pair.count, pair[i] != UInt8(ascii: "=") {
+            var c = pair[i]
+            if c == UInt8(ascii: "%"), i + 2 < pair.count, let hi = hexValue(pair[i + 1]), let lo = hexValue(pair[i + 2]) {
+                c = hi << 4 | lo
+                i += 2
+            }
+            if c == UInt8(ascii: "+") || c == UInt8(ascii: " ") || c == UInt8(ascii: ".") || c == UInt8(ascii: "[") { c = UInt8(ascii: "_") }
+            guard k < expected.count, c == expected[k] else { return false }
+            k += 1
+            i += 1
+        }
+        return k == expected.count
+    }
+
+    @inline(__always) private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
     @inline(__always) private static func isSchemeByte(_ c: UInt8, first: Bool) -> Bool {
         let alpha = (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)
         if first { return alpha }

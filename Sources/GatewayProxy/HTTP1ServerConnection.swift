@@ -217,6 +217,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             respondAndClose(LocalResponse.error(400, "ambiguous_path"))
             return
         }
+        if RequestSyntax.hasMethodOverride(method: m, target: t) {
+            respondAndClose(LocalResponse.error(400, "method_override"))
+            return
+        }
         replace(&path, with: normalized)
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }

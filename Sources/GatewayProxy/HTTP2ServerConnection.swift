@@ -359,6 +359,10 @@ final class HTTP2Stream: ConnectionDelegate {
             respond(LocalResponse.error(400, "ambiguous_path"))
             return
         }
+        if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) {
+            respond(LocalResponse.error(400, "method_override"))
+            return
+        }
         path = normalized
         switch conn.router.route(head, path: normalized, peer: conn.transport.peer) {
         case .respond(let name, let r):

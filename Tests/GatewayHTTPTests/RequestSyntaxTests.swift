@@ -80,6 +80,23 @@ struct RequestSyntaxTests {
         }
     }
 
+    @Test("a POST's _method query parameter, in every spelling PHP reads as _method; not other methods, keys or values")
+    func methodOverrideQuery() {
+        for t in ["/api/item?_method=DELETE", "/x?a=1&_method=PUT", "/x?_method", "/x?%5Fmethod=DELETE", "/x?%5fmethod=DELETE",
+                  "/x?.method=DELETE", "/x?+method=DELETE", "/x?%20method=DELETE", "/x?[method=DELETE", "/x?_%6Dethod=DELETE",
+                  "/x?a&_method=&b"]
+        {
+            #expect(RequestSyntax.hasMethodOverride(method: "POST", target: t), "\(t)")
+        }
+        for t in ["/api/item", "/x?method=DELETE", "/x?_methods=DELETE", "/x?a_method=1", "/x?q=_method", "/x?_METHOD=DELETE",
+                  "/x#?_method=DELETE", "/x?a=1#&_method=DELETE", "/_method?x=1", "/x?_metho=1"]
+        {
+            #expect(!RequestSyntax.hasMethodOverride(method: "POST", target: t), "\(t)")
+        }
+        #expect(!RequestSyntax.hasMethodOverride(method: "GET", target: "/x?_method=DELETE"))
+        #expect(!RequestSyntax.hasMethodOverride(method: "PUT", target: "/x?_method=DELETE"))
+    }
+
     enum Outcome: Equatable {
         case head(HTTPRequestHeadLines)
         case error(HTTPParseError.Kind)

@@ -328,6 +328,26 @@ struct RequestHygieneTests {
         }
     }
 
+    @Test("a POST carrying a _method query parameter is 400 method_override on HTTP/1.1 and h2c; other methods pass")
+    func methodOverrideQuery() throws {
+        let g = try gateway()
+        defer { g.stop() }
+        for (i, target) in ["/api/item?_method=DELETE", "/api/purchase?x=1&_method=GET", "/hello?%5Fmethod=PUT", "/hello?.method=PUT"]
+            .enumerated()
+        {
+            let r = try g.raw("POST \(target) HTTP/1.1\r\nHost: x\r\nX-Case: q1-\(i)\r\nContent-Length: 0\r\n\r\n")
+            #expect(r.status == 400 && error(r.text) == "method_override", "\(target): \(r.status) \(r.text)")
+            #expect(g.recorded.of("q1-\(i)").isEmpty)
+            if haveCurl() {
+                let r2 = try g.h2(["-X", "POST", "-H", "X-Case: q2-\(i)"], path: target)
+                #expect(r2.status == 400 && error(r2.body) == "method_override", "h2 \(target): \(r2)")
+                #expect(g.recorded.of("q2-\(i)").isEmpty)
+            }
+        }
+        let get = try g.raw("GET /hello?_method=DELETE HTTP/1.1\r\nHost: x\r\nX-Case: q3\r\n\r\n")
+        #expect(get.status == 200 && g.recorded.of("q3").first?.target == "/hello?_method=DELETE")
+    }
+
     @Test("a forged verified key id never reaches the upstream, in any spelling, beside the real one on verified requests")
     func forgedVerifiedKey() throws {
         let g = try gateway()
