@@ -42,9 +42,9 @@ public enum GatewayOwnedFields {
     /// `-Scheme`, `-Ssl`, …).
     public static let prefixes: [String] = ["X-App-Attest-", "X-Forwarded-"]
 
-    /// The list as the writers test it (with a route's removals, `HeaderEdit`).
+    /// The list as the writers test it (with a route's removals, `HeaderEdit`; built once without).
     static func names(with routeRemovals: [String]) -> FieldNames {
-        FieldNames(names + routeRemovals, prefixes: prefixes)
+        routeRemovals.isEmpty ? all : FieldNames(names + routeRemovals, prefixes: prefixes)
     }
 
     /// Whether a client field named `name` is the gateway's.
