@@ -106,10 +106,29 @@ final class GatewayRouter: RequestRouter {
         guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
+        // A POST to a plain route on a path protected for other methods: its body is read first.
+        if rt.guardsBodyOverride, method.utf8.count == 4, method == "POST", rt.routes[index].assertion.mode == .off,
+            rt.overrideGuarded(path: path, host: host())
+        {
+            return bodyOverrideGuard(rt.routes[index], runtime: rt)
+        }
         if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
         let r = rt.routes[index]
         if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, route: r, runtime: rt) }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
+    }
+
+    /// The body of such a POST is buffered (bounded by the route's `max_body`) and refused with
+    /// 400 `method_override` when it carries a `_method` parameter in any spelling
+    /// (`RequestSyntax.bodyHasMethodOverride`); otherwise it is forwarded as read.
+    private func bodyOverrideGuard(_ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime) -> RouteDecision {
+        .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
+            if RequestSyntax.bodyHasMethodOverride(request.body) {
+                done(.respond(LocalResponse.error(400, "method_override")))
+            } else {
+                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields()))
+            }
+        }
     }
 
     /// HTTP/2's entry (the head is already made of strings): the same decision.
@@ -174,7 +193,8 @@ enum DemoUpstream {
         responseHeaders: HTTPFields
     ) -> LocalResponse {
         var fields = request.head.headers
-        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"])
+        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"],
+                                        dropFoldableNames: request.dropFoldableNames)
         editHeaders.apply(&fields)
         var headers = JSONObject()
         for f in fields { headers.set(f.name, f.value) }

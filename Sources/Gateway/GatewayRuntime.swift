@@ -29,6 +29,10 @@ public final class GatewayRuntime: Sendable {
     public let routes: [CompiledRoute]
     /// Whether some route matches on the Host (else requests are routed without reading it).
     public let matchesHosts: Bool
+    /// Whether some protected route is limited to methods other than POST: then a POST that goes to
+    /// a plain route on a path such a route protects has its body read for a `_method` override
+    /// (`overrideGuarded`), which frameworks would otherwise run as the protected method.
+    public let guardsBodyOverride: Bool
     /// `attest.challenge_path` and `attest.register_path`, read on every request.
     public let challengePath: String
     public let registerPath: String
@@ -73,6 +77,13 @@ public final class GatewayRuntime: Sendable {
         public let buckets: Buckets
         public let ratePerSecond: Double
         public let burst: Int
+    }
+
+    /// The downstream limits of a listener: `downstreamLimits` with its rule for foldable names.
+    public func downstreamLimits(for listener: ListenerConfig) -> DownstreamLimits {
+        var limits = downstreamLimits
+        limits.dropFoldableNames = listener.underscoresInHeaders == .drop
+        return limits
     }
 
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
@@ -150,12 +161,23 @@ public final class GatewayRuntime: Sendable {
                 case .prefix(let p): (p, nil)
                 case .exact(let p): (nil, p)
                 }
+            var fold: PathFold = []
+            for f in r.match.effectiveFold(assertion: r.assertion.mode) {
+                switch f {
+                case .case: fold.insert(.case)
+                case .params: fold.insert(.params)
+                case .suffix: fold.insert(.suffix)
+                case .trim: fold.insert(.trim)
+                }
+            }
             return CompiledRoute(
                 name: r.name,
-                match: GatewayProxy.RouteMatch(methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host),
+                match: GatewayProxy.RouteMatch(
+                    methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
                 upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
+        guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)
         challengePath = config.attest.challengePath
         registerPath = config.attest.registerPath
         let roots: [X509Certificate]
@@ -235,12 +257,32 @@ public final class GatewayRuntime: Sendable {
     }
 
     /// The position of the first route whose match holds (file order; no copy of the route).
+    /// `host` is the request's Host value (or absolute-form authority) as sent, nil when no route
+    /// matches on hosts; it is made a match key once (`RequestSyntax.hostMatchKey`).
+    /// A protected route whose methods are listed and do not include POST.
+    static func protectsOnlyOtherMethods(_ r: CompiledRoute) -> Bool {
+        r.assertion.mode != .off && !r.match.methods.isEmpty && !r.match.methods.contains("POST")
+    }
+
+    /// Whether a route that protects other methods than POST matches `path` and `host`: a POST
+    /// there that carries `_method` (body or query) would run that protected method's handler on
+    /// Laravel, Symfony, Rails or Express's method-override.
+    public func overrideGuarded(path: String, host: String?) -> Bool {
+        guard guardsBodyOverride else { return false }
+        let hostKey = host.flatMap { RequestSyntax.hostMatchKey($0) }
+        for r in routes where Self.protectsOnlyOtherMethods(r) {
+            if let m = r.match.methods.first, r.match.matches(method: m, path: path, hostKey: hostKey) { return true }
+        }
+        return false
+    }
+
     public func routeIndex(method: String, path: String, host: String?) -> Int? {
+        let hostKey = host.flatMap { RequestSyntax.hostMatchKey($0) }
         // Borrowed in place: a subscript read would copy each route (a retain per string in it).
-        routes.withUnsafeBufferPointer { routes in
+        return routes.withUnsafeBufferPointer { routes in
             var i = 0
             while i < routes.count {
-                if routes[i].match.matches(method: method, path: path, host: host) { return i }
+                if routes[i].match.matches(method: method, path: path, hostKey: hostKey) { return i }
                 i += 1
             }
             return nil

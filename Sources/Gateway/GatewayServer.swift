@@ -73,7 +73,7 @@ public final class GatewayServer: @unchecked Sendable {
             if l.protocols.contains(.h2c) { served.insert(.h2c) }
             let tls = rt.listenerTLS[l.name]
             let server = try HTTPServer(
-                address: address, loops: loops, limits: rt.downstreamLimits, maxConnections: config.limits.maxConnections,
+                address: address, loops: loops, limits: rt.downstreamLimits(for: l), maxConnections: config.limits.maxConnections,
                 scheme: tls == nil ? "http" : "https", protocols: served,
                 http2Settings: rt.http2Settings[l.name] ?? HTTP2Settings(), tls: tls
             ) { loop in routerTable.router(for: loop) }

@@ -54,6 +54,40 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
         fields.removeAll { $0.name.equalsIgnoringASCIICase(name) }
     }
 
+    /// One Content-Length where a message has several, or a list in one (`5, 5`): the first field,
+    /// with its first member, stays in place; the others go. (The values were checked to agree where
+    /// they frame a body; the proxy passes a response's length on once: `ForwardingFilter`.)
+    public mutating func collapseContentLength() {
+        guard let first = fields.firstIndex(where: { $0.name.equalsIgnoringASCIICase("Content-Length") }) else { return }
+        guard count(of: "Content-Length") > 1 || fields[first].value.utf8.contains(UInt8(ascii: ",")) else { return }
+        var value = fields[first].value
+        let member = value.withUTF8 { u in
+            let r = Self.firstListMember(UnsafeRawBufferPointer(u), 0..<u.count)
+            return String(decoding: UnsafeBufferPointer(rebasing: u[r]), as: UTF8.self)
+        }
+        var kept: [Field] = []
+        kept.reserveCapacity(fields.count)
+        for (k, f) in fields.enumerated() {
+            if k == first {
+                kept.append(Field(f.name, member))
+            } else if !f.name.equalsIgnoringASCIICase("Content-Length") {
+                kept.append(f)
+            }
+        }
+        fields = kept
+    }
+
+    /// The first member of the list in `r` (up to the first comma, OWS trimmed); the whole value
+    /// when that member is empty.
+    static func firstListMember(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Range<Int> {
+        var e = r.lowerBound
+        while e < r.upperBound, buf[e] != UInt8(ascii: ",") { e += 1 }
+        var s = r.lowerBound
+        while s < e, buf[s] == 0x20 || buf[s] == 0x09 { s += 1 }
+        while e > s, buf[e - 1] == 0x20 || buf[e - 1] == 0x09 { e -= 1 }
+        return e > s ? s..<e : r
+    }
+
     /// Removes every field for which `shouldRemove` holds, in one pass, keeping the order of the rest.
     public mutating func removeAll(where shouldRemove: (Field) throws -> Bool) rethrows {
         try fields.removeAll(where: shouldRemove)

@@ -7,13 +7,23 @@ public enum ForwardedHeaders {
     public static let via = "1.1 attest-gateway"
 
     /// `X-Forwarded-For` is appended to (a client's list is kept, its own address added), while
-    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are replaced: only the gateway knows them.
-    public static func rewriteRequest(_ fields: inout HTTPFields, peer: SocketAddress?, proto: String, host: String?) {
-        rewriteRequest(&fields, client: peer?.host ?? "unknown", proto: proto, host: host)
+    /// `X-Forwarded-Proto` and `X-Forwarded-Host` are replaced: only the gateway knows them. The
+    /// gateway-owned fields (`GatewayOwnedFields`) go, and client fields with foldable names (`_`,
+    /// `.`…: all of them with `dropFoldableNames`, else those that fold into a field the gateway
+    /// interprets: `FoldedNames`).
+    public static func rewriteRequest(_ fields: inout HTTPFields, peer: SocketAddress?, proto: String, host: String?,
+                                      dropFoldableNames: Bool = true)
+    {
+        rewriteRequest(&fields, client: peer?.host ?? "unknown", proto: proto, host: host, dropFoldableNames: dropFoldableNames)
     }
 
     /// The same, with the client's address already formatted (a connection formats it once).
-    public static func rewriteRequest(_ fields: inout HTTPFields, client: String, proto: String, host: String?) {
+    public static func rewriteRequest(_ fields: inout HTTPFields, client: String, proto: String, host: String?,
+                                      dropFoldableNames: Bool = true)
+    {
+        if fields.contains(where: { FoldedNames.isFoldable($0.name) }) {
+            fields.removeAll { FoldedNames.isFoldable($0.name) && (dropFoldableNames || FoldedNames.isInterpretedWhenFolded($0.name)) }
+        }
         HopByHop.strip(&fields, isRequest: true)
         // One pass removes the forwarding fields, collecting the lists that are extended.
         var prior = ""
@@ -32,14 +42,18 @@ public enum ForwardedHeaders {
             }
             fields.removeAll { isForwardingField($0.name) }
         }
+        fields.removeAll { GatewayOwnedFields.all.contains($0.name) }
         fields.append("X-Forwarded-For", prior.isEmpty ? client : prior + ", " + client)
         fields.append("X-Forwarded-Proto", proto)
         if let host { fields.append("X-Forwarded-Host", host) }
         fields.append("Via", via.isEmpty ? Self.via : via + ", " + Self.via)
     }
 
+    /// The response fields a client sees: hop-by-hop fields removed, Content-Length once
+    /// (`HTTPFields.collapseContentLength`), Via added.
     public static func rewriteResponse(_ fields: inout HTTPFields) {
         HopByHop.strip(&fields, isRequest: false)
+        fields.collapseContentLength()
         guard fields.contains("Via") else {
             fields.append("Via", Self.via)
             return

@@ -50,6 +50,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var requestMinor = 1
     private let headBytes = HeadBytes()
     private var spareFields: [HTTPFieldRange] = []
+    /// The last Host value found valid on this connection (the parser does not check it again).
+    private var hostMemo = HTTP1Parser.HostMemo()
     private var method = "-"
     private var target = "-"
     private var routeName = "-"
@@ -205,7 +207,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         var h = HTTPRequestHeadLines.empty
         let result: Int?
         do {
-            result = try Self.parseHead(parser, downstream.inbound, &fields, headBytes, into: &h)
+            // A copy in and out (plain loads and stores: no run-time exclusivity check for an inout
+            // access to the property).
+            var memo = hostMemo
+            defer { hostMemo = memo }
+            result = try Self.parseHead(parser, downstream.inbound, &fields, &memo, headBytes, into: &h)
         } catch let e as HTTPParseError {
             startExchange()
             respondAndClose(LocalResponse.error(e.status, e.kind.rawValue))
@@ -220,12 +226,17 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         }
         downstream.inbound.consume(end)
         let bytes = headBytes
+        if h.absoluteForm { Self.takeAuthority(&h, bytes) }
         let (m, t) = bytes.with { (h.methodString($0), h.targetString($0)) }
         replace(&method, with: m)
         replace(&target, with: t)
         startExchange(h)
         guard let normalized = PathNormalizer.normalize(t) else {
             respondAndClose(LocalResponse.error(400, "ambiguous_path"))
+            return
+        }
+        if RequestSyntax.hasMethodOverride(method: m, target: t) {
+            respondAndClose(LocalResponse.error(400, "method_override"))
             return
         }
         replace(&path, with: normalized)
@@ -241,14 +252,35 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// array reused); returns the head's length, nil while it is incomplete. (Only an `Int` crosses
     /// the generic `withReadableBytes`: a struct result would be copied through value witnesses.)
     private static func parseHead(_ parser: HTTP1Parser, _ inbound: ByteBuffer, _ fields: inout [HTTPFieldRange],
-                                  _ bytes: HeadBytes, into head: inout HTTPRequestHeadLines) throws -> Int?
+                                  _ hostMemo: inout HTTP1Parser.HostMemo, _ bytes: HeadBytes,
+                                  into head: inout HTTPRequestHeadLines) throws -> Int?
     {
         try inbound.withReadableBytes { buf in
-            guard let (lines, end) = try parser.parseRequestHeadLines(buf, reusing: &fields) else { return nil }
+            guard let (lines, end) = try parser.parseRequestHeadLines(buf, reusing: &fields, hostMemo: &hostMemo) else { return nil }
             bytes.set(UnsafeRawBufferPointer(rebasing: buf[0..<end]))
             head = lines
             return end
         }
+    }
+
+    /// An absolute-form target (RFC 9112 §3.2.2, `POST http://shop/api/x HTTP/1.1`): its authority
+    /// replaces Host for routing and upstream (the Host field's value becomes the authority's bytes;
+    /// an HTTP/1.0 request without Host gets one), and the target goes on in origin-form (`/api/x`;
+    /// `/` when the path is empty).
+    static func takeAuthority(_ h: inout HTTPRequestHeadLines, _ bytes: HeadBytes) {
+        let head = h
+        guard let authority = bytes.with({ head.authority($0) }) else { return }
+        let rest = authority.upperBound..<h.target.upperBound
+        let slash = !rest.isEmpty && bytes.with { $0[rest.lowerBound] } == UInt8(ascii: "/")
+        h.target = slash ? rest : bytes.append(prefix: UInt8(ascii: "/"), copying: rest)
+        if let host = h.host, let i = h.fields.firstIndex(where: { $0.value == host }) {
+            h.fields[i].value = authority
+        } else {
+            let name = bytes.append(prefix: nil, copying: nil, literal: "Host")
+            h.fields.append(HTTPFieldRange(name: name, value: authority))
+        }
+        h.host = authority
+        h.absoluteForm = false
     }
 
     /// The current request's head as strings (for buffered routes, which hand it to a handler).
@@ -431,7 +463,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             downstream.pauseReading()
             guard hasHead, let handler = bufferedHandler else { return }
             replace(&bufferedHandler, with: nil)
-            let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: downstream.peer, scheme: scheme)
+            let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: downstream.peer, scheme: scheme,
+                                          dropFoldableNames: limits.dropFoldableNames)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if case .chunked = requestFraming { upstream?.connection.write(HTTP1Serializer.lastChunk) }
@@ -497,7 +530,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         let client = downstream.peer == nil ? "unknown" : peerHost
         let h = head
         headBytes.with { buf in
-            u.connection.writeHead { f.writeUpstreamHead(h, buf, client: client, proto: scheme, framing: framing, to: &$0) }
+            u.connection.writeHead {
+                f.writeUpstreamHead(h, buf, client: client, proto: scheme, framing: framing,
+                                    dropFoldableNames: limits.dropFoldableNames, to: &$0)
+            }
         }
         if wasBuffered {
             // The body was read already (bounded) for a local decision: it goes whole, with its length.
@@ -920,6 +956,29 @@ final class HeadBytes {
         lent += 1
         defer { lent -= 1 }
         return try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Appends `prefix`, then the bytes at `range` of this buffer, then `literal`, after the head
+    /// (a rewritten target or field needs bytes the head does not have); returns where they are.
+    @discardableResult
+    func append(prefix: UInt8?, copying range: Range<Int>?, literal: StaticString = "") -> Range<Int> {
+        precondition(lent == 0, "HeadBytes changed while lent")
+        var extra: [UInt8] = []
+        if let prefix { extra.append(prefix) }
+        if let range, let base { extra += UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count) }
+        extra += UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        let start = count
+        let needed = count + extra.count
+        if needed > capacity {
+            let grown = UnsafeMutableRawPointer.allocate(byteCount: (needed + 63) & ~63, alignment: 8)
+            if let base { grown.copyMemory(from: base, byteCount: count) }
+            base?.deallocate()
+            base = grown
+            capacity = (needed + 63) & ~63
+        }
+        extra.withUnsafeBytes { e in if let src = e.baseAddress { base!.advanced(by: start).copyMemory(from: src, byteCount: e.count) } }
+        count = needed
+        return start..<needed
     }
 
     /// After an exchange: a buffer grown by a large head is not kept for the connection's life.

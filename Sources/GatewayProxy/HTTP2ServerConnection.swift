@@ -361,8 +361,21 @@ final class HTTP2Stream: ConnectionDelegate {
     // MARK: - Request
 
     func start() {
+        // The request syntax HTTP/1.1's parser holds requests to (`RequestSyntax`), before routing.
+        guard RequestSyntax.isCanonicalMethod(head.method) else {
+            respond(LocalResponse.error(400, "bad_method"))
+            return
+        }
+        guard let host = head.headers.fields.first?.value, RequestSyntax.isValidHost(host) else {
+            respond(LocalResponse.error(400, "bad_host"))
+            return
+        }
         guard let normalized = PathNormalizer.normalize(head.target) else {
             respond(LocalResponse.error(400, "ambiguous_path"))
+            return
+        }
+        if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) {
+            respond(LocalResponse.error(400, "method_override"))
             return
         }
         path = normalized
@@ -455,7 +468,8 @@ final class HTTP2Stream: ConnectionDelegate {
             bufferedHandler = nil
             waitingForHandler = true
             cancelTimer()
-            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme)
+            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme,
+                                          dropFoldableNames: conn.limits.dropFoldableNames)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if awaitingEmptyEnd {
@@ -570,7 +584,10 @@ final class HTTP2Stream: ConnectionDelegate {
         let framing = wasBuffered ? BodyFraming.whole(head.framing, count: buffered.count) : head.framing
         let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
         let proto = conn.scheme
-        u.connection.writeHead { f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, to: &$0) }
+        let dropFoldable = conn.limits.dropFoldableNames
+        u.connection.writeHead {
+            f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, dropFoldableNames: dropFoldable, to: &$0)
+        }
         upstreamHeadSent = true
         if wasBuffered {
             if !buffered.isEmpty { u.connection.write(buffered) }

@@ -1,3 +1,5 @@
+import GatewayHTTP
+
 /// Turns a request-target into the path routes are matched on, so that `/api//purchase`,
 /// `/api/./purchase`, `/x/../api/purchase` or `/api/%70urchase` cannot slip past a route that
 /// protects `/api/purchase` while the upstream resolves them to it. The original target is what is
@@ -5,7 +7,8 @@
 ///
 /// - origin-form `/p?q` and absolute-form `http://host/p?q` give `/p`; `*` gives `*`.
 /// - Percent-encoded unreserved characters are decoded; other escapes keep uppercase hex.
-/// - Encoded `/`, `\`, NUL, and `..` above the root are refused (`nil`): ambiguous on purpose.
+/// - Encoded `/`, `\`, NUL, `..` above the root and a leading `//` are refused (`nil`): ambiguous
+///   on purpose.
 /// - Repeated slashes collapse; `.` and `..` segments are resolved.
 public enum PathNormalizer {
     public static func normalize(_ target: String) -> String? {
@@ -23,6 +26,9 @@ public enum PathNormalizer {
             }
         }
         if let q = path.firstIndex(where: { $0 == "?" || $0 == "#" }) { path = path[..<q] }
+        // `//x/api/purchase` is a network-path reference to parsers that split URLs (authority `x`,
+        // path `/api/purchase`) and `/x/api/purchase` to those that merge slashes: refused.
+        if path.hasPrefix("//") { return nil }
 
         // Percent-decoding of unreserved characters, validation of escapes.
         var decoded: [UInt8] = []
@@ -95,6 +101,107 @@ public enum PathNormalizer {
         }
     }
 
+    /// A route's path folding (`routes[].match.fold`): the spellings of a path that common backends
+    /// read as the same resource, folded away for matching (never for forwarding). On a normalised
+    /// path (`normalize`), in this order:
+    ///
+    /// - `params`: in every segment, `;` (or `%3B`) and what follows it (matrix parameters,
+    ///   `;jsessionid=…`: Tomcat, Jetty, Spring); then `.` and `..` segments that this uncovers are
+    ///   resolved (`/a/..;/b` is `/b` to Tomcat).
+    /// - `trim`: in every segment, leading and trailing encoded control characters and spaces
+    ///   (`%01`…`%20`: Java's `trim`, Spring's `trimTokens`), then trailing dots (IIS, Windows);
+    ///   empty segments go, so a trailing slash does too (Express, Spring's trailing-slash match).
+    /// - `suffix`: the last segment from its first `.` after the first character (`.json`, `.xml`,
+    ///   `.a.b`: Rails' `(.:format)`, Spring's suffix patterns), then `trim` again on it.
+    /// - `case` is not applied here: routes compare ASCII case-insensitively (Express, ASP.NET, IIS).
+    public static func fold(_ path: String, _ options: PathFold) -> String {
+        let opts = options.subtracting(.case)
+        guard !opts.isEmpty, path != "*" else { return path }
+        var p = path
+        // Fast path: nothing to fold.
+        let plain = p.withUTF8 { u -> Bool in
+            for c in u where c == UInt8(ascii: ";") || c == UInt8(ascii: ".") || c == UInt8(ascii: "%") { return false }
+            return !(opts.contains(.trim) && u.count > 1 && u.last == UInt8(ascii: "/"))
+        }
+        if plain { return path }
+        let params = opts.contains(.params)
+        let trim = opts.contains(.trim)
+        let segments = Array(path.utf8).split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst()
+        var out: [ArraySlice<UInt8>] = []
+        for (k, var seg) in segments.enumerated() {
+            let isLast = k == segments.count - 1
+            if params, let semi = paramsStart(seg) { seg = seg[..<semi] }
+            if trim { seg = trimEncodedSpace(seg) }
+            if params || trim {
+                if seg.elementsEqual([UInt8(ascii: ".")]) { continue }
+                if seg.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
+                    if !out.isEmpty { out.removeLast() }
+                    continue
+                }
+            }
+            if trim { seg = trimTrailingDots(seg) }
+            // Empty segments go (a trailing slash stays without `trim`).
+            if seg.isEmpty && (trim || !isLast) { continue }
+            out.append(seg)
+        }
+        if opts.contains(.suffix), let last = out.lastIndex(where: { !$0.isEmpty }) {
+            var seg = out[last]
+            if let dot = seg.dropFirst().firstIndex(of: UInt8(ascii: ".")) { seg = seg[..<dot] }
+            if trim { seg = trimTrailingDots(trimEncodedSpace(seg)) }
+            if seg.isEmpty { out.remove(at: last) } else { out[last] = seg }
+        }
+        var bytes: [UInt8] = [UInt8(ascii: "/")]
+        for (k, seg) in out.enumerated() {
+            if k > 0 { bytes.append(UInt8(ascii: "/")) }
+            bytes += seg
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Where a segment's matrix parameters start: its first `;` or `%3B`.
+    private static func paramsStart(_ s: ArraySlice<UInt8>) -> Int? {
+        var i = s.startIndex
+        while i < s.endIndex {
+            if s[i] == UInt8(ascii: ";") { return i }
+            if s[i] == UInt8(ascii: "%"), i + 2 < s.endIndex, s[i + 1] == UInt8(ascii: "3"), s[i + 2] == UInt8(ascii: "B") { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// Whether `s` has `%01`…`%20` at `i` (the normaliser writes escapes in uppercase hex).
+    private static func isSpaceEscape(_ s: ArraySlice<UInt8>, at i: Int) -> Bool {
+        guard i >= s.startIndex, i + 2 < s.endIndex, s[i] == UInt8(ascii: "%") else { return false }
+        switch s[i + 1] {
+        case UInt8(ascii: "0"): return s[i + 2] != UInt8(ascii: "0")
+        case UInt8(ascii: "1"): return true
+        case UInt8(ascii: "2"): return s[i + 2] == UInt8(ascii: "0")
+        default: return false
+        }
+    }
+
+    /// Without leading and trailing `%01`…`%20`.
+    private static func trimEncodedSpace(_ seg: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var s = seg
+        while isSpaceEscape(s, at: s.startIndex) { s = s.dropFirst(3) }
+        while isSpaceEscape(s, at: s.endIndex - 3) { s = s.dropLast(3) }
+        return s
+    }
+
+    /// Without trailing dots and `%01`…`%20`, in any mix (`a.%20.`).
+    private static func trimTrailingDots(_ seg: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var s = seg
+        while true {
+            if s.last == UInt8(ascii: ".") {
+                s = s.dropLast()
+            } else if isSpaceEscape(s, at: s.endIndex - 3) {
+                s = s.dropLast(3)
+            } else {
+                return s
+            }
+        }
+    }
+
     private static func hex(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: c - 0x30
@@ -112,34 +219,91 @@ public enum PathNormalizer {
     }
 }
 
-/// A route's match: methods (any if empty), a path prefix on segment boundaries or an exact path,
-/// and optionally a host (case-insensitive, port ignored).
+/// What a route folds when it matches paths (`routes[].match.fold`, `PathNormalizer.fold`).
+public struct PathFold: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    /// ASCII case.
+    public static let `case` = PathFold(rawValue: 1)
+    /// Matrix parameters (`;…`) in every segment.
+    public static let params = PathFold(rawValue: 2)
+    /// The last segment's extension (`.json`).
+    public static let suffix = PathFold(rawValue: 4)
+    /// Encoded spaces and control characters around segments, trailing dots, a trailing slash.
+    public static let trim = PathFold(rawValue: 8)
+    public static let all: PathFold = [.case, .params, .suffix, .trim]
+}
+
+/// A route's match: methods (any if empty; GET takes HEAD too), a path prefix on segment
+/// boundaries or an exact path, folded as `fold` says, and optionally a host (compared as
+/// `RequestSyntax.hostMatchKey` gives it: case-insensitive, port and one trailing dot ignored).
 public struct RouteMatch: Sendable, Equatable {
     public var methods: Set<String>
     public var pathPrefix: String?
     public var exactPath: String?
     public var host: String?
+    public var fold: PathFold
 
-    public init(methods: Set<String> = [], pathPrefix: String? = "/", exactPath: String? = nil, host: String? = nil) {
-        self.methods = methods
-        self.pathPrefix = pathPrefix
-        self.exactPath = exactPath
-        self.host = host?.lowercased()
+    public init(methods: Set<String> = [], pathPrefix: String? = "/", exactPath: String? = nil, host: String? = nil,
+                fold: PathFold = [])
+    {
+        // A backend runs GET's handler for HEAD (Flask, Rails, Express, Spring): what protects or
+        // routes GET takes HEAD too, as nginx's `limit_except GET` does.
+        self.methods = methods.contains("GET") ? methods.union(["HEAD"]) : methods
+        self.pathPrefix = pathPrefix.map { Self.foldRoutePath($0, fold) }
+        self.exactPath = exactPath.map { Self.foldRoutePath($0, fold) }
+        self.host = host.flatMap { RequestSyntax.hostMatchKey($0) } ?? host?.lowercased()
+        self.fold = fold
     }
 
-    /// `path` is already normalised. `/api/purchase` matches `/api/purchase` and `/api/purchase/x`,
-    /// not `/api/purchases`; a prefix ending in `/` matches anything below it.
+    /// A route's own path, folded as requests' are (and lowercase when `fold` has `.case`).
+    private static func foldRoutePath(_ path: String, _ fold: PathFold) -> String {
+        guard !fold.isEmpty else { return path }
+        let folded = PathNormalizer.fold(PathNormalizer.normalize(path) ?? path, fold)
+        return fold.contains(.case) ? folded.lowercased() : folded
+    }
+
+    /// `path` is already normalised, `host` is the request's Host value (or authority) as sent.
+    /// `/api/purchase` matches `/api/purchase` and `/api/purchase/x`, not `/api/purchases`; a
+    /// prefix ending in `/` matches anything below it.
     public func matches(method: String, path: String, host requestHost: String?) -> Bool {
+        matches(method: method, path: path, hostKey: requestHost.flatMap { RequestSyntax.hostMatchKey($0) })
+    }
+
+    /// The same with the request's host already made a match key (`RequestSyntax.hostMatchKey`).
+    public func matches(method: String, path: String, hostKey: String?) -> Bool {
         if !methods.isEmpty && !methods.contains(method) { return false }
         if let h = host {
-            guard let rh = requestHost?.lowercased() else { return false }
-            let bare = rh.hasPrefix("[") ? String(rh.prefix { $0 != "]" }) + "]" : String(rh.prefix { $0 != ":" })
-            if bare != h { return false }
+            guard let k = hostKey, k == h else { return false }
         }
-        if let exact = exactPath { return path == exact }
+        if fold.isEmpty { return matchesPath(path, caseInsensitive: false) }
+        return matchesPath(PathNormalizer.fold(path, fold), caseInsensitive: fold.contains(.case))
+    }
+
+    @inline(__always)
+    private func matchesPath(_ path: String, caseInsensitive ci: Bool) -> Bool {
+        if let exact = exactPath { return ci ? path.equalsIgnoringASCIICase(exact) : path == exact }
         guard let prefix = pathPrefix else { return true }
-        if prefix == "/" || path == prefix { return true }
-        guard path.hasPrefix(prefix) else { return false }
-        return prefix.hasSuffix("/") || path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: prefix.utf8.count)] == UInt8(ascii: "/")
+        if prefix == "/" || (ci ? path.equalsIgnoringASCIICase(prefix) : path == prefix) { return true }
+        let n = prefix.utf8.count
+        guard path.utf8.count > n else { return false }
+        let starts = ci ? Self.hasPrefixIgnoringCase(path, prefix) : path.hasPrefix(prefix)
+        guard starts else { return false }
+        return prefix.hasSuffix("/") || path.utf8[path.utf8.index(path.utf8.startIndex, offsetBy: n)] == UInt8(ascii: "/")
+    }
+
+    private static func hasPrefixIgnoringCase(_ s: String, _ prefix: String) -> Bool {
+        var a = s
+        var b = prefix
+        return a.withUTF8 { u in
+            b.withUTF8 { p in
+                guard u.count >= p.count else { return false }
+                for k in 0..<p.count where u[k] != p[k] {
+                    let x = u[k] | 0x20
+                    guard x == p[k] | 0x20, x >= 0x61, x <= 0x7a else { return false }
+                }
+                return true
+            }
+        }
     }
 }

@@ -74,7 +74,7 @@ extension Forward {
     /// pass over the client's fields, into the loop's head buffer. Tests hold it, byte for byte, to
     /// the same rules applied on a field list (`UpstreamHeadTests`).
     func writeUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
-                           to out: inout HeadWriter)
+                           dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         out.appendLatin1(head.method)
         out.append(0x20)
@@ -85,8 +85,10 @@ extension Forward {
         var connectionValues: [String] = []
         var hasForwarding = false
         var hostValue: String? = nil
+        var foldableNames = false
         for f in head.headers {
             let name = f.name
+            if !foldableNames && FoldedNames.isFoldable(name) { foldableNames = true }
             if HopByHop.isListed(name) {
                 hasListed = true
                 if name.utf8.count == 10 && name.equalsIgnoringASCIICase("Connection") { connectionValues.append(f.value) }
@@ -103,9 +105,10 @@ extension Forward {
         case .none, .untilClose: dropContentLength = false
         }
         let dropTransferEncoding: Bool = if case .contentLength = framing { true } else { false }
-        /// The filters that apply after the rewrite: the route's removals, then the framing fields.
-        func emit(_ name: String, _ value: String, editable: Bool = true) {
-            if editable && edit.removes(name) { return }
+        /// The filters that apply after the rewrite: the route's removals (and for the client's
+        /// fields, the gateway-owned ones), then the framing fields.
+        func emit(_ name: String, _ value: String, editable: Bool = true, fromClient: Bool = false) {
+            if fromClient ? edit.removesClientField(name) : editable && edit.removes(name) { return }
             if dropContentLength || dropTransferEncoding {
                 switch name.utf8.count {
                 case 14 where dropContentLength: if name.equalsIgnoringASCIICase("Content-Length") { return }
@@ -122,6 +125,9 @@ extension Forward {
         var keepTrailersTE = false
         for f in head.headers {
             let name = f.name
+            if foldableNames && FoldedNames.isFoldable(name) && (dropFoldableNames || FoldedNames.isInterpretedWhenFolded(name)) {
+                continue
+            }
             if hasListed {
                 if HopByHop.isListed(name) {
                     if name.utf8.count == 2 && name.equalsIgnoringASCIICase("TE") && listContains(f.value, "trailers") {
@@ -146,7 +152,7 @@ extension Forward {
                 continue
             }
             if name.utf8.count == 6 && name.equalsIgnoringASCIICase("Expect") { continue }
-            emit(name, f.value)
+            emit(name, f.value, fromClient: true)
         }
         if keepTrailersTE { emit("TE", "trailers") }
         emit("X-Forwarded-For", priorFor.isEmpty ? client : priorFor + ", " + client)
@@ -165,41 +171,54 @@ extension Forward {
     /// rules in the same order, with the client's field lines copied as bytes. Tests hold the two to
     /// the same output, byte for byte (`UpstreamHeadTests`).
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           framing: BodyFraming, to out: inout HeadWriter)
+                           framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         var client = client
         var proto = proto
         client.withUTF8 { c in
             proto.withUTF8 { p in
                 head.writeUpstream(from: buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p), framing: framing,
-                                   remove: editHeaders.removeNames, add: editHeaders.add,
+                                   remove: editHeaders.removeNames, clientRemove: editHeaders.clientRemoveNames,
+                                   dropFoldableNames: dropFoldableNames, add: editHeaders.add,
                                    defaultHost: { pool.target.address.description }, to: &out)
             }
         }
     }
 }
 
-/// The route's edit of the fields sent upstream: every field named in `remove` goes (any case),
-/// then `add` is appended (e.g. the verified key id).
+/// The route's edit of the fields sent upstream: every field named in `remove` goes (any case, `_`
+/// or `.` as `-`: `FieldNames`), then `add` is appended (e.g. the verified key id). The client's fields are also held
+/// to the gateway-owned list (`GatewayOwnedFields`), which no edit can let through.
 public struct HeaderEdit: Sendable {
-    public var remove: [String] { didSet { removeNames = FieldNames(remove) } }
+    public var remove: [String] {
+        didSet {
+            removeNames = FieldNames(remove)
+            clientRemoveNames = GatewayOwnedFields.names(with: remove)
+        }
+    }
     public var add: [(String, String)]
     /// `remove` as bytes, for the byte path.
     public private(set) var removeNames: FieldNames
+    /// What a client's field is held to: the gateway-owned names and `remove`.
+    public private(set) var clientRemoveNames: FieldNames
 
     public init(remove: [String] = [], add: [(String, String)] = []) {
         self.remove = remove
         self.add = add
         removeNames = FieldNames(remove)
+        clientRemoveNames = GatewayOwnedFields.names(with: remove)
     }
 
-    func removes(_ name: String) -> Bool {
-        for r in remove where r.equalsIgnoringASCIICase(name) { return true }
-        return false
-    }
+    /// Whether a field the gateway writes (X-Forwarded-*, Via, a default Host) is removed.
+    func removes(_ name: String) -> Bool { removeNames.contains(name) }
 
+    /// Whether a client's field is removed: gateway-owned, or named in `remove`.
+    func removesClientField(_ name: String) -> Bool { clientRemoveNames.contains(name) }
+
+    /// `remove` then `add`, on fields that the forwarding rewrite has made
+    /// (`ForwardedHeaders.rewriteRequest`, which removed the gateway-owned ones).
     public func apply(_ fields: inout HTTPFields) {
-        for name in remove { fields.remove(name) }
+        if !remove.isEmpty { fields.removeAll { removeNames.contains($0.name) } }
         for (name, value) in add { fields.append(name, value) }
     }
 
@@ -219,6 +238,9 @@ public struct BufferedRequest {
     public let peer: SocketAddress?
     /// `http` or `https` (a TLS listener): for X-Forwarded-Proto.
     public let scheme: String
+    /// The listener's rule for foldable names (`DownstreamLimits.dropFoldableNames`), for a local
+    /// handler that forwards (the demo upstream).
+    public var dropFoldableNames: Bool = true
 }
 
 public enum BufferedOutcome {
@@ -268,6 +290,9 @@ public struct DownstreamLimits: Sendable {
     public var bodyTimeoutMillis: Int64
     /// Buffered-but-unsent bytes above which the other side stops being read (back-pressure).
     public var highWaterMark: Int
+    /// The listener's rule (`listeners[].underscores_in_headers`): true (`drop`) leaves every client
+    /// field with a foldable name (`_`, `.`…: `FoldedNames`) out of the upstream request.
+    public var dropFoldableNames: Bool = true
 
     public init(parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
                 bodyTimeoutMillis: Int64 = 30_000, highWaterMark: Int = 256 * 1024)

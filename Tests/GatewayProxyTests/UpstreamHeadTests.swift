@@ -18,6 +18,14 @@ struct UpstreamHeadTests {
         ("Via", "1.0 a"), ("via", ""), ("Expect", "100-continue"), ("Content-Length", "5"), ("content-length", "5"),
         ("Transfer-Encoding", "chunked"), ("X-App-Attest-Key-Id", "k"), ("x-app-assertion", "a"), ("X-Verified", "spoof"),
         ("X-Latin", "caf\u{E9}"), ("Cookie", "a=b"), ("Connection", "x-forwarded-for, via"), ("connection", "VIA"),
+        // Underscores (dropped, or with `allow` dropped when they fold into a field the gateway
+        // interprets or owns) and the gateway-owned names and families.
+        ("X_App_Attest_Verified_Key_Id", "forged"), ("x_verified", "forged"), ("X_Custom", "kept with allow"),
+        ("Content_Length", "9"), ("Transfer_Encoding", "chunked"), ("X_Forwarded_For", "6.6.6.6"), ("Host_", "h"),
+        ("X-HTTP-Method-Override", "POST"), ("x-original-url", "/admin"), ("X-Rewrite-URL", "/admin"), ("X-Forwarded-Port", "1"),
+        ("x-forwarded-prefix", "/p"), ("X-App-Attest-Risk-Metric", "1"), ("X-Request-Id", "r"), ("X-Device-Check-Bits", "1"),
+        ("Connection", "X_Custom"), ("Via_", "x"), ("X-Forwarded", "not a family member"),
+        ("X.App.Attest.Verified.Key.Id", "forged"), ("Content.Length", "7"), ("x~forwarded~host", "h"), ("X.Custom", "kept with allow"),
     ]
     static let edits: [HeaderEdit] = [
         HeaderEdit(),
@@ -46,20 +54,26 @@ struct UpstreamHeadTests {
             let edit = Self.edits[Int(rng.next() % UInt64(Self.edits.count))]
             let framing = Self.framings[Int(rng.next() % UInt64(Self.framings.count))]
             let proto = i % 2 == 0 ? "http" : "https"
+            let drop = i % 4 < 2
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
             var expected: [UInt8] = [7]
             HTTP1Serializer.appendRequestHead(
                 method: head.method, target: head.target,
-                headers: f.upstreamFields(head, client: "192.0.2.1", proto: proto, framing: framing), to: &expected)
+                headers: f.upstreamFields(head, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop),
+                to: &expected)
             var got: [UInt8] = [7]
-            HeadWriter.appendHead(to: &got) { f.writeUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, to: &$0) }
+            HeadWriter.appendHead(to: &got) {
+                f.writeUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &$0)
+            }
             #expect(got == expected, "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
             if got != expected { return }
             // The byte path (the HTTP/1.1 proxy's): the same head as ranges of its bytes.
             let (raw, lines) = Self.rawHead(head, junk: i % 7)
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
-                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, to: &w) }
+                raw.withUnsafeBytes {
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
+                }
             }
             #expect(fromBytes == expected, "bytes: \(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
             if fromBytes != expected { return }
@@ -92,7 +106,47 @@ struct UpstreamHeadTests {
         raw.append(contentsOf: [0x0d, 0x0a])
         return (raw, HTTPRequestHeadLines(method: method, target: target, minorVersion: head.minorVersion, fields: fields,
                                           framing: head.framing, keepAlive: head.keepAlive, expectsContinue: head.expectsContinue,
-                                          host: host))
+                                          foldableNames: head.headers.contains { FoldedNames.isFoldable($0.name) }, host: host))
+    }
+
+    @Test("no spelling of a gateway-owned field reaches the upstream; underscore names only with allow, never folding into one")
+    func ownedAndUnderscores() throws {
+        let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))
+        let loop = EventLoop(index: 0)
+        defer { loop.shutdown() }
+        let f = Forward(routeName: "r", pool: UpstreamPool(target: upstream, loop: loop), maxBody: 1,
+                        editHeaders: HeaderEdit(remove: ["X-App-Attest-Verified-Key-Id"], add: [("X-App-Attest-Verified-Key-Id", "real")]))
+        let client: [(String, String)] = [
+            ("Host", "h"), ("X_App_Attest_Verified_Key_Id", "forged"), ("x-app-attest-verified-key-id", "forged"),
+            ("X-HTTP-Method-Override", "POST"), ("X_HTTP_Method_Override", "POST"), ("X-HTTP-Method", "POST"),
+            ("X-Method-Override", "POST"), ("X-Original-URL", "/api/purchase"), ("X-Rewrite-URL", "/api/purchase"),
+            ("X-Original-URI", "/x"), ("X-Original-Method", "POST"), ("X-Forwarded-Port", "443"), ("X-Forwarded-Prefix", "/"),
+            ("X-App-Attest-Risk-Metric", "0"), ("X-Device-Check", "x"), ("X-Request-Id", "mine"), ("X-Url-Scheme", "https"),
+            ("Front-End-Https", "on"), ("X-App-Attest-Next-Challenge", "c"), ("X-App-Assertion", "a"), ("X-Real-IP", "6.6.6.6"),
+            ("True-Client-IP", "6.6.6.6"), ("client-ip", "6.6.6.6"), ("X-Scheme", "https"), ("X-Original-Host", "h"),
+            ("X-Override-URL", "/x"), ("X-Envoy-Original-Path", "/x"),
+            ("X_Custom", "1"), ("Content_Length", "5"), ("X.App.Attest.Verified.Key.Id", "forged"), ("Transfer.Encoding", "chunked"),
+            ("X-Kept", "yes"),
+        ]
+        let head = HTTPRequestHead(method: "GET", target: "/", minorVersion: 1, headers: HTTPFields(client), framing: .none)
+        for drop in [true, false] {
+            var out: [UInt8] = []
+            HeadWriter.appendHead(to: &out) {
+                f.writeUpstreamHead(head, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &$0)
+            }
+            let (raw, lines) = Self.rawHead(head, junk: 0)
+            var fromBytes: [UInt8] = []
+            HeadWriter.appendHead(to: &fromBytes) { w in
+                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
+            }
+            #expect(fromBytes == out)
+            let text = String(decoding: out, as: UTF8.self)
+            let names = text.split(separator: "\r\n").dropFirst().compactMap { $0.split(separator: ":").first.map(String.init) }
+            let expected = ["Host"] + (drop ? [] : ["X_Custom"]) + ["X-Kept", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via",
+                                                                    "X-App-Attest-Verified-Key-Id"]
+            #expect(names == expected, "\(text)")
+            #expect(text.contains("X-App-Attest-Verified-Key-Id: real\r\n") && !text.contains("forged"))
+        }
     }
 
     @Test("Content-Length written without a string, every digit count")
@@ -115,10 +169,13 @@ extension Forward {
     /// The fields of the request sent upstream: the client's, rewritten (hop-by-hop fields removed,
     /// X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it; the upstream
     /// request is HTTP/1.1, which requires one), edited by the route, then framed as `framing` says.
-    func upstreamFields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming) -> HTTPFields {
+    func upstreamFields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
+                        dropFoldableNames: Bool) -> HTTPFields
+    {
         var fields = head.headers
         fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
-        ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"])
+        ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"],
+                                        dropFoldableNames: dropFoldableNames)
         fields.remove("Expect")
         if !fields.contains("Host") { fields.append("Host", pool.target.address.description) }
         editHeaders.apply(&fields)

@@ -78,12 +78,20 @@ struct SignedHostTests {
         let onB = try phone.send(forB)
         #expect(onB.status == 200 && onB.json?["route"] as? String == "tenant-b", "\(onB.body)")
 
-        // Absolute-form: routed by Host b.example, the target names a.example: refused before the signature.
-        let split = phone.sign(target: "http://a.example/api/purchase", body: body, challenge: try phone.challenge(), authority: "a.example")
+        // Absolute-form naming a.example with Host b.example: the target's authority replaces Host
+        // (RFC 9112 §3.2.2), so it is routed to tenant-a and verified as signed for a.example over
+        // its origin-form target; once accepted, not again.
+        let origin = phone.sign(target: "/api/purchase", body: body, challenge: try phone.challenge(), authority: "a.example")
+        let split = ContractDevice.Signed(
+            method: origin.method, target: "http://a.example/api/purchase", body: body, headers: origin.headers, authority: "a.example")
         let splitCall = try phone.send(split, host: "b.example")
-        #expect(splitCall.status == 401 && splitCall.error == "malformed", "\(splitCall.body)")
-        #expect(try explain(gw, splitCall)["status"] as? Int == 401)
-        #expect(try phone.send(split, host: "a.example").status == 200)
+        #expect(splitCall.status == 200 && splitCall.json?["route"] as? String == "tenant-a", "\(splitCall.body)")
+        #expect(try phone.send(split, host: "a.example").status == 401)
+        // Signed over the absolute-form text itself: not what the gateway verifies.
+        let absolute = phone.sign(target: "http://a.example/api/purchase", body: body, challenge: try phone.challenge(), authority: "a.example")
+        let absoluteCall = try phone.send(absolute, host: "a.example")
+        #expect(absoluteCall.status == 401 && absoluteCall.error == "bad_signature", "\(absoluteCall.body)")
+        #expect(try explain(gw, absoluteCall)["status"] as? Int == 401)
 
         // The v1 route: version 1 client data (no authority) is accepted whatever the Host;
         // version 2 client data is not (the route, not the client, chooses the version).
@@ -101,7 +109,6 @@ struct SignedHostTests {
         let metrics = try curl([gw.url("admin", "/metrics")]).1
         // On b.example: the first try and the resend after acceptance (the signature is checked before the counter).
         #expect(metrics.contains("route=\"tenant-b\",mode=\"enforce\",verdict=\"refused\",reason=\"bad_signature\"} 2"))
-        #expect(metrics.contains("route=\"tenant-b\",mode=\"enforce\",verdict=\"refused\",reason=\"malformed\"} 1"))
         #expect(metrics.contains("route=\"tenant-a\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 2"))
     }
 

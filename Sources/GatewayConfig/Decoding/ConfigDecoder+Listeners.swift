@@ -39,10 +39,17 @@ extension ConfigDecoder {
                     http2Valid = false
                 }
             }
-            guard let name, let address, let addressNode, let protocols, tlsNode == nil || tls != nil, http2Valid else {
+            var underscores: UnderscoresInHeaders? = .drop
+            if let node = fields["underscores_in_headers"] {
+                underscores = choice(node, fields.path("underscores_in_headers"), as: UnderscoresInHeaders.self)
+            }
+            guard let name, let address, let addressNode, let protocols, tlsNode == nil || tls != nil, http2Valid,
+                let underscores
+            else {
                 continue
             }
-            let config = ListenerConfig(name: name, address: address, protocols: protocols, tls: tls, http2: http2)
+            let config = ListenerConfig(
+                name: name, address: address, protocols: protocols, tls: tls, http2: http2, underscoresInHeaders: underscores)
             listeners.append(DecodedListener(config: config, addressPosition: addressNode.position))
         }
         checkUnique(names, what: "listener name")

@@ -80,6 +80,11 @@ extension ConfigDecoder {
             host = hostname(hostNode, fields.path("host"))
             if host == nil { valid = false }
         }
+        var fold: Set<RouteMatch.Fold>?
+        if let foldNode = fields["fold"] {
+            fold = choiceSet(foldNode, fields.path("fold"), as: RouteMatch.Fold.self, nonEmpty: false)
+            if fold == nil { valid = false }
+        }
         let pathMatch: RouteMatch.Path?
         switch (fields["path_prefix"], fields["path"]) {
         case (let prefixNode?, nil):
@@ -99,7 +104,7 @@ extension ConfigDecoder {
             pathMatch = nil
         }
         guard valid, let pathMatch else { return nil }
-        return RouteMatch(methods: methods, path: pathMatch, host: host)
+        return RouteMatch(methods: methods, path: pathMatch, host: host, fold: fold)
     }
 
     /// Uppercase HTTP method tokens, each once.

@@ -85,13 +85,14 @@ extension ConfigDecoder {
         return items
     }
 
-    /// A non-empty list of distinct enum values.
+    /// A list of distinct enum values (non-empty unless `nonEmpty` is false).
     func choiceSet<Choice: RawRepresentable & CaseIterable & Hashable>(
         _ node: YAMLNode,
         _ path: String,
-        as type: Choice.Type
+        as type: Choice.Type,
+        nonEmpty: Bool = true
     ) -> Set<Choice>? where Choice.RawValue == String {
-        guard let items = list(node, path, nonEmpty: true) else { return nil }
+        guard let items = list(node, path, nonEmpty: nonEmpty) else { return nil }
         var result = Set<Choice>()
         var valid = true
         for (index, item) in items.enumerated() {

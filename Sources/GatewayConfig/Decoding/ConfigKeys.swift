@@ -4,7 +4,7 @@ enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
     ]
-    static let listener = ["name", "address", "protocols", "tls", "http2"]
+    static let listener = ["name", "address", "protocols", "tls", "http2", "underscores_in_headers"]
     static let listenerHTTP2 = [
         "max_concurrent_streams", "max_header_list_size", "initial_window_size", "connection_window_size",
         "max_frame_size", "max_continuations", "max_resets", "reset_window", "max_outbound_ack", "max_settings_entries",
@@ -21,7 +21,7 @@ enum ConfigKeys {
     ]
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
     static let route = ["name", "match", "upstream", "max_body", "assertion"]
-    static let routeMatch = ["methods", "path_prefix", "path", "host"]
+    static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
     static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
     static let trust = ["extra_roots"]

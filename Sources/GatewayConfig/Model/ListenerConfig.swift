@@ -15,20 +15,35 @@ public struct ListenerConfig: Sendable, Equatable {
     public var tls: TLSConfig?
     /// The HTTP/2 SETTINGS this listener advertises (`http2:`; only with `h2c` in `protocols`).
     public var http2: HTTP2ListenerConfig
+    /// What happens to client header fields whose names contain `_` or another character than
+    /// letters, digits and `-` (`underscores_in_headers`).
+    public var underscoresInHeaders: UnderscoresInHeaders
 
     public init(
         name: String,
         address: SocketAddressSpec,
         protocols: Set<ListenerProtocol> = [.http1],
         tls: TLSConfig? = nil,
-        http2: HTTP2ListenerConfig = HTTP2ListenerConfig()
+        http2: HTTP2ListenerConfig = HTTP2ListenerConfig(),
+        underscoresInHeaders: UnderscoresInHeaders = .drop
     ) {
         self.name = name
         self.address = address
         self.protocols = protocols
         self.tls = tls
         self.http2 = http2
+        self.underscoresInHeaders = underscoresInHeaders
     }
+}
+
+/// `listeners[].underscores_in_headers`: CGI, WSGI and PHP backends read `X_Key` and `X-Key` as the
+/// same variable (old Apache CGI also `X.Key`), so such a name can pose as a field the gateway sets.
+public enum UnderscoresInHeaders: String, Sendable, Hashable, CaseIterable {
+    /// Names with `_` or another character than letters, digits and `-` never reach an upstream
+    /// (nginx's `underscores_in_headers off` with `ignore_invalid_headers on`).
+    case drop
+    /// They are forwarded, except those that fold into a field the gateway sets or interprets.
+    case allow
 }
 
 /// `listeners[].http2`: what an HTTP/2 connection on the listener advertises in its SETTINGS frame

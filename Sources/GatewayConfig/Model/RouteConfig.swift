@@ -32,12 +32,34 @@ public struct RouteMatch: Sendable, Equatable {
     /// Uppercase method tokens, unique; empty matches every method.
     public var methods: [String]
     public var path: Path
-    /// The request's host (without port) must equal this, compared lowercased; nil matches any host.
+    /// The request's host (without port and one trailing dot) must equal this, compared lowercased;
+    /// nil matches any host.
     public var host: String?
+    /// `fold`: the path spellings folded for matching; nil when not given (then `defaultFold`).
+    public var fold: Set<Fold>?
 
-    public init(methods: [String] = [], path: Path, host: String? = nil) {
+    /// What a route folds when it matches paths (docs/configuration.md, `routes[].match.fold`).
+    public enum Fold: String, Sendable, Hashable, CaseIterable {
+        /// ASCII case.
+        case `case`
+        /// Matrix parameters (`;…`) in every segment.
+        case params
+        /// The last segment's extension (`.json`).
+        case suffix
+        /// Encoded spaces and control characters around segments, trailing dots, a trailing slash.
+        case trim
+    }
+
+    public init(methods: [String] = [], path: Path, host: String? = nil, fold: Set<Fold>? = nil) {
         self.methods = methods
         self.path = path
         self.host = host
+        self.fold = fold
+    }
+
+    /// `fold` as given, else everything on a route that verifies assertions (mode `enforce` or
+    /// `shadow`: a spelling the backend folds must not skip it) and nothing on the others.
+    public func effectiveFold(assertion: AssertionPolicy.Mode) -> Set<Fold> {
+        fold ?? (assertion == .off ? [] : Set(Fold.allCases))
     }
 }

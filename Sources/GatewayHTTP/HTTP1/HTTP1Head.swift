@@ -54,6 +54,13 @@ public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertibl
         case headersTooLarge = "headers_too_large"
         case tooManyHeaders = "too_many_headers"
         case unsupportedTransferCoding = "unsupported_transfer_coding"
+        /// A method with characters other than `A-Z`, `-`, `_` (`RequestSyntax`).
+        case badMethod = "bad_method"
+        /// A request-target that is neither origin-form, `*` for OPTIONS, nor http(s) absolute-form
+        /// without userinfo (`RequestSyntax`).
+        case badTarget = "bad_target"
+        /// No Host in HTTP/1.1, more than one Host, or a Host value that is not `host[:port]`.
+        case badHost = "bad_host"
     }
 
     public let kind: Kind

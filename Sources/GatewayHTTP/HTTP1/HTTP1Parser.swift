@@ -32,12 +32,7 @@ public struct HTTP1Parser: Sendable {
             let first = lines[0]
             let (method, target, minor) = try parseRequestLine(buf, first)
             let headers = try Self.parseFields(buf, lines[1...])
-            if minor == 1 {
-                let hosts = headers.count(of: "Host")
-                guard hosts == 1 else {
-                    throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
-                }
-            }
+            try Self.checkHost(count: headers.count(of: "Host"), minor: minor, at: first.lowerBound) { headers["Host"].map(RequestSyntax.isValidHost) }
             let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
             return HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing)
         }
@@ -51,8 +46,55 @@ public struct HTTP1Parser: Sendable {
                                       reusing fields: inout [HTTPFieldRange]) throws(HTTPParseError)
         -> (HTTPRequestHeadLines, Int)?
     {
+        var memo = HostMemo()
+        return try parseRequestHeadLines(buf, from: start, reusing: &fields, hostMemo: &memo)
+    }
+
+    /// The same, with the connection's `HostMemo`: a Host value that the previous request on the
+    /// connection had, byte for byte, is not checked again.
+    public func parseRequestHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0,
+                                      reusing fields: inout [HTTPFieldRange], hostMemo: inout HostMemo) throws(HTTPParseError)
+        -> (HTTPRequestHeadLines, Int)?
+    {
         try withHeadLines(buf, from: Self.skipEmptyLines(buf, start), isRequest: true) { lines throws(HTTPParseError) in
-            try requestHeadLines(buf, lines, &fields)
+            try requestHeadLines(buf, lines, &fields, &hostMemo)
+        }
+    }
+
+    /// The last Host value a connection's parser found valid, up to 32 bytes: keep-alive clients
+    /// repeat their Host, whose syntax check (`RequestSyntax.hostLength`) then costs one comparison.
+    public struct HostMemo: Sendable {
+        private var count = -1
+        private var w0: UInt64 = 0, w1: UInt64 = 0, w2: UInt64 = 0, w3: UInt64 = 0
+
+        public init() {}
+
+        /// Up to 8 bytes of `buf` at `offset`, `n` of them (the rest zero), little-endian order.
+        @inline(__always) private static func word(_ buf: UnsafeRawBufferPointer, _ offset: Int, _ n: Int) -> UInt64 {
+            guard n > 0 else { return 0 }
+            if n >= 8 { return UInt64(littleEndian: buf.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+            if offset + 8 <= buf.count {
+                return UInt64(littleEndian: buf.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) & ((1 << UInt64(n * 8)) &- 1)
+            }
+            var w: UInt64 = 0
+            for k in 0..<n { w |= UInt64(buf[offset + k]) << UInt64(k * 8) }
+            return w
+        }
+
+        @inline(__always) func matches(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Bool {
+            guard r.count == count else { return false }
+            let o = r.lowerBound
+            let n = r.count
+            return Self.word(buf, o, n) == w0 && Self.word(buf, o + 8, n - 8) == w1 && Self.word(buf, o + 16, n - 16) == w2
+                && Self.word(buf, o + 24, n - 24) == w3
+        }
+
+        mutating func remember(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) {
+            guard r.count <= 32 else { return }
+            let o = r.lowerBound
+            let n = r.count
+            (w0, w1, w2, w3) = (Self.word(buf, o, n), Self.word(buf, o + 8, n - 8), Self.word(buf, o + 16, n - 16), Self.word(buf, o + 24, n - 24))
+            count = n
         }
     }
 
@@ -68,11 +110,20 @@ public struct HTTP1Parser: Sendable {
         return s
     }
 
+    /// RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one in HTTP/1.0, and a valid value
+    /// (`RequestSyntax.hostLength`; `valid` gives nil without a Host).
+    private static func checkHost(count: Int, minor: Int, at offset: Int, valid: () -> Bool?) throws(HTTPParseError) {
+        if count > 1 { throw HTTPParseError(.badHost, at: offset, "more than one Host") }
+        if minor == 1 && count == 0 { throw HTTPParseError(.badHost, at: offset, "HTTP/1.1 request without Host") }
+        if valid() == false { throw HTTPParseError(.badHost, at: offset, "the Host value is not host[:port]") }
+    }
+
     private func requestHeadLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>,
-                                  _ storage: inout [HTTPFieldRange]) throws(HTTPParseError) -> HTTPRequestHeadLines
+                                  _ storage: inout [HTTPFieldRange], _ hostMemo: inout HostMemo) throws(HTTPParseError)
+        -> HTTPRequestHeadLines
     {
         let first = lines[0]
-        let (method, target, minor) = try requestLineRanges(buf, first)
+        let (method, target, minor, absoluteForm) = try requestLineRanges(buf, first)
         var fields: [HTTPFieldRange] = []
         swap(&fields, &storage)
         var hasTE = false
@@ -83,8 +134,10 @@ public struct HTTP1Parser: Sendable {
         var expect: Range<Int>? = nil
         fields.removeAll(keepingCapacity: true)
         fields.reserveCapacity(lines.count - 1)
-        try Self.forEachField(buf, lines[1...]) { name, value in
+        var foldableNames = false
+        try Self.forEachField(buf, lines[1...]) { name, value, foldable in
             fields.append(HTTPFieldRange(name: name, value: value))
+            if foldable { foldableNames = true }
             switch name.count {
             case 4:
                 if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[name]), "Host") {
@@ -98,8 +151,14 @@ public struct HTTP1Parser: Sendable {
             default: break
             }
         }
-        if minor == 1 && hosts != 1 {
-            throw HTTPParseError(.badHeader, at: first.lowerBound, hosts == 0 ? "HTTP/1.1 request without Host" : "more than one Host")
+        if hosts > 1 || (minor == 1 && hosts == 0) {
+            try Self.checkHost(count: hosts, minor: minor, at: first.lowerBound) { nil }
+        }
+        if let h = host, !hostMemo.matches(buf, h) {
+            try Self.checkHost(count: hosts, minor: minor, at: first.lowerBound) {
+                RequestSyntax.hostLength(UnsafeRawBufferPointer(rebasing: buf[h]).assumingMemoryBound(to: UInt8.self)) != nil
+            }
+            hostMemo.remember(buf, h)
         }
         let framing = try framingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: minor, status: 0,
                                        requestMethod: "", at: first.lowerBound)
@@ -107,7 +166,7 @@ public struct HTTP1Parser: Sendable {
         return HTTPRequestHeadLines(
             method: method, target: target, minorVersion: minor, fields: fields, framing: framing,
             keepAlive: keepAliveLines(buf, fields, hasConnection: hasConnection, minor: minor),
-            expectsContinue: expectsContinue, host: host)
+            expectsContinue: expectsContinue, absoluteForm: absoluteForm, foldableNames: foldableNames, host: host)
     }
 
     /// RFC 9112 §9.3 on the field ranges, as `persistentConnection` decides it on strings.
@@ -195,7 +254,7 @@ public struct HTTP1Parser: Sendable {
         var classes = HTTPResponseHeadLines.Classes()
         fields.removeAll(keepingCapacity: true)
         fields.reserveCapacity(lines.count - 1)
-        try Self.forEachField(buf, lines[1...]) { name, value in
+        try Self.forEachField(buf, lines[1...]) { name, value, _ in
             let bit: UInt64 = fields.count < 64 ? 1 << UInt64(fields.count) : 0
             fields.append(HTTPFieldRange(name: name, value: value))
             let n = UnsafeRawBufferPointer(rebasing: buf[name])
@@ -213,6 +272,10 @@ public struct HTTP1Parser: Sendable {
                 }
             case 14:
                 if equalsIgnoringCase(n, "Content-Length") {
+                    // A second field, or a list in one, is passed on as one value (`ForwardingFilter`).
+                    if hasCL || (value.count >= 3 && HTTPChar.containsInName(buf, value, UInt8(ascii: ","))) {
+                        classes.contentLengthList = true
+                    }
                     hasCL = true
                     classes.contentLength |= bit
                 }
@@ -398,16 +461,22 @@ public struct HTTP1Parser: Sendable {
     }
 
     private func parseRequestLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (String, String, Int) {
-        let (method, target, minor) = try requestLineRanges(buf, r)
+        let (method, target, minor, _) = try requestLineRanges(buf, r)
         return (Self.latin1(buf, method), Self.latin1(buf, target), minor)
     }
 
-    /// The request line's method and target as ranges of `buf`.
+    /// The request line's method and target as ranges of `buf`, and whether the target is
+    /// absolute-form. The method must be `A-Z - _` (`RequestSyntax`: `bad_method`; other token
+    /// characters are that, the rest a bad request line); a target that is not origin-form must be `*`
+    /// for OPTIONS or http(s) absolute-form (`bad_target`).
     private func requestLineRanges(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError)
-        -> (Range<Int>, Range<Int>, Int)
+        -> (Range<Int>, Range<Int>, Int, Bool)
     {
         var i = r.lowerBound
-        while i < r.upperBound, HTTPChar.isTchar(buf[i]) { i += 1 }
+        while i < r.upperBound, RequestSyntax.isMethodByte(buf[i]) { i += 1 }
+        if i < r.upperBound, buf[i] != 0x20, HTTPChar.isTchar(buf[i]) {
+            throw HTTPParseError(.badMethod, at: i, "a method is made of A-Z, - and _ only (RFC 9110 §9.1: methods are case-sensitive)")
+        }
         guard i > r.lowerBound, i < r.upperBound, buf[i] == 0x20 else {
             throw HTTPParseError(.badRequestLine, at: i, "method must be a token followed by one space")
         }
@@ -419,7 +488,27 @@ public struct HTTP1Parser: Sendable {
             throw HTTPParseError(.badRequestLine, at: j, "request-target must be visible ASCII followed by one space")
         }
         let minor = try parseVersion(buf, (j + 1)..<r.upperBound, kind: .badRequestLine)
-        return (method, targetStart..<j, minor)
+        var absolute = false
+        if buf[targetStart] != UInt8(ascii: "/") {
+            let t = UnsafeBufferPointer(start: buf.baseAddress!.assumingMemoryBound(to: UInt8.self) + targetStart, count: j - targetStart)
+            let isOptions = method.count == 7 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[method]), "OPTIONS")
+            do throws(RequestSyntax.TargetProblemError) {
+                absolute = try RequestSyntax.nonOriginTarget(t, methodIsOptions: isOptions) != nil
+            } catch {
+                throw HTTPParseError(.badTarget, at: targetStart, Self.describe(error.problem))
+            }
+        }
+        return (method, targetStart..<j, minor, absolute)
+    }
+
+    private static func describe(_ p: RequestSyntax.TargetProblem) -> String {
+        switch p {
+        case .asteriskNotOptions: "the request-target * is for OPTIONS only"
+        case .notAbsoluteForm: "the request-target must be /path, http://authority/path or * (OPTIONS)"
+        case .scheme: "an absolute-form target must be http:// or https://"
+        case .userinfo: "an absolute-form target may not carry userinfo (user@)"
+        case .authority: "the authority of the absolute-form target is not host[:port]"
+        }
     }
 
     private func parseStatusLine(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) throws(HTTPParseError) -> (Int, String, Int) {
@@ -477,15 +566,17 @@ public struct HTTP1Parser: Sendable {
     static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>) throws(HTTPParseError) -> HTTPFields {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
-        try forEachField(buf, lines) { name, value in
+        try forEachField(buf, lines) { name, value, _ in
             fields.append(HTTPFields.Field(Self.commonName(buf, name) ?? Self.latin1(buf, name), Self.latin1(buf, value)))
         }
         return HTTPFields(fields)
     }
 
     /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
+    /// `body` also learns whether the name is foldable (`FoldedNames`: a `_` or another character
+    /// than letters, digits and `-`), found by the same table walk.
     static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>,
-                             _ body: (Range<Int>, Range<Int>) -> Void) throws(HTTPParseError)
+                             _ body: (Range<Int>, Range<Int>, Bool) -> Void) throws(HTTPParseError)
     {
         for r in lines {
             let c0 = buf[r.lowerBound]
@@ -493,7 +584,13 @@ public struct HTTP1Parser: Sendable {
                 throw HTTPParseError(.badHeader, at: r.lowerBound, "obs-fold (a line starting with white space) is not accepted")
             }
             var i = r.lowerBound
-            while i < r.upperBound, HTTPChar.isTchar(buf[i]) { i += 1 }
+            var classes: UInt8 = 0
+            while i < r.upperBound {
+                let t = HTTPChar.tcharClass(buf[i])
+                if t == UInt8(ascii: "0") { break }
+                classes |= t
+                i += 1
+            }
             guard i < r.upperBound, buf[i] == UInt8(ascii: ":") else {
                 let what = i < r.upperBound && (buf[i] == 0x20 || buf[i] == 0x09)
                     ? "white space between the field name and the colon" : "field name must be a token followed by ':'"
@@ -507,7 +604,7 @@ public struct HTTP1Parser: Sendable {
             if let k = HTTPChar.firstInvalidFieldValueByte(buf, vs..<ve) {
                 throw HTTPParseError(.badHeader, at: k, "control character in the value of \(Self.latin1(buf, r.lowerBound..<i))")
             }
-            body(r.lowerBound..<i, vs..<ve)
+            body(r.lowerBound..<i, vs..<ve, classes & 0x02 != 0)  // "2" (0x32) has bit 1; "1" (0x31) not
         }
     }
 
@@ -650,11 +747,16 @@ enum HTTPChar {
     /// "1" or "0" per byte value, 0 to 255 (checked against the rule by `tcharTableMatchesRule`).
     /// tchar: ! # $ % & ' * + - . 0-9 A-Z ^ _ ` a-z | ~.
     @inline(__always) static func isTchar(_ c: UInt8) -> Bool {
-        tcharTable.utf8Start[Int(c)] == UInt8(ascii: "1")
+        tcharTable.utf8Start[Int(c)] != UInt8(ascii: "0")
     }
 
+    /// The table's entry: "0" not a tchar, "1" a letter, digit or `-`, "2" another tchar (`_` and
+    /// `! # $ % & ' * + . ^ \` | ~`, which CGI-style backends may read as `_` in field names:
+    /// `FoldedNames`).
+    @inline(__always) static func tcharClass(_ c: UInt8) -> UInt8 { tcharTable.utf8Start[Int(c)] }
+
     @inline(__always) static var tcharTable: StaticString {
-        "0000000000000000000000000000000001011111001101101111111111000000011111111111111111111111111000111111111111111111111111111110101000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+        "0000000000000000000000000000000002022222002201201111111111000000011111111111111111111111111000222111111111111111111111111110202000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
     }
 
     /// The rule spelled out (RFC 9110 §5.6.2), for the test that checks the masks.
@@ -666,6 +768,43 @@ enum HTTPChar {
     }
 
     @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 0x30 && c <= 0x39 }
+
+    /// Whether the field name at `r` contains `b`: eight bytes at a time, the last word masked
+    /// to the name (a name is followed by at least ":\r\n\r\n" in a head, but the load is bounded
+    /// by `buf` anyway).
+    @inline(__always) static func containsInName(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>, _ b: UInt8) -> Bool {
+        var k = r.lowerBound
+        while k < r.upperBound {
+            guard k + 8 <= buf.count else { return contains(buf, k..<r.upperBound, b) }
+            var w = buf.loadUnaligned(fromByteOffset: k, as: UInt64.self)
+            let left = r.upperBound - k
+            if left < 8 {
+                // Bytes past the name become 0, which is not `b` (b is never 0 here).
+                #if _endian(little)
+                w &= (1 << UInt64(left * 8)) &- 1
+                #else
+                w &= ~((1 << UInt64((8 - left) * 8)) &- 1)
+                #endif
+            }
+            if SWAR.hasByte(w, b) { return true }
+            k += 8
+        }
+        return false
+    }
+
+    /// Whether the bytes of `buf` in `r` contain `b`: eight bytes at a time, then the rest.
+    @inline(__always) static func contains(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>, _ b: UInt8) -> Bool {
+        var k = r.lowerBound
+        while k + 8 <= r.upperBound {
+            if SWAR.hasByte(buf.loadUnaligned(fromByteOffset: k, as: UInt64.self), b) { return true }
+            k += 8
+        }
+        while k < r.upperBound {
+            if buf[k] == b { return true }
+            k += 1
+        }
+        return false
+    }
     /// The offset of the first byte in `r` that `isFieldValueChar` refuses, or nil. Eight bytes at a
     /// time while none is a control character or DEL (a word with a tab is looked at byte by byte).
     @inline(__always) static func firstInvalidFieldValueByte(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Int? {

@@ -16,6 +16,13 @@ public struct HTTPRequestHeadLines: Sendable, Equatable {
     /// `Expect: 100-continue` in an HTTP/1.1 request (the first Expect field decides, as
     /// `HTTPRequestHead.expectsContinue` does).
     public var expectsContinue: Bool
+    /// Whether the target is absolute-form (`http://authority/path`, validated by the parser), whose
+    /// authority replaces Host (RFC 9112 §3.2.2; `authority(_:)`).
+    public var absoluteForm: Bool = false
+    /// Whether some field name is foldable (`FoldedNames`: `_` or another character than letters,
+    /// digits and `-`; `HTTP1Parser` sets it): the writer then looks at each name for the listener's
+    /// rule; without one, it does not.
+    public var foldableNames: Bool = false
     /// The value of the first Host field (the only one in HTTP/1.1); nil when there is none.
     public var host: Range<Int>?
 
@@ -30,6 +37,14 @@ public struct HTTPRequestHeadLines: Sendable, Equatable {
         for f in fields { headers.append(HTTPFields.Field(latin1String(buf, f.name), latin1String(buf, f.value))) }
         return HTTPRequestHead(method: latin1String(buf, method), target: latin1String(buf, target), minorVersion: minorVersion,
                                headers: HTTPFields(headers), framing: framing)
+    }
+
+    /// An absolute-form target's authority, as a range of `buf`; nil for other targets.
+    public func authority(_ buf: UnsafeRawBufferPointer) -> Range<Int>? {
+        guard absoluteForm, let base = buf.baseAddress else { return nil }
+        let t = UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self) + target.lowerBound, count: target.count)
+        guard let form = try? RequestSyntax.nonOriginTarget(t, methodIsOptions: false) else { return nil }
+        return (target.lowerBound + form.authority.lowerBound)..<(target.lowerBound + form.authority.upperBound)
     }
 
     /// Whether the method is `name` (methods are case-sensitive, RFC 9110 §9.1).
@@ -51,14 +66,18 @@ extension HTTPRequestHeadLines {
     /// `X-Forwarded-For` and `Via` extend the client's lists, `X-Forwarded-Proto` and
     /// `X-Forwarded-Host` are the gateway's), and `Expect`; then X-Forwarded-*, Via, a `Host` from
     /// `defaultHost` when the client sent none, the route's `add` fields and the framing fields.
-    /// Fields named in `remove` (any case) are left out, except `add`'s; so are Content-Length when
-    /// `framing` has a body and Transfer-Encoding when it has a length. The same bytes as the
+    /// Fields named in `remove` (any case, `_` as `-`) are left out, except `add`'s; so are
+    /// Content-Length when `framing` has a body and Transfer-Encoding when it has a length. The
+    /// client's fields are also held to `clientRemove` (the gateway-owned names with the route's
+    /// removals), and a client field with a foldable name is left out when `dropFoldableNames`, or
+    /// when it folds into a field the gateway interprets (`FoldedNames`). The same bytes as the
     /// proxy's rules applied to the materialized head (`Forward.writeUpstreamHead`), which tests hold.
     ///
     /// `client` and `proto` are ASCII (an address and a scheme): written as they are.
     public func writeUpstream(from buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer, proto: UnsafeRawBufferPointer,
                               via: StaticString = "1.1 attest-gateway", framing: BodyFraming, remove: FieldNames,
-                              add: [(String, String)], defaultHost: () -> String, to out: inout HeadWriter)
+                              clientRemove: FieldNames, dropFoldableNames: Bool, add: [(String, String)],
+                              defaultHost: () -> String, to out: inout HeadWriter)
     {
         @inline(__always) func bytes(_ r: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: buf[r]) }
         out.append(bytes(method))
@@ -86,6 +105,9 @@ extension HTTPRequestHeadLines {
         /// Whether a field named `name` is written: the route's removals, then the framing fields.
         func passes(_ name: UnsafeRawBufferPointer, editable: Bool = true) -> Bool {
             if editable && remove.contains(name) { return false }
+            return framingPasses(name)
+        }
+        func framingPasses(_ name: UnsafeRawBufferPointer) -> Bool {
             switch name.count {
             case 14 where dropContentLength: return !equalsIgnoringCase(name, "Content-Length")
             case 17 where dropTransferEncoding: return !equalsIgnoringCase(name, "Transfer-Encoding")
@@ -124,6 +146,7 @@ extension HTTPRequestHeadLines {
         var keepTrailersTE = false
         for f in fields {
             let name = bytes(f.name)
+            if foldableNames && FoldedNames.isFoldable(name) && FoldedNames.drops(name, dropAll: dropFoldableNames) { continue }
             if hasListed {
                 if HopByHop.isListed(name) {
                     if name.count == 2 && equalsIgnoringCase(name, "TE") && listContains(bytes(f.value), "trailers") {
@@ -135,7 +158,7 @@ extension HTTPRequestHeadLines {
             }
             if hasForwarding && isForwardingField(name) { continue }
             if name.count == 6 && equalsIgnoringCase(name, "Expect") { continue }
-            guard passes(name) else { continue }
+            guard !clientRemove.contains(name) && framingPasses(name) else { continue }
             out.appendFieldLine(buf, f)
         }
         if keepTrailersTE && passes(UnsafeRawBufferPointer(staticString: "TE")) { out.append("TE: trailers\r\n") }
@@ -208,30 +231,67 @@ extension HTTPRequestHeadLines {
     public func hostString(_ buf: UnsafeRawBufferPointer) -> String? { host.map { latin1String(buf, $0) } }
 }
 
-/// A set of field names matched without case, kept as lowercase bytes (a route's removals): a
-/// name is tested by length, then bytes, with no string per test.
+/// A set of field names, and name prefixes, matched the way CGI, WSGI and PHP read them: without
+/// ASCII case, and with `_` (or any character besides letters, digits and `-`: `FoldedNames.fold`)
+/// equal to `-` (`X_App_Attest_Key_Id` is `X-App-Attest-Key-Id`). Kept as folded bytes; a name is
+/// tested by length, then bytes, with no string per test.
 public struct FieldNames: Sendable {
     private let names: [[UInt8]]
+    private let prefixes: [[UInt8]]
     private let lengths: UInt64  // bit n: some name has n bytes (n < 64)
+    /// The shortest prefix's length (Int.max without prefixes): shorter names skip the prefix test.
+    private let shortestPrefix: Int
 
-    public init(_ names: [String]) {
-        self.names = names.map { n in n.utf8.map { $0 >= 0x41 && $0 <= 0x5a ? $0 | 0x20 : $0 } }
+    public init(_ names: [String], prefixes: [String] = []) {
+        self.names = names.map { Array($0.utf8).map(FieldNames.fold) }
+        self.prefixes = prefixes.map { Array($0.utf8).map(FieldNames.fold) }.filter { !$0.isEmpty }
         var lengths: UInt64 = 0
         for n in self.names { lengths |= n.count < 64 ? 1 << UInt64(n.count) : 0 }
         self.lengths = lengths
+        shortestPrefix = self.prefixes.map(\.count).min() ?? .max
     }
 
-    public var isEmpty: Bool { names.isEmpty }
+    /// A name byte as compared here (`FoldedNames.fold`).
+    @inline(__always) static func fold(_ c: UInt8) -> UInt8 { FoldedNames.fold(c) }
 
+    public var isEmpty: Bool { names.isEmpty && prefixes.isEmpty }
+
+    @inline(__always)
     public func contains(_ name: UnsafeRawBufferPointer) -> Bool {
         let n = name.count
-        if n < 64 && (lengths >> UInt64(n)) & 1 == 0 { return false }
-        for candidate in names where candidate.count == n {
-            let same = candidate.withUnsafeBufferPointer {
-                asciiCaseInsensitiveEqual($0, UnsafeBufferPointer(start: name.baseAddress?.assumingMemoryBound(to: UInt8.self), count: n))
+        // Most names have a length no listed name has, and are too short for the prefixes.
+        if n < 64 && (lengths >> UInt64(n)) & 1 == 0 && n <= shortestPrefix { return false }
+        return containsListed(name)
+    }
+
+    private func containsListed(_ name: UnsafeRawBufferPointer) -> Bool {
+        let n = name.count
+        let bytes = UnsafeBufferPointer(start: name.baseAddress?.assumingMemoryBound(to: UInt8.self), count: n)
+        if n >= 64 || (lengths >> UInt64(n)) & 1 != 0 {
+            for candidate in names where candidate.count == n {
+                if candidate.withUnsafeBufferPointer({ Self.foldedPrefix($0, of: bytes) }) { return true }
             }
-            if same { return true }
+        }
+        if n > shortestPrefix {
+            for p in prefixes where p.count < n {
+                if p.withUnsafeBufferPointer({ Self.foldedPrefix($0, of: bytes) }) { return true }
+            }
         }
         return false
+    }
+
+    public func contains(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { contains(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Whether `bytes` starts with the folded `p` (equals it when as long).
+    @inline(__always) private static func foldedPrefix(_ p: UnsafeBufferPointer<UInt8>, of bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var k = 0
+        while k < p.count {
+            if p[k] != fold(bytes[k]) { return false }
+            k += 1
+        }
+        return true
     }
 }

@@ -3,6 +3,11 @@ public struct HTTPFieldRange: Sendable, Equatable {
     public var name: Range<Int>
     /// OWS-trimmed, as the parser validated it.
     public var value: Range<Int>
+
+    public init(name: Range<Int>, value: Range<Int>) {
+        self.name = name
+        self.value = value
+    }
 }
 
 /// A response head as ranges of the buffer it was parsed from (`HTTP1Parser.parseResponseHeadLines`):
@@ -30,6 +35,8 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         var listed: UInt64 = 0
         var via: UInt64 = 0
         var contentLength: UInt64 = 0
+        /// More than one Content-Length field, or a list in one (`5, 5`).
+        var contentLengthList = false
         var hasListed = false
         var hasConnection = false
         var listsKeepAlive = false
@@ -115,7 +122,11 @@ struct ForwardingFilter {
     /// Calls `body` with each field that goes on unchanged, in order (Via, rewritten by the caller,
     /// and Content-Length when `dropContentLength` are not among them). Returns whether the kept Via
     /// values join to something (an all-empty join counts as none), for `forEachVia`.
+    /// Content-Length goes on once (RFC 9112 §6.3 allows collapsing identical values; differing ones
+    /// were refused by the parser where they frame the body): repeated fields or a list (`5, 5`)
+    /// become the first field with its first member (`HTTPFields.collapseContentLength`).
     func forEachKept(dropContentLength: Bool, _ body: (HTTPFieldRange) -> Void) -> Bool {
+        if !dropContentLength && classes.contentLengthList { return forEachKeptCollapsing(body) }
         var viaBytes = 0
         var viaCount = 0
         for i in fields.indices {
@@ -128,6 +139,44 @@ struct ForwardingFilter {
                 continue
             }
             if dropContentLength && isContentLength(i, n) { continue }
+            body(f)
+        }
+        return viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0
+    }
+
+    /// `forEachKept` for a head with a repeated Content-Length (rare): the first field goes on with
+    /// its first value, the others not.
+    private func forEachKeptCollapsing(_ body: (HTTPFieldRange) -> Void) -> Bool {
+        var sent = false
+        return forEachKept(dropContentLength: true) { f in
+            // Kept fields come in order: the first Content-Length is written where it stood.
+            body(f)
+        } onContentLength: { f in
+            guard !sent else { return }
+            sent = true
+            body(HTTPFieldRange(name: f.name, value: HTTPFields.firstListMember(buf, f.value)))
+        }
+    }
+
+    /// The kept fields in order, Content-Length ones handed to `onContentLength` instead of `body`.
+    private func forEachKept(dropContentLength: Bool, _ body: (HTTPFieldRange) -> Void,
+                             onContentLength: (HTTPFieldRange) -> Void) -> Bool
+    {
+        var viaBytes = 0
+        var viaCount = 0
+        for i in fields.indices {
+            let f = fields[i]
+            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
+            guard keeps(i, n) else { continue }
+            if isVia(i, n) {
+                viaBytes += f.value.count
+                viaCount += 1
+                continue
+            }
+            if isContentLength(i, n) {
+                onContentLength(f)
+                continue
+            }
             body(f)
         }
         return viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0

@@ -45,7 +45,8 @@ public enum HTTP2RequestViolation: Error, Equatable, Sendable, CustomStringConve
 
 /// RFC 9113 §8.3 request validation and the mapping of an HTTP/2 request to the gateway's
 /// `HTTPRequestHead`, so that routing, assertion checks and proxying run unchanged on h2 streams:
-/// method = :method, target = :path, a `Host` field from :authority (placed first), Cookie crumbs
+/// method = :method, target = :path, a `Host` field from :authority (placed first; the proxy relies
+/// on that), Cookie crumbs
 /// joined with "; " (§8.2.3), framing from content-length (else `.none` when the HEADERS frame ended
 /// the stream, `.chunked` — length unknown — otherwise). `minorVersion` is 1.
 public enum HTTP2RequestHead {
@@ -138,8 +139,8 @@ public enum HTTP2RequestHead {
         case (let a?, nil): effectiveHost = a
         case (nil, let h?): effectiveHost = h
         }
-        guard !effectiveHost.isEmpty, !effectiveHost.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7f || $0 == UInt8(ascii: "/") })
-        else { throw .invalidValue(name: ":authority") }
+        // Its syntax (`RequestSyntax.hostLength`) is checked by the proxy, which answers 400 bad_host
+        // as HTTP/1.1 does.
 
         if let cookieIndex { regular.insert(HTTPFields.Field("cookie", cookies.joined(separator: "; ")), at: cookieIndex) }
         regular[0].value = effectiveHost
