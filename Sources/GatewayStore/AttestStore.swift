@@ -161,6 +161,58 @@ public enum RegistrationOutcome: Sendable, Equatable {
     /// Stored and durable. `existing`: the key had been registered before (its counter kept).
     case registered(existing: Bool)
     case challengeRejected(ChallengeRejection)
+    /// The key id is registered to another app id (`registeredAppID`); nothing changed.
+    case appConflict(registeredAppID: String)
+    /// The key was re-registered `KeyLimits.maxReregistrations` times in its current window;
+    /// nothing changed. The window ends in `retryAfterMillis`.
+    case reregistrationLimited(retryAfterMillis: Int64)
+    /// A new key, and the store holds `KeyLimits.maxKeys` keys already; nothing changed. Keys
+    /// registered before keep working and may re-register.
+    case keyCapacity(maxKeys: Int)
+}
+
+/// What bounds the keys of a store (config `store.max_keys`, `store.max_reregistrations`,
+/// `store.reregistration_window`, `store.key_idle_ttl`). Checked inside the registration's atomic
+/// step, after the challenge: a refusal changes nothing (the challenge stays unconsumed).
+public struct KeyLimits: Sendable, Equatable {
+    /// Registered keys the store accepts; a new key beyond it is refused (`.keyCapacity`).
+    public var maxKeys: Int
+    /// Registrations of a key already registered, per window (1 to 255).
+    public var maxReregistrations: Int
+    /// The re-registration window: it starts with a key's first re-registration after the previous
+    /// window ended (the memory store keeps it with one-second resolution).
+    public var reregistrationWindowMillis: Int64
+    /// Keys whose last registration or accepted assertion is this old are removed by
+    /// `MemoryAttestStore.sweepIdleKeys` (journaled). nil: never (the default).
+    public var keyIdleTTLMillis: Int64?
+
+    public init(
+        maxKeys: Int = KeyLimits.defaultMaxKeys, maxReregistrations: Int = 3,
+        reregistrationWindowMillis: Int64 = 3_600_000, keyIdleTTLMillis: Int64? = nil
+    ) {
+        self.maxKeys = max(0, maxKeys)
+        self.maxReregistrations = min(255, max(1, maxReregistrations))
+        self.reregistrationWindowMillis = max(1_000, reregistrationWindowMillis)
+        self.keyIdleTTLMillis = keyIdleTTLMillis.map { max(1_000, $0) }
+    }
+
+    /// The memory the default key cap is derived from: 1 GiB.
+    public static let defaultMemoryBudget = 1 << 30
+    /// What one key costs the memory store, rounded up from the measured 163 B per key at
+    /// 1,000,000 keys (`bench/key-memory`; receipts are on disk or, without a data directory, not
+    /// kept).
+    public static let memoryBytesPerKey = 176
+    /// `defaultMemoryBudget / memoryBytesPerKey` = 6,100,805 keys.
+    public static let defaultMaxKeys = defaultMemoryBudget / memoryBytesPerKey
+
+    /// What a key costs Redis besides its receipt (the hash, its field names and values, the key
+    /// name), rounded up from `MEMORY USAGE` of a registered key.
+    public static let redisBytesPerKeyWithoutReceipt = 512
+    /// The Redis store's default cap: the same budget over what a key costs Redis with a receipt
+    /// of `maxReceipt` bytes, the largest that `limits.max_receipt` lets through (Redis keeps receipts).
+    public static func defaultRedisMaxKeys(maxReceipt: Int) -> Int {
+        defaultMemoryBudget / (redisBytesPerKeyWithoutReceipt + max(0, maxReceipt))
+    }
 }
 
 public struct AssertionCommit: Sendable, Equatable {

@@ -16,23 +16,23 @@ extension MemoryAttestStore {
     /// store in this process, cannot open it meanwhile.
     public static func open(
         directory: String?, shards: Int = 64, maxLiveChallenges: Int = 1_000_000,
-        observer: (any AttestStoreObserver)? = nil
+        observer: (any AttestStoreObserver)? = nil, limits: KeyLimits = KeyLimits()
     ) throws -> MemoryAttestStore {
         try open(directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
-                 exclusive: true)
+                 exclusive: true, limits: limits)
     }
 
     /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
     /// a second store while the first, never closed, still holds the lock.
     static func open(
         directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
-        exclusive: Bool
+        exclusive: Bool, limits: KeyLimits = KeyLimits()
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
         }
         guard let directory else {
-            return MemoryAttestStore(shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer)
+            return MemoryAttestStore(shards: shards, maxLiveChallenges: maxLiveChallenges, limits: limits, observer: observer)
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
@@ -64,11 +64,13 @@ extension MemoryAttestStore {
             expected = seq + 1
         }
         var replayed = 0
+        var unmatched: [KeyBits: String] = [:]
         for (i, seq) in replay.enumerated() {
             replayed += try replaySegment(
                 "\(directory)/\(JournalFormat.segmentName(seq))", seq: seq, isLast: i == replay.count - 1,
-                into: &states)
+                into: &states, unmatched: &unmatched)
         }
+        if let why = unmatched.values.min() { throw StoreError(.unavailable, why) }
 
         // Clean: the marker names this snapshot and nothing was journaled after it.
         var clean = false
@@ -96,8 +98,19 @@ extension MemoryAttestStore {
         for seq in segments where seq < firstSeq {
             try FileIO.unlink("\(directory)/\(JournalFormat.segmentName(seq))")  // left by an interrupted cleanup
         }
+        // The snapshot names the receipts file its records (and every later journal record) point
+        // into; any other one was superseded, or written by a compaction that did not finish.
+        let receiptsGeneration = loaded?.header.receiptsGeneration ?? 0
+        let receiptsName = Journal.receiptsName(generation: receiptsGeneration)
+        if receiptsGeneration > 0 && !names.contains(receiptsName) {
+            throw StoreError(
+                .unavailable, "data directory \(directory) lacks \(receiptsName), the receipts file \(SnapshotFormat.fileName) names")
+        }
+        for name in names where Journal.isReceiptsFile(name) && name != receiptsName {
+            try FileIO.unlink("\(directory)/\(name)")
+        }
 
-        let receiptsPath = "\(directory)/\(Journal.receiptsName)"
+        let receiptsPath = "\(directory)/\(receiptsName)"
         let receiptsFD = try FileIO.open(receiptsPath, O_WRONLY | O_CREAT | O_APPEND)
         let receipts = FileHandle(fd: receiptsFD, path: receiptsPath)
         let receiptsEnd = try FileIO.fileSize(receiptsFD, path: receiptsPath)
@@ -109,8 +122,9 @@ extension MemoryAttestStore {
             observer: observer)
         journal.startPeriodicSync()
         let store = MemoryAttestStore(
-            states: states, live: live, maxLiveChallenges: maxLiveChallenges, clean: clean, directory: directory,
-            journal: journal, receiptsReader: reader, observer: observer)
+            states: states, live: live, maxLiveChallenges: maxLiveChallenges, limits: limits, clean: clean,
+            directory: directory, journal: journal, receipts: ReceiptsFile(reader: reader, generation: receiptsGeneration),
+            observer: observer)
         store.directoryLock.withLock { $0 = lock }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
         return store
@@ -146,9 +160,13 @@ extension MemoryAttestStore {
     /// Applies one segment's records to `states`; returns how many. A torn last record of the last
     /// segment is cut off (the file is truncated to its last whole record); anything else that
     /// does not parse is an error.
-    static func replaySegment(_ path: String, seq: UInt64, isLast: Bool, into states: inout [ShardState])
-        throws -> Int
-    {
+    ///
+    /// An advance of a key that is not there is an error unless a later removal of that key follows
+    /// (a snapshot copied after the removal lacks the key): such advances wait in `unmatched`, which
+    /// the caller checks once every segment is replayed.
+    static func replaySegment(
+        _ path: String, seq: UInt64, isLast: Bool, into states: inout [ShardState], unmatched: inout [KeyBits: String]
+    ) throws -> Int {
         let fd = try FileIO.open(path, O_RDWR)
         defer { Glibc.close(fd) }
         let size = try FileIO.fileSize(fd, path: path)
@@ -174,7 +192,7 @@ extension MemoryAttestStore {
             var r = ByteReader(all)
             guard let magic = r.take(8), Array(magic) == JournalFormat.magic else { throw corrupt("bad magic") }
             let version = r.u32()!
-            guard version == JournalFormat.version else {
+            guard JournalFormat.readableVersions.contains(version) else {
                 throw StoreError(
                     .unavailable,
                     "journal \(path) has unknown version \(version); this build reads version \(JournalFormat.version)")
@@ -211,12 +229,19 @@ extension MemoryAttestStore {
                 case .advance(let key, let counter, let lastSeen):
                     let s = Int(key.w0 & mask)
                     guard let i = states[s].find(key) else {
-                        throw corrupt("record at offset \(at) advances the counter of an unregistered key")
+                        if unmatched[key] == nil {
+                            unmatched[key] = corrupt("record at offset \(at) advances the counter of an unregistered key").detail
+                        }
+                        break
                     }
                     states[s].update(at: i) { x in
                         x.counter = max(x.counter, counter)
                         x.lastSeen = max(x.lastSeen, lastSeen)
                     }
+                case .removal(let key):
+                    let s = Int(key.w0 & mask)
+                    unmatched[key] = nil
+                    if let i = states[s].find(key) { states[s].remove(at: i) }  // absent: already removed
                 }
                 count += 1
             }
@@ -246,6 +271,7 @@ extension MemoryAttestStore {
     private func writeSnapshot() throws -> (report: SnapshotReport, generation: UInt64) {
         guard let journal, let directory else { throw StoreError(.unavailable, "a memory-only store has no snapshots") }
         let start = ContinuousClock.now
+        if receiptsNeedCompaction { return try compactReceiptsWithSnapshot(journal: journal, directory: directory, start: start) }
         let seq = try journal.rotate()
         var copies: [SnapshotFormat.ShardCopy] = []
         copies.reserveCapacity(shards.count)
@@ -264,7 +290,8 @@ extension MemoryAttestStore {
         let generation = UInt64.random(in: 1 ... .max)
         let header = SnapshotFormat.Header(
             shardCount: shards.count, generation: generation, journalSeq: seq, keyCount: keys,
-            challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+            challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000,
+            receiptsGeneration: receipts.withLock { $0.generation })
         let bytes = try SnapshotFormat.write(directory: directory, header: header, shards: copies)
         copies.removeAll()
         for name in try FileIO.listDirectory(directory) {

@@ -64,7 +64,7 @@ struct PointBits {
     }
 }
 
-/// One registered key: 136 bytes, no references. Strings are indices into the shard's intern table.
+/// One registered key: 144 bytes, no references. Strings are indices into the shard's intern table.
 struct KeyRecord {
     var key: KeyBits
     var point: PointBits
@@ -80,6 +80,10 @@ struct KeyRecord {
     var lastSeen: UInt32
     /// bit 0: production, bit 1: has validation category.
     var flags: UInt8
+    /// Re-registrations counted in the window that started at `reregistrationWindow`.
+    var reregistrations: UInt8 = 0
+    /// Start of the current re-registration window, Unix seconds; 0: no re-registration yet.
+    var reregistrationWindow: UInt32 = 0
 
     static let noString = UInt32.max
     static let flagProduction: UInt8 = 1
@@ -158,7 +162,8 @@ struct ExpiryItem {
 ///
 /// Keys: records in fixed chunks of `chunkSize` (so growth never copies the whole shard and the
 /// slack is at most one chunk), found through an open-addressing table of `UInt32` (record index + 1,
-/// 0 = empty, linear probing, load ≤ 3/4). Keys are never deleted, so no tombstones.
+/// 0 = empty, linear probing, load ≤ 3/4). A removed key (idle eviction) leaves no tombstone: its
+/// slot is closed by backward shifting and the last record moves into its place.
 struct ShardState {
     static let chunkShift = 9
     static let chunkSize = 1 << chunkShift
@@ -170,8 +175,6 @@ struct ShardState {
     var stringIndex: [String: UInt32] = [:]
     var challenges: [ChallengeBits: ChallengeEntry] = [:]
     var expiries = ExpiryHeap()
-    /// Receipts when the store has no data directory.
-    var memoryReceipts: [KeyBits: [UInt8]] = [:]
     let seed: UInt64
 
     init(seed: UInt64) {
@@ -226,6 +229,38 @@ struct ShardState {
         slots[i] = UInt32(count + 1)
         count += 1
         return true
+    }
+
+    /// Removes the key at record `index`: its slot is emptied by backward-shift deletion (the
+    /// entries after it in its probe run move up so every lookup still finds them), then the last
+    /// record moves into `index` (its slot is repointed) so records stay dense.
+    mutating func remove(at index: Int) {
+        let mask = slots.count - 1
+        var hole = slotHash(record(at: index).key) & mask
+        while slots[hole] != UInt32(index + 1) { hole = (hole + 1) & mask }
+        var next = (hole + 1) & mask
+        while slots[next] != 0 {
+            let home = slotHash(record(at: Int(slots[next] - 1)).key) & mask
+            // The entry at `next` may move into the hole unless its home lies cyclically in (hole, next].
+            let stays = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next)
+            if !stays {
+                slots[hole] = slots[next]
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        slots[hole] = 0
+        let last = count - 1
+        if index != last {
+            let moved = record(at: last)
+            var i = slotHash(moved.key) & mask
+            while slots[i] != UInt32(last + 1) { i = (i + 1) & mask }
+            slots[i] = UInt32(index + 1)
+            update(at: index) { $0 = moved }
+        }
+        chunks[last >> Self.chunkShift].removeLast()
+        if chunks[last >> Self.chunkShift].isEmpty { chunks.removeLast() }
+        count -= 1
     }
 
     private mutating func place(_ key: KeyBits, index: Int) {

@@ -10,6 +10,10 @@ public protocol AttestStoreObserver: Sendable {
     func restored(keys: Int, seconds: Double)
     /// A sweep removed `count` challenges that expired without being consumed.
     func challengesExpired(_ count: Int)
+    /// `sweepIdleKeys` removed `count` keys idle for `key_idle_ttl`.
+    func keysEvicted(_ count: Int)
+    /// A snapshot compacted the receipts file.
+    func receiptsCompacted(_ report: ReceiptCompactionReport)
 }
 
 extension AttestStoreObserver {
@@ -17,4 +21,6 @@ extension AttestStoreObserver {
     public func snapshotWritten(_ report: SnapshotReport) {}
     public func restored(keys: Int, seconds: Double) {}
     public func challengesExpired(_ count: Int) {}
+    public func keysEvicted(_ count: Int) {}
+    public func receiptsCompacted(_ report: ReceiptCompactionReport) {}
 }
