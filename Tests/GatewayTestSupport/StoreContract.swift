@@ -114,7 +114,10 @@ public let contractKeyLimits = KeyLimits(maxKeys: 3, maxReregistrations: 2, rere
 /// The key bounds (issue 19), on any store made with `contractKeyLimits` and holding no key: the
 /// re-registration window, the app a key is registered to, and the key cap. Every refusal changes
 /// nothing: the key keeps its record and the challenge stays usable. `t0` must be a whole second.
-public func checkKeyBounds(_ store: any AttestStore, rng: inout SeededRandom, t0: Int64) throws {
+/// `beforeCap` runs once the store holds 3 keys (Redis Cluster: the count is read, not scripted).
+public func checkKeyBounds(
+    _ store: any AttestStore, rng: inout SeededRandom, t0: Int64, beforeCap: () throws -> Void = {}
+) throws {
     let a = makeRecord(&rng, seen: t0)
     func fresh(_ r: DeviceKeyRecord, at now: Int64) throws -> RegistrationOutcome {
         try store.registerNow(r, challenge: try store.issue(.register, key: r.keyID, now: now).token, now: now)
@@ -146,6 +149,7 @@ public func checkKeyBounds(_ store: any AttestStore, rng: inout SeededRandom, t0
     let c = makeRecord(&rng, seen: t0)
     #expect(try fresh(b, at: t0 + 62_000) == .registered(existing: false))
     #expect(try fresh(c, at: t0 + 62_000) == .registered(existing: false))
+    try beforeCap()
     let d = makeRecord(&rng, seen: t0)
     let refused = try store.issue(.register, key: d.keyID, now: t0 + 62_000)
     #expect(try store.registerNow(d, challenge: refused.token, now: t0 + 62_000) == .keyCapacity(maxKeys: 3))
