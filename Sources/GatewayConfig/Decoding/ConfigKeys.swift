@@ -14,7 +14,7 @@ enum ConfigKeys {
     static let admin = ["address"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
-        "body_timeout", "drain_timeout", "max_connections",
+        "body_timeout", "drain_timeout", "max_connections", "max_receipt",
     ]
     static let upstream = [
         "name", "url", "max_connections", "connect_timeout", "response_timeout", "idle_timeout", "tls",
@@ -26,9 +26,14 @@ enum ConfigKeys {
     static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
     static let trust = ["extra_roots"]
     static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
-    static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval"]
-    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"]
-    static let store = ["kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas", "cluster", "seeds"]
+    /// Key bounds, on either kind of store.
+    static let storeKeys = ["max_keys", "max_reregistrations", "reregistration_window"]
+    static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval", "key_idle_ttl"] + storeKeys
+    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"] + storeKeys
+    static let store = [
+        "kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas", "cluster", "seeds",
+        "key_idle_ttl",
+    ] + storeKeys
     static let logging = ["level", "access_log"]
 
     /// Section name to keys, for the documentation test.
