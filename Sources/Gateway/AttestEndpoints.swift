@@ -140,7 +140,9 @@ extension GatewayRouter {
         o.set("action", e.error.action.rawValue)
         o.set("requestId", id)
         if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
-        return LocalResponse.json(status ?? e.error.status, o.description, headers: HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")]))
+        var headers = HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")])
+        if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
+        return LocalResponse.json(status ?? e.error.status, o.description, headers: headers)
     }
 
     // MARK: - Protected routes (mode enforce or shadow)

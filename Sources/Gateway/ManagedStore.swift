@@ -21,6 +21,9 @@ final class ManagedStore: @unchecked Sendable {
     private var timer: (any DispatchSourceTimer)?
     private let lastSnapshot: LastSnapshot
     private var closed = false
+    /// How often idle keys are swept (`key_idle_ttl / 8`, from 1 s to 60 s), when they are evicted.
+    private var idleSweepMillis: Int64?
+    private var lastIdleSweep: Int64 = 0
 
     private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?, lastSnapshot: LastSnapshot) {
         self.memory = memory
@@ -43,44 +46,64 @@ final class ManagedStore: @unchecked Sendable {
     /// False while the Redis store has no live connection (`/readyz` answers 503 then).
     var isHealthy: Bool { redis?.isHealthy ?? true }
 
-    static func open(_ config: StoreConfig, metrics: AttestMetrics) throws -> ManagedStore {
+    /// The store's key bounds from `store` (and `limits.max_receipt`, from which the Redis store's
+    /// default cap is derived).
+    static func keyLimits(_ config: StoreConfig, maxReceipt: Int) -> KeyLimits {
+        let derived: Int
+        switch config.backend {
+        case .memory: derived = KeyLimits.defaultMaxKeys
+        case .redis: derived = KeyLimits.defaultRedisMaxKeys(maxReceipt: maxReceipt)
+        }
+        let k = config.keys
+        return KeyLimits(
+            maxKeys: k.maxKeys ?? derived, maxReregistrations: k.maxReregistrations,
+            reregistrationWindowMillis: k.reregistrationWindow.millis, keyIdleTTLMillis: k.idleTTL?.millis)
+    }
+
+    static func open(_ config: StoreConfig, maxReceipt: Int = LimitsConfig().maxReceipt, metrics: AttestMetrics) throws -> ManagedStore {
+        let limits = keyLimits(config, maxReceipt: maxReceipt)
+        metrics.keyCapacity(limits.maxKeys)
         let m: StoreConfig.Memory
         switch config.backend {
         case .memory(let memoryConfig): m = memoryConfig
-        case .redis(let r): return openRedis(r, metrics: metrics)
+        case .redis(let r): return openRedis(r, limits: limits, metrics: metrics)
         }
         let started = Date()
         let last = LastSnapshot()
         let memory = try MemoryAttestStore.open(
-            directory: m.dataDirectory, shards: m.shards, observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last))
+            directory: m.dataDirectory, shards: m.shards, observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last),
+            limits: limits)
         let seconds = Date().timeIntervalSince(started)
         let stats = memory.statistics
         GatewayEvents.log("info", "store restored", [
             ("kind", "memory"), ("data_dir", m.dataDirectory ?? "-"), ("keys", String(stats.keys)),
             ("live_challenges", String(stats.liveChallenges)), ("last_stop", memory.lastStopWasClean ? "clean" : "unclean"),
-            ("seconds", String(format: "%.3f", seconds)),
+            ("seconds", String(format: "%.3f", seconds)), ("max_keys", String(limits.maxKeys)),
+            ("key_idle_ttl", config.keys.idleTTL.map { "\($0.millis / 1000)s" } ?? "off"),
         ])
         if !memory.lastStopWasClean {
             GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
         }
-        return ManagedStore(
+        let store = ManagedStore(
             memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
+        store.idleSweepMillis = limits.keyIdleTTLMillis.map { min(60_000, max(1_000, $0 / 8)) }
+        return store
     }
 
     /// Starts the connections and waits up to the command timeout (at least 1 s) for the first
     /// one; a Redis that is down at start is not fatal: the gateway starts not ready, answers 503
     /// `store_unavailable` (or fails open where the route says so) and connects when Redis returns.
-    private static func openRedis(_ r: StoreConfig.Redis, metrics: AttestMetrics) -> ManagedStore {
+    private static func openRedis(_ r: StoreConfig.Redis, limits: KeyLimits, metrics: AttestMetrics) -> ManagedStore {
         let endpoint = RedisEndpoint(host: r.url.host, port: r.url.port, database: r.url.database, timeoutMillis: r.timeout.millis)
         let seeds = r.seeds.map { RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis) }
         let store = RedisAttestStore(
-            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds),
+            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds, limits: limits),
             observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
         let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
         if connected {
             var fields = [
                 ("kind", "redis"), ("url", r.url.description), ("timeout_ms", String(r.timeout.millis)),
-                ("wait_replicas", String(r.waitReplicas)),
+                ("wait_replicas", String(r.waitReplicas)), ("max_keys", String(limits.maxKeys)),
             ]
             if r.cluster { fields += [("cluster", "true"), ("nodes", store.clusterNodes.joined(separator: ","))] }
             GatewayEvents.log("info", "store connected", fields)
@@ -121,9 +144,20 @@ final class ManagedStore: @unchecked Sendable {
             return
         }
         guard let memory else { return }
-        _ = memory.sweepExpired(nowMillis: AttestContext.nowMillis())  // counted through the observer
+        let now = AttestContext.nowMillis()
+        _ = memory.sweepExpired(nowMillis: now)  // counted through the observer
+        if let every = idleSweepMillis, now - lastIdleSweep >= every {
+            lastIdleSweep = now
+            do {
+                try memory.sweepIdleKeys(nowMillis: now)  // counted through the observer
+            } catch {
+                GatewayEvents.log("error", "idle key sweep failed; idle keys stay until a sweep succeeds", [("error", "\(error)")])
+            }
+        }
         let stats = memory.statistics
         metrics.storeSizes(keys: stats.keys, challenges: stats.liveChallenges)
+        let receipts = memory.receiptBytes
+        metrics.receiptBytes(live: receipts.live, file: receipts.file)
         guard snapshotInterval != nil else { return }
         // The age of the oldest change not yet in a snapshot: 0 while everything is covered (an idle
         // gateway does not rewrite an unchanged snapshot, and must not look stale for it).
@@ -164,6 +198,17 @@ struct StoreMetricsObserver: AttestStoreObserver {
     }
     func restored(keys: Int, seconds: Double) { metrics.restored(seconds: seconds) }
     func challengesExpired(_ count: Int) { metrics.challengesExpired(count) }
+    func keysEvicted(_ count: Int) {
+        metrics.keysEvicted(count)
+        GatewayEvents.log("info", "idle keys removed", [("keys", String(count))])
+    }
+    func receiptsCompacted(_ report: ReceiptCompactionReport) {
+        metrics.receiptsCompacted()
+        GatewayEvents.log("info", "receipts compacted", [
+            ("receipts", String(report.receipts)), ("live_bytes", String(report.liveBytes)),
+            ("reclaimed_bytes", String(report.reclaimedBytes)), ("seconds", String(format: "%.3f", report.seconds)),
+        ])
+    }
 }
 
 /// When the last snapshot was written (or the store opened).
