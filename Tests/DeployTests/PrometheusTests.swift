@@ -70,6 +70,8 @@ struct PrometheusTests {
             ("AttestGatewayStoreErrors", ["attest_gateway_store_operation_errors_total", "operation"]),
             ("AttestGatewayUpstream5xx", ["attest_gateway_requests_total", "status_class=\"5xx\""]),
             ("AttestGatewayUpstreamErrors", ["attest_gateway_upstream_errors_total"]),
+            ("AttestGatewayKeyCapacityNearlyFull", ["attest_gateway_store_keys", "attest_gateway_store_key_capacity"]),
+            ("AttestGatewayKeyCapacityReached", ["attest_gateway_registrations_total", "reason=\"key_capacity\""]),
         ]
         for (alert, needles) in required {
             let e = expanded(alert)
