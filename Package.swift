@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "attest-sim", targets: ["attest-sim"]),
         .library(name: "GatewayStore", targets: ["GatewayStore"]),
+        .library(name: "GatewayRedis", targets: ["GatewayRedis"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

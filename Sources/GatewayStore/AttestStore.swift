@@ -198,20 +198,26 @@ public struct KeyLimits: Sendable, Equatable {
 
     /// The memory the default key cap is derived from: 1 GiB.
     public static let defaultMemoryBudget = 1 << 30
-    /// What one key costs the memory store, rounded up from the measured 163 B per key at
+    /// What one key costs the memory store, rounded up from the measured 161.5 B per key at
     /// 1,000,000 keys (`bench/key-memory`; receipts are on disk or, without a data directory, not
     /// kept).
     public static let memoryBytesPerKey = 176
     /// `defaultMemoryBudget / memoryBytesPerKey` = 6,100,805 keys.
     public static let defaultMaxKeys = defaultMemoryBudget / memoryBytesPerKey
 
-    /// What a key costs Redis besides its receipt (the hash, its field names and values, the key
-    /// name), rounded up from `MEMORY USAGE` of a registered key.
-    public static let redisBytesPerKeyWithoutReceipt = 512
-    /// The Redis store's default cap: the same budget over what a key costs Redis with a receipt
-    /// of `maxReceipt` bytes, the largest that `limits.max_receipt` lets through (Redis keeps receipts).
+    /// What a key costs Redis besides its receipt: `MEMORY USAGE` of a key record is 928 B with a
+    /// 1-byte receipt (a hash in `hashtable` encoding: the 65-byte point is over
+    /// `hash-max-listpack-value`), plus its entry in the keyspace; rounded up.
+    public static let redisBytesPerKeyWithoutReceipt = 1_280
+    /// What a key costs Redis with a receipt of `maxReceipt` bytes: the allocator rounds the
+    /// receipt up by less than a quarter (jemalloc size classes); measured 21,400 B at 16 KiB.
+    public static func redisBytesPerKey(maxReceipt: Int) -> Int {
+        redisBytesPerKeyWithoutReceipt + max(0, maxReceipt) * 5 / 4
+    }
+    /// The Redis store's default cap: the same budget over what a key costs Redis with the largest
+    /// receipt `limits.max_receipt` lets through (Redis keeps receipts): 49,344 keys at 16 KiB.
     public static func defaultRedisMaxKeys(maxReceipt: Int) -> Int {
-        defaultMemoryBudget / (redisBytesPerKeyWithoutReceipt + max(0, maxReceipt))
+        defaultMemoryBudget / redisBytesPerKey(maxReceipt: maxReceipt)
     }
 }
 
