@@ -35,6 +35,7 @@ final class AttestMetrics: Sendable {
     private let receiptsLive: Meter
     private let receiptsFile: Meter
     private let compactions: Counter
+    private let compactionFailures: Counter
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
 
@@ -58,7 +59,8 @@ final class AttestMetrics: Sendable {
         evicted = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
         receiptsLive = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "live")], factory: factory)
         receiptsFile = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "file")], factory: factory)
-        compactions = Counter(label: Self.receiptCompactions, dimensions: [], factory: factory)
+        compactions = Counter(label: Self.receiptCompactions, dimensions: [("result", "success")], factory: factory)
+        compactionFailures = Counter(label: Self.receiptCompactions, dimensions: [("result", "failure")], factory: factory)
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
         })
@@ -95,7 +97,7 @@ final class AttestMetrics: Sendable {
         receiptsLive.set(live)
         receiptsFile.set(file)
     }
-    func receiptsCompacted() { compactions.increment() }
+    func receiptsCompacted(success: Bool) { (success ? compactions : compactionFailures).increment() }
 }
 
 /// One loop's verdict counters, cached without locks (the verdict is counted on every protected request).

@@ -202,8 +202,14 @@ struct StoreMetricsObserver: AttestStoreObserver {
         metrics.keysEvicted(count)
         GatewayEvents.log("info", "idle keys removed", [("keys", String(count))])
     }
+    func receiptCompactionFailed(_ error: StoreError) {
+        metrics.receiptsCompacted(success: false)
+        GatewayEvents.log("error", "receipt compaction failed; the snapshot was written without it; tried again once the receipts file grows by 1 MiB", [
+            ("error", "\(error)"),
+        ])
+    }
     func receiptsCompacted(_ report: ReceiptCompactionReport) {
-        metrics.receiptsCompacted()
+        metrics.receiptsCompacted(success: true)
         GatewayEvents.log("info", "receipts compacted", [
             ("receipts", String(report.receipts)), ("live_bytes", String(report.liveBytes)),
             ("reclaimed_bytes", String(report.reclaimedBytes)), ("seconds", String(format: "%.3f", report.seconds)),

@@ -43,6 +43,8 @@ public final class MemoryAttestStore: AttestStore {
     /// A compaction runs with a snapshot once the receipts file holds at least this many superseded
     /// bytes and at least half as many as live ones (1 MiB; tests lower it).
     let compactionMinimumGarbage = Atomic<Int>(1 << 20)
+    /// After a compaction failed: the receipts file size from which one is tried again.
+    let compactionDeferredUntil = Atomic<Int>(0)
     /// Tests: called at each step of a receipt compaction; throwing there leaves the files as a
     /// crash at that point would.
     let compactionHook = Mutex<(@Sendable (CompactionStep) throws -> Void)?>(nil)

@@ -271,7 +271,13 @@ extension MemoryAttestStore {
     private func writeSnapshot() throws -> (report: SnapshotReport, generation: UInt64) {
         guard let journal, let directory else { throw StoreError(.unavailable, "a memory-only store has no snapshots") }
         let start = ContinuousClock.now
-        if receiptsNeedCompaction { return try compactReceiptsWithSnapshot(journal: journal, directory: directory, start: start) }
+        if receiptsNeedCompaction {
+            do {
+                return try compactReceiptsWithSnapshot(journal: journal, directory: directory, start: start)
+            } catch let aborted as CompactionAborted {
+                observer?.receiptCompactionFailed(aborted.error)  // the snapshot goes on without it
+            }
+        }
         let seq = try journal.rotate()
         var copies: [SnapshotFormat.ShardCopy] = []
         copies.reserveCapacity(shards.count)

@@ -40,9 +40,18 @@ extension MemoryAttestStore {
 
     var receiptsNeedCompaction: Bool {
         guard let journal else { return false }
+        let end = Int(journal.receiptsEnd)
         let live = liveReceiptBytes.load(ordering: .relaxed)
-        let garbage = Int(journal.receiptsEnd) - live
+        let garbage = end - live
         return garbage > 0 && garbage >= compactionMinimumGarbage.load(ordering: .relaxed) && garbage * 2 >= live
+            && end >= compactionDeferredUntil.load(ordering: .relaxed)
+    }
+
+    /// A compaction that stopped before its snapshot was installed: nothing changed (its files were
+    /// removed), and the snapshot is written without it. Retried once the receipts file has grown
+    /// by another `compactionMinimumGarbage`.
+    struct CompactionAborted: Error {
+        let error: StoreError
     }
 
     private func reach(_ step: CompactionStep) throws {
@@ -59,14 +68,34 @@ extension MemoryAttestStore {
     /// every offset relocated and names generation g+1; once it is renamed into place the journal
     /// appends to the new file and every record in memory is relocated.
     /// Then the covered segments and the old receipts file are removed.
+    ///
+    /// A failure before the new snapshot is installed (a full disk cannot hold the copy, a receipt
+    /// cannot be read) removes the new files and throws `CompactionAborted`: the caller writes the
+    /// snapshot without compacting. (Errors a test hook throws pass through untouched, as a crash.)
     func compactReceiptsWithSnapshot(journal: Journal, directory: String, start: ContinuousClock.Instant)
         throws -> (report: SnapshotReport, generation: UInt64)
     {
+        let newGeneration = receipts.withLock { $0.generation } + 1
+        let newPath = "\(directory)/\(Journal.receiptsName(generation: newGeneration))"
+        var installed = false
+        do {
+            return try compact(journal: journal, directory: directory, start: start, newPath: newPath, installed: &installed)
+        } catch let error as StoreError where !installed {
+            try? FileIO.unlink(newPath + ".tmp")
+            try? FileIO.unlink(newPath)
+            compactionDeferredUntil.store(
+                Int(journal.receiptsEnd) + max(1, compactionMinimumGarbage.load(ordering: .relaxed)), ordering: .relaxed)
+            throw CompactionAborted(error: error)
+        }
+    }
+
+    private func compact(
+        journal: Journal, directory: String, start: ContinuousClock.Instant, newPath: String, installed: inout Bool
+    ) throws -> (report: SnapshotReport, generation: UInt64) {
         let (oldGeneration, oldReader) = receipts.withLock { ($0.generation, $0.reader) }
         guard let oldReader else { throw StoreError(.unavailable, "the receipts file is not open") }
         let oldEnd = Int(journal.receiptsEnd)
         let newGeneration = oldGeneration + 1
-        let newPath = "\(directory)/\(Journal.receiptsName(generation: newGeneration))"
         let tmpPath = newPath + ".tmp"
         let copier = try ReceiptCopier(from: oldReader, to: tmpPath)
         var relocations = Relocations()
@@ -132,6 +161,7 @@ extension MemoryAttestStore {
             copies = []
             try reach(.snapshotWritten)
             try FileIO.rename("\(directory)/\(SnapshotFormat.fileName).tmp", "\(directory)/\(SnapshotFormat.fileName)")
+            installed = true
 
             // The new snapshot is in place (in a crash from here on it is the one restored): the
             // journal and memory follow it before any registration runs again.

@@ -14,6 +14,8 @@ public protocol AttestStoreObserver: Sendable {
     func keysEvicted(_ count: Int)
     /// A snapshot compacted the receipts file.
     func receiptsCompacted(_ report: ReceiptCompactionReport)
+    /// A receipt compaction failed before it changed anything; the snapshot was written without it.
+    func receiptCompactionFailed(_ error: StoreError)
 }
 
 extension AttestStoreObserver {
@@ -23,4 +25,5 @@ extension AttestStoreObserver {
     public func challengesExpired(_ count: Int) {}
     public func keysEvicted(_ count: Int) {}
     public func receiptsCompacted(_ report: ReceiptCompactionReport) {}
+    public func receiptCompactionFailed(_ error: StoreError) {}
 }

@@ -179,6 +179,49 @@ struct ReceiptCompactionTests {
         _ = a
     }
 
+    /// A compaction that cannot write its copy (here: its temporary file's path is a directory; in
+    /// production, a disk too full for a copy of the live receipts) changes nothing: the snapshot is
+    /// written without it, the failure is reported, and it is tried again once the file has grown.
+    @Test func aFailedCompactionStillWritesTheSnapshot() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        var rng = SeededRandom(seed: 306)
+        let records = (0..<30).map { _ in makeRecord(&rng, seen: t0) }
+        final class Failures: AttestStoreObserver {
+            let failed = Mutex<[StoreError]>([])
+            let compacted = Atomic<Int>(0)
+            let snapshots = Atomic<Int>(0)
+            func receiptCompactionFailed(_ error: StoreError) { failed.withLock { $0.append(error) } }
+            func receiptsCompacted(_ report: ReceiptCompactionReport) { compacted.wrappingAdd(1, ordering: .relaxed) }
+            func snapshotWritten(_ report: SnapshotReport) { snapshots.wrappingAdd(1, ordering: .relaxed) }
+        }
+        let observer = Failures()
+        let a = try MemoryAttestStore.open(directory: dir.path, shards: 4, observer: observer, limits: Self.roomy)
+        a.compactionMinimumGarbage.store(0, ordering: .relaxed)
+        var expected = try Self.fill(a, records)
+        let blocker = dir.file("receipts-0000000000000001.dat.tmp")
+        try FileManager.default.createDirectory(atPath: blocker, withIntermediateDirectories: false)
+        _ = try a.snapshot()
+        #expect(observer.failed.withLock { $0.count } == 1)
+        #expect(observer.snapshots.load(ordering: .relaxed) == 1)
+        #expect(a.receiptBytes == (30 * 600, 50 * 600))
+        #expect(Self.receiptFiles(dir) == ["receipts-0000000000000001.dat.tmp", "receipts.dat"])
+        try Self.check(a, records, expected)
+        // Not tried again until the file grows; then it completes.
+        _ = try a.commit(records[0].keyID, counter: 100, challenge: nil, now: t0 + 6_000)
+        _ = try a.snapshot()
+        #expect(observer.failed.withLock { $0.count } == 1)
+        try FileManager.default.removeItem(atPath: blocker)
+        expected[records[1].keyID] = receipt(records[1], version: 5)
+        try a.registerFresh(records[1], receipt: expected[records[1].keyID]!, now: t0 + 7_000)
+        _ = try a.snapshot()
+        #expect(observer.compacted.load(ordering: .relaxed) == 1)
+        #expect(a.receiptBytes == (30 * 600, 30 * 600))
+        #expect(Self.receiptFiles(dir) == ["receipts-0000000000000001.dat"])
+        #expect(try a.key(records[0].keyID)?.counter == 100)
+        try a.close()
+    }
+
     /// A receipt written without its journal record (a crash between the two writes) is garbage
     /// at the end of the file: it is reclaimed by the next compaction, never read.
     @Test func aTornReceiptTailIsReclaimed() throws {
