@@ -25,7 +25,10 @@ public protocol AttestStore: AnyObject, Sendable {
     /// One atomic step: the challenge is checked (known, unexpired, unconsumed, purpose `register`
     /// or unbound, bound key nil or `registration.record.keyID`) and consumed, and the key stored.
     /// A key registered already keeps the higher of the two counters (a registration never rolls a
-    /// counter back) and its first-seen time. Completes after the record is durable.
+    /// counter back) and its first-seen time. Completes after the record is durable. The store's
+    /// `KeyLimits` are checked in the same step, after the challenge: a key registered to another
+    /// app id (`.appConflict`), a re-registration beyond the key's window (`.reregistrationLimited`)
+    /// and a new key at the cap (`.keyCapacity`) change nothing.
     func register(
         _ registration: Registration, nowMillis: Int64,
         completion: @escaping @Sendable (Result<RegistrationOutcome, StoreError>) -> Void)
