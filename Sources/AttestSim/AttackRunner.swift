@@ -15,13 +15,15 @@ public enum AttackMode: String, Sendable, CaseIterable {
     case unknownKey = "unknown-key"
     case untrustedRoot = "untrusted-root"
     case expiredChallenge = "expired-challenge"
+    /// Signed for another host than the one it is sent to (client data version 2 only).
+    case wrongHost = "wrong-host"
 
     /// The refusal codes that prove the check this mode aims at (several where the gateway may
     /// reasonably check another property of the same request first).
     public var expectedCodes: [String] {
         switch self {
         case .replay: ["challenge_consumed", "counter_replay", "challenge_unknown"]
-        case .tamperedBody, .tamperedTarget: ["bad_signature"]
+        case .tamperedBody, .tamperedTarget, .wrongHost: ["bad_signature"]
         case .wrongAppID: ["app_id_mismatch", "app_not_allowed"]
         case .reusedChallenge: ["challenge_consumed", "challenge_unknown"]
         case .counterRollback: ["counter_replay"]
@@ -43,12 +45,14 @@ public enum AttackMode: String, Sendable, CaseIterable {
         case .unknownKey: "only registered keys assert"
         case .untrustedRoot: "only attestations chaining to a trusted root register"
         case .expiredChallenge: "a challenge expires after its TTL"
+        case .wrongHost: "the assertion covers the host (client data v2): a request signed for one host is refused on another"
         }
     }
 
-    /// Parses `--mode`: one mode or `all`.
-    public static func parse(_ text: String) throws(AttestSimError) -> [AttackMode] {
-        if text == "all" { return allCases }
+    /// Parses `--mode`: one mode or `all` (without `wrong-host` on a version 1 route, which does not
+    /// bind the host).
+    public static func parse(_ text: String, clientData: ClientDataVersion = .v2) throws(AttestSimError) -> [AttackMode] {
+        if text == "all" { return clientData == .v1 ? allCases.filter { $0 != .wrongHost } : allCases }
         guard let m = AttackMode(rawValue: text) else {
             throw .usage("--mode must be all or one of: \(allCases.map(\.rawValue).joined(separator: ", ")) (got \"\(text)\")")
         }
@@ -68,13 +72,20 @@ public struct AttackOptions: Sendable {
     public var method: String
     public var path: String
     public var timeout: Double
+    /// The route's client data version (`assertion.client_data`).
+    public var clientData: ClientDataVersion
+    /// The Host sent and signed (`--host`; default the gateway's `HOST[:PORT]`).
+    public var host: RequestHost
 
     public init(
         endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
         modes: [AttackMode] = AttackMode.allCases, challengeWait: Double? = nil, method: String = "POST",
-        path: String = "/api/purchase", timeout: Double = 10
+        path: String = "/api/purchase", timeout: Double = 10, clientData: ClientDataVersion = .v2, host: RequestHost? = nil
     ) throws(AttestSimError) {
         guard !modes.isEmpty else { throw .usage("no attack mode given") }
+        if clientData == .v1, modes.contains(.wrongHost) {
+            throw .usage("--mode wrong-host needs --client-data v2: version 1 client data does not cover the host")
+        }
         if let challengeWait, !(0...3600).contains(challengeWait) {
             throw .usage("--challenge-wait must be 0…3600 seconds (got \(challengeWait))")
         }
@@ -94,7 +105,12 @@ public struct AttackOptions: Sendable {
         self.method = method
         self.path = path
         self.timeout = timeout
+        self.clientData = clientData
+        self.host = host ?? RequestHost(endpoint: endpoint)
     }
+
+    /// The authority the `wrong-host` attack signs for: one the gateway is not addressed as.
+    public var elsewhere: String { "attest-sim-elsewhere.invalid" }
 
     /// The app id of the `wrong-app-id` device: the configured one with `.attestsimwrong` appended.
     public var wrongAppID: AppID {
@@ -335,7 +351,7 @@ public final class AttackRunner {
         }
         let request = GatewayRequests.protected(
             device: control, challenge: c.value, method: o.method, target: o.path, body: Array("{\"control\":true}".utf8),
-            binding: .request)
+            binding: .request, version: o.clientData, host: o.host)
         let raw = request.serialized(host: o.endpoint.hostHeader)
         guard let resp = send("control", step, raw: raw, expectAccepted: true, codes: []), Verdict(resp).accepted else {
             return false
@@ -349,11 +365,11 @@ public final class AttackRunner {
     /// A protected request of `device` on `challenge` (sign for one target/body, maybe send another).
     func protectedRequest(
         _ device: SimulatedDevice, challenge: String, body: [UInt8] = Array("{\"attack\":true}".utf8), target: String? = nil,
-        mutations: AssertionMutations = .none
+        signedAuthority: String? = nil, mutations: AssertionMutations = .none
     ) -> HTTPRequest {
         GatewayRequests.protected(
             device: device, challenge: challenge, method: o.method, target: target ?? o.path, body: body, binding: .request,
-            mutations: mutations)
+            version: o.clientData, host: o.host, signedAuthority: signedAuthority, mutations: mutations)
     }
 
     // MARK: Attacks
@@ -388,6 +404,12 @@ public final class AttackRunner {
             var r = protectedRequest(control, challenge: c.value, target: o.target(query: "1"))
             r.target = o.target(query: "2")
             send(name, "assert", r, expectAccepted: false, codes: codes)
+
+        case .wrongHost:
+            guard let c = challenge(name, "assert", purpose: .assert, device: control, expectAccepted: false, codes: codes)
+            else { return }
+            let r = protectedRequest(control, challenge: c.value, signedAuthority: o.elsewhere)
+            send(name, "assert", r, expectAccepted: false, codes: codes, note: "signed for \(o.elsewhere), sent as \(o.host.value)")
 
         case .unknownKey:
             let stranger = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)

@@ -6,17 +6,46 @@ import GatewayWire
 
 /// What the client data of an assertion covers (the route's `assertion.bind`).
 public enum Binding: String, Sendable, CaseIterable {
-    /// `challenge \n METHOD \n request-target \n hex(SHA256(body))`.
+    /// `challenge \n METHOD \n request-target \n hex(SHA256(body))`, then (version 2) `\n authority`.
     case request
     /// The body itself.
     case body
 
-    /// The client data a device signs on such a route: the request form (challenge required) or the body.
-    public func clientData(challenge: String?, method: String, target: String, body: [UInt8]) -> [UInt8] {
+    /// The client data a device signs on such a route: the request form (challenge required) in
+    /// `version` (the route's `assertion.client_data`), over `authority` already normalised
+    /// (`RequestAuthority.normalize`), or the body.
+    public func clientData(
+        challenge: String?, method: String, target: String, body: [UInt8], version: ClientDataVersion = .v2,
+        authority: String = ""
+    ) -> [UInt8] {
         switch self {
-        case .request: ClientData.forRequest(challenge: challenge ?? "", method: method, target: target, body: body)
+        case .request:
+            ClientData.forRequest(version, challenge: challenge ?? "", method: method, target: target, authority: authority, body: body)
         case .body: body
         }
+    }
+}
+
+/// The Host a simulated device sends and, with client data version 2, signs: `--host`, or the
+/// gateway's own `HOST[:PORT]`.
+public struct RequestHost: Sendable, Equatable {
+    /// The `Host` field value sent.
+    public let value: String
+    /// Its normal form, the client data's authority line (the simulator speaks http).
+    public let authority: String
+
+    public init(_ value: String) throws(AttestSimError) {
+        guard let a = RequestAuthority.normalize(value, scheme: "http") else {
+            throw .usage("--host must be HOST[:PORT] (a name, an IPv4 address or a bracketed IPv6 address), got \"\(value)\"")
+        }
+        self.value = value
+        authority = a
+    }
+
+    /// The endpoint's own Host (always valid: parsed from --gateway).
+    public init(endpoint: HTTPEndpoint) {
+        value = endpoint.hostHeader
+        authority = RequestAuthority.normalize(value, scheme: "http") ?? value.lowercased()
     }
 }
 
@@ -103,19 +132,25 @@ public enum GatewayRequests {
             method: "POST", target: paths.register, headers: [("Content-Type", "application/json")], body: Array(o.description.utf8))
     }
 
-    /// A protected request: the device asserts over the client data of `binding` and the request
-    /// carries the key id, the challenge (when given) and the assertion.
+    /// A protected request sent with `Host: host.value`: the device asserts over the client data of
+    /// `binding` in `version` (signed for `signedAuthority`, by default `host.authority`; another value
+    /// forges a request signed for another host) and the request carries the key id, the challenge
+    /// (when given) and the assertion.
     public static func protected(
         device: SimulatedDevice, challenge: String?, method: String, target: String, body: [UInt8], binding: Binding,
-        mutations: AssertionMutations = .none
+        version: ClientDataVersion = .v2, host: RequestHost, signedAuthority: String? = nil, mutations: AssertionMutations = .none
     ) -> HTTPRequest {
-        let clientData = binding.clientData(challenge: challenge, method: method, target: target, body: body)
+        let clientData = binding.clientData(
+            challenge: challenge, method: method, target: target, body: body, version: version,
+            authority: signedAuthority ?? host.authority)
         let assertion = device.assert(clientDataHash: SHA256.hash(clientData), mutations: mutations)
         var headers: [(String, String)] = [(AttestHeaders.keyID, Base64.encode(device.keyID))]
         if let challenge { headers.append((AttestHeaders.challenge, challenge)) }
         headers.append((AttestHeaders.assertion, Base64.encode(assertion)))
         if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
-        return HTTPRequest(method: method, target: target, headers: headers, body: body)
+        var request = HTTPRequest(method: method, target: target, headers: headers, body: body)
+        request.host = host.value
+        return request
     }
 
     /// The challenge of a 201 challenge response; nil when the response is not one.
@@ -153,17 +188,40 @@ public final class GatewaySession {
 
     /// Attests the device's key over `challenge` and registers it.
     public func register(device: SimulatedDevice, challenge: String) throws(AttestSimError) -> HTTPResponse {
+        let request = try registration(device: device, challenge: challenge)
+        do {
+            return try client.send(request)
+        } catch {
+            throw .transport(error)
+        }
+    }
+
+    /// The registration of the device's key attested over `challenge` (sent again as is after a 429).
+    public func registration(device: SimulatedDevice, challenge: String) throws(AttestSimError) -> HTTPRequest {
         let attestation: [UInt8]
         do {
             attestation = try device.attest(clientDataHash: ClientData.registrationHash(challenge: challenge))
         } catch {
             throw .file("the CA cannot issue a credential certificate: \(error)")
         }
-        do {
-            return try client.send(
-                GatewayRequests.register(paths: paths, keyID: device.keyID, attestation: attestation, challenge: challenge))
-        } catch {
-            throw .transport(error)
+        return GatewayRequests.register(paths: paths, keyID: device.keyID, attestation: attestation, challenge: challenge)
+    }
+
+    /// Sends `request`; on `429` waits as the client contract says (`Retry-After` plus up to as much
+    /// again at random, doubling after each further 429, at most `maxWait` seconds) and sends it
+    /// again, at most `retries` times. `waited` counts the 429s waited out.
+    public func sendHonouringRetryAfter(
+        _ request: HTTPRequest, retries: Int = 4, maxWait: Double = 30, waited: inout Int
+    ) throws(HTTPClientError) -> HTTPResponse {
+        var attempt = 0
+        while true {
+            let r = try client.send(request)
+            guard r.status == 429, attempt < retries else { return r }
+            let retryAfter = Double(r.header("Retry-After").flatMap { Int($0) } ?? 1)
+            let base = min(maxWait, max(1, retryAfter) * Double(1 << attempt))
+            usleep(UInt32(min(maxWait, base + Double.random(in: 0...base)) * 1_000_000))
+            waited += 1
+            attempt += 1
         }
     }
 }

@@ -49,6 +49,16 @@ public struct HTTPEndpoint: Sendable, Equatable, CustomStringConvertible {
         self.port = port
     }
 
+    /// A `--source` value: a numeric IPv4 or IPv6 address, else a usage error.
+    public static func checkSource(_ source: String?) throws(AttestSimError) {
+        guard let source else { return }
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET, source, &v4) == 1 || inet_pton(AF_INET6, source, &v6) == 1 else {
+            throw .usage("--source \(source) is not an IPv4 or IPv6 address")
+        }
+    }
+
     /// The Host field value.
     public var hostHeader: String {
         let h = host.contains(":") ? "[\(host)]" : host
@@ -66,6 +76,8 @@ public struct HTTPRequest: Sendable {
     /// Fields besides Host and Content-Length, which the client adds.
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// The Host field when it is not the endpoint's (a request signed for another host).
+    public var host: String?
 
     public init(method: String, target: String, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.method = method
@@ -74,10 +86,10 @@ public struct HTTPRequest: Sendable {
         self.body = body
     }
 
-    /// The bytes on the wire: request line, Host, the fields, Content-Length (when there is a body or
-    /// the method is POST, PUT or PATCH), an empty line, the body.
+    /// The bytes on the wire: request line, Host (`self.host`, else `host`), the fields,
+    /// Content-Length (when there is a body or the method is POST, PUT or PATCH), an empty line, the body.
     public func serialized(host: String) -> [UInt8] {
-        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host)\r\n"
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(self.host ?? host)\r\n"
         for (n, v) in headers { head += "\(n): \(v)\r\n" }
         if !body.isEmpty || ["POST", "PUT", "PATCH"].contains(method) { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"
@@ -159,6 +171,9 @@ public final class HTTPClient {
     public let endpoint: HTTPEndpoint
     /// Seconds for connect and for each whole exchange.
     public let timeout: Double
+    /// The numeric local address to connect from (`--source`: one host playing several clients,
+    /// e.g. 127.0.0.2 on Linux, where all of 127/8 is loopback); nil: the system's choice.
+    public let source: String?
     /// Largest response head and body accepted.
     public static let maxHeadBytes = 64 * 1024
     public static let maxBodyBytes = 64 * 1024 * 1024
@@ -174,9 +189,10 @@ public final class HTTPClient {
     /// Where `recv` lands before the bytes are appended to `buffer`: allocated once per client.
     private var scratch = [UInt8](repeating: 0, count: 65536)
 
-    public init(endpoint: HTTPEndpoint, timeout: Double = 10) {
+    public init(endpoint: HTTPEndpoint, timeout: Double = 10, source: String? = nil) {
         self.endpoint = endpoint
         self.timeout = timeout
+        self.source = source
     }
 
     deinit { close() }
@@ -425,6 +441,11 @@ public final class HTTPClient {
                 lastError = "socket: \(Self.errorText())"
                 continue
             }
+            if let source, let why = Self.bind(s, family: a.pointee.ai_family, to: source) {
+                lastError = why
+                Glibc.close(s)
+                continue
+            }
             if let why = Self.connect(s, a.pointee.ai_addr, a.pointee.ai_addrlen, timeout: timeout) {
                 lastError = why
                 Glibc.close(s)
@@ -439,6 +460,27 @@ public final class HTTPClient {
             return
         }
         throw .connect("\(endpoint): \(lastError)")
+    }
+
+    /// Binds `s` to the numeric address `source` (port chosen by the system); nil on success.
+    static func bind(_ s: Int32, family: Int32, to source: String) -> String? {
+        var storage = sockaddr_storage()
+        var length: socklen_t
+        if family == AF_INET6 {
+            var a = sockaddr_in6()
+            a.sin6_family = sa_family_t(AF_INET6)
+            guard inet_pton(AF_INET6, source, &a.sin6_addr) == 1 else { return "--source \(source) is not an IPv6 address" }
+            withUnsafeBytes(of: &a) { src in withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: src) } }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        } else {
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            guard inet_pton(AF_INET, source, &a.sin_addr) == 1 else { return "--source \(source) is not an IPv4 address" }
+            withUnsafeBytes(of: &a) { src in withUnsafeMutableBytes(of: &storage) { $0.copyMemory(from: src) } }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        }
+        let r = withUnsafePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(s, $0, length) } }
+        return r == 0 ? nil : "bind to \(source): \(errorText())"
     }
 
     /// Non-blocking connect bounded by `timeout`, then back to blocking; nil on success.

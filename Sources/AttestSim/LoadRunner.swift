@@ -15,17 +15,24 @@ public struct RunOptions: Sendable {
     public var path: String
     public var bodySize: Int
     public var binding: Binding
+    /// With `bind: request`: the client data version of the route (`assertion.client_data`).
+    public var clientData: ClientDataVersion
+    /// The Host sent and signed (`--host`; default the gateway's `HOST[:PORT]`).
+    public var host: RequestHost
     public var useNextChallenge: Bool
     /// Baseline mode: the same requests without registration, challenge or assertion (for a route
     /// without an assertion block), to compare the protected rate with.
     public var plain: Bool
     /// Seconds per exchange.
     public var timeout: Double
+    /// Numeric local address the workers connect from (`--source`); nil: the system's choice.
+    public var source: String?
 
     public init(
         endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
-        bodySize: Int = 256, binding: Binding = .request, useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10
+        bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
+        useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil
     ) throws(AttestSimError) {
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
         guard requests >= 0 else { throw .usage("--requests must not be negative (got \(requests))") }
@@ -38,6 +45,7 @@ public struct RunOptions: Sendable {
             throw .usage("--path must be an origin-form target starting with / without spaces (got \"\(path)\")")
         }
         guard timeout > 0 else { throw .usage("--timeout must be more than 0 seconds") }
+        try HTTPEndpoint.checkSource(source)
         for (name, p) in [("challenge", paths.challenge), ("register", paths.register)] where !p.hasPrefix("/") {
             throw .usage("the \(name) path must start with / (got \"\(p)\")")
         }
@@ -52,9 +60,12 @@ public struct RunOptions: Sendable {
         self.path = path
         self.bodySize = bodySize
         self.binding = binding
+        self.clientData = clientData
+        self.host = host ?? RequestHost(endpoint: endpoint)
         self.useNextChallenge = useNextChallenge
         self.plain = plain
         self.timeout = timeout
+        self.source = source
     }
 
     /// Workers actually used: a device's assertions are sequential (its counter), so never more
@@ -130,6 +141,7 @@ public final class LoadRunner: Sendable {
             report.nextChallengesUsed += r.nextChallengesUsed
             report.connectionsOpened += r.connectionsOpened
             report.retries += r.retries
+            report.rateLimitedWaits += r.rateLimitedWaits
             report.refusedLegitimate += r.refused
             for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
         }
@@ -146,6 +158,7 @@ public final class LoadRunner: Sendable {
         var nextChallengesUsed = 0
         var connectionsOpened = 0
         var retries = 0
+        var rateLimitedWaits = 0
         var refused = 0
         var failures: [String] = []
 
@@ -160,7 +173,7 @@ public final class LoadRunner: Sendable {
     func work(worker w: Int, barrier: Barrier) -> WorkerResult {
         let o = options
         var r = WorkerResult()
-        let client = HTTPClient(endpoint: o.endpoint, timeout: o.timeout)
+        let client = HTTPClient(endpoint: o.endpoint, timeout: o.timeout, source: o.source)
         defer { client.close() }
         let session = GatewaySession(client: client, paths: o.paths)
         struct Slot {
@@ -183,8 +196,14 @@ public final class LoadRunner: Sendable {
                 continue
             }
             let t0 = HTTPClient.now()
-            do {
-                let resp = try session.register(device: device, challenge: challenge)
+            do throws(AttestSimError) {
+                let registration = try session.registration(device: device, challenge: challenge)
+                let resp: HTTPResponse
+                do {
+                    resp = try session.sendHonouringRetryAfter(registration, waited: &r.rateLimitedWaits)
+                } catch {
+                    throw AttestSimError.transport(error)
+                }
                 r.registrationLatencies.append(HTTPClient.now() - t0)
                 let v = Verdict(resp)
                 r.registrations.add(VerdictCounts.key(v))
@@ -230,7 +249,7 @@ public final class LoadRunner: Sendable {
                         headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
                     : GatewayRequests.protected(
                         device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
-                        binding: o.binding)
+                        binding: o.binding, version: o.clientData, host: o.host)
                 let t0 = HTTPClient.now()
                 do {
                     let resp = try client.send(request)
@@ -259,7 +278,9 @@ public final class LoadRunner: Sendable {
         _ session: GatewaySession, _ purpose: ChallengePurpose, _ device: SimulatedDevice, _ r: inout WorkerResult, who: String
     ) -> String? {
         do {
-            let (resp, challenge) = try session.fetchChallenge(purpose: purpose, keyID: device.keyID)
+            let resp = try session.sendHonouringRetryAfter(
+                GatewayRequests.challenge(paths: session.paths, purpose: purpose, keyID: device.keyID), waited: &r.rateLimitedWaits)
+            let challenge = GatewayRequests.parseChallenge(resp)
             let v = Verdict(resp)
             r.challenges.add(VerdictCounts.key(v))
             guard let challenge else {

@@ -76,6 +76,8 @@ public struct RunReport: Sendable {
     public var connectionsOpened = 0
     /// Requests resent on a new connection after a reused one closed before answering.
     public var retries = 0
+    /// 429s waited out (Retry-After plus jitter) before sending the same request again.
+    public var rateLimitedWaits = 0
     /// Legitimate exchanges (challenge, registration, protected request) that were not accepted.
     public var refusedLegitimate = 0
     /// Details of the first few failures, for the operator.
@@ -116,7 +118,8 @@ public struct RunReport: Sendable {
         }
         out += "requests:      \(requestsDone) in \(String(format: "%.3f", requestPhaseSeconds)) s = "
         out += "\(String(format: "%.1f", requestsPerSecond)) req/s; challenges fetched \(challenges.total), "
-        out += "next-challenge used \(nextChallengesUsed); connections \(connectionsOpened), retries \(retries)\n"
+        out += "next-challenge used \(nextChallengesUsed); connections \(connectionsOpened), retries \(retries)"
+        out += rateLimitedWaits > 0 ? ", 429s waited out \(rateLimitedWaits)\n" : "\n"
         if let s = LatencySummary(samples: requestLatencies) {
             out += "latency:       p50 \(Self.ms(s.p50))  p90 \(Self.ms(s.p90))  p99 \(Self.ms(s.p99))  max \(Self.ms(s.max))\n"
         }
@@ -148,7 +151,7 @@ public struct RunReport: Sendable {
             "latency": summary(requestLatencies), "registration_latency": summary(registrationLatencies),
             "verdicts": requests.counts, "registration_verdicts": registrations.counts, "challenge_verdicts": challenges.counts,
             "challenges_fetched": challenges.total, "next_challenges_used": nextChallengesUsed,
-            "connections_opened": connectionsOpened, "retries": retries, "refused_legitimate": refusedLegitimate, "failures": firstFailures,
+            "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits, "refused_legitimate": refusedLegitimate, "failures": firstFailures,
             "passed": passed,
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

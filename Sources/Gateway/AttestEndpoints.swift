@@ -15,20 +15,36 @@ final class AttestContext: Sendable {
     let metrics: AttestMetrics
     /// The store binds every challenge to a key (Redis Cluster): the challenge endpoint requires `keyId`.
     let requiresKeyID: Bool
+    /// Requests refused by the admission limits, for the once-per-interval log line.
+    let limitEvents: LimitEvents
     /// Chain verification of registrations (milliseconds each) runs here, off the event loops.
     let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
 
-    init(store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics) {
+    init(store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents) {
         self.store = store
         self.requiresKeyID = requiresKeyID
         self.explain = explain
         self.metrics = metrics
+        self.limitEvents = limitEvents
     }
 
     static func nowMillis() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// For the token buckets: never steps back when the wall clock is set.
+    static func monotonicMillis() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// A request over a limit: counted, and remembered for the interval's log line.
+    func limited(_ limit: AttestMetrics.Limit, at endpoint: AttestMetrics.LimitedEndpoint, client: ClientKey?) {
+        metrics.rateLimited(limit, endpoint)
+        limitEvents.limited(limit, client: client)
     }
 }
 
@@ -51,16 +67,81 @@ final class EventLoopExecutor: LoopExecutor {
 }
 
 extension GatewayRouter {
+    // MARK: - Admission (docs/configuration.md, attest.challenge_rate and attest.registration_rate)
+
+    /// Who a request to the attest endpoints is counted against: for now the peer's address (an
+    /// IPv4 address or an IPv6 /64). Once trusted proxies exist, the client address they forward
+    /// (read from `head`) is chosen here, and only here.
+    static func clientKey(peer: SocketAddress?, head: HTTPRequestHead) -> ClientKey? {
+        peer?.withAddressBytes { ClientKey(addressBytes: $0) }
+    }
+
+    /// The client's token bucket (`attest.challenge_rate`), taken before the body is read: nil when
+    /// admitted, else the 429 to answer.
+    func admitClient(peer: SocketAddress?, head: HTTPRequestHead, runtime rt: GatewayRuntime,
+                     endpoint: AttestMetrics.LimitedEndpoint) -> LocalResponse? {
+        guard let limit = rt.clientLimit, let key = Self.clientKey(peer: peer, head: head) else { return nil }
+        let decision = limit.buckets.admit(
+            key, nowMillis: AttestContext.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
+        guard case .limited(let seconds) = decision else { return nil }
+        attest.limited(.client, at: endpoint, client: key)
+        return Self.rateLimited(.client, retryAfter: seconds)
+    }
+
+    /// The process's registration bucket (`attest.registration_rate`): nil when admitted (or off),
+    /// else the 429 to answer.
+    func admitRegistration(runtime rt: GatewayRuntime, endpoint: AttestMetrics.LimitedEndpoint, peer: SocketAddress?,
+                           head: HTTPRequestHead) -> LocalResponse? {
+        guard let limit = rt.registrationLimit else { return nil }
+        let decision = limit.buckets.take(
+            nowMillis: AttestContext.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
+        guard case .limited(let seconds) = decision else { return nil }
+        attest.limited(.registration, at: endpoint, client: Self.clientKey(peer: peer, head: head))
+        return Self.rateLimited(.registration, retryAfter: seconds)
+    }
+
+    /// `429 {"error":"rate_limited","action":"retry_later","limit":…,"retryAfter":N}` with
+    /// `Retry-After: N`. Not recorded for `explain` (a flood would only push real refusals out).
+    /// Built once for waits up to a minute: a flood is answered without building anything.
+    static func rateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
+        let prebuilt = limit == .client ? clientLimited : registrationLimited
+        return seconds >= 1 && seconds <= prebuilt.count ? prebuilt[seconds - 1] : makeRateLimited(limit, retryAfter: seconds)
+    }
+
+    private static let clientLimited = (1...60).map { makeRateLimited(.client, retryAfter: $0) }
+    private static let registrationLimited = (1...60).map { makeRateLimited(.registration, retryAfter: $0) }
+
+    private static func makeRateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
+        var o = JSONObject()
+        o.set("error", GateError.rateLimited.code)
+        o.set("action", GateError.rateLimited.action.rawValue)
+        o.set("limit", limit.rawValue)
+        o.set("retryAfter", seconds)
+        return LocalResponse.json(
+            GateError.rateLimited.status, o.description,
+            headers: HTTPFields([("Retry-After", String(seconds)), ("Cache-Control", "no-store")]))
+    }
+
     // MARK: - POST challenge_path
 
-    func challengeEndpoint(_ head: HTTPRequestHead, runtime rt: GatewayRuntime) -> RouteDecision {
+    func challengeEndpoint(_ head: HTTPRequestHead, peer: SocketAddress?, runtime rt: GatewayRuntime) -> RouteDecision {
         guard head.method == "POST" else { return refuseEndpoint("attest_challenge", .methodNotAllowed) }
+        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: .challenge) {
+            return .respond(routeName: "attest_challenge", limited)
+        }
         return .buffer(maxBody: ChallengeEndpoint.maxBody, routeName: "attest_challenge") { [unowned self] request, done in
             let ctx = self.attest
             switch ChallengeEndpoint.request(body: request.body, ttlMillis: rt.attest.challengeTTLMillis, requireKeyID: ctx.requiresKeyID) {
             case .failure(let e):
                 done(.respond(self.refusal(e, route: "attest_challenge", mode: "endpoint", request: request)))
             case .success(let wanted):
+                // A registration challenge is where a device is told to go and attest: the budget
+                // that keeps the app under Apple's attestation rate admits it here.
+                if wanted.purpose == .register,
+                    let limited = self.admitRegistration(runtime: rt, endpoint: .challenge, peer: request.peer, head: request.head)
+                {
+                    return done(.respond(limited))
+                }
                 let purpose: AttestMetrics.IssuedChallengePurpose =
                     switch wanted.purpose {
                     case .register?: .register
@@ -87,34 +168,55 @@ extension GatewayRouter {
 
     // MARK: - POST register_path
 
-    func registerEndpoint(_ head: HTTPRequestHead, runtime rt: GatewayRuntime) -> RouteDecision {
+    func registerEndpoint(_ head: HTTPRequestHead, peer: SocketAddress?, runtime rt: GatewayRuntime) -> RouteDecision {
         guard head.method == "POST" else { return refuseEndpoint("attest_register", .methodNotAllowed) }
+        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: .register) {
+            return .respond(routeName: "attest_register", limited)
+        }
         return .buffer(maxBody: Registrar.maxBody, routeName: "attest_register") { [unowned self] request, done in
             let ctx = self.attest
             let bound = LoopBound(done)
             let body = request.body
             let executor = self.executor
             let summary = RequestSummary(request)
-            ctx.registrationQueue.async {
-                Registrar.register(body: body, policy: rt.attest, store: ctx.store, nowMillis: AttestContext.nowMillis()) { result in
-                    executor.run {
-                        switch result {
-                        case .registered(let key):
-                            ctx.metrics.registration(result: "registered", reason: key.existing ? "existing_key" : "new_key")
-                            var o = JSONObject()
-                            o.set("keyId", key.keyID.description)
-                            o.set("environment", key.environment.name)
-                            o.set("appId", key.appID)
-                            GatewayEvents.log("info", "key registered", [
-                                ("key_id", key.keyID.description), ("app_id", key.appID), ("environment", key.environment.name),
-                                ("existing", String(key.existing)),
-                            ])
-                            bound.value(.respond(LocalResponse.json(201, o.description, headers: Self.noStore)))
-                        case .refused(let e):
-                            ctx.metrics.registration(result: "refused", reason: e.error.code)
-                            bound.value(.respond(self.refusal(e, route: "attest_register", mode: "endpoint", about: summary, detail: true)))
+            let register: @Sendable () -> Void = {
+                ctx.registrationQueue.async {
+                    Registrar.register(body: body, policy: rt.attest, store: ctx.store, nowMillis: AttestContext.nowMillis()) { result in
+                        executor.run {
+                            switch result {
+                            case .registered(let key):
+                                ctx.metrics.registration(result: "registered", reason: key.existing ? "existing_key" : "new_key")
+                                var o = JSONObject()
+                                o.set("keyId", key.keyID.description)
+                                o.set("environment", key.environment.name)
+                                o.set("appId", key.appID)
+                                GatewayEvents.log("info", "key registered", [
+                                    ("key_id", key.keyID.description), ("app_id", key.appID), ("environment", key.environment.name),
+                                    ("existing", String(key.existing)),
+                                ])
+                                bound.value(.respond(LocalResponse.json(201, o.description, headers: Self.noStore)))
+                            case .refused(let e):
+                                ctx.metrics.registration(result: "refused", reason: e.error.code)
+                                bound.value(.respond(self.refusal(e, route: "attest_register", mode: "endpoint", about: summary, detail: true)))
+                            }
                         }
                     }
+                }
+            }
+            // A registration presenting a challenge of purpose `register` was admitted when that
+            // challenge was issued; one presenting a valid challenge of no purpose is admitted here.
+            // Anything else is refused by the registration itself and costs the budget nothing.
+            guard rt.registrationLimit != nil, let token = Registrar.presentedChallenge(body: body) else { return register() }
+            let head = request.head
+            let peer = request.peer
+            ctx.store.challengeState(token, nowMillis: AttestContext.nowMillis()) { result in
+                executor.run {
+                    if case .success(.valid(purpose: nil, _, _)) = result,
+                        let limited = self.admitRegistration(runtime: rt, endpoint: .register, peer: peer, head: head)
+                    {
+                        return bound.value(.respond(limited))
+                    }
+                    register()
                 }
             }
         }
@@ -127,43 +229,61 @@ extension GatewayRouter {
     static let noStore = HTTPFields([("Cache-Control", "no-store")])
 
     /// The JSON refusal `{"error","action","requestId"[,"detail"]}`, recorded for `explain`.
-    func refusal(_ e: Explanation, route: String, mode: String, request: BufferedRequest, status: Int? = nil) -> LocalResponse {
-        refusal(e, route: route, mode: mode, about: RequestSummary(request), status: status)
+    func refusal(_ e: Explanation, route: String, mode: String, request: BufferedRequest, surface: RefusalSurface = .endpoint)
+        -> LocalResponse
+    {
+        refusal(e, route: route, mode: mode, about: RequestSummary(request), surface: surface)
     }
 
     /// `detail`: the endpoints say which field or step failed; protected routes say only the code.
     func refusal(_ e: Explanation, route: String, mode: String, about request: RequestSummary, detail: Bool = false,
-                 status: Int? = nil) -> LocalResponse {
-        let id = attest.explain.record(e, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
-        var o = JSONObject()
-        o.set("error", e.error.code)
-        o.set("action", e.error.action.rawValue)
-        o.set("requestId", id)
-        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
-        var headers = HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")])
-        if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
-        return LocalResponse.json(status ?? e.error.status, o.description, headers: headers)
+                 surface: RefusalSurface = .endpoint) -> LocalResponse {
+        Refusals.respond(e, surface: surface, route: route, mode: mode, about: request, detail: detail, log: attest.explain)
     }
 
     // MARK: - Protected routes (mode enforce or shadow)
 
-    func protected(
-        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        done: @escaping (BufferedOutcome) -> Void
-    ) {
-        let h = request.head
+    /// A protected route's decision, made from the head before any of the body is read. An enforced
+    /// request whose assertion headers already fail step 1 (`AssertionGate.readHeaders`: missing,
+    /// or malformed) is refused now, with the answer the gate would give after the body: no
+    /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
+    /// remaining DATA). Everything else (shadow, a rollout that does not enforce this key, headers
+    /// that read well) is buffered for `protected`, which goes on from the headers read here.
+    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, route r: GatewayRuntime.CompiledRoute,
+                           runtime rt: GatewayRuntime) -> RouteDecision
+    {
         let keyText = h.headers[AttestHeaders.keyID]
         let share = r.assertion.rollout.basisPoints
         // The key id is decoded for the rollout share only on a partial rollout (the gate decodes it anyway).
         let enforce =
             r.assertion.mode == .enforce
             && (share >= 10_000 || Rollout.enforces(keyID: keyText.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: share))
+        let headers = AssertionGate.readHeaders(
+            keyID: keyText, challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
+            route: r.assertion)
+        if enforce, case .failure(let e) = headers {
+            attestMetrics.verdict(route: r.name, mode: "enforce", verdict: "refused", reason: e.error.code)
+            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
+            return .respond(routeName: r.name, refusal(e, route: r.name, mode: "enforce", about: summary, surface: .route))
+        }
+        return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
+            self.protected(request, route: r, runtime: rt, enforce: enforce, headers: headers, done: done)
+        }
+    }
+
+    func protected(
+        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, enforce: Bool,
+        headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
+    ) {
+        let h = request.head
         let mode = enforce ? "enforce" : "shadow"
         let gateRequest = GateRequest(
-            method: h.method, target: h.target, body: request.body, keyID: keyText,
-            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion])
+            method: h.method, target: h.target, body: request.body, keyID: h.headers[AttestHeaders.keyID],
+            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
+            host: h.headers["Host"], scheme: request.scheme)
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
-        gate.evaluate(gateRequest, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) { [unowned self] outcome in
+        gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
+            [unowned self] outcome in
             switch outcome {
             case .accepted(let a):
                 self.attestMetrics.verdict(route: r.name, mode: mode, verdict: "accepted", reason: "ok")
@@ -180,18 +300,40 @@ extension GatewayRouter {
                 let failOpen = e.error == .storeUnavailable && r.assertion.onStoreError == .failOpen
                 if enforce && !failOpen {
                     self.attestMetrics.verdict(route: r.name, mode: mode, verdict: "refused", reason: e.error.code)
-                    done(.respond(self.refusal(e, route: r.name, mode: mode, request: request, status: e.error.routeStatus)))
+                    done(.respond(self.refusal(e, route: r.name, mode: mode, request: request, surface: .route)))
                     return
                 }
                 let verdict = failOpen && enforce ? "fail_open" : "would_refuse"
                 self.attestMetrics.verdict(route: r.name, mode: mode, verdict: verdict, reason: e.error.code)
-                let id = self.attest.explain.record(e, route: r.name, mode: mode, method: h.method, target: h.target, peer: request.peer?.host)
+                let id = self.attest.explain.record(
+                    e, status: e.error.status(on: .route), route: r.name, mode: mode, method: h.method, target: h.target,
+                    peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict)", [
                     ("route", r.name), ("mode", mode), ("reason", e.error.code), ("step", e.step), ("request_id", id),
                 ])
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
             }
         }
+    }
+}
+
+/// Every refusal the gateway answers with a JSON error: one status, sent and recorded for `explain`
+/// alike (`GateError.status(on:)`).
+enum Refusals {
+    static func respond(
+        _ e: Explanation, surface: RefusalSurface, route: String, mode: String, about request: RequestSummary, detail: Bool,
+        log: ExplainLog
+    ) -> LocalResponse {
+        let status = e.error.status(on: surface)
+        let id = log.record(e, status: status, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
+        var o = JSONObject()
+        o.set("error", e.error.code)
+        o.set("action", e.error.action.rawValue)
+        o.set("requestId", id)
+        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
+        var headers = HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")])
+        if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
+        return LocalResponse.json(status, o.description, headers: headers)
     }
 }
 
@@ -202,8 +344,12 @@ struct RequestSummary: Sendable {
     let peer: String?
 
     init(_ request: BufferedRequest) {
-        method = request.head.method
-        target = request.head.target
-        peer = request.peer?.host
+        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host)
+    }
+
+    init(method: String, target: String, peer: String?) {
+        self.method = method
+        self.target = target
+        self.peer = peer
     }
 }

@@ -1,4 +1,6 @@
 import CoreMetrics
+import GatewayPolicy
+import GatewayStore
 import Synchronization
 
 /// The App Attest metrics. Labels come from config names (routes) and fixed lists (modes, verdicts,
@@ -21,6 +23,10 @@ final class AttestMetrics: Sendable {
     static let keysEvicted = "attest_gateway_store_keys_evicted_total"
     static let receiptBytesGauge = "attest_gateway_store_receipt_bytes"
     static let receiptCompactions = "attest_gateway_store_receipt_compactions_total"
+    static let storeWriteErrors = "attest_gateway_store_write_errors_total"
+    static let journalCorruptRecords = "attest_gateway_store_journal_corrupt_records_total"
+    static let rateLimitedTotal = "attest_gateway_rate_limited_total"
+    static let challengesEvicted = "attest_gateway_challenges_evicted_total"
 
     private let keys: Meter
     private let liveChallenges: Meter
@@ -31,13 +37,36 @@ final class AttestMetrics: Sendable {
     private let restoreGauge: Meter
     private let fsyncTimer: CoreMetrics.Timer
     private let keyCapacityMeter: Meter
-    private let evicted: Counter
+    private let keysEvictedCounter: Counter
     private let receiptsLive: Meter
     private let receiptsFile: Meter
     private let compactions: Counter
     private let compactionFailures: Counter
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
+    /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
+    private let limitedCounters: [Counter]
+    private let evicted: [EvictionBudget: Counter]
+
+    /// The `limit` label of a 429: the client's bucket (`attest.challenge_rate`) or the process's
+    /// registration budget (`attest.registration_rate`).
+    enum Limit: String, CaseIterable, Sendable {
+        case client, registration
+
+        var index: Int { self == .client ? 0 : 1 }
+    }
+
+    /// The `endpoint` label of a 429.
+    enum LimitedEndpoint: String, CaseIterable, Sendable {
+        case challenge, register
+
+        var index: Int { self == .challenge ? 0 : 1 }
+    }
+
+    /// The `budget` label of a challenge removed to make room (docs/store.md, "Challenge budgets").
+    enum EvictionBudget: String, CaseIterable, Sendable {
+        case anonymous, keyBound = "key_bound", perKey = "per_key"
+    }
 
     /// The `purpose` label of issued challenges: asked for at the endpoint (register, assert, or any
     /// when unbound), or sent with a verified response (`next`).
@@ -56,13 +85,21 @@ final class AttestMetrics: Sendable {
         restoreGauge = Meter(label: Self.restoreDuration, dimensions: [], factory: factory)
         fsyncTimer = CoreMetrics.Timer(label: Self.fsyncDuration, dimensions: [], factory: factory)
         keyCapacityMeter = Meter(label: Self.keyCapacityGauge, dimensions: [], factory: factory)
-        evicted = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
+        keysEvictedCounter = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
         receiptsLive = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "live")], factory: factory)
         receiptsFile = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "file")], factory: factory)
         compactions = Counter(label: Self.receiptCompactions, dimensions: [("result", "success")], factory: factory)
         compactionFailures = Counter(label: Self.receiptCompactions, dimensions: [("result", "failure")], factory: factory)
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
+        })
+        limitedCounters = Limit.allCases.flatMap { l in
+            LimitedEndpoint.allCases.map { e in
+                Counter(label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
+            }
+        }
+        evicted = Dictionary(uniqueKeysWithValues: EvictionBudget.allCases.map {
+            ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
         })
     }
 
@@ -80,6 +117,8 @@ final class AttestMetrics: Sendable {
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
     func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose]?.increment() }
     func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
+    func rateLimited(_ limit: Limit, _ endpoint: LimitedEndpoint) { limitedCounters[limit.index * 2 + endpoint.index].increment() }
+    func challengesEvicted(_ budget: EvictionBudget, _ n: Int) { if n > 0 { evicted[budget]?.increment(by: Int64(n)) } }
     func storeSizes(keys k: Int, challenges c: Int) {
         keys.set(k)
         liveChallenges.set(c)
@@ -91,13 +130,23 @@ final class AttestMetrics: Sendable {
     func journalFsync(seconds: Double) { fsyncTimer.recordNanoseconds(Int64(seconds * 1e9)) }
     /// `store.max_keys` as in effect (set at start): `attest_gateway_store_keys` over it is the fill ratio.
     func keyCapacity(_ n: Int) { keyCapacityMeter.set(n) }
-    func keysEvicted(_ n: Int) { if n > 0 { evicted.increment(by: Int64(n)) } }
+    func keysEvicted(_ n: Int) { if n > 0 { keysEvictedCounter.increment(by: Int64(n)) } }
     /// The receipts file's size and the part of it keys point to (memory store with a data directory).
     func receiptBytes(live: Int, file: Int) {
         receiptsLive.set(live)
         receiptsFile.set(file)
     }
     func receiptsCompacted(success: Bool) { (success ? compactions : compactionFailures).increment() }
+    /// A failed system call on a file of the data directory; `file` and `errno` are bounded labels
+    /// (journal|receipts|snapshot|marker|directory|probe|lock, the symbolic errno name).
+    func storeWriteError(file: String, errno: String) {
+        counter(Self.storeWriteErrors, [("file", file), ("errno", errno)]).increment()
+    }
+    /// Journal records (or byte ranges) a restore could not use (checksum, malformed, unreadable, unknown key).
+    func journalCorruptRecords(_ n: Int) {
+        let c = counter(Self.journalCorruptRecords, [])
+        if n > 0 { c.increment(by: Int64(n)) }
+    }
 }
 
 /// One loop's verdict counters, cached without locks (the verdict is counted on every protected request).
@@ -119,5 +168,54 @@ final class AttestLoopMetrics {
             dimensions: [("route", route), ("mode", mode), ("verdict", verdict), ("reason", reason)], factory: shared.factory)
         verdicts[key] = c
         c.increment()
+    }
+}
+
+/// What the admission limits and the challenge budgets did since the last report: read and reset
+/// once per interval by the store's upkeep, which logs one line when anything bit (never a line
+/// per request).
+final class LimitEvents: Sendable {
+    private struct Counts {
+        var client = 0
+        var registration = 0
+        var lastClient: ClientKey?
+        var evictions = ChallengeEvictions()
+    }
+
+    private let counts = Mutex(Counts())
+
+    func limited(_ limit: AttestMetrics.Limit, client: ClientKey?) {
+        counts.withLock { c in
+            switch limit {
+            case .client: c.client += 1
+            case .registration: c.registration += 1
+            }
+            if let client { c.lastClient = client }
+        }
+    }
+
+    func evicted(_ e: ChallengeEvictions) {
+        counts.withLock { c in
+            c.evictions.anonymous += e.anonymous
+            c.evictions.keyBound += e.keyBound
+            c.evictions.perKey += e.perKey
+        }
+    }
+
+    /// The counts of the last `seconds` as log fields, nil when nothing bit; resets them.
+    func report(seconds: Int) -> [(String, String)]? {
+        let c = counts.withLock { c -> Counts in
+            defer { c = Counts() }
+            return c
+        }
+        let e = c.evictions
+        guard c.client + c.registration + e.anonymous + e.keyBound + e.perKey > 0 else { return nil }
+        var fields = [
+            ("seconds", String(seconds)), ("rate_limited_client", String(c.client)),
+            ("rate_limited_registration", String(c.registration)), ("evicted_anonymous", String(e.anonymous)),
+            ("evicted_key_bound", String(e.keyBound)), ("replaced_per_key", String(e.perKey)),
+        ]
+        if let client = c.lastClient { fields.append(("last_limited_client", client.description)) }
+        return fields
     }
 }

@@ -4,66 +4,159 @@ import GatewayWire
 import Synchronization
 
 /// The last refusals (and shadow would-refusals), by request id, for the admin `explain` endpoint:
-/// which step failed and the computed vs presented values. Bounded (oldest dropped first); holds no
-/// secrets (challenges shortened, no assertion or attestation bytes).
+/// which step failed and the computed vs presented values.
+///
+/// What it keeps (docs/operations.md, "What /explain keeps"): per refusal the request id, time,
+/// route, mode, the HTTP status sent, method, the request-target with every query value redacted,
+/// the client address and the gate's details (key id, counters, rpIdHash, a shortened challenge).
+/// Never bodies, assertion or attestation bytes, header values, or query values. Bounded three ways:
+/// at most `capacity` entries (oldest dropped first), each detail value at most `maxValueBytes` and
+/// all details of an entry at most `maxDetailBytes`, and nothing older than `maxAgeMillis` is
+/// served or kept. In memory only: a restart forgets everything.
 final class ExplainLog: Sendable {
     struct Entry: Sendable {
         let id: String
         let atMillis: Int64
+        /// The HTTP status the client was sent; for a shadow would-refusal, the one enforcement sends.
+        let status: Int
         let route: String
         let mode: String
         let method: String
+        /// Query values redacted, at most `maxValueBytes`.
         let target: String
         let peer: String?
+        /// Bounded and scrubbed (`bounded(_:)`).
         let explanation: Explanation
     }
 
     private struct Ring {
-        var entries: [Entry] = []
-        var next = 0
+        /// Oldest at `head`; grows up to the capacity, then wraps.
+        var entries: [Entry?] = []
+        var head = 0
+        var count = 0
         var byID: [String: Int] = [:]
     }
 
+    static let defaultCapacity = 4096
+    static let maxValueBytes = 256
+    static let maxDetailBytes = 2048
+    static let defaultMaxAgeMillis: Int64 = 24 * 3600 * 1000
+
     let capacity: Int
+    let maxAgeMillis: Int64
+    private let clock: @Sendable () -> Int64
     private let ring = Mutex(Ring())
 
-    init(capacity: Int = 4096) {
+    init(capacity: Int = ExplainLog.defaultCapacity, maxAgeMillis: Int64 = ExplainLog.defaultMaxAgeMillis,
+         clock: @escaping @Sendable () -> Int64 = { AttestContext.nowMillis() })
+    {
         self.capacity = max(1, capacity)
+        self.maxAgeMillis = maxAgeMillis
+        self.clock = clock
     }
 
-    /// Records a decision and returns its request id (16 hex digits, random).
-    func record(_ e: Explanation, route: String, mode: String, method: String, target: String, peer: String?) -> String {
+    /// Records a decision and returns its request id (16 hex digits, random). `status` is what the
+    /// client was sent.
+    func record(_ e: Explanation, status: Int, route: String, mode: String, method: String, target: String, peer: String?)
+        -> String
+    {
         var rng = SystemRandomNumberGenerator()
         let id = Hex.encode(withUnsafeBytes(of: rng.next() as UInt64) { Array($0) })
+        let now = clock()
         let entry = Entry(
-            id: id, atMillis: AttestContext.nowMillis(), route: route, mode: mode, method: method,
-            target: String(target.prefix(256)), peer: peer, explanation: e)
+            id: id, atMillis: now, status: status, route: route, mode: mode, method: Self.cap(method, 32),
+            target: Self.cap(Explanation.redactQuery(target), Self.maxValueBytes), peer: peer, explanation: Self.bounded(e))
         ring.withLock { r in
-            if r.entries.count < capacity {
-                r.byID[id] = r.entries.count
-                r.entries.append(entry)
-            } else {
-                r.byID[r.entries[r.next].id] = nil
-                r.entries[r.next] = entry
-                r.byID[id] = r.next
-                r.next = (r.next + 1) % capacity
-            }
+            expire(&r, now: now)
+            if r.count == capacity { removeOldest(&r) }
+            let slot = (r.head + r.count) % capacity
+            if slot == r.entries.count { r.entries.append(entry) } else { r.entries[slot] = entry }
+            r.count += 1
+            r.byID[id] = slot
         }
         return id
     }
 
     func entry(_ id: String) -> Entry? {
-        ring.withLock { r in r.byID[id].map { r.entries[$0] } }
+        let now = clock()
+        return ring.withLock { r in
+            expire(&r, now: now)
+            return r.byID[id].flatMap { r.entries[$0] }
+        }
     }
 
     /// The newest first.
     func recent(_ limit: Int) -> [Entry] {
-        ring.withLock { r in
-            let n = r.entries.count
-            guard n > 0 else { return [] }
-            let newest = n < capacity ? n - 1 : (r.next - 1 + capacity) % capacity
-            return (0..<min(limit, n)).map { r.entries[(newest - $0 + n) % n] }
+        let now = clock()
+        return ring.withLock { r in
+            expire(&r, now: now)
+            return (0..<min(limit, r.count)).compactMap { r.entries[(r.head + r.count - 1 - $0) % capacity] }
         }
+    }
+
+    var count: Int { ring.withLock { $0.count } }
+
+    private func expire(_ r: inout Ring, now: Int64) {
+        while r.count > 0, let oldest = r.entries[r.head], now - oldest.atMillis > maxAgeMillis { removeOldest(&r) }
+    }
+
+    private func removeOldest(_ r: inout Ring) {
+        if let oldest = r.entries[r.head] { r.byID[oldest.id] = nil }
+        r.entries[r.head] = nil
+        r.head = (r.head + 1) % capacity
+        r.count -= 1
+    }
+
+    /// The details as kept: each value scrubbed of byte dumps (`h'…'` from CBOR diagnostics) and cut
+    /// to `maxValueBytes`, and no more than `maxDetailBytes` of them in all (the rest counted in
+    /// `truncated_fields`).
+    static func bounded(_ e: Explanation) -> Explanation {
+        var out = Explanation(step: e.step, error: e.error)
+        var used = 0
+        for (i, (name, value)) in e.fields.enumerated() {
+            let v = cap(scrub(value), maxValueBytes)
+            let cost = name.utf8.count + v.utf8.count
+            if used + cost > maxDetailBytes {
+                out.add("truncated_fields", String(e.fields.count - i))
+                break
+            }
+            used += cost
+            out.add(name, v)
+        }
+        return out
+    }
+
+    /// `h'0a1b…'` byte strings (a CBOR diagnostic's rendering of part of the client's assertion or
+    /// attestation) become `h'…'`.
+    static func scrub(_ value: String) -> String {
+        guard value.contains("h'") else { return value }
+        var out = ""
+        var rest = Substring(value)
+        while let r = rest.range(of: "h'") {
+            out += rest[..<r.upperBound]
+            let after = rest[r.upperBound...]
+            guard let close = after.firstIndex(of: "'") else {
+                out += "…'"
+                return out
+            }
+            out += "…'"
+            rest = after[after.index(after: close)...]
+        }
+        return out + rest
+    }
+
+    /// At most `bytes` UTF-8 bytes, cut on a character boundary, `…` marking a cut.
+    static func cap(_ s: String, _ bytes: Int) -> String {
+        guard s.utf8.count > bytes else { return s }
+        var out = ""
+        var n = 0
+        for c in s {
+            let w = c.utf8.count
+            if n + w > bytes - 3 { break }
+            out.append(c)
+            n += w
+        }
+        return out + "…"
     }
 
     static func json(_ e: Entry) -> JSONObject {
@@ -75,7 +168,7 @@ final class ExplainLog: Sendable {
         o.set("method", e.method)
         o.set("target", e.target)
         o.set("client", e.peer)
-        o.merge(e.explanation.json)
+        o.merge(e.explanation.json(status: e.status))
         return o
     }
 }

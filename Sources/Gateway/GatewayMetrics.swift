@@ -50,7 +50,7 @@ public final class GatewayMetrics: Sendable {
     /// An HTTP/2 stream reset: `client_<code>` when the client sent RST_STREAM, else why we reset it
     /// (`upstream_closed`, `upstream_bad_response`, `upstream_timeout`, …: the exchange error codes).
     func http2StreamReset(reason: String) { h2Counter(Self.h2StreamsReset, reason).increment() }
-    /// An HTTP/2 GOAWAY: `drain`, `reload`, `idle_timeout`, `client_goaway` (received), or the error code of a
+    /// An HTTP/2 GOAWAY: `drain`, `reload`, `idle_timeout`, `header_timeout`, `client_goaway` (received), or the error code of a
     /// connection error (`protocol_error`, `enhance_your_calm`, …).
     func http2Goaway(reason: String) { h2Counter(Self.h2Goaways, reason).increment() }
 

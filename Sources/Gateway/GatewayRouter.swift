@@ -101,18 +101,14 @@ final class GatewayRouter: RequestRouter {
         let rt = runtime
         // Lengths first: a string comparison that finds no shortcut costs ~60 instructions.
         let n = path.utf8.count
-        if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), runtime: rt) }
-        if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), runtime: rt) }
+        if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), peer: peer, runtime: rt) }
+        if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), peer: peer, runtime: rt) }
         guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
             return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
         }
         if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
         let r = rt.routes[index]
-        if r.assertion.mode != .off {
-            return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
-                self.protected(request, route: r, runtime: rt, done: done)
-            }
-        }
+        if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, route: r, runtime: rt) }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
     }
 

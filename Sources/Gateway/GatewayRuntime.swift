@@ -57,6 +57,23 @@ public final class GatewayRuntime: Sendable {
     /// Listener name → the HTTP/2 SETTINGS its connections advertise (`listeners[].http2`), for
     /// listeners that serve HTTP/2 (h2c, or h2 by ALPN over TLS).
     public let http2Settings: [String: HTTP2Settings]
+    /// Who may use the admin listener (`admin.token_file` read now: a missing, empty or
+    /// world-readable token file fails the start, the reload and `gatewayd check`).
+    public let adminAccess: AdminAccess
+    /// What `gatewayd check` prints and start and reload log as warnings (the configuration is valid).
+    public let warnings: [String]
+    /// `attest.challenge_rate`: the per-client table (carried over from the previous runtime while
+    /// its size is unchanged, so a reload forgets no client) and its rate; nil when `off`.
+    public let clientLimit: AdmissionLimit<ClientRateLimiter>?
+    /// `attest.registration_rate`: the process's bucket (carried over on reload) and its rate; nil when `off`.
+    public let registrationLimit: AdmissionLimit<RateBucket>?
+
+    /// A token bucket (or table of them) with the rate and burst of this configuration.
+    public struct AdmissionLimit<Buckets: Sendable>: Sendable {
+        public let buckets: Buckets
+        public let ratePerSecond: Double
+        public let burst: Int
+    }
 
     /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
@@ -155,6 +172,29 @@ public final class GatewayRuntime: Sendable {
         } catch {
             throw CompileError(description: error.description)
         }
+        do {
+            adminAccess = try AdminAccess(config.admin)
+        } catch {
+            throw CompileError(description: error.description)
+        }
+        var warnings: [String] = []
+        if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {
+            warnings.append(
+                "admin.address \(config.admin.address) is not a loopback address and admin.token_file is not set: "
+                    + "/explain (client addresses, key ids, why requests were refused) is open to whoever reaches it")
+        }
+        self.warnings = warnings
+        let rates = config.attest.challengeRate
+        clientLimit = rates.perClient.map { rate in
+            let running = previous?.clientLimit?.buckets
+            let table = running.flatMap { previous?.config.attest.challengeRate.clients == rates.clients ? $0 : nil }
+            return AdmissionLimit(buckets: table ?? ClientRateLimiter(capacity: rates.clients), ratePerSecond: rate.perSecond, burst: rates.burst)
+        }
+        registrationLimit = config.attest.registrationRate.map { rate in
+            AdmissionLimit(
+                buckets: previous?.registrationLimit?.buckets ?? RateBucket(), ratePerSecond: rate.perSecond,
+                burst: max(1, Int(rate.perSecond.rounded(.up))))
+        }
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
         stripAttestHeaders = HeaderEdit(remove: [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader])
@@ -211,6 +251,12 @@ public final class GatewayRuntime: Sendable {
 }
 
 extension GatewayRuntime {
+    /// `127.0.0.0/8`, `::1` and `localhost`: reachable from this host only.
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        return h == "localhost" || h == "::1" || h.hasPrefix("127.")
+    }
+
     /// What an https upstream's TLS context is made of: its configuration and its files' bytes (an
     /// unreadable file hashes as empty; building the context then reports it).
     static func fingerprint(_ u: UpstreamConfig, _ t: UpstreamTLSConfig) -> [UInt8] {

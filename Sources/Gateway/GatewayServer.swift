@@ -16,6 +16,7 @@ public final class GatewayServer: @unchecked Sendable {
     private var routers: [GatewayRouter] = []
     private var servers: [(name: String, server: HTTPServer)] = []
     private var admin: HTTPServer?
+    private var adminRouter: AdminRouter?
     /// Set once the state is restored (after the admin listener opened).
     private var store: ManagedStore?
     let explain: ExplainLog
@@ -50,13 +51,16 @@ public final class GatewayServer: @unchecked Sendable {
         // The admin listener comes first, so that /healthz answers and /readyz says "not ready" while
         // the store restores its state.
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
-        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain)
+        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess)
+        self.adminRouter = adminRouter
         admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
         Self.warnAboutExtraRoots(rt)
+        Self.logWarnings(rt)
         let store = try ManagedStore.open(config.store, maxReceipt: config.limits.maxReceipt, metrics: attestMetrics)
         self.store = store
         let attest = AttestContext(
-            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics)
+            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
+            limitEvents: store.limitEvents)
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }
@@ -114,6 +118,10 @@ public final class GatewayServer: @unchecked Sendable {
         }
     }
 
+    private static func logWarnings(_ rt: GatewayRuntime) {
+        for w in rt.warnings { GatewayEvents.log("warning", w) }
+    }
+
     private static func warnAboutExtraRoots(_ rt: GatewayRuntime) {
         guard !rt.extraRootSubjects.isEmpty else { return }
         GatewayEvents.log(
@@ -131,6 +139,18 @@ public final class GatewayServer: @unchecked Sendable {
     /// Ready once the store is restored and the listeners are open, until draining starts; and,
     /// on Redis, only while the store has a live connection.
     var isReady: Bool { state.withLock { $0 == .serving } && (store?.isHealthy ?? false) }
+
+    /// Why `/readyz` answers 503 (empty when ready).
+    var readinessReasons: [String] {
+        var reasons: [String] = []
+        switch state.withLock({ $0 }) {
+        case .starting: reasons.append("starting: the store is being restored")
+        case .serving: break
+        case .draining, .stopped: reasons.append("draining")
+        }
+        if let store { reasons += store.unhealthyReasons } else if reasons.isEmpty { reasons.append("starting") }
+        return reasons
+    }
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
@@ -168,8 +188,9 @@ public final class GatewayServer: @unchecked Sendable {
                 l.tls?.certificates = []
                 return l
             }
+            // The admin token (admin.token_file, read again just now) and protect_metrics apply at once.
             if config.listeners.map(restartOnly) != runtime.config.listeners.map(restartOnly)
-                || config.admin != runtime.config.admin
+                || config.admin.address != runtime.config.admin.address
             {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
@@ -188,7 +209,9 @@ public final class GatewayServer: @unchecked Sendable {
             if let settings = next.http2Settings[name] { server.replaceHTTP2Settings(settings) }
         }
         armTicketRotation(next)
+        adminRouter?.adopt(next.adminAccess)
         Self.warnAboutExtraRoots(next)
+        Self.logWarnings(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
         // HTTP/2 clients finish their streams, then reconnect onto the new configuration (its
         // SETTINGS and certificates). HTTP/1.1 connections read the new routes already and are left alone.

@@ -21,6 +21,13 @@ final class ManagedStore: @unchecked Sendable {
     private var timer: (any DispatchSourceTimer)?
     private let lastSnapshot: LastSnapshot
     private var closed = false
+    /// What the admission limits and challenge budgets did: logged at the first tick where they bit,
+    /// then at most once per `limitLogInterval` ticks (seconds), with the counts since the last line.
+    let limitEvents = LimitEvents()
+    static let limitLogInterval = 10
+    private var ticks = 0
+    private var lastLimitLog = -limitLogInterval
+    private var lastEvictions = ChallengeEvictions()
     /// How often idle keys are swept (`key_idle_ttl / 8`, from 1 s to 60 s), when they are evicted.
     private var idleSweepMillis: Int64?
     private var lastIdleSweep: Int64 = 0
@@ -43,8 +50,17 @@ final class ManagedStore: @unchecked Sendable {
         lastSnapshot = LastSnapshot()
     }
 
-    /// False while the Redis store has no live connection (`/readyz` answers 503 then).
-    var isHealthy: Bool { redis?.isHealthy ?? true }
+    /// False while the Redis store has no live connection, or while the memory store refuses
+    /// writes after a failed write to its data directory (`/readyz` answers 503 then).
+    var isHealthy: Bool { redis?.isHealthy ?? (memory?.writeFailure == nil) }
+
+    /// Why the store is not healthy (for `/readyz`), empty when it is.
+    var unhealthyReasons: [String] {
+        if let redis {
+            return redis.isHealthy ? [] : ["store: Redis unreachable: \(redis.lastError)"]
+        }
+        return memory?.writeFailure.map { ["store: \($0)"] } ?? []
+    }
 
     /// The store's key bounds from `store` (and `limits.max_receipt`, from which the Redis store's
     /// default cap is derived).
@@ -61,33 +77,67 @@ final class ManagedStore: @unchecked Sendable {
     }
 
     static func open(_ config: StoreConfig, maxReceipt: Int = LimitsConfig().maxReceipt, metrics: AttestMetrics) throws -> ManagedStore {
-        let limits = keyLimits(config, maxReceipt: maxReceipt)
-        metrics.keyCapacity(limits.maxKeys)
+        let keyLimits = keyLimits(config, maxReceipt: maxReceipt)
+        metrics.keyCapacity(keyLimits.maxKeys)
         let m: StoreConfig.Memory
         switch config.backend {
         case .memory(let memoryConfig): m = memoryConfig
-        case .redis(let r): return openRedis(r, limits: limits, metrics: metrics)
+        case .redis(let r): return openRedis(r, limits: keyLimits, metrics: metrics)
         }
         let started = Date()
         let last = LastSnapshot()
+        let limits = ChallengeLimits(
+            anonymous: m.maxAnonymousChallenges, keyBound: m.maxKeyBoundChallenges, perKey: m.maxChallengesPerKey)
         let memory = try MemoryAttestStore.open(
-            directory: m.dataDirectory, shards: m.shards, observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last),
-            limits: limits)
+            directory: m.dataDirectory, shards: m.shards, challenges: limits,
+            observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last, writeErrorLog: RateLimitedLog()),
+            limits: keyLimits)
         let seconds = Date().timeIntervalSince(started)
         let stats = memory.statistics
         GatewayEvents.log("info", "store restored", [
             ("kind", "memory"), ("data_dir", m.dataDirectory ?? "-"), ("keys", String(stats.keys)),
             ("live_challenges", String(stats.liveChallenges)), ("last_stop", memory.lastStopWasClean ? "clean" : "unclean"),
-            ("seconds", String(format: "%.3f", seconds)), ("max_keys", String(limits.maxKeys)),
+            ("journal_records", String(memory.restoreReport.replayedRecords)),
+            ("journal_damaged", String(memory.restoreReport.damage.count)), ("seconds", String(format: "%.3f", seconds)),
+            ("challenge_memory_bound_bytes", String(ChallengeMemory.bound(limits, shards: m.shards))),
+            ("max_keys", String(keyLimits.maxKeys)),
             ("key_idle_ttl", config.keys.idleTTL.map { "\($0.millis / 1000)s" } ?? "off"),
         ])
         if !memory.lastStopWasClean {
             GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
         }
+        if m.dataDirectory != nil { logRestore(memory.restoreReport, metrics: metrics) }
         let store = ManagedStore(
             memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
-        store.idleSweepMillis = limits.keyIdleTTLMillis.map { min(60_000, max(1_000, $0 / 8)) }
+        store.idleSweepMillis = keyLimits.keyIdleTTLMillis.map { min(60_000, max(1_000, $0 / 8)) }
         return store
+    }
+
+    /// Journal damage found at restore: each at error level (the first 20; then a count), counted;
+    /// a torn tail (a crash in the middle of a write) at warning.
+    private static func logRestore(_ report: RestoreReport, metrics: AttestMetrics) {
+        metrics.journalCorruptRecords(report.damage.count)
+        for d in report.damage.prefix(20) {
+            var fields = [
+                ("kind", d.kind.rawValue), ("segment", d.segment), ("offset", String(d.offset)), ("length", String(d.length)),
+            ]
+            if let k = d.keyID { fields.append(("key_id", k.description)) }
+            if let c = d.recordedCounter { fields.append(("recorded_counter", String(c))) }
+            if let r = d.counterRaised {
+                fields += [("counter_raised_from", String(r.from)), ("counter_raised_to", String(r.to))]
+            }
+            GatewayEvents.log(
+                "error", "journal damage: a record could not be read and was skipped (a damaged record can only raise its key's counter)",
+                fields)
+        }
+        if report.damage.count > 20 {
+            GatewayEvents.log("error", "journal damage: more damaged records skipped", [("count", String(report.damage.count - 20))])
+        }
+        if let t = report.tornTail {
+            GatewayEvents.log("warning", "journal: a record torn by a crash in the middle of its write was cut", [
+                ("segment", t.segment), ("offset", String(t.offset)), ("bytes", String(t.bytes)),
+            ])
+        }
     }
 
     /// Starts the connections and waits up to the command timeout (at least 1 s) for the first
@@ -137,6 +187,23 @@ final class ManagedStore: @unchecked Sendable {
 
     private func tick() {
         guard !closed else { return }
+        ticks += 1
+        if let memory {
+            let now = memory.challengeEvictions
+            let delta = ChallengeEvictions(
+                anonymous: now.anonymous - lastEvictions.anonymous, keyBound: now.keyBound - lastEvictions.keyBound,
+                perKey: now.perKey - lastEvictions.perKey)
+            lastEvictions = now
+            metrics.challengesEvicted(.anonymous, delta.anonymous)
+            metrics.challengesEvicted(.keyBound, delta.keyBound)
+            metrics.challengesEvicted(.perKey, delta.perKey)
+            limitEvents.evicted(delta)
+        }
+        if ticks - lastLimitLog >= Self.limitLogInterval, let fields = limitEvents.report(seconds: min(ticks, ticks - lastLimitLog)) {
+            lastLimitLog = ticks
+            GatewayEvents.log(
+                "warning", "challenge limits in effect: requests refused with 429 or challenges replaced (docs/operations.md)", fields)
+        }
         if let redis {
             redis.refreshStatistics()  // the key count arrives for the next tick
             let stats = redis.statistics
@@ -146,7 +213,8 @@ final class ManagedStore: @unchecked Sendable {
         guard let memory else { return }
         let now = AttestContext.nowMillis()
         _ = memory.sweepExpired(nowMillis: now)  // counted through the observer
-        if let every = idleSweepMillis, now - lastIdleSweep >= every {
+        // While the store refuses writes the sweep would be refused too (its removals are journaled).
+        if let every = idleSweepMillis, now - lastIdleSweep >= every, memory.writeFailure == nil {
             lastIdleSweep = now
             do {
                 try memory.sweepIdleKeys(nowMillis: now)  // counted through the observer
@@ -190,6 +258,33 @@ final class ManagedStore: @unchecked Sendable {
 struct StoreMetricsObserver: AttestStoreObserver {
     let metrics: AttestMetrics
     let lastSnapshot: LastSnapshot
+    let writeErrorLog: RateLimitedLog
+
+    /// Every failed call is counted; the log gets one line per file and errno per interval (with
+    /// how many were not logged), not one per retry.
+    func storeWriteFailed(_ f: StoreWriteFailure) {
+        metrics.storeWriteError(file: f.file.rawValue, errno: f.errnoName)
+        writeErrorLog.log("\(f.file.rawValue)|\(f.errnoName)") { suppressed in
+            var fields = [
+                ("file", f.file.rawValue), ("operation", f.operation.rawValue), ("errno", f.errnoName), ("path", f.path),
+            ]
+            if suppressed > 0 { fields.append(("repeated", String(suppressed))) }
+            GatewayEvents.log("error", "store write failed", fields)
+        }
+    }
+
+    func storeWritesRefused(_ f: StoreWriteFailure) {
+        GatewayEvents.log(
+            "error", "store refuses writes: registrations and protected requests answer 503 store_unavailable (or fail open) and /readyz 503 until writes succeed again (retried with back-off)",
+            [("reason", f.description)])
+    }
+
+    func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double) {
+        writeErrorLog.reset()
+        GatewayEvents.log("warning", "store writes recovered", [
+            ("last_error", failure.description), ("seconds", String(format: "%.3f", seconds)),
+        ])
+    }
 
     func journalSynced(seconds: Double) { metrics.journalFsync(seconds: seconds) }
     func snapshotWritten(_ report: SnapshotReport) {
@@ -224,4 +319,29 @@ final class LastSnapshot: Sendable {
         get { value.withLock { $0 } }
         set { value.withLock { $0 = newValue } }
     }
+}
+
+/// At most one line per key per `interval`; the next line says how many were not logged.
+final class RateLimitedLog: Sendable {
+    private let interval: Double
+    private let state = Mutex<[String: (last: Date, suppressed: Int)]>([:])
+
+    init(interval: Double = 30) { self.interval = interval }
+
+    func log(_ key: String, _ write: (_ suppressed: Int) -> Void) {
+        let now = Date()
+        let suppressed = state.withLock { table -> Int? in
+            if let e = table[key], now.timeIntervalSince(e.last) < interval {
+                table[key]!.suppressed += 1
+                return nil
+            }
+            let n = table[key]?.suppressed ?? 0
+            table[key] = (now, 0)
+            return n
+        }
+        if let suppressed { write(suppressed) }
+    }
+
+    /// A new episode logs its first failure at once.
+    func reset() { state.withLock { $0 = [:] } }
 }

@@ -87,6 +87,19 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { family == AF_INET6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
+    /// The address's bytes in network order: 16 for IPv6, 4 for IPv4 (no string is built).
+    public func withAddressBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var s = storage
+        return withUnsafeBytes(of: &s) { raw in
+            if family == AF_INET6 {
+                let off = MemoryLayout<sockaddr_in6>.offset(of: \.sin6_addr)!
+                return body(UnsafeRawBufferPointer(rebasing: raw[off..<(off + 16)]))
+            }
+            let off = MemoryLayout<sockaddr_in>.offset(of: \.sin_addr)!
+            return body(UnsafeRawBufferPointer(rebasing: raw[off..<(off + 4)]))
+        }
+    }
+
     public static func == (a: SocketAddress, b: SocketAddress) -> Bool { a.description == b.description }
 }
 

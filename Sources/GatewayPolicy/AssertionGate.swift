@@ -13,14 +13,23 @@ public struct GateRequest {
     public var keyID: String?
     public var challenge: String?
     public var assertion: String?
+    /// The `Host` field (HTTP/1.1), or `:authority` else `host` (HTTP/2), as received.
+    public var host: String?
+    /// The scheme the request arrived with: `https` on a TLS listener, else `http`.
+    public var scheme: String
 
-    public init(method: String, target: String, body: [UInt8], keyID: String?, challenge: String?, assertion: String?) {
+    public init(
+        method: String, target: String, body: [UInt8], keyID: String?, challenge: String?, assertion: String?,
+        host: String? = nil, scheme: String = "http"
+    ) {
         self.method = method
         self.target = target
         self.body = body
         self.keyID = keyID
         self.challenge = challenge
         self.assertion = assertion
+        self.host = host
+        self.scheme = scheme
     }
 }
 
@@ -30,6 +39,17 @@ public struct AcceptedAssertion: Sendable {
     public let appID: String
     /// For `X-App-Attest-Next-Challenge`; nil when none could be issued (the request still passes).
     public let nextChallenge: IssuedChallenge?
+}
+
+/// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
+public struct AssertionHeaders {
+    public let keyID: KeyID
+    public let keyEncoding: BinaryEncoding
+    /// The presented challenge, where the route's binding uses one.
+    public let token: ChallengeToken?
+    /// Its text ("" without one).
+    public let challengeText: String
+    public let object: AssertionObject
 }
 
 /// Runs work on an event loop: inline when already there, else queued to it.
@@ -79,67 +99,47 @@ public final class AssertionGate {
         _ request: GateRequest, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
         completion: @escaping (GateOutcome) -> Void
     ) {
-        // 1. Headers.
-        let usesChallenge: Bool =
-            switch (route.bind, route.challenge) {
-            case (.request, _), (.body, .required): true
-            case (.body, .optional): request.challenge != nil
-            case (.body, .off): false
-            }
-        guard let keyText = request.keyID, let assertionText = request.assertion else {
-            var e = Explanation(step: "headers", error: .assertionMissing)
-            e.add("missing", [request.keyID == nil ? AttestHeaders.keyID : nil, request.assertion == nil ? AttestHeaders.assertion : nil]
-                .compactMap { $0 }.joined(separator: ","))
+        // 1. Headers: what the head alone decides, then (below) what needs the body.
+        let headers = Self.readHeaders(keyID: request.keyID, challenge: request.challenge, assertion: request.assertion, route: route)
+        evaluate(request, headers: headers, route: route, policy: policy, nowMillis: nowMillis, completion: completion)
+    }
+
+    /// The same with step 1's head part already done (`readHeaders`, by the router before the body
+    /// was read): the rest of step 1 (a `bind: body` challenge must be in the body), then steps 2-7.
+    public func evaluate(
+        _ request: GateRequest, headers: Result<AssertionHeaders, Explanation>, route: AssertionPolicy, policy: AttestPolicy,
+        nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
+    ) {
+        let h: AssertionHeaders
+        switch headers {
+        case .failure(let e): return completion(.refused(e))
+        case .success(let read): h = read
+        }
+        let keyID = h.keyID
+        let keyEncoding = h.keyEncoding
+        let token = h.token
+        let challengeText = h.challengeText
+        let assertionObject = h.object
+        // With `bind: body`, a presented challenge must be in the signed body.
+        if token != nil, route.bind == .body, !Self.contains(request.body, challengeText) {
+            var e = Explanation(step: "headers", error: .challengeNotBound)
+            e.add("challenge", Explanation.redact(challengeText))
+            e.add("reason", "with bind: body the signed body must contain the challenge it presents")
             return completion(.refused(e))
         }
-        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
-        guard let keyBytes, let keyID = KeyID(keyBytes) else {
-            var e = Explanation(step: "headers", error: .malformed)
-            e.add("key_id_encoding", keyEncoding.rawValue)
-            e.add("key_id_bytes", keyBytes.map { String($0.count) } ?? "undecodable")
-            e.add("expected", "base64 of the 32-byte key id")
-            return completion(.refused(e))
-        }
-        var token: ChallengeToken? = nil
-        var challengeText = ""
-        if usesChallenge {
-            guard let text = request.challenge else {
-                var e = Explanation(step: "headers", error: route.bind == .request ? .assertionMissing : .challengeMissing)
-                e.add("missing", AttestHeaders.challenge)
+        // Version 2 of the request client data binds the authority the request is addressed to.
+        var authority = ""
+        if route.bind == .request, route.clientData == .v2 {
+            switch RequestAuthority.of(target: request.target, host: request.host, scheme: request.scheme) {
+            case .success(let a):
+                authority = a
+            case .failure(let problem):
+                var e = Explanation(step: "headers", error: .malformed)
+                e.add("key_id", keyID.description)
+                e.add("detail", problem.description)
+                e.add("client_data", route.clientData.rawValue)
                 return completion(.refused(e))
             }
-            guard let t = ChallengeText.decode(text) else {
-                var e = Explanation(step: "headers", error: .challengeUnknown)
-                e.add("challenge", Explanation.redact(text))
-                e.add("reason", "not base64url of 16 to 64 bytes")
-                return completion(.refused(e))
-            }
-            token = t
-            challengeText = text
-            if route.bind == .body, !Self.contains(request.body, challengeText) {
-                var e = Explanation(step: "headers", error: .challengeNotBound)
-                e.add("challenge", Explanation.redact(text))
-                e.add("reason", "with bind: body the signed body must contain the challenge it presents")
-                return completion(.refused(e))
-            }
-        }
-        let assertionObject: AssertionObject
-        do throws(AppAttestError) {
-            guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
-                throw AppAttestError(.malformed, "the assertion header is longer than any assertion")
-            }
-            let bytes: [UInt8]
-            do {
-                bytes = try Base64.decode(assertionText)
-            } catch {
-                throw AppAttestError(.malformed, "\(AttestHeaders.assertion) is not base64: \(error)")
-            }
-            assertionObject = try AssertionObject.parse(bytes)
-        } catch {
-            var e = Explanation(step: "headers", error: .malformed)
-            e.add("key_id", keyID.description)
-            e.add("detail", error.detail)
-            return completion(.refused(e))
         }
 
         // 2. The key.
@@ -154,16 +154,16 @@ public final class AssertionGate {
                 case .success(let record?):
                     self.verify(
                         request, record: record, keyEncoding: keyEncoding, object: assertionObject, token: token,
-                        challengeText: challengeText, route: route, policy: policy, nowMillis: nowMillis,
-                        completion: completion)
+                        challengeText: challengeText, authority: authority, route: route, policy: policy,
+                        nowMillis: nowMillis, completion: completion)
                 }
         })
     }
 
     private func verify(
         _ request: GateRequest, record: DeviceKeyRecord, keyEncoding: BinaryEncoding, object: AssertionObject,
-        token: ChallengeToken?, challengeText: String, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
-        completion: @escaping (GateOutcome) -> Void
+        token: ChallengeToken?, challengeText: String, authority: String, route: AssertionPolicy, policy: AttestPolicy,
+        nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
     ) {
         let keyID = record.keyID
         var base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", record.appID)]
@@ -183,9 +183,12 @@ public final class AssertionGate {
             return completion(.refused(Explanation(step: "key_lookup", error: .invalidPublicKey, fields: base)))
         }
         // 4. Apple's assertion algorithm over the bound client data.
+        let version: ClientDataVersion = route.clientData == .v1 ? .v1 : .v2
         let clientData =
             route.bind == .request
-            ? ClientData.forRequest(challenge: challengeText, method: request.method, target: request.target, body: request.body)
+            ? ClientData.forRequest(
+                version, challenge: challengeText, method: request.method, target: request.target, authority: authority,
+                body: request.body)
             : request.body
         let verified: VerifiedAssertion
         do {
@@ -203,9 +206,14 @@ public final class AssertionGate {
                 e.add("counter_stored", String(record.counter))
                 e.add("counter_delta", String(Int64(presented.signCount) - Int64(record.counter)))
             case .badSignature:
-                e.add("bound", route.bind == .request ? "challenge, method, target, sha256(body)" : "body")
-                e.add("method", request.method)
-                e.add("target", String(request.target.prefix(256)))
+                switch (route.bind, version) {
+                case (.body, _): e.add("bound", "body")
+                case (.request, .v1): e.add("bound", "challenge, method, target, sha256(body)")
+                case (.request, .v2): e.add("bound", "challenge, method, target, sha256(body), authority")
+                }
+                if route.bind == .request { e.add("client_data", version.rawValue) }
+                e.add("method", String(request.method.prefix(32)))
+                if route.bind == .request, version == .v2 { e.add("authority", authority) }
                 e.add("body_sha256", Hex.encode(SHA256.hash(request.body)))
                 if !challengeText.isEmpty { e.add("challenge", Explanation.redact(challengeText)) }
             default:
@@ -244,13 +252,80 @@ public final class AssertionGate {
                         fields: base + [("challenge", Explanation.redact(challengeText))])))
                 case .success(.committed):
                     // 7. The next challenge, bound to this key, saves the app a round trip.
-                    let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis)
+                    let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
                     self.store.issueChallenge(next, nowMillis: nowMillis, completion: self.onLoop { (issued: Result<IssuedChallenge, StoreError>) in
                         completion(.accepted(AcceptedAssertion(
                             keyID: keyID, counter: verified.signCount, appID: record.appID, nextChallenge: try? issued.get())))
                     })
                 }
         })
+    }
+
+    /// Step 1 from the head alone: the headers the route requires are present and well formed (a
+    /// key id of 32 bytes; a challenge of the right shape where the binding uses one; an assertion
+    /// that parses). None of it depends on the body, so a protected request that fails here is
+    /// refused before its body is read (the router's early refusal), with exactly the answer
+    /// `evaluate` gives. Only `bind: body`'s "the body contains the challenge" needs the body.
+    public static func readHeaders(keyID: String?, challenge: String?, assertion: String?, route: AssertionPolicy)
+        -> Result<AssertionHeaders, Explanation>
+    {
+        let usesChallenge: Bool =
+            switch (route.bind, route.challenge) {
+            case (.request, _), (.body, .required): true
+            case (.body, .optional): challenge != nil
+            case (.body, .off): false
+            }
+        guard let keyText = keyID, let assertionText = assertion else {
+            var e = Explanation(step: "headers", error: .assertionMissing)
+            e.add("missing", [keyID == nil ? AttestHeaders.keyID : nil, assertion == nil ? AttestHeaders.assertion : nil]
+                .compactMap { $0 }.joined(separator: ","))
+            return .failure(e)
+        }
+        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
+        guard let keyBytes, let keyID = KeyID(keyBytes) else {
+            var e = Explanation(step: "headers", error: .malformed)
+            e.add("key_id_encoding", keyEncoding.rawValue)
+            e.add("key_id_bytes", keyBytes.map { String($0.count) } ?? "undecodable")
+            e.add("expected", "base64 of the 32-byte key id")
+            return .failure(e)
+        }
+        var token: ChallengeToken? = nil
+        var challengeText = ""
+        if usesChallenge {
+            guard let text = challenge else {
+                var e = Explanation(step: "headers", error: route.bind == .request ? .assertionMissing : .challengeMissing)
+                e.add("missing", AttestHeaders.challenge)
+                return .failure(e)
+            }
+            guard let t = ChallengeText.decode(text) else {
+                var e = Explanation(step: "headers", error: .challengeUnknown)
+                e.add("challenge", Explanation.redact(text))
+                e.add("reason", "not base64url of 16 to 64 bytes")
+                return .failure(e)
+            }
+            token = t
+            challengeText = text
+        }
+        let assertionObject: AssertionObject
+        do throws(AppAttestError) {
+            guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
+                throw AppAttestError(.malformed, "the assertion header is longer than any assertion")
+            }
+            let bytes: [UInt8]
+            do {
+                bytes = try Base64.decode(assertionText)
+            } catch {
+                throw AppAttestError(.malformed, "\(AttestHeaders.assertion) is not base64: \(error)")
+            }
+            assertionObject = try AssertionObject.parse(bytes)
+        } catch {
+            var e = Explanation(step: "headers", error: .malformed)
+            e.add("key_id", keyID.description)
+            e.add("detail", error.detail)
+            return .failure(e)
+        }
+        return .success(AssertionHeaders(
+            keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, object: assertionObject))
     }
 
     /// Parsed keys are kept per loop (parsing costs about a fifth of a verification); the cache is

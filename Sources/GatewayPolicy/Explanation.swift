@@ -27,11 +27,45 @@ public struct Explanation: Error, Sendable {
         return challenge.count > 6 ? "\(prefix)…(\(challenge.count) chars)" : "…"
     }
 
-    public var json: JSONObject {
+    /// A request-target with every query value replaced by `<redacted>`, the names kept:
+    /// `/pay?session=abc&card=4111` → `/pay?session=<redacted>&card=<redacted>`. A query item
+    /// without `=` is redacted whole (it may be a bare token); an empty value stays empty. Anything
+    /// after a `#` is redacted too.
+    public static func redactQuery(_ target: String) -> String {
+        guard let start = target.utf8.firstIndex(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else {
+            return target
+        }
+        var out = String(target[..<start])
+        if target.utf8[start] == UInt8(ascii: "#") { return out + "#" + redacted }
+        out += "?"
+        let query = target.utf8[target.utf8.index(after: start)...]
+        let fragment = query.firstIndex(of: UInt8(ascii: "#"))
+        var first = true
+        for item in query[..<(fragment ?? query.endIndex)].split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false) {
+            if !first { out += "&" }
+            first = false
+            guard !item.isEmpty else { continue }
+            if let eq = item.firstIndex(of: UInt8(ascii: "=")) {
+                out += String(Substring(item[..<eq])) + "="
+                if item.index(after: eq) != item.endIndex { out += redacted }
+            } else {
+                out += redacted
+            }
+        }
+        if fragment != nil { out += "#" + redacted }
+        return out
+    }
+
+    public static let redacted = "<redacted>"
+
+    /// The decision as `explain` shows it. `status` is the HTTP status the client was sent (for a
+    /// shadow would-refusal, the one enforcement would send): on a protected route that is
+    /// `GateError.routeStatus`, on the endpoints `GateError.status`.
+    public func json(status: Int) -> JSONObject {
         var o = JSONObject()
         o.set("step", step)
         o.set("error", error.code)
-        o.set("status", error.status)
+        o.set("status", status)
         o.set("action", error.action.rawValue)
         var details = JSONObject()
         for (k, v) in fields { details.set(k, v) }

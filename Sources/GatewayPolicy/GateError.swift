@@ -10,6 +10,14 @@ public enum ClientAction: String, Sendable {
     case reattest
     /// Nothing the app can do by retrying (tampering, replay, a disallowed app or version).
     case none
+    /// Send the same request again after `Retry-After` seconds, plus random jitter.
+    case retryLater = "retry_later"
+}
+
+/// Where a refusal is answered: the App Attest endpoints (challenge, register), or a protected route.
+public enum RefusalSurface: String, Sendable, CaseIterable {
+    case endpoint
+    case route
 }
 
 /// Every reason the gateway refuses a registration or a protected request: a stable code (JSON
@@ -56,6 +64,8 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     // The store.
     case storeUnavailable = "store_unavailable"
     case challengeCapacity = "challenge_capacity"
+    // Admission (`attest.challenge_rate`, `attest.registration_rate`).
+    case rateLimited = "rate_limited"
     // Registration bounds (issue 19: receipts and keys are bounded).
     /// The attestation's `attStmt.receipt` is larger than `limits.max_receipt` (real ones are ≈ 4 KB).
     case receiptTooLarge = "receipt_too_large"
@@ -74,9 +84,9 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         case .methodNotAllowed: 405
         case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld: 403
         case .storeUnavailable, .challengeCapacity, .keyCapacity: 503
+        case .rateLimited, .reregistrationLimited: 429
         case .receiptTooLarge: 413
         case .keyAppConflict: 409
-        case .reregistrationLimited: 429
         default: 401
         }
     }
@@ -84,6 +94,15 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     /// On a protected route every refusal is 401 (403 for a disallowed app or environment, 503 for
     /// the store): a malformed assertion is an authentication failure there, not a bad request.
     public var routeStatus: Int { status == 400 ? 401 : status }
+
+    /// The status of a refusal answered on `surface` (docs/client-contract.md, "Error codes"): what
+    /// the client is sent and what `explain` records.
+    public func status(on surface: RefusalSurface) -> Int {
+        switch surface {
+        case .endpoint: status
+        case .route: routeStatus
+        }
+    }
 
     public var action: ClientAction {
         switch self {
@@ -93,6 +112,8 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         case .keyUnknown, .environmentNotAllowed, .invalidPublicKey, .certificateExpired, .certificateNotYetValid,
             .keyAppConflict:
             .reattest
+        case .rateLimited:
+            .retryLater
         default:
             .none
         }

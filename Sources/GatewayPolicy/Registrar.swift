@@ -28,6 +28,13 @@ public enum Registrar {
     /// `Retry-After` of a `key_capacity` refusal: keys are freed by idle eviction or by an operator.
     public static let keyCapacityRetryAfterSeconds = 600
 
+    /// The challenge a registration body presents, when it parses as one (the registration budget
+    /// looks it up before the attestation is verified); nil otherwise (`register` then refuses it).
+    public static func presentedChallenge(body: [UInt8]) -> ChallengeToken? {
+        guard case .success(let fields) = JSONBody.strings(body, required: []), let text = fields["challenge"] else { return nil }
+        return ChallengeText.decode(text)
+    }
+
     public static func register(
         body: [UInt8], policy: AttestPolicy, store: any AttestStore, nowMillis: Int64,
         completion: @escaping @Sendable (RegistrationResult) -> Void

@@ -5,7 +5,8 @@ import GatewayIO
 /// One downstream HTTP/1.1 connection: parses requests one at a time (pipelined requests wait in
 /// the buffer and are answered in order), asks the router what to do, streams bodies to and from an
 /// upstream with back-pressure both ways, and applies the header, body, response and idle timeouts.
-/// Loop-confined.
+/// The first request's head must arrive within the header timeout of the accept (the wait for its
+/// first byte included); between requests the keep-alive idle timeout applies. Loop-confined.
 public final class HTTP1ServerConnection: ConnectionDelegate {
     public let downstream: Connection
     private let router: any RequestRouter
@@ -24,6 +25,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case waiting
         case awaitingResponse
         case streamingResponse
+        /// Answered and closing while the client may still be sending (a request refused from its
+        /// head, a body over the limit): what arrives is read and dropped for a bounded time, so that
+        /// the close does not become a TCP reset that could destroy the answer before it is read.
+        case lingering
         case closed
     }
 
@@ -81,24 +86,32 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     // One deadline at a time (wheel clock), checked lazily: arming or moving it is two stores, and a
     // wheel entry is scheduled only when no pending one fires by the deadline (not per exchange).
-    private enum TimerKind { case none, idle, header, body, response, acquire }
+    private enum TimerKind { case none, idle, header, body, response, acquire, linger }
     private var timerKind: TimerKind = .none
     private var deadline: Int64 = 0
     /// For the progress timers (body, response): progress moves the deadline this far ahead.
     private var progressTimeout: Int64 = 0
     /// The earliest due time of a scheduled wheel entry (.max: none known).
     private var timerDue: Int64 = .max
+    /// While lingering: the close happens by then whatever the client does.
+    private var lingerEnd: Int64 = 0
     /// The client's address as text, formatted once per connection (logs, X-Forwarded-For).
     private lazy var peerHost: String = downstream.peer?.host ?? "-"
 
-    public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http") {
+    /// - Parameter acceptedAtMillis: when the connection was accepted (the loop's wheel clock), if
+    ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
+    ///   from then.
+    public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http",
+                acceptedAtMillis: Int64? = nil)
+    {
         self.downstream = connection
         self.router = router
         self.limits = limits
         self.parser = HTTP1Parser(limits: limits.parser)
         self.scheme = scheme
         connection.delegate = self
-        armIdleTimer()
+        let now = connection.loop.timers.nowMillis
+        arm(.header, afterMillis: max(1, (acceptedAtMillis ?? now) + limits.headerTimeoutMillis - now))
     }
 
     // MARK: - Drain
@@ -127,6 +140,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             case .awaitingHead, .readingBody:
                 // The client stopped mid-request.
                 abortExchange(status: nil, code: "client_closed")
+            case .lingering:
+                downstream.close()
             default:
                 // A half-closed client may still read its response; close after it.
                 closeAfterResponse = true
@@ -176,6 +191,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case .waiting, .awaitingResponse, .streamingResponse:
             // Pipelined bytes wait; stop reading if they pile up.
             if downstream.inbound.readableBytes > limits.parser.maxHeaderBytes { downstream.pauseReading() }
+        case .lingering:
+            downstream.inbound.consume(downstream.inbound.readableBytes)
+            if timerKind == .linger { deadline = min(loop.timers.nowMillis + Self.lingerQuietMillis, lingerEnd) }
         case .closed:
             break
         }
@@ -733,6 +751,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         replace(&buffered, with: [])
         cancelTimer()
         if closeAfterResponse || draining {
+            if !bodyDone || !downstream.inbound.isEmpty {
+                startLinger()
+                return
+            }
             phase = .closed
             downstream.pauseReading()
             downstream.closeAfterWriting()
@@ -746,6 +768,36 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
 
     private func parseHeadIfIdle() { if phase == .awaitingHead { parseHead() } }
+
+    /// The same bounds as HTTP/2's linger after a GOAWAY: closed once the client has been quiet this
+    /// long with the answer written, or once the client closes…
+    static let lingerQuietMillis: Int64 = HTTP2ServerConnection.lingerQuietMillis
+    /// …and at the latest this long after the answer, whatever the client sends.
+    static let lingerMaxMillis: Int64 = HTTP2ServerConnection.lingerMaxMillis
+
+    /// After an answer that leaves request bytes unread: read and drop input until the client is
+    /// quiet (or closes) and the answer is written, within `lingerMaxMillis`; then close.
+    private func startLinger() {
+        phase = .lingering
+        lingerEnd = loop.timers.nowMillis + Self.lingerMaxMillis
+        arm(.linger, afterMillis: Self.lingerQuietMillis)
+        downstream.resumeReading()
+        // What was read already is dropped once the caller is done with the buffer (this may run
+        // while a body read has it lent).
+        loop.enqueue { [weak self] in
+            guard let self, self.phase == .lingering, !self.downstream.isClosed else { return }
+            self.downstream.inbound.consume(self.downstream.inbound.readableBytes)
+        }
+    }
+
+    private func lingerCheck() {
+        let now = loop.timers.nowMillis
+        if now < lingerEnd && downstream.outboundBytes > 0 {
+            arm(.linger, afterMillis: min(Self.lingerQuietMillis, lingerEnd - now))
+        } else {
+            downstream.close()
+        }
+    }
 
     private func logExchange(error: String?) {
         let now = EventLoop.monotonicNanos()
@@ -790,13 +842,18 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             guard phase == .awaitingHead else { return }
             if downstream.inbound.isEmpty { downstream.close() } else { headerTimedOut() }
         case .header:
-            headerTimedOut()
+            // The first head's deadline runs from the accept: a client that sent nothing is closed
+            // without an answer, like an idle keep-alive connection.
+            guard phase == .awaitingHead else { return }
+            if downstream.inbound.isEmpty { downstream.close() } else { headerTimedOut() }
         case .body:
             abortExchange(status: 408, code: "body_timeout")
         case .response:
             abortExchange(status: 504, code: "upstream_timeout")
         case .acquire:
             abortExchange(status: 503, code: "upstream_busy")
+        case .linger:
+            lingerCheck()
         }
     }
 

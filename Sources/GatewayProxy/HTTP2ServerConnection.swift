@@ -56,6 +56,10 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// The client sent GOAWAY or EOF: close once no stream is left.
     private var closeWhenIdle = false
     private var idleDeadline: Int64 = 0
+    /// Until the first request's HEADERS: the header timeout from the accept (preface included);
+    /// after it, the idle timeout whenever no stream is open.
+    private var sawRequest = false
+    private let firstRequestDeadline: Int64
     /// A connection error was reported: the GOAWAY is written, then the connection lingers.
     private var failed = false
     /// Lingering after a connection error: since when, and when the client last sent something.
@@ -74,9 +78,12 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// The linger's bound: the connection is closed this long after the error whatever the client does.
     static let lingerMaxMillis: Int64 = 2000
 
-    /// Serves `transport`; the transport's owner calls the `transportDid…` methods.
+    /// Serves `transport`; the transport's owner calls the `transportDid…` methods. `acceptedAtMillis`
+    /// (the loop's wheel clock; default now): the first request must arrive within the header
+    /// timeout of it.
     public init(transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
-                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http") throws(HTTP2SessionError)
+                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http", acceptedAtMillis: Int64? = nil)
+        throws(HTTP2SessionError)
     {
         self.transport = transport
         self.router = router
@@ -84,6 +91,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         responseParser = HTTP1Parser(limits: limits.parser)
         self.scheme = scheme
         self.session = try HTTP2ServerSession(settings: settings)
+        firstRequestDeadline = (acceptedAtMillis ?? transport.loop.timers.nowMillis) + limits.headerTimeoutMillis
         armIdle()
     }
 
@@ -214,6 +222,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         for e in events {
             switch e {
             case .request(let id, let head):
+                sawRequest = true
                 let s = HTTP2Stream(id: id, head: head, connection: self)
                 withStreams { $0[id] = s }
                 s.start()
@@ -254,7 +263,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     // MARK: - Timers (wheel clock, one entry at a time, checked lazily)
 
     private func armIdle() {
-        idleDeadline = loop.timers.nowMillis + limits.idleTimeoutMillis
+        idleDeadline = sawRequest ? loop.timers.nowMillis + limits.idleTimeoutMillis : firstRequestDeadline
         schedule(at: idleDeadline)
     }
 
@@ -274,7 +283,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         if streams.isEmpty {
             if now >= idleDeadline {
                 session.terminate(code: .noError, detail: "idle")
-                onGoaway?("idle_timeout")
+                onGoaway?(sawRequest ? "idle_timeout" : "header_timeout")
                 pump()
                 return
             }
@@ -315,6 +324,12 @@ final class HTTP2Stream: ConnectionDelegate {
     private var pending: [UInt8] = []
     /// Body bytes written to the upstream and not yet acknowledged to the client (`consume`).
     private var unconsumed = 0
+    /// Body bytes written to the upstream so far.
+    private var forwardedBodyBytes = 0
+    /// With a declared content-length: its last byte, held back until END_STREAM (see `writeBody`).
+    private var heldLastByte: UInt8?
+    /// `content-length: 0` on a stream still open: the upstream request waits for END_STREAM.
+    private var awaitingEmptyEnd = false
     private var buffered: [UInt8] = []
     private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
     private var waitingForHandler = false
@@ -362,6 +377,13 @@ final class HTTP2Stream: ConnectionDelegate {
             bodyTarget = .upstream
             bodyLimit = f.maxBody
             sendContinueIfExpected()
+            if case .contentLength(0) = head.framing, !requestEnded {
+                // Complete as the upstream would read it; only END_STREAM says no DATA follows
+                // (RFC 9113 §8.1.1). The END_STREAM of a HEADERS frame is the very next event.
+                awaitingEmptyEnd = true
+                arm(.body, conn.limits.bodyTimeoutMillis)
+                return
+            }
             acquireUpstream(fresh: false)
         case .buffer(let maxBody, let name, let handler):
             routeName = name
@@ -436,12 +458,24 @@ final class HTTP2Stream: ConnectionDelegate {
             let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
+            if awaitingEmptyEnd {
+                awaitingEmptyEnd = false
+                acquireUpstream(fresh: false)
+                return
+            }
             if let u = upstream, upstreamHeadSent {
+                if let last = heldLastByte {
+                    heldLastByte = nil
+                    withUnsafeBytes(of: last) { u.connection.write($0) }
+                    unconsumed += 1
+                    acknowledgeWritten(u)
+                }
                 if case .chunked = head.framing { u.connection.write(HTTP1Serializer.lastChunk) }
                 if response == nil { arm(.response, responseTimeout) }
             }
         }
     }
+
 
     private func bufferedOutcome(_ outcome: BufferedOutcome) {
         guard !finished, waitingForHandler else { return }
@@ -457,14 +491,28 @@ final class HTTP2Stream: ConnectionDelegate {
         conn.pump()
     }
 
+    /// Writes request body bytes upstream. With a declared content-length, the body's last byte
+    /// waits for END_STREAM (`requestEnd`): an upstream that has every declared byte holds a
+    /// complete request, and only END_STREAM shows that the DATA add up to the length (RFC 9113
+    /// §8.1.1). nghttp2 refuses DATA beyond the length before delivering it, and an END_STREAM short
+    /// of it, with RST_STREAM PROTOCOL_ERROR: the stream then closes, its upstream request still
+    /// incomplete, and the upstream connection is closed (the request aborted, never executed).
     private func writeBody(_ u: UpstreamConnection, _ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         if case .chunked = head.framing {
             u.connection.write { out in bytes.withUnsafeBytes { HTTP1Serializer.appendChunk($0, to: &out) } }
+            forwardedBodyBytes += bytes.count
+            unconsumed += bytes.count
         } else {
-            u.connection.write(bytes)
+            var count = bytes.count
+            if !requestEnded, case .contentLength(let n) = head.framing, forwardedBodyBytes + count >= n {
+                count -= 1  // the last byte (nghttp2 delivers no DATA beyond n)
+                heldLastByte = bytes[count]
+            }
+            u.connection.write(bytes[0..<count])
+            forwardedBodyBytes += count
+            unconsumed += count
         }
-        unconsumed += bytes.count
         acknowledgeWritten(u)
     }
 
@@ -478,7 +526,8 @@ final class HTTP2Stream: ConnectionDelegate {
     /// Stops forwarding the request body: what was held is given back to the client's windows.
     private func discardRequestBody() {
         bodyTarget = .discard
-        let held = pending.count + unconsumed + buffered.count
+        let held = pending.count + unconsumed + buffered.count + (heldLastByte == nil ? 0 : 1)
+        heldLastByte = nil
         pending = []
         unconsumed = 0
         if held > 0 { session.consume(streamID: id, count: held) }
@@ -700,7 +749,16 @@ final class HTTP2Stream: ConnectionDelegate {
     /// A local answer (JSON errors, local endpoints) for a stream with no response yet.
     private func respond(_ r: LocalResponse) {
         guard !responseHeadSent, !finished else { return }
-        if !requestEnded { discardRequestBody() }
+        if !requestEnded {
+            // The body is not wanted: what comes is dropped (its window given back, nothing kept).
+            discardRequestBody()
+            // More than one stream window still to come (or an unknown length): once the answer is
+            // out, the client is told to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1). A rest
+            // that fits in the window is let through: some clients (curl 7.88) report an upload
+            // error instead of the response when a reset cuts their upload.
+            let rest: UInt64 = if case .contentLength(let n) = head.framing { n &- UInt64(requestBodyBytes) } else { .max }
+            if rest > UInt64(session.settings.initialWindowSize) { session.stopRequestAfterResponse(streamID: id) }
+        }
         cancelTimer()
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))

@@ -123,6 +123,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let id = nextConnectionID
         nextConnectionID += 1
+        // The first request's head (or HTTP/2 request) is due within the header timeout of now,
+        // whatever comes first (TLS handshake, protocol sniffing).
+        let acceptedAt = loop.timers.nowMillis
         let closed: () -> Void = { [unowned self] in
             connections[i][id] = nil
             live.wrappingSubtract(1, ordering: .relaxed)
@@ -135,7 +138,7 @@ public final class HTTPServer: @unchecked Sendable {
                     onTLSHandshake?(loop, info)
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
                     _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2c), slot: (i, id), router: router,
-                              limits: limits, scheme: scheme, closed: closed)
+                              limits: limits, scheme: scheme, acceptedAt: acceptedAt, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
@@ -148,18 +151,22 @@ public final class HTTPServer: @unchecked Sendable {
             let sniffer = ProtocolSniffer(connection: conn, limits: limits) { [unowned self] verdict in
                 var http2 = false
                 if case .http2 = verdict { http2 = true }
-                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, scheme: scheme, closed: closed)
+                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
+                          closed: closed)
             }
             sniffer.onClose = closed
             connections[i][id] = sniffer
         case (false, true):
             // No handler owns the connection yet: a failed session start is accounted here.
-            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, scheme: scheme, closed: closed) else {
+            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
+                        closed: closed)
+            else {
                 live.wrappingSubtract(1, ordering: .relaxed)
                 return
             }
         default:
-            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, scheme: scheme, closed: closed)
+            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
+                      closed: closed)
         }
         onAccept?(loop)
     }
@@ -169,16 +176,16 @@ public final class HTTPServer: @unchecked Sendable {
     /// session could not be made.
     private func serve(
         _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, limits: DownstreamLimits,
-        scheme: String, closed: @escaping () -> Void
+        scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
     ) -> Bool {
         if http2 {
-            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme) else { return false }
+            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt) else { return false }
             connections[slot.loop][slot.id] = h2
             h2.onClose = closed
             h2.transportDidRead()
         } else {
             guard !conn.isClosed else { return false }
-            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme)
+            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt)
             connections[slot.loop][slot.id] = h1
             h1.onClose = closed
             if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
@@ -188,12 +195,12 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
     /// it, then lets it read (which also queues the server's SETTINGS).
-    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String)
+    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String, acceptedAt: Int64)
         -> HTTP2ServerConnection?
     {
         do {
             let h2 = try HTTP2ServerConnection(
-                transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme)
+                transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme, acceptedAtMillis: acceptedAt)
             h2.onStreamReset = onHTTP2StreamReset
             h2.onGoaway = onHTTP2Goaway
             conn.delegate = h2

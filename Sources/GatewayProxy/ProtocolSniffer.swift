@@ -3,7 +3,8 @@ import GatewayIO
 /// For a listener serving both HTTP/1.1 and h2c: holds a new connection until its first bytes tell
 /// the HTTP/2 connection preface (RFC 9113 §3.4) from anything else, then hands it over via
 /// `decided` (which installs the real handler as the connection's delegate; the bytes read so far
-/// stay in `inbound` for it). A client that sends nothing is closed after the idle timeout.
+/// stay in `inbound` for it). A client that sends nothing is closed after the header timeout (the
+/// chosen handler's first-request deadline runs from the same accept).
 final class ProtocolSniffer: ConnectionDelegate, ServerConnection {
     let connection: Connection
     private var decided: ((HTTP2Preface.Verdict) -> Void)?
@@ -13,7 +14,7 @@ final class ProtocolSniffer: ConnectionDelegate, ServerConnection {
         self.connection = connection
         self.decided = decided
         connection.delegate = self
-        connection.loop.timers.schedule(afterMillis: limits.idleTimeoutMillis) { [weak self] in
+        connection.loop.timers.schedule(afterMillis: limits.headerTimeoutMillis) { [weak self] in
             guard let self, self.decided != nil else { return }
             self.connection.close()
         }

@@ -80,11 +80,16 @@ public struct ChallengeRequest: Sendable, Equatable {
     /// nil: usable with any key.
     public var keyID: KeyID?
     public var ttlMillis: Int64
+    /// Issued with the response to a verified assertion of `keyID` (`X-App-Attest-Next-Challenge`),
+    /// not asked for at the challenge endpoint, where anyone can name any key. The memory store
+    /// replaces such challenges last when a key reaches its per-key limit (docs/store.md).
+    public var chained: Bool
 
-    public init(purpose: ChallengePurpose?, keyID: KeyID?, ttlMillis: Int64) {
+    public init(purpose: ChallengePurpose?, keyID: KeyID?, ttlMillis: Int64, chained: Bool = false) {
         self.purpose = purpose
         self.keyID = keyID
         self.ttlMillis = ttlMillis
+        self.chained = chained
     }
 }
 
@@ -259,7 +264,8 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Code: String, Sendable {
         /// The store cannot be reached or cannot write (disk full, Redis down).
         case unavailable = "store_unavailable"
-        /// Too many live challenges; try later.
+        /// Too many live challenges; try later. (The memory store no longer answers it: when a
+        /// challenge budget is full it replaces the oldest challenge instead, docs/store.md.)
         case challengeCapacity = "challenge_capacity"
     }
 

@@ -1,6 +1,8 @@
 import Glibc
 
-/// Thin POSIX file helpers: every failure becomes a `StoreError(.unavailable, …)` naming the path.
+/// Thin POSIX file helpers: every failure becomes a `StoreError(.unavailable, …)` naming the path,
+/// or, for the calls that go through `StoreFiles` (open, write, fsync), a `FileFault` naming the
+/// path and errno (`StoreError.from` turns it into a `StoreError`).
 enum FileIO {
     static func errnoText(_ code: Int32 = errno) -> String {
         guard let s = strerror(code) else { return "errno \(code)" }
@@ -11,39 +13,23 @@ enum FileIO {
         StoreError(.unavailable, "\(what) \(path): \(errnoText(code))")
     }
 
+    // The calls that can fail for lack of space or an I/O error go through the store's
+    // `StoreFiles` (injectable, counted); these use the system calls directly.
+
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws -> Int32 {
-        while true {
-            let fd = Glibc.open(path, flags | O_CLOEXEC, mode)
-            if fd >= 0 { return fd }
-            if errno == EINTR { continue }
-            throw failure("cannot open", path)
-        }
+        try StoreFiles.system.open(path, flags, mode: mode)
     }
 
-    /// Writes all of `bytes` at the current offset (retrying short writes and EINTR).
     static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
-        var done = 0
-        while done < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw failure("cannot write", path)
-            }
-            done += n
-        }
+        try StoreFiles.system.writeAll(fd, bytes, path: path)
     }
 
     static func fsync(_ fd: Int32, path: String) throws {
-        while Glibc.fsync(fd) != 0 {
-            if errno == EINTR { continue }
-            throw failure("cannot fsync", path)
-        }
+        try StoreFiles.system.fsync(fd, path: path)
     }
 
     static func fsyncDirectory(_ path: String) throws {
-        let fd = try open(path, O_RDONLY | O_DIRECTORY)
-        defer { Glibc.close(fd) }
-        try fsync(fd, path: path)
+        try StoreFiles.system.fsyncDirectory(path)
     }
 
     /// Reads up to `count` bytes at `offset`; fewer only at end of file.
@@ -90,10 +76,6 @@ enum FileIO {
         return names
     }
 
-    static func rename(_ from: String, _ to: String) throws {
-        guard Glibc.rename(from, to) == 0 else { throw failure("cannot rename \(from) to", to) }
-    }
-
     static func unlink(_ path: String) throws {
         guard Glibc.unlink(path) == 0 || errno == ENOENT else { throw failure("cannot remove", path) }
     }
@@ -112,22 +94,6 @@ enum FileIO {
             try pread(fd, into: buf, offset: 0, path: path)
         }
         return Array(out.prefix(n))
-    }
-
-    /// Writes a small file durably: temp file, fsync, rename, fsync of the directory.
-    static func writeFileAtomically(_ bytes: [UInt8], directory: String, name: String) throws {
-        let tmp = "\(directory)/\(name).tmp"
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
-        do {
-            try bytes.withUnsafeBytes { (raw) throws in try writeAll(fd, raw, path: tmp) }
-            try fsync(fd, path: tmp)
-        } catch {
-            Glibc.close(fd)
-            throw error
-        }
-        Glibc.close(fd)
-        try rename(tmp, "\(directory)/\(name)")
-        try fsyncDirectory(directory)
     }
 }
 
@@ -211,6 +177,7 @@ struct ByteReader {
 extension StoreError {
     /// Every error thrown inside this module is a `StoreError`; anything else is wrapped.
     static func from(_ error: any Error) -> StoreError {
-        error as? StoreError ?? StoreError(.unavailable, "\(error)")
+        if let fault = error as? FileFault { return fault.storeError }
+        return error as? StoreError ?? StoreError(.unavailable, "\(error)")
     }
 }

@@ -134,21 +134,52 @@ enum JournalRecord {
     }
 }
 
-/// The open journal: the current segment, the receipts file, group commit and the periodic fsync.
+/// The open journal: the current segment, the receipts file, group commit, the periodic fsync,
+/// and the handling of write errors (see "Write errors" in docs/store.md).
 ///
 /// Appends happen with write(2) under `state`'s lock (callers hold their shard lock(s) while
 /// appending, which the snapshot protocol relies on). fsync happens on `syncQueue`, outside the lock.
+///
+/// A failed write, fsync, open or ftruncate puts the journal in a fault: appends are refused
+/// (`StoreError(.unavailable)`, nothing changes in memory) until a recovery on `syncQueue`, retried
+/// with back-off, proves that writes succeed again. After a lack of space (ENOSPC, EDQUOT, EFBIG)
+/// with the partial record cut, the segment is intact: a probe write and an fsync of the journal
+/// recover. After a failed fsync or any other errno, what the segment holds on disk is unknown
+/// (Linux may drop the dirty pages of a failed fsync and report success to the next one): only a
+/// snapshot of memory written after the fault (which starts a new segment and deletes the suspect
+/// one) recovers.
 final class Journal: Sendable {
+    /// Why the journal refuses appends.
+    struct Fault {
+        /// The failure that started the episode: what refused operations and readiness show.
+        let first: StoreWriteFailure
+        /// The latest failure of the episode (the retries update it).
+        var latest: StoreWriteFailure
+        var since: ContinuousClock.Instant
+        /// What reached the disk is unknown: only a snapshot written after the fault clears it.
+        var suspect: Bool
+        /// The segment in use when it happened: a snapshot clears the fault only if it covers it.
+        var seq: UInt64
+        var attempts = 0
+
+        /// What a refused operation answers (and readiness shows).
+        var error: StoreError { StoreError(.unavailable, "store: \(first)") }
+    }
+
     struct State {
         var segment: FileHandle
         var seq: UInt64
+        /// Bytes of the segment's header and whole records: where the next record starts, and
+        /// where a record cut short by a failed write is truncated back to.
+        var segmentEnd: Int
         var receipts: FileHandle
         var receiptsEnd: UInt64
         var dirty = false
         /// Records appended to the current segment.
         var records = 0
-        /// After a failed write or fsync nothing more is accepted: what reached the disk is unknown.
-        var failed: StoreError?
+        /// Set from a failed write or fsync until a recovery (or a snapshot) clears it.
+        var fault: Fault?
+        var recoveryScheduled = false
         var closed = false
     }
 
@@ -157,12 +188,22 @@ final class Journal: Sendable {
         var scheduled = false
     }
 
+    /// The recovery's back-off: the first retry after `initialMillis`, doubling up to `maxMillis`.
+    struct Retry: Sendable {
+        var initialMillis = 100
+        var maxMillis = 5_000
+    }
+
     let directory: String
+    let files: StoreFiles
+    let retry: Retry
     let state: Mutex<State>
     let waiters = Mutex(Waiters())
     let syncQueue = DispatchQueue(label: "attest-store.journal-sync")
     let observer: (any AttestStoreObserver)?
     private let timer: Mutex<TimerBox?> = Mutex(nil)
+    /// Writes the snapshot that clears a suspect fault (set by the store that owns the journal).
+    let snapshotter = Mutex<(@Sendable () throws -> Void)?>(nil)
 
     /// The periodic-sync timer; Dispatch sources are thread-safe but not marked Sendable.
     final class TimerBox: @unchecked Sendable {
@@ -175,6 +216,9 @@ final class Journal: Sendable {
     }
 
     static let receiptsName = "receipts.dat"
+    /// The file a recovery writes, fsyncs and removes to learn that writes succeed again.
+    static let probeName = "write-probe"
+    static let probeSize = 4096
 
     /// The receipts file of a generation: 0 `receipts.dat` (the first), n `receipts-<n, 16 hex>.dat`
     /// (written by the n-th compaction; the snapshot names the one its records point into).
@@ -190,22 +234,31 @@ final class Journal: Sendable {
     }
 
     init(directory: String, segment: FileHandle, seq: UInt64, receipts: FileHandle, receiptsEnd: UInt64,
-         observer: (any AttestStoreObserver)?) {
+         observer: (any AttestStoreObserver)?, files: StoreFiles = .system, retry: Retry = Retry()) {
         self.directory = directory
-        self.state = Mutex(State(segment: segment, seq: seq, receipts: receipts, receiptsEnd: receiptsEnd))
+        self.files = files
+        self.retry = retry
+        self.state = Mutex(State(
+            segment: segment, seq: seq, segmentEnd: JournalFormat.headerSize, receipts: receipts, receiptsEnd: receiptsEnd))
         self.observer = observer
     }
 
-    /// Creates segment `seq` (header written and fsync'ed, directory fsync'ed).
-    static func createSegment(directory: String, seq: UInt64) throws -> FileHandle {
+    /// Creates segment `seq` (header written and fsync'ed, directory fsync'ed). A failed attempt
+    /// removes what it created.
+    static func createSegment(directory: String, seq: UInt64, files: StoreFiles = .system) throws -> FileHandle {
         let path = "\(directory)/\(JournalFormat.segmentName(seq))"
-        let fd = try FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
+        let fd = try files.open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)
         let handle = FileHandle(fd: fd, path: path)
-        try JournalFormat.header(seq).withUnsafeBytes { (raw) throws in
-            try FileIO.writeAll(fd, raw, path: path)
+        do {
+            try JournalFormat.header(seq).withUnsafeBytes { (raw) throws in
+                try files.writeAll(fd, raw, path: path)
+            }
+            try files.fsync(fd, path: path)
+            try files.fsyncDirectory(directory)
+        } catch {
+            unlink(path)
+            throw error
         }
-        try FileIO.fsync(fd, path: path)
-        try FileIO.fsyncDirectory(directory)
         return handle
     }
 
@@ -215,12 +268,124 @@ final class Journal: Sendable {
         t.schedule(deadline: .now() + .milliseconds(intervalMillis), repeating: .milliseconds(intervalMillis))
         t.setEventHandler { [weak self] in
             guard let self else { return }
-            if self.state.withLock({ $0.dirty && $0.failed == nil && !$0.closed }) { _ = self.syncNow() }
+            if self.state.withLock({ $0.dirty && !($0.fault?.suspect ?? false) && !$0.closed }) { _ = self.syncNow() }
         }
         t.resume()
         let box = TimerBox(t)
         timer.withLock { $0 = box }
     }
+
+    // MARK: - Faults and recovery
+
+    /// The failure the journal is refusing appends for (the one that started the episode), or nil
+    /// when it accepts them.
+    var fault: StoreWriteFailure? { state.withLock { $0.fault?.first } }
+
+    /// Enters (or extends) a fault and makes sure a recovery is scheduled.
+    private func enterFault(_ s: inout State, _ failure: StoreWriteFailure, suspect: Bool) {
+        if s.fault == nil {
+            s.fault = Fault(first: failure, latest: failure, since: .now, suspect: suspect, seq: s.seq)
+            observer?.storeWritesRefused(failure)
+        } else {
+            s.fault!.latest = failure
+            if suspect { s.fault!.suspect = true }
+        }
+        if !s.recoveryScheduled && !s.closed {
+            s.recoveryScheduled = true
+            scheduleRecovery(afterMillis: retry.initialMillis)
+        }
+    }
+
+    /// After a failed fsync the pages may be gone whatever the errno; after a failed write, only a
+    /// lack of space leaves the file as it was (once the partial record is cut).
+    private static func makesSuspect(_ f: StoreWriteFailure) -> Bool { f.operation == .fsync || !f.isSpace }
+
+    private func scheduleRecovery(afterMillis millis: Int) {
+        syncQueue.asyncAfter(deadline: .now() + .milliseconds(millis)) { [weak self] in self?.recover() }
+    }
+
+    private func clear(_ s: inout State) {
+        guard let f = s.fault else { return }
+        s.fault = nil
+        observer?.storeWritesRecovered(after: f.latest, seconds: seconds(since: f.since))
+    }
+
+    /// One recovery attempt (on `syncQueue`): a probe write; then, after a lack of space, an fsync
+    /// of what the journal holds; after a suspect fault, a snapshot. Until one succeeds it is
+    /// retried with back-off (each failed call is reported to the observer).
+    func recover() {
+        guard let fault = state.withLock({ s -> Fault? in
+            if s.closed || s.fault == nil {
+                s.recoveryScheduled = false
+                return nil
+            }
+            return s.fault
+        }) else { return }
+        do {
+            try probe()
+            if fault.suspect {
+                guard let snapshot = snapshotter.withLock({ $0 }) else {
+                    throw StoreError(.unavailable, "no snapshot writer")
+                }
+                try snapshot()  // rotates, writes snapshot.dat; `snapshotCovers` clears the fault
+            } else {
+                try state.withLock { (s) throws in
+                    guard s.fault != nil, !s.fault!.suspect else { return }
+                    // A receipt cut short whose truncation failed stays as unreferenced bytes.
+                    s.receiptsEnd = UInt64(try FileIO.fileSize(s.receipts.fd, path: s.receipts.path))
+                    do {
+                        try files.fsync(s.receipts.fd, path: s.receipts.path)
+                        try files.fsync(s.segment.fd, path: s.segment.path)
+                    } catch let f as FileFault {
+                        enterFault(&s, f.failure, suspect: true)
+                        throw f
+                    }
+                    clear(&s)
+                }
+            }
+        } catch let f as FileFault {
+            // The recovery's log line names the latest failure (the probe's, the snapshot's, …); the fault stays.
+            state.withLock { s in if s.fault != nil { s.fault!.latest = f.failure } }
+        } catch {
+            // Not a file system call (the store closed meanwhile): the fault stays.
+        }
+        state.withLock { s in
+            guard s.fault != nil, !s.closed else {
+                s.recoveryScheduled = false
+                return
+            }
+            s.fault!.attempts += 1
+            let shift = min(s.fault!.attempts, 16)
+            scheduleRecovery(afterMillis: min(retry.maxMillis, retry.initialMillis << shift))
+        }
+    }
+
+    /// Writes, fsyncs and removes a small file of random bytes: the file system takes writes again.
+    private func probe() throws {
+        let path = "\(directory)/\(Self.probeName)"
+        let fd = try files.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        defer {
+            Glibc.close(fd)
+            unlink(path)
+        }
+        var rng = SystemRandomNumberGenerator()
+        let bytes = (0..<Self.probeSize / 8).flatMap { _ in withUnsafeBytes(of: rng.next() as UInt64) { Array($0) } }
+        try bytes.withUnsafeBytes { (raw) throws in try files.writeAll(fd, raw, path: path) }
+        try files.fsync(fd, path: path)
+    }
+
+    /// A snapshot covering every segment before `seq` is durable: a fault from before it is
+    /// cleared (everything memory holds is on disk again, in the snapshot).
+    func snapshotCovers(_ seq: UInt64) {
+        state.withLock { s in
+            guard let f = s.fault, f.seq < seq else { return }
+            guard let size = try? FileIO.fileSize(s.receipts.fd, path: s.receipts.path) else { return }
+            s.receiptsEnd = UInt64(size)
+            clear(&s)
+        }
+    }
+
+    // MARK: - Appends
 
     private static func frame(_ payload: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
         out.storeBytes(of: UInt32(payload.count).littleEndian, toByteOffset: 0, as: UInt32.self)
@@ -228,17 +393,28 @@ final class Journal: Sendable {
         UnsafeMutableRawBufferPointer(rebasing: out[8..<8 + payload.count]).copyMemory(from: payload)
     }
 
-    private func write(_ s: inout State, _ bytes: UnsafeRawBufferPointer) throws {
-        if let failed = s.failed { throw failed }
-        if s.closed { throw StoreError(.unavailable, "the store is closed") }
+    private static let closedError = StoreError(.unavailable, "the store is closed")
+
+    /// Appends one framed record. On failure the part of it that reached the file is cut off (the
+    /// segment ends with its last whole record again) and the journal enters a fault.
+    private func write(_ s: inout State, _ bytes: UnsafeRawBufferPointer, records: Int = 1) throws {
+        if let fault = s.fault { throw fault.error }
+        if s.closed { throw Self.closedError }
         do {
-            try FileIO.writeAll(s.segment.fd, bytes, path: s.segment.path)
-        } catch {
-            s.failed = StoreError.from(error)
-            throw error
+            try files.writeAll(s.segment.fd, bytes, path: s.segment.path)
+        } catch let f as FileFault {
+            var suspect = Self.makesSuspect(f.failure)
+            do {
+                try files.truncate(s.segment.fd, path: s.segment.path, to: s.segmentEnd)
+            } catch {
+                suspect = true  // a torn record stays at the end of the segment until a snapshot replaces it
+            }
+            enterFault(&s, f.failure, suspect: suspect)
+            throw s.fault!.error
         }
+        s.segmentEnd += bytes.count
         s.dirty = true
-        s.records += 1
+        s.records += records
     }
 
     /// Appends a counter advance (allocation-free: the frame is built on the stack).
@@ -259,21 +435,23 @@ final class Journal: Sendable {
     }
 
     /// Appends the receipt to the receipts file, then the registration record pointing at it.
-    /// Returns where the receipt was written.
+    /// Returns where the receipt was written. When either write fails, nothing is referenced: the
+    /// receipt's bytes are cut again where possible (unreferenced bytes are harmless otherwise).
     func appendRegistration(_ registration: JournalRecord.Registration, receipt: [UInt8])
         throws -> (offset: UInt64, length: UInt32)
     {
         try state.withLock { (s) throws -> (offset: UInt64, length: UInt32) in
-            if let failed = s.failed { throw failed }
-            if s.closed { throw StoreError(.unavailable, "the store is closed") }
+            if let fault = s.fault { throw fault.error }
+            if s.closed { throw Self.closedError }
             let offset = s.receiptsEnd
             do {
                 try receipt.withUnsafeBytes { (raw) throws in
-                    try FileIO.writeAll(s.receipts.fd, raw, path: s.receipts.path)
+                    try files.writeAll(s.receipts.fd, raw, path: s.receipts.path)
                 }
-            } catch {
-                s.failed = StoreError.from(error)
-                throw error
+            } catch let f as FileFault {
+                _ = try? files.truncate(s.receipts.fd, path: s.receipts.path, to: Int(offset))
+                enterFault(&s, f.failure, suspect: Self.makesSuspect(f.failure))
+                throw s.fault!.error
             }
             s.receiptsEnd += UInt64(receipt.count)
             var r = registration
@@ -282,7 +460,14 @@ final class Journal: Sendable {
             let payload = JournalRecord.encodeRegistration(r)
             var frame = [UInt8](repeating: 0, count: 8 + payload.count)
             payload.withUnsafeBytes { p in frame.withUnsafeMutableBytes { Self.frame(p, into: $0) } }
-            try frame.withUnsafeBytes { (raw) throws in try write(&s, raw) }
+            do {
+                try frame.withUnsafeBytes { (raw) throws in try write(&s, raw) }
+            } catch {
+                if (try? files.truncate(s.receipts.fd, path: s.receipts.path, to: Int(offset))) != nil {
+                    s.receiptsEnd = offset
+                }
+                throw error
+            }
             return (offset, UInt32(receipt.count))
         }
     }
@@ -303,28 +488,38 @@ final class Journal: Sendable {
                 }
             }
         }
-        try state.withLock { (s) throws in try frames.withUnsafeBytes { (raw) throws in try write(&s, raw) } }
+        try state.withLock { (s) throws in
+            try frames.withUnsafeBytes { (raw) throws in try write(&s, raw, records: keys.count) }
+        }
     }
 
     /// The receipts file's size as written (live receipts and superseded ones).
     var receiptsEnd: UInt64 { state.withLock { $0.receiptsEnd } }
 
     /// Receipt compaction: registrations append to `receipts` (already holding `end` bytes) from now
-    /// on. The caller holds the store's registration gate, so nothing is being appended to the old file.
-    func switchReceipts(to receipts: FileHandle, end: UInt64) throws {
-        try state.withLock { (s) throws in
-            if let failed = s.failed { throw failed }
-            if s.closed { throw StoreError(.unavailable, "the store is closed") }
+    /// on. The caller holds the store's registration gate, so nothing is being appended to the old
+    /// file. Done whatever the journal's state (in a fault too): the installed snapshot names the
+    /// new file, so every later record must point into it.
+    func switchReceipts(to receipts: FileHandle, end: UInt64) {
+        state.withLock { s in
             s.receipts = receipts
             s.receiptsEnd = end
         }
+    }
+
+    /// A failed call outside the journal's own writes left what the disk holds unknown (the
+    /// directory fsync after a compaction's snapshot was renamed into place): appends are refused
+    /// until a recovery's snapshot is durable.
+    func enterSuspectFault(_ failure: StoreWriteFailure) {
+        state.withLock { s in enterFault(&s, failure, suspect: true) }
     }
 
     /// Records appended since the last rotation (0: a snapshot now would add nothing about keys).
     var recordsInSegment: Int { state.withLock { $0.records } }
 
     /// Calls `completion` once everything appended before this call is on disk (group commit: one
-    /// fsync serves every waiter that arrived while the previous one ran).
+    /// fsync serves every waiter that arrived while the previous one ran). While the journal is in
+    /// a fault, completions get its error.
     func whenDurable(_ completion: @escaping @Sendable (StoreError?) -> Void) {
         let schedule = waiters.withLock { w -> Bool in
             w.list.append(completion)
@@ -347,21 +542,27 @@ final class Journal: Sendable {
     }
 
     /// fsyncs the receipts file, then the current segment (records of an older segment were
-    /// fsync'ed when it was rotated out). Runs on `syncQueue` or during close.
+    /// fsync'ed when it was rotated out). Runs on `syncQueue` or during close. A failure puts the
+    /// journal in a suspect fault. In a fault after a lack of space, the records written before it
+    /// are intact and are still fsync'ed (a registration written before it completes); in a suspect
+    /// fault nothing is trusted until the recovery's snapshot.
     @discardableResult
     func syncNow() -> StoreError? {
-        let (segment, receipts, failed) = state.withLock { s in
+        let (segment, receipts, fault) = state.withLock { s in
             s.dirty = false
-            return (s.segment, s.receipts, s.failed)
+            return (s.segment, s.receipts, s.fault)
         }
-        if let failed { return failed }
+        if let fault, fault.suspect { return fault.error }
         let start = ContinuousClock.now
         do {
-            try FileIO.fsync(receipts.fd, path: receipts.path)
-            try FileIO.fsync(segment.fd, path: segment.path)
+            try files.fsync(receipts.fd, path: receipts.path)
+            try files.fsync(segment.fd, path: segment.path)
         } catch {
-            state.withLock { $0.failed = StoreError.from(error) }
-            return StoreError.from(error)
+            guard let f = error as? FileFault else { return StoreError.from(error) }
+            return state.withLock { s -> StoreError in
+                enterFault(&s, f.failure, suspect: true)
+                return s.fault!.error
+            }
         }
         observer?.journalSynced(seconds: seconds(since: start))
         return nil
@@ -370,22 +571,31 @@ final class Journal: Sendable {
     /// Switches to a new segment: the old one is fsync'ed first, all under the journal lock, so
     /// every record is in exactly one segment and every appended record before the switch is durable.
     /// Returns the new segment's sequence number.
+    ///
+    /// Also the first step of a recovery: in a fault, a failed fsync of the old segment does not
+    /// stop it (the snapshot that follows replaces that segment), but the receipts file must sync
+    /// (the snapshot refers to it) and the new segment must be created.
     func rotate() throws -> UInt64 {
         try state.withLock { (s) throws -> UInt64 in
-            if let failed = s.failed { throw failed }
-            if s.closed { throw StoreError(.unavailable, "the store is closed") }
+            if s.closed { throw Self.closedError }
             do {
-                try FileIO.fsync(s.receipts.fd, path: s.receipts.path)
-                try FileIO.fsync(s.segment.fd, path: s.segment.path)
-                let next = try Journal.createSegment(directory: directory, seq: s.seq + 1)
-                s.segment = next
-                s.seq += 1
-                s.records = 0
-                return s.seq
-            } catch {
-                s.failed = StoreError.from(error)
-                throw error
+                try files.fsync(s.receipts.fd, path: s.receipts.path)
+            } catch let f as FileFault {
+                enterFault(&s, f.failure, suspect: true)
+                throw s.fault!.error
             }
+            do {
+                try files.fsync(s.segment.fd, path: s.segment.path)
+            } catch let f as FileFault {
+                enterFault(&s, f.failure, suspect: true)  // appends stop; the snapshot goes on and clears it
+            }
+            let next = try Journal.createSegment(directory: directory, seq: s.seq + 1, files: files)
+            s.segment = next
+            s.seq += 1
+            s.segmentEnd = JournalFormat.headerSize
+            s.records = 0
+            s.dirty = false
+            return s.seq
         }
     }
 

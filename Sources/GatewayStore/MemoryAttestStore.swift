@@ -19,7 +19,10 @@ public final class MemoryAttestStore: AttestStore {
 
     let shards: [Shard]
     let shardMask: UInt64
-    public let maxLiveChallenges: Int
+    /// The challenge budgets (docs/store.md, "Challenge budgets").
+    public let challengeLimits: ChallengeLimits
+    let anonymousPerShard: Int
+    let keyBoundPerShard: Int
     /// Key cap, re-registration window and idle eviction.
     public let limits: KeyLimits
     /// True when the previous process closed the store (`close()`), or the directory held no state;
@@ -27,6 +30,8 @@ public final class MemoryAttestStore: AttestStore {
     public let lastStopWasClean: Bool
     /// The data directory, or nil for a memory-only store.
     public let directory: String?
+    /// What `open` found in the journal: records replayed, damaged records skipped, a torn tail cut.
+    public let restoreReport: RestoreReport
 
     let journal: Journal?
     /// The receipts file records point into, and a descriptor to read it. Changed only by a receipt
@@ -35,6 +40,9 @@ public final class MemoryAttestStore: AttestStore {
     let observer: (any AttestStoreObserver)?
     let liveCount: Atomic<Int>
     let keyCount: Atomic<Int>
+    let evictedAnonymous = Atomic<Int>(0)
+    let evictedKeyBound = Atomic<Int>(0)
+    let replacedPerKey = Atomic<Int>(0)
     /// Bytes of the receipts that records point to (the rest of the receipts file is superseded).
     let liveReceiptBytes: Atomic<Int>
     /// Held by a registration's store step (with a data directory) and by the part of a receipt
@@ -62,20 +70,21 @@ public final class MemoryAttestStore: AttestStore {
     /// A memory-only store (nothing survives the process, and receipts are not kept: see
     /// `receipt(for:)`). `shards`: a power of two from 1 to 4096.
     public convenience init(
-        shards: Int = 64, maxLiveChallenges: Int = 1_000_000, limits: KeyLimits = KeyLimits(),
+        shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(), limits: KeyLimits = KeyLimits(),
         observer: (any AttestStoreObserver)? = nil
     ) {
         precondition(Self.validShardCount(shards), "shards must be a power of two from 1 to 4096")
         let seed = UInt64.random(in: .min ... .max)
         self.init(
-            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, maxLiveChallenges: maxLiveChallenges,
-            limits: limits, clean: true, directory: nil, journal: nil, receipts: ReceiptsFile(reader: nil, generation: 0),
+            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, challenges: challenges, limits: limits,
+            clean: true, directory: nil, journal: nil, receipts: ReceiptsFile(reader: nil, generation: 0),
             observer: observer)
     }
 
     init(
-        states: [ShardState], live: Int, maxLiveChallenges: Int, limits: KeyLimits, clean: Bool, directory: String?,
-        journal: Journal?, receipts: ReceiptsFile, observer: (any AttestStoreObserver)?
+        states: [ShardState], live: Int, challenges: ChallengeLimits, limits: KeyLimits, clean: Bool,
+        directory: String?, journal: Journal?, receipts: ReceiptsFile, observer: (any AttestStoreObserver)?,
+        restoreReport: RestoreReport = RestoreReport()
     ) {
         var keys = 0
         var receiptBytes = 0
@@ -88,10 +97,13 @@ public final class MemoryAttestStore: AttestStore {
         }
         self.shards = shards
         self.shardMask = UInt64(states.count - 1)
-        self.maxLiveChallenges = maxLiveChallenges
+        challengeLimits = challenges
+        anonymousPerShard = challenges.anonymousPerShard(states.count)
+        keyBoundPerShard = challenges.keyBoundPerShard(states.count)
         self.limits = limits
         self.lastStopWasClean = clean
         self.directory = directory
+        self.restoreReport = restoreReport
         self.journal = journal
         self.receipts = Mutex(receipts)
         self.observer = observer
@@ -121,6 +133,11 @@ public final class MemoryAttestStore: AttestStore {
         StoreStatistics(keys: keyCount.load(ordering: .relaxed), liveChallenges: liveCount.load(ordering: .relaxed))
     }
 
+    /// The failed file system call the store is refusing writes for (registrations and counter
+    /// advances answer `.unavailable` meanwhile), or nil while it accepts them. A recovery retried
+    /// with back-off clears it once writes succeed again (see "Write errors" in docs/store.md).
+    public var writeFailure: StoreWriteFailure? { journal?.fault }
+
     // MARK: - Challenges
 
     public func issueChallenge(
@@ -128,11 +145,6 @@ public final class MemoryAttestStore: AttestStore {
         completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
     ) {
         if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
-        if liveCount.wrappingAdd(1, ordering: .relaxed).newValue > maxLiveChallenges {
-            liveCount.wrappingSubtract(1, ordering: .relaxed)
-            return completion(.failure(StoreError(
-                .challengeCapacity, "\(maxLiveChallenges) challenges are live; try again after some expire")))
-        }
         let (expires, overflow) = nowMillis.addingReportingOverflow(max(0, request.ttlMillis))
         let bound = request.keyID.map(KeyBits.init)
         var entry = ChallengeEntry(
@@ -140,17 +152,64 @@ public final class MemoryAttestStore: AttestStore {
             expiresAt: overflow ? .max : expires, purpose: ChallengeEntry.purposeCode(request.purpose),
             hasBoundKey: bound != nil, consumed: false)
         var rng = SystemRandomNumberGenerator()
-        while true {
-            entry.token = ChallengeBits(a: rng.next(), b: rng.next())
-            let e = entry
-            let inserted = shard(e.token.a).state.withLock { s -> Bool in
-                if s.challenges[e.token] != nil { return false }
-                s.addChallenge(e)
-                return true
+        var evicted = (anonymous: 0, keyBound: 0, replaced: 0, replacedUnused: 0)
+        if let key = bound {
+            // A challenge bound to a key lives in the key's shard (its token's low bits name it; 128
+            // minus log2(shards) random bits remain), so its ring and the key are under one lock.
+            let index = shardIndex(key.w0)
+            let (anonymousLimit, keyBoundLimit, perKey) = (anonymousPerShard, keyBoundPerShard, challengeLimits.perKey)
+            let chained = request.chained
+            evicted = shards[index].state.withLock { s in
+                repeat {
+                    entry.token = ChallengeBits(a: rng.next() & ~shardMask | UInt64(index), b: rng.next())
+                } while s.challenges[entry.token] != nil
+                // Bound to a registered key: the key-bound budget. A key not (yet) registered, as in
+                // the registration flow, is anyone's to name: the anonymous budget.
+                guard s.find(key) != nil else { return (s.insertAnonymous(entry, limit: anonymousLimit), 0, 0, 0) }
+                let (replaced, unused, evicted) = s.insertBound(entry, chained: chained, perKey: perKey, limit: keyBoundLimit)
+                return (0, evicted, replaced, unused)
             }
-            if inserted { break }
+        } else {
+            let limit = anonymousPerShard
+            while true {
+                entry.token = ChallengeBits(a: rng.next(), b: rng.next())
+                let e = entry
+                let outcome = shard(e.token.a).state.withLock { s -> Int? in
+                    if s.challenges[e.token] != nil { return nil }
+                    return s.insertAnonymous(e, limit: limit)
+                }
+                if let outcome {
+                    evicted.anonymous = outcome
+                    break
+                }
+            }
         }
+        let removed = evicted.anonymous + evicted.keyBound + evicted.replaced
+        if removed != 1 { liveCount.wrappingAdd(1 - removed, ordering: .relaxed) }
+        if evicted.anonymous > 0 { evictedAnonymous.wrappingAdd(evicted.anonymous, ordering: .relaxed) }
+        if evicted.keyBound > 0 { evictedKeyBound.wrappingAdd(evicted.keyBound, ordering: .relaxed) }
+        if evicted.replacedUnused > 0 { replacedPerKey.wrappingAdd(evicted.replacedUnused, ordering: .relaxed) }
         completion(.success(IssuedChallenge(token: entry.token.token, expiresAtMillis: entry.expiresAt)))
+    }
+
+    /// Challenges removed to make room since the store opened, per budget (metrics read deltas).
+    public var challengeEvictions: ChallengeEvictions {
+        ChallengeEvictions(
+            anonymous: evictedAnonymous.load(ordering: .relaxed), keyBound: evictedKeyBound.load(ordering: .relaxed),
+            perKey: replacedPerKey.load(ordering: .relaxed))
+    }
+
+    /// Bytes the challenge side holds now (its tables and heaps at their current capacities; the
+    /// store's own accounting, bounded by `ChallengeMemory.bound(challengeLimits, shards:)`).
+    public var challengeMemoryBytes: Int {
+        shards.reduce(0) { sum, shard in sum + shard.state.withLock { $0.challengeBytes } }
+    }
+
+    /// Live challenges per budget (a walk over the shards, for tests and `explain`-style checks).
+    public var challengeCounts: (anonymous: Int, keyBound: Int) {
+        shards.reduce((0, 0)) { sum, shard in
+            shard.state.withLock { s in (sum.0 + s.expiries.count, sum.1 + s.boundCount) }
+        }
     }
 
     public func challengeState(
@@ -175,15 +234,7 @@ public final class MemoryAttestStore: AttestStore {
         var unused = 0
         for shard in shards {
             let (r, u) = shard.state.withLock { s -> (Int, Int) in
-                var r = 0
-                var u = 0
-                while let top = s.expiries.top, top.expiresAt <= nowMillis {
-                    _ = s.expiries.pop()
-                    if let entry = s.challenges.removeValue(forKey: top.token) {
-                        r += 1
-                        if !entry.consumed { u += 1 }
-                    }
-                }
+                let (r, u) = s.sweepChallenges(nowMillis: nowMillis)
                 if r > 0 { s.shrinkChallengesIfSparse() }
                 return (r, u)
             }
@@ -193,6 +244,24 @@ public final class MemoryAttestStore: AttestStore {
         if removed > 0 { liveCount.wrappingSubtract(removed, ordering: .relaxed) }
         observer?.challengesExpired(unused)
         return unused
+    }
+
+    /// Places the challenges of a clean final snapshot: one bound to a registered key joins the
+    /// key-bound budget and its key's ring in the challenge's shard (while that ring has room;
+    /// otherwise, as for snapshots written before the budgets existed, the anonymous budget), every
+    /// other one the anonymous budget. A budget restored above its limit shrinks back as new
+    /// challenges replace its oldest.
+    static func restoreChallenges(_ challenges: [ChallengeEntry], into states: inout [ShardState]) {
+        let mask = UInt64(states.count - 1)
+        for c in challenges {
+            let index = Int(c.token.a & mask)
+            let registered = c.hasBoundKey && states[Int(c.boundKey.w0 & mask)].find(c.boundKey) != nil
+            if registered, Int(states[index].rings[c.boundKey]?.count ?? 0) < KeyRing.maxSlots {
+                states[index].addBoundChallenge(c, chained: false)
+            } else {
+                states[index].addChallenge(c)
+            }
+        }
     }
 
     /// nil when acceptable, else why the challenge cannot be used.
@@ -255,9 +324,21 @@ public final class MemoryAttestStore: AttestStore {
     private enum RegisterStep {
         case rejected(ChallengeRejection)
         case failed(StoreError)
-        case stored(existing: Bool)
+        case stored(StoredRegistration)
         /// Refused by the key's limits (app conflict, re-registration window, key cap).
         case refused(RegistrationOutcome)
+    }
+
+    /// A registration applied in memory: what it replaced, to take it back if its record does not
+    /// become durable.
+    struct StoredRegistration {
+        var key: KeyBits
+        var existing: Bool
+        var previous: KeyRecord?
+        var applied: KeyRecord
+        /// The receipts file the record points into (a compaction since made the record durable
+        /// and moved its receipt: nothing to take back then).
+        var receiptsGeneration: UInt64
     }
 
     public func register(
@@ -330,11 +411,51 @@ public final class MemoryAttestStore: AttestStore {
             completion(.success(outcome))
         case .failed(let error):
             completion(.failure(error))
-        case .stored(let existing):
+        case .stored(let stored):
+            let existing = stored.existing
             guard let journal else { return completion(.success(.registered(existing: existing))) }
-            journal.whenDurable { error in
-                completion(error.map { .failure($0) } ?? .success(.registered(existing: existing)))
+            journal.whenDurable { [self] error in
+                guard let error else { return completion(.success(.registered(existing: existing))) }
+                // Answered 503: the registration must not stay applied.
+                withdraw(stored)
+                completion(.failure(error))
             }
+        }
+    }
+
+    /// Takes back a registration whose record could not be made durable (its fsync failed): a new
+    /// key is removed, a re-registered key gets its previous record back. A counter never goes
+    /// down: a new key on which a request was accepted meanwhile stays (removing it would forget
+    /// that counter), and a re-registered key keeps the higher counter. Nothing is done when a
+    /// later registration of the key replaced this one, or a receipt compaction ran since (its
+    /// rotation fsync'ed the record: it is durable, and its receipt moved). The previous record
+    /// comes back with its re-registration window, so a refused registration does not count.
+    func withdraw(_ stored: StoredRegistration) {
+        // Under the gate, as registrations and the part of a compaction that moves receipts.
+        registrationGate.withLock { _ in
+            guard receipts.withLock({ $0.generation }) == stored.receiptsGeneration else { return }
+            let removed = shard(stored.key.w0).state.withLock { s -> Bool in
+                guard let i = s.find(stored.key) else { return false }
+                let current = s.record(at: i)
+                guard current.sameRegistration(as: stored.applied) else { return false }
+                if let previous = stored.previous {
+                    s.update(at: i) { x in
+                        let counter = max(x.counter, previous.counter)
+                        let last = max(x.lastSeen, previous.lastSeen)
+                        x = previous
+                        x.counter = counter
+                        x.lastSeen = last
+                    }
+                    liveReceiptBytes.wrappingAdd(
+                        Int(previous.receiptLength) - Int(stored.applied.receiptLength), ordering: .relaxed)
+                    return false
+                }
+                guard current.counter == stored.applied.counter else { return false }
+                s.remove(at: i)
+                liveReceiptBytes.wrappingSubtract(Int(stored.applied.receiptLength), ordering: .relaxed)
+                return true
+            }
+            if removed { keyCount.wrappingSubtract(1, ordering: .relaxed) }
         }
     }
 
@@ -345,9 +466,10 @@ public final class MemoryAttestStore: AttestStore {
     ) throws -> RegisterStep {
         var r = entry
         var supersededReceipt = 0
-        let existing: Bool
+        var previous: KeyRecord?
         if let i = s.find(r.key) {
             let old = s.record(at: i)
+            previous = old
             let registered = s.string(old.appIndex) ?? ""
             guard registered == r.appID else { return .refused(.appConflict(registeredAppID: registered)) }
             switch Self.reregistrationWindow(old, limits: limits, nowMillis: nowMillis) {
@@ -361,15 +483,14 @@ public final class MemoryAttestStore: AttestStore {
             r.firstSeen = old.firstSeen
             r.lastSeen = max(old.lastSeen, r.lastSeen)
             supersededReceipt = Int(old.receiptLength)
-            existing = true
         } else {
             // The cap is one shared count: reserved here, under this key's shard lock, given back on failure.
             if keyCount.wrappingAdd(1, ordering: .relaxed).newValue > limits.maxKeys {
                 keyCount.wrappingSubtract(1, ordering: .relaxed)
                 return .refused(.keyCapacity(maxKeys: limits.maxKeys))
             }
-            existing = false
         }
+        let existing = previous != nil
         if let journal {
             do {
                 let location = try journal.appendRegistration(r, receipt: receipt)
@@ -382,7 +503,9 @@ public final class MemoryAttestStore: AttestStore {
             liveReceiptBytes.wrappingAdd(Int(r.receiptLength) - supersededReceipt, ordering: .relaxed)
         }
         Self.apply(&s, r)
-        return .stored(existing: existing)
+        return .stored(StoredRegistration(
+            key: r.key, existing: existing, previous: previous, applied: s.record(at: s.find(r.key)!),
+            receiptsGeneration: journal == nil ? 0 : receipts.withLock { $0.generation }))
     }
 
     enum ReregistrationWindow: Equatable {
@@ -582,5 +705,48 @@ public final class MemoryAttestStore: AttestStore {
             }
         }
         completion(result)
+    }
+}
+
+/// The memory store's challenge budgets (config `store.max_anonymous_challenges`,
+/// `store.max_key_bound_challenges`, `store.max_challenges_per_key`; docs/store.md). Each budget is
+/// split evenly over the shards (rounded up); a full budget replaces its oldest challenge.
+public struct ChallengeLimits: Sendable, Equatable {
+    /// Challenges not bound to a registered key: no key, or a key not registered when issued.
+    public var anonymous: Int
+    /// Challenges bound to a registered key: next challenges of verified responses, and challenges
+    /// asked for at the endpoint naming a registered key.
+    public var keyBound: Int
+    /// Live key-bound challenges per key, 1…4 (`KeyRing.maxSlots`); the next one replaces one.
+    public var perKey: Int
+
+    public static let maxPerKey = KeyRing.maxSlots
+
+    public init(anonymous: Int = 500_000, keyBound: Int = 250_000, perKey: Int = 4) {
+        precondition(anonymous >= 1 && keyBound >= 1, "challenge budgets must be at least 1")
+        precondition((1...Self.maxPerKey).contains(perKey), "perKey must be 1…\(Self.maxPerKey)")
+        self.anonymous = anonymous
+        self.keyBound = keyBound
+        self.perKey = perKey
+    }
+
+    func anonymousPerShard(_ shards: Int) -> Int { (anonymous + shards - 1) / shards }
+    func keyBoundPerShard(_ shards: Int) -> Int { (keyBound + shards - 1) / shards }
+}
+
+/// Challenges removed to make room, cumulative per budget.
+public struct ChallengeEvictions: Sendable, Equatable {
+    /// The oldest anonymous challenge, when the anonymous budget was full.
+    public var anonymous: Int
+    /// The oldest key-bound challenge, when the key-bound budget was full.
+    public var keyBound: Int
+    /// An unconsumed challenge of a key that had `perKey` already (a consumed one replaced first is
+    /// not counted: nothing is lost, a device chaining requests does that all the time).
+    public var perKey: Int
+
+    public init(anonymous: Int = 0, keyBound: Int = 0, perKey: Int = 0) {
+        self.anonymous = anonymous
+        self.keyBound = keyBound
+        self.perKey = perKey
     }
 }

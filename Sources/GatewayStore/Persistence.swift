@@ -10,33 +10,49 @@ extension MemoryAttestStore {
     /// After an unclean stop every challenge is retired (`.unknown`); keys, counters and
     /// completed registrations are restored. Errors (`StoreError`, code `.unavailable`) name the
     /// file and the problem: unreadable directory, corrupt snapshot (checksum), unknown version,
-    /// journal corruption before its last record. A torn last journal record is dropped.
+    /// a journal segment's bad header, lost segments. A torn last journal record is cut; a damaged
+    /// record is skipped and reported in `restoreReport` (see docs/store.md, "Journal damage").
     ///
     /// The directory is locked (`flock` on `lock`) until `close()`: a second process, or a second
     /// store in this process, cannot open it meanwhile.
     public static func open(
-        directory: String?, shards: Int = 64, maxLiveChallenges: Int = 1_000_000,
+        directory: String?, shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(),
         observer: (any AttestStoreObserver)? = nil, limits: KeyLimits = KeyLimits()
     ) throws -> MemoryAttestStore {
-        try open(directory: directory, shards: shards, maxLiveChallenges: maxLiveChallenges, observer: observer,
+        try open(directory: directory, shards: shards, challenges: challenges, observer: observer,
                  exclusive: true, limits: limits)
     }
 
     /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
-    /// a second store while the first, never closed, still holds the lock.
+    /// a second store while the first, never closed, still holds the lock. `calls`: the file
+    /// system calls (tests inject failures); `retry`: the write-error recovery's back-off.
     static func open(
-        directory: String?, shards: Int, maxLiveChallenges: Int, observer: (any AttestStoreObserver)?,
-        exclusive: Bool, limits: KeyLimits = KeyLimits()
+        directory: String?, shards: Int, challenges: ChallengeLimits = ChallengeLimits(), observer: (any AttestStoreObserver)?,
+        exclusive: Bool, limits: KeyLimits = KeyLimits(), calls: any FileCalls = SystemFileCalls(),
+        retry: Journal.Retry = Journal.Retry()
+    ) throws -> MemoryAttestStore {
+        do {
+            return try openThrowingFaults(
+                directory: directory, shards: shards, challenges: challenges, limits: limits, observer: observer,
+                exclusive: exclusive, files: StoreFiles(calls: calls, observer: observer), retry: retry)
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    private static func openThrowingFaults(
+        directory: String?, shards: Int, challenges: ChallengeLimits, limits: KeyLimits,
+        observer: (any AttestStoreObserver)?, exclusive: Bool, files: StoreFiles, retry: Journal.Retry
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
         }
         guard let directory else {
-            return MemoryAttestStore(shards: shards, maxLiveChallenges: maxLiveChallenges, limits: limits, observer: observer)
+            return MemoryAttestStore(shards: shards, challenges: challenges, limits: limits, observer: observer)
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
-        let lock = exclusive ? try lockDirectory(directory) : nil
+        let lock = exclusive ? try lockDirectory(directory, files: files) : nil
         let names = try FileIO.listDirectory(directory)
         let seed = UInt64.random(in: .min ... .max)
         var states = (0..<shards).map { _ in ShardState(seed: seed) }
@@ -63,19 +79,26 @@ extension MemoryAttestStore {
             }
             expected = seq + 1
         }
-        var replayed = 0
-        var unmatched: [KeyBits: String] = [:]
+        var report = RestoreReport()
+        var unmatched = UnmatchedAdvances()
         for (i, seq) in replay.enumerated() {
-            replayed += try replaySegment(
+            let r = try replaySegment(
                 "\(directory)/\(JournalFormat.segmentName(seq))", seq: seq, isLast: i == replay.count - 1,
-                into: &states, unmatched: &unmatched)
+                into: &states, unmatched: &unmatched, files: files)
+            report.replayedRecords += r.applied
+            report.damage += r.damage
+            if let torn = r.torn { report.tornTail = torn }
         }
-        if let why = unmatched.values.min() { throw StoreError(.unavailable, why) }
+        // Advances of a key no registration or later removal explains: damage (their registration was lost).
+        report.damage += unmatched.damage
 
-        // Clean: the marker names this snapshot and nothing was journaled after it.
+        // Clean: the marker names this snapshot and nothing was journaled after it (not even a
+        // damaged or torn record).
         var clean = false
         if let marker, let loaded {
-            if replayed == 0, marker.count == 16, Array(marker[0..<8]) == markerMagic {
+            if report.replayedRecords == 0, report.damage.isEmpty, report.tornTail == nil, marker.count == 16,
+               Array(marker[0..<8]) == markerMagic
+            {
                 let generation = marker[8..<16].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 clean = generation == loaded.header.generation
             }
@@ -84,19 +107,8 @@ extension MemoryAttestStore {
         }
         var live = 0
         if clean, let loaded {
-            let mask = UInt64(shards - 1)
-            for c in loaded.challenges {
-                states[Int(c.token.a & mask)].addChallenge(c)
-            }
+            restoreChallenges(loaded.challenges, into: &states)
             live = loaded.challenges.count
-        }
-        // The marker must be gone before anything new is written: a crash from here on is unclean.
-        if marker != nil {
-            try FileIO.unlink(markerPath)
-            try FileIO.fsyncDirectory(directory)
-        }
-        for seq in segments where seq < firstSeq {
-            try FileIO.unlink("\(directory)/\(JournalFormat.segmentName(seq))")  // left by an interrupted cleanup
         }
         // The snapshot names the receipts file its records (and every later journal record) point
         // into; any other one was superseded, or written by a compaction that did not finish.
@@ -104,35 +116,45 @@ extension MemoryAttestStore {
         let receiptsName = Journal.receiptsName(generation: receiptsGeneration)
         if receiptsGeneration > 0 && !names.contains(receiptsName) {
             throw StoreError(
-                .unavailable, "data directory \(directory) lacks \(receiptsName), the receipts file \(SnapshotFormat.fileName) names")
+                .unavailable,
+                "data directory \(directory) lacks \(receiptsName), the receipts file \(SnapshotFormat.fileName) names")
+        }
+        // The marker must be gone before anything new is written: a crash from here on is unclean.
+        if marker != nil {
+            try FileIO.unlink(markerPath)
+            try files.fsyncDirectory(directory)
+        }
+        for seq in segments where seq < firstSeq {
+            try FileIO.unlink("\(directory)/\(JournalFormat.segmentName(seq))")  // left by an interrupted cleanup
         }
         for name in names where Journal.isReceiptsFile(name) && name != receiptsName {
             try FileIO.unlink("\(directory)/\(name)")
         }
 
         let receiptsPath = "\(directory)/\(receiptsName)"
-        let receiptsFD = try FileIO.open(receiptsPath, O_WRONLY | O_CREAT | O_APPEND)
+        let receiptsFD = try files.open(receiptsPath, O_WRONLY | O_CREAT | O_APPEND)
         let receipts = FileHandle(fd: receiptsFD, path: receiptsPath)
         let receiptsEnd = try FileIO.fileSize(receiptsFD, path: receiptsPath)
-        let reader = FileHandle(fd: try FileIO.open(receiptsPath, O_RDONLY), path: receiptsPath)
+        let reader = FileHandle(fd: try files.open(receiptsPath, O_RDONLY), path: receiptsPath)
         let seq = max(segments.last ?? 0, firstSeq) + 1
-        let segment = try Journal.createSegment(directory: directory, seq: seq)
+        let segment = try Journal.createSegment(directory: directory, seq: seq, files: files)
         let journal = Journal(
             directory: directory, segment: segment, seq: seq, receipts: receipts, receiptsEnd: UInt64(receiptsEnd),
-            observer: observer)
+            observer: observer, files: files, retry: retry)
         journal.startPeriodicSync()
         let store = MemoryAttestStore(
-            states: states, live: live, maxLiveChallenges: maxLiveChallenges, limits: limits, clean: clean,
-            directory: directory, journal: journal, receipts: ReceiptsFile(reader: reader, generation: receiptsGeneration),
-            observer: observer)
+            states: states, live: live, challenges: challenges, limits: limits, clean: clean, directory: directory,
+            journal: journal, receipts: ReceiptsFile(reader: reader, generation: receiptsGeneration), observer: observer,
+            restoreReport: report)
         store.directoryLock.withLock { $0 = lock }
+        journal.snapshotter.withLock { $0 = { [weak store] in try store?.writeRecoverySnapshot() } }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
         return store
     }
 
-    private static func lockDirectory(_ directory: String) throws -> FileHandle {
+    private static func lockDirectory(_ directory: String, files: StoreFiles) throws -> FileHandle {
         let path = "\(directory)/lock"
-        let handle = FileHandle(fd: try FileIO.open(path, O_RDWR | O_CREAT), path: path)
+        let handle = FileHandle(fd: try files.open(path, O_RDWR | O_CREAT), path: path)
         while flock(handle.fd, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
             if errno == EWOULDBLOCK {
@@ -157,28 +179,70 @@ extension MemoryAttestStore {
         }
     }
 
-    /// Applies one segment's records to `states`; returns how many. A torn last record of the last
-    /// segment is cut off (the file is truncated to its last whole record); anything else that
-    /// does not parse is an error.
+    /// What replaying one segment found.
+    struct SegmentReplay {
+        var applied = 0
+        var damage: [JournalDamage] = []
+        var torn: RestoreReport.TornTail?
+    }
+
+    /// Counter advances of keys that were not registered when replayed. A later removal of the key
+    /// explains them (a snapshot copied the key's shard after the key was removed, so it lacks the
+    /// key the segment's advances name) and drops them; what is left once every segment is
+    /// replayed is damage (`.unknownKey`: the key's registration record was lost).
+    struct UnmatchedAdvances {
+        private var byKey: [KeyBits: [JournalDamage]] = [:]
+        /// Keys in the order their first unmatched advance was read, for a stable report.
+        private var order: [KeyBits] = []
+
+        mutating func add(_ key: KeyBits, _ damage: JournalDamage) {
+            if byKey[key] == nil { order.append(key) }
+            byKey[key, default: []].append(damage)
+        }
+
+        mutating func removed(_ key: KeyBits) { byKey[key] = nil }
+
+        var damage: [JournalDamage] { order.flatMap { byKey[$0] ?? [] } }
+    }
+
+    /// Applies one segment's records to `states`.
     ///
-    /// An advance of a key that is not there is an error unless a later removal of that key follows
-    /// (a snapshot copied after the removal lacks the key): such advances wait in `unmatched`, which
-    /// the caller checks once every segment is replayed.
+    /// - A torn tail of the **last** segment (bytes at its end from which no whole record can be
+    ///   read: a record header or payload cut short, zeros) is cut off: the file is truncated to
+    ///   its last whole record. Only a crash in the middle of a write leaves one.
+    /// - Anything else that cannot be used is damage, skipped and reported (never silently):
+    ///   a whole record whose checksum fails (its length is intact: the next record starts where
+    ///   it ends, or it ends the file), a record that does not decode, bytes that do not frame
+    ///   records (skipped to the next offset where a whole record with a valid checksum starts),
+    ///   an advance of a key that is not registered. Replay goes on after it: the records that
+    ///   follow are whole and were acknowledged.
+    /// - A damaged record whose key id (at its fixed offset) names a registered key raises that
+    ///   key's counter to the counter it carries when that is higher: a damaged record can only
+    ///   raise a counter, never lower it or create a key. (A damaged removal removes nothing: the
+    ///   key stays, with its counter.)
+    /// - An advance of a key that is not registered waits in `unmatched`: a later removal of the
+    ///   key explains it (see `UnmatchedAdvances`).
+    ///
+    /// Version 1 segments (written before key removals and the re-registration window) are read
+    /// as they are: their registrations carry no window. A segment whose header does not parse is
+    /// an error naming the file (nothing in it can be trusted, and skipping it would drop every
+    /// record it holds).
     static func replaySegment(
-        _ path: String, seq: UInt64, isLast: Bool, into states: inout [ShardState], unmatched: inout [KeyBits: String]
-    ) throws -> Int {
-        let fd = try FileIO.open(path, O_RDWR)
+        _ path: String, seq: UInt64, isLast: Bool, into states: inout [ShardState],
+        unmatched: inout UnmatchedAdvances, files: StoreFiles = .system
+    ) throws -> SegmentReplay {
+        let fd = try files.open(path, O_RDWR)
         defer { Glibc.close(fd) }
         let size = try FileIO.fileSize(fd, path: path)
         func corrupt(_ why: String) -> StoreError {
             StoreError(.unavailable, "journal \(path) is corrupt: \(why)")
         }
+        var out = SegmentReplay()
         if size < JournalFormat.headerSize {
             // Created but its header never fully written: only possible for the newest segment.
             guard isLast else { throw corrupt("\(size)-byte file is shorter than a segment header") }
-            try truncate(fd, path: path, to: 0)
             try FileIO.unlink(path)
-            return 0
+            return out
         }
         var bytes = [UInt8](repeating: 0, count: size)
         let n = try bytes.withUnsafeMutableBytes { (buf) throws -> Int in
@@ -186,8 +250,6 @@ extension MemoryAttestStore {
         }
         guard n == size else { throw corrupt("short read") }
         let mask = UInt64(states.count - 1)
-        var count = 0
-        var tornAt: Int?
         try bytes.withUnsafeBytes { (all) throws in
             var r = ByteReader(all)
             guard let magic = r.take(8), Array(magic) == JournalFormat.magic else { throw corrupt("bad magic") }
@@ -195,64 +257,142 @@ extension MemoryAttestStore {
             guard JournalFormat.readableVersions.contains(version) else {
                 throw StoreError(
                     .unavailable,
-                    "journal \(path) has unknown version \(version); this build reads version \(JournalFormat.version)")
+                    "journal \(path) has unknown version \(version); this build reads versions "
+                        + "\(JournalFormat.readableVersions.lowerBound) to \(JournalFormat.readableVersions.upperBound)")
             }
             _ = r.u32()
             guard r.u64()! == seq else { throw corrupt("its header names another sequence number") }
-            while r.remaining > 0 {
-                let at = r.offset
-                var allZero: Bool { !all[at...].contains(where: { $0 != 0 }) }
-                guard r.remaining >= 8 else {
-                    if isLast { tornAt = at; return }
-                    throw corrupt("truncated record header at offset \(at)")
+
+            func u32(_ at: Int) -> UInt32 { UInt32(littleEndian: all.loadUnaligned(fromByteOffset: at, as: UInt32.self)) }
+            /// A whole record whose checksum holds starts at `p`.
+            func wholeRecord(at p: Int) -> Bool {
+                guard p + 8 <= size else { return false }
+                let length = Int(u32(p))
+                guard length > 0, length <= JournalFormat.maxPayload, p + 8 + length <= size else { return false }
+                return CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[(p + 8)..<(p + 8 + length)])) == u32(p + 4)
+            }
+            /// The record starts from `p` to exactly `q` if the length fields chain there (each
+            /// record's length in range and inside `[p, q)`), else nil.
+            func chain(from p: Int, to q: Int) -> [Int]? {
+                var starts: [Int] = []
+                var p = p
+                while p < q {
+                    guard p + 8 <= q else { return nil }
+                    let length = Int(u32(p))
+                    guard length > 0, length <= JournalFormat.maxPayload, p + 8 + length <= q else { return nil }
+                    starts.append(p)
+                    p += 8 + length
                 }
-                let length = Int(r.u32()!)
-                let crc = r.u32()!
-                if length == 0 || length > JournalFormat.maxPayload {
-                    if isLast && allZero { tornAt = at; return }
-                    throw corrupt("record at offset \(at) has length \(length)")
+                return starts
+            }
+            /// The next offset after `p` where a whole record starts, or the end of the file.
+            func resync(after p: Int) -> Int {
+                var q = p + 1
+                while q < size && !wholeRecord(at: q) { q += 1 }
+                return q
+            }
+            /// Damage at `at`, attributed to a key when the bytes at the key offset of the record
+            /// type they claim name a registered key; the key's counter is raised to the
+            /// record's when higher.
+            func damage(_ kind: JournalDamage.Kind, at: Int, length: Int) -> JournalDamage {
+                var d = JournalDamage(kind: kind, segment: path, offset: at, length: length)
+                let keyAt = at + 9
+                guard keyAt + 32 <= size else { return d }
+                let counterAt: Int?
+                switch all[at + 8] {
+                case JournalRecord.advanceType: counterAt = keyAt + 32
+                case JournalRecord.registrationType: counterAt = keyAt + 32 + 64  // the same in versions 1 and 2
+                case JournalRecord.removalType: counterAt = nil  // attributed, carries no counter
+                default: return d
                 }
-                guard let payload = r.take(length) else {
-                    if isLast { tornAt = at; return }
-                    throw corrupt("record at offset \(at) runs past the end of the file")
+                let key = all.loadUnaligned(fromByteOffset: keyAt, as: KeyBits.self)
+                let s = Int(key.w0 & mask)
+                guard let counterAt else {
+                    if states[s].find(key) != nil { d.keyID = key.keyID }
+                    return d
                 }
-                guard CRC32C.checksum(payload) == crc else {
-                    if isLast && r.remaining == 0 { tornAt = at; return }
-                    throw corrupt("record at offset \(at) fails its checksum")
+                guard counterAt + 4 <= size else { return d }
+                guard let i = states[s].find(key) else { return d }
+                let counter = u32(counterAt)
+                let current = states[s].record(at: i).counter
+                d.keyID = key.keyID
+                d.recordedCounter = counter
+                if counter > current {
+                    states[s].update(at: i) { $0.counter = counter }
+                    d.counterRaised = .init(from: current, to: counter)
+                }
+                return d
+            }
+
+            var at = r.offset
+            while at < size {
+                let remaining = size - at
+                let length = remaining >= 8 ? Int(u32(at)) : 0
+                let framed = remaining >= 8 && length > 0 && length <= JournalFormat.maxPayload && length + 8 <= remaining
+                if !framed {
+                    // No record can be read here: a torn tail if no whole record follows in the
+                    // newest segment, else bytes skipped up to the next whole record.
+                    let next = resync(after: at)
+                    if next == size && isLast {
+                        out.torn = .init(segment: path, offset: at, bytes: remaining)
+                        break
+                    }
+                    out.damage.append(damage(.unreadable, at: at, length: next - at))
+                    at = next
+                    continue
+                }
+                let next = at + 8 + length
+                let payload = UnsafeRawBufferPointer(rebasing: all[(at + 8)..<next])
+                guard CRC32C.checksum(payload) == u32(at + 4) else {
+                    // Replay resumes at the next whole record. When the length fields chain up to
+                    // it, each record on the way is reported (and attributed) on its own; else the
+                    // lengths are damaged too and the range is one unreadable stretch.
+                    let resumed = next == size || wholeRecord(at: next) ? next : resync(after: at)
+                    if let starts = chain(from: at, to: resumed) {
+                        for p in starts { out.damage.append(damage(.checksum, at: p, length: 8 + Int(u32(p)))) }
+                    } else {
+                        out.damage.append(damage(.unreadable, at: at, length: resumed - at))
+                    }
+                    at = resumed
+                    continue
                 }
                 guard let record = JournalRecord.decode(payload) else {
-                    throw corrupt("record at offset \(at) is malformed")
+                    out.damage.append(damage(.malformed, at: at, length: 8 + length))
+                    at = next
+                    continue
                 }
                 switch record {
                 case .registration(let reg):
                     apply(&states[Int(reg.key.w0 & mask)], reg)
+                    out.applied += 1
                 case .advance(let key, let counter, let lastSeen):
                     let s = Int(key.w0 & mask)
-                    guard let i = states[s].find(key) else {
-                        if unmatched[key] == nil {
-                            unmatched[key] = corrupt("record at offset \(at) advances the counter of an unregistered key").detail
+                    if let i = states[s].find(key) {
+                        states[s].update(at: i) { x in
+                            x.counter = max(x.counter, counter)
+                            x.lastSeen = max(x.lastSeen, lastSeen)
                         }
-                        break
-                    }
-                    states[s].update(at: i) { x in
-                        x.counter = max(x.counter, counter)
-                        x.lastSeen = max(x.lastSeen, lastSeen)
+                        out.applied += 1
+                    } else {
+                        var d = JournalDamage(kind: .unknownKey, segment: path, offset: at, length: 8 + length)
+                        d.keyID = key.keyID
+                        d.recordedCounter = counter
+                        unmatched.add(key, d)
                     }
                 case .removal(let key):
                     let s = Int(key.w0 & mask)
-                    unmatched[key] = nil
+                    unmatched.removed(key)
                     if let i = states[s].find(key) { states[s].remove(at: i) }  // absent: already removed
+                    out.applied += 1
                 }
-                count += 1
+                at = next
             }
         }
-        if let tornAt { try truncate(fd, path: path, to: tornAt) }
-        return count
-    }
-
-    private static func truncate(_ fd: Int32, path: String, to length: Int) throws {
-        guard ftruncate(fd, off_t(length)) == 0 else { throw FileIO.failure("cannot truncate torn journal", path) }
-        try FileIO.fsync(fd, path: path)
+        if let torn = out.torn {
+            try files.truncate(fd, path: path, to: torn.offset)
+            try files.fsync(fd, path: path)
+        }
+        return out
     }
 
     /// Writes a snapshot: rotates the journal (under its lock), copies each shard under its lock
@@ -265,7 +405,22 @@ extension MemoryAttestStore {
     public func snapshot() throws -> SnapshotReport {
         guard journal != nil else { throw StoreError(.unavailable, "a memory-only store has no snapshots") }
         if closed.load(ordering: .relaxed) { throw Self.closedError }
-        return try snapshotLock.withLock { (_) throws -> SnapshotReport in try writeSnapshot().report }
+        do {
+            return try snapshotLock.withLock { (_) throws -> SnapshotReport in try writeSnapshot().report }
+        } catch {
+            throw StoreError.from(error)
+        }
+    }
+
+    /// The snapshot a journal recovery writes after a suspect fault (errors as thrown: the
+    /// journal reads the failed call from them).
+    func writeRecoverySnapshot() throws {
+        if closed.load(ordering: .relaxed) { throw Self.closedError }
+        try snapshotLock.withLock { (_) throws in
+            // A snapshot taken while this one waited for the lock may have cleared the fault already.
+            guard journal?.fault != nil else { return }
+            _ = try writeSnapshot()
+        }
     }
 
     private func writeSnapshot() throws -> (report: SnapshotReport, generation: UInt64) {
@@ -298,11 +453,17 @@ extension MemoryAttestStore {
             shardCount: shards.count, generation: generation, journalSeq: seq, keyCount: keys,
             challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000,
             receiptsGeneration: receipts.withLock { $0.generation })
-        let bytes = try SnapshotFormat.write(directory: directory, header: header, shards: copies)
+        let bytes = try SnapshotFormat.write(directory: directory, header: header, shards: copies, files: journal.files)
         copies.removeAll()
+        journal.snapshotCovers(seq)  // memory is on disk again: a write fault from before the rotation is over
+        let receiptsName = Journal.receiptsName(generation: header.receiptsGeneration)
         for name in try FileIO.listDirectory(directory) {
             if let s = JournalFormat.sequence(ofName: name), s < seq {
                 try FileIO.unlink("\(directory)/\(name)")
+            } else if Journal.isReceiptsFile(name) && name != receiptsName {
+                // Superseded by a compaction whose cleanup did not run (its directory fsync failed);
+                // best effort: `open` removes it too.
+                unlink("\(directory)/\(name)")
             }
         }
         let report = SnapshotReport(keys: keys, challenges: challenges, bytes: bytes, seconds: seconds(since: start))
@@ -325,8 +486,9 @@ extension MemoryAttestStore {
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "attest-store.snapshots", qos: .utility))
         timer.schedule(deadline: .now() + .milliseconds(millis), repeating: .milliseconds(millis))
         timer.setEventHandler { [weak self] in
+            // While the journal refuses writes its recovery decides when to write a snapshot.
             guard let self, !self.closed.load(ordering: .relaxed), let journal = self.journal,
-                  journal.recordsInSegment > 0
+                  journal.recordsInSegment > 0, journal.fault == nil
             else { return }
             do {
                 _ = try self.snapshot()
@@ -355,14 +517,23 @@ extension MemoryAttestStore {
             t = nil
         }
         guard let journal, let directory else { return }
-        let generation = try snapshotLock.withLock { (_) throws -> UInt64 in
-            try writeSnapshot().generation
+        do {
+            // In a write fault this snapshot is also its recovery (it rewrites what memory holds).
+            let generation: UInt64
+            do {
+                generation = try snapshotLock.withLock { (_) throws -> UInt64 in try writeSnapshot().generation }
+            } catch {
+                try? journal.close()  // stops the timers and the recovery; the stop stays unclean
+                throw error
+            }
+            try journal.close()
+            var w = ByteWriter(capacity: 16)
+            w.bytes.append(contentsOf: Self.markerMagic)
+            w.u64(generation)
+            try journal.files.writeFileAtomically(w.bytes, directory: directory, name: Self.markerName)
+        } catch {
+            throw StoreError.from(error)
         }
-        try journal.close()
-        var w = ByteWriter(capacity: 16)
-        w.bytes.append(contentsOf: Self.markerMagic)
-        w.u64(generation)
-        try FileIO.writeFileAtomically(w.bytes, directory: directory, name: Self.markerName)
         directoryLock.withLock { $0 = nil }  // closing the descriptor releases the flock
     }
 }

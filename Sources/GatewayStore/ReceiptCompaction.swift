@@ -69,9 +69,15 @@ extension MemoryAttestStore {
     /// appends to the new file and every record in memory is relocated.
     /// Then the covered segments and the old receipts file are removed.
     ///
-    /// A failure before the new snapshot is installed (a full disk cannot hold the copy, a receipt
-    /// cannot be read) removes the new files and throws `CompactionAborted`: the caller writes the
-    /// snapshot without compacting. (Errors a test hook throws pass through untouched, as a crash.)
+    /// Every file operation goes through the journal's `StoreFiles` (the fault seam): a failed call
+    /// is counted and reported like any other (`storeWriteFailed`). A failure before the new
+    /// snapshot is installed (a full disk cannot hold the copy, a receipt cannot be read) removes
+    /// the new files and throws `CompactionAborted`: the caller writes the snapshot without
+    /// compacting, and writes go on (a snapshot failure does not stop them). A failed fsync of the
+    /// directory after the snapshot was renamed into place leaves unknown which snapshot a crash
+    /// would find: the journal enters a suspect fault (writes refused until a recovery's snapshot is
+    /// durable), the old files stay until then, and the failure is thrown. (Errors a test hook
+    /// throws pass through untouched, as a crash.)
     func compactReceiptsWithSnapshot(journal: Journal, directory: String, start: ContinuousClock.Instant)
         throws -> (report: SnapshotReport, generation: UInt64)
     {
@@ -80,12 +86,12 @@ extension MemoryAttestStore {
         var installed = false
         do {
             return try compact(journal: journal, directory: directory, start: start, newPath: newPath, installed: &installed)
-        } catch let error as StoreError where !installed {
-            try? FileIO.unlink(newPath + ".tmp")
-            try? FileIO.unlink(newPath)
+        } catch let error where !installed && (error is StoreError || error is FileFault) {
+            unlink(newPath + ".tmp")
+            unlink(newPath)
             compactionDeferredUntil.store(
                 Int(journal.receiptsEnd) + max(1, compactionMinimumGarbage.load(ordering: .relaxed)), ordering: .relaxed)
-            throw CompactionAborted(error: error)
+            throw CompactionAborted(error: StoreError.from(error))
         }
     }
 
@@ -97,7 +103,8 @@ extension MemoryAttestStore {
         let oldEnd = Int(journal.receiptsEnd)
         let newGeneration = oldGeneration + 1
         let tmpPath = newPath + ".tmp"
-        let copier = try ReceiptCopier(from: oldReader, to: tmpPath)
+        let files = journal.files
+        let copier = try ReceiptCopier(from: oldReader, to: tmpPath, files: files)
         var relocations = Relocations()
 
         // Phase 1.
@@ -113,7 +120,8 @@ extension MemoryAttestStore {
         try reach(.receiptsCopied)
 
         // Phase 2.
-        let (seq, snapshot, generation) = try registrationGate.withLock { (_) throws -> (UInt64, SnapshotReport, UInt64) in
+        let (seq, snapshot, generation, directoryFault) = try registrationGate.withLock {
+            (_) throws -> (UInt64, SnapshotReport, UInt64, FileFault?) in
             let seq = try journal.rotate()
             var copies: [SnapshotFormat.ShardCopy] = []
             copies.reserveCapacity(shards.count)
@@ -140,12 +148,12 @@ extension MemoryAttestStore {
             for (offset, length) in late { relocations.add(offset, try copier.copy(offset: offset, length: length)) }
             relocations.sort()
             let newEnd = try copier.finish()
-            try FileIO.rename(tmpPath, newPath)
-            try FileIO.fsyncDirectory(directory)
+            try files.rename(tmpPath, newPath)
+            try files.fsyncDirectory(directory)
             try reach(.receiptsRenamed)
             // Opened before the snapshot is installed: once it is, nothing may fail before the switch.
-            let writer = FileHandle(fd: try FileIO.open(newPath, O_WRONLY | O_APPEND), path: newPath)
-            let reader = FileHandle(fd: try FileIO.open(newPath, O_RDONLY), path: newPath)
+            let writer = FileHandle(fd: try files.open(newPath, O_WRONLY | O_APPEND), path: newPath)
+            let reader = FileHandle(fd: try files.open(newPath, O_RDONLY), path: newPath)
 
             var ts = timespec()
             clock_gettime(CLOCK_REALTIME, &ts)
@@ -155,17 +163,20 @@ extension MemoryAttestStore {
                 challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000,
                 receiptsGeneration: newGeneration)
             let moved = relocations
-            let bytes = try SnapshotFormat.writeTemporary(directory: directory, header: header, shards: copies) { r in
+            let bytes = try SnapshotFormat.writeTemporary(
+                directory: directory, header: header, shards: copies, files: files
+            ) { r in
                 r.receiptOffset = r.receiptLength > 0 ? moved[r.receiptOffset]! : 0
             }
             copies = []
             try reach(.snapshotWritten)
-            try FileIO.rename("\(directory)/\(SnapshotFormat.fileName).tmp", "\(directory)/\(SnapshotFormat.fileName)")
+            try SnapshotFormat.install(directory: directory, files: files)
             installed = true
 
-            // The new snapshot is in place (in a crash from here on it is the one restored): the
-            // journal and memory follow it before any registration runs again.
-            try? journal.switchReceipts(to: writer, end: UInt64(newEnd))  // fails only when the journal already refuses all writes
+            // The new snapshot is in place (in a crash from here on it is the one restored, once
+            // the directory is fsync'ed): the journal and memory follow it before any registration
+            // runs again.
+            journal.switchReceipts(to: writer, end: UInt64(newEnd))
             receipts.withLock { $0 = ReceiptsFile(reader: reader, generation: newGeneration) }
             var liveBytes = 0
             for shard in shards {
@@ -180,10 +191,20 @@ extension MemoryAttestStore {
                 }
             }
             liveReceiptBytes.store(liveBytes, ordering: .relaxed)
-            try FileIO.fsyncDirectory(directory)
+            var directoryFault: FileFault?
+            do {
+                try files.fsyncDirectory(directory)
+            } catch let f as FileFault {
+                // Which snapshot (and so which receipts file) a crash would find is unknown: no write
+                // until a recovery's snapshot is durable (it names the new file again).
+                journal.enterSuspectFault(f.failure)
+                directoryFault = f
+            }
             let report = SnapshotReport(keys: keys, challenges: challenges, bytes: bytes, seconds: seconds(since: start))
-            return (seq, report, generation)
+            return (seq, report, generation, directoryFault)
         }
+        if let directoryFault { throw directoryFault }  // the old files stay: a crash may still need them
+        journal.snapshotCovers(seq)  // memory is on disk again: a write fault from before the rotation is over
         try reach(.switched)
 
         for name in try FileIO.listDirectory(directory) {
@@ -242,10 +263,13 @@ final class ReceiptCopier {
     private var written = 0
     private var open = true
 
-    init(from source: FileHandle, to path: String) throws {
+    let files: StoreFiles
+
+    init(from source: FileHandle, to path: String, files: StoreFiles) throws {
         self.source = source
         self.path = path
-        fd = try FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+        self.files = files
+        fd = try files.open(path, O_WRONLY | O_CREAT | O_TRUNC)
         buffer.reserveCapacity(1 << 20)
     }
 
@@ -264,7 +288,7 @@ final class ReceiptCopier {
     }
 
     private func flush() throws {
-        try buffer.withUnsafeBytes { (raw) throws in try FileIO.writeAll(fd, raw, path: path) }
+        try buffer.withUnsafeBytes { (raw) throws in try files.writeAll(fd, raw, path: path) }
         written += buffer.count
         buffer.removeAll(keepingCapacity: true)
     }
@@ -272,7 +296,7 @@ final class ReceiptCopier {
     /// Writes what is buffered, fsyncs and closes; returns the file's size.
     func finish() throws -> Int {
         try flush()
-        try FileIO.fsync(fd, path: path)
+        try files.fsync(fd, path: path)
         open = false
         Glibc.close(fd)
         return written

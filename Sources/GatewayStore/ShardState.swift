@@ -88,6 +88,17 @@ struct KeyRecord {
     static let noString = UInt32.max
     static let flagProduction: UInt8 = 1
     static let flagCategory: UInt8 = 2
+
+    /// The same registration (every field but the counter and the last-seen time, which requests move).
+    func sameRegistration(as other: KeyRecord) -> Bool {
+        var a = self
+        var b = other
+        a.counter = 0
+        a.lastSeen = 0
+        b.counter = 0
+        b.lastSeen = 0
+        return withUnsafeBytes(of: &a) { x in withUnsafeBytes(of: &b) { y in x.elementsEqual(y) } }
+    }
 }
 
 /// Seconds since the Unix epoch as stored (UInt32, good until 2106); negative times clamp to 0.
@@ -162,8 +173,9 @@ struct ExpiryItem {
 ///
 /// Keys: records in fixed chunks of `chunkSize` (so growth never copies the whole shard and the
 /// slack is at most one chunk), found through an open-addressing table of `UInt32` (record index + 1,
-/// 0 = empty, linear probing, load ≤ 3/4). A removed key (idle eviction) leaves no tombstone: its
-/// slot is closed by backward shifting and the last record moves into its place.
+/// 0 = empty, linear probing, load ≤ 3/4). A removed key (idle eviction, a registration taken back)
+/// leaves no tombstone: its slot is closed by backward shifting and the last record moves into its
+/// place (`remove(at:)`).
 struct ShardState {
     static let chunkShift = 9
     static let chunkSize = 1 << chunkShift
@@ -174,7 +186,16 @@ struct ShardState {
     var strings: ContiguousArray<String> = []
     var stringIndex: [String: UInt32] = [:]
     var challenges: [ChallengeBits: ChallengeEntry] = [:]
+    /// The anonymous challenges (no key, or a key not registered when issued), by expiry: exactly
+    /// one item per such entry, so its count is the shard's anonymous count.
     var expiries = ExpiryHeap()
+    /// The key-bound challenges (bound to a registered key), by expiry. An item whose challenge was
+    /// replaced under the per-key limit stays behind (stale, skipped) until the heap is compacted.
+    var boundExpiries = ExpiryHeap()
+    var boundCount = 0
+    /// Per registered key, its key-bound challenges in this shard, oldest first: the per-key limit.
+    /// A ring exists only while it holds a challenge.
+    var rings: [KeyBits: KeyRing] = [:]
     let seed: UInt64
 
     init(seed: UInt64) {
@@ -231,31 +252,36 @@ struct ShardState {
         return true
     }
 
-    /// Removes the key at record `index`: its slot is emptied by backward-shift deletion (the
-    /// entries after it in its probe run move up so every lookup still finds them), then the last
-    /// record moves into `index` (its slot is repointed) so records stay dense.
+    /// Removes the record at `index`: the one primitive for taking a key out of the table (a
+    /// registration taken back, an idle key evicted, a journaled removal replayed). Its slot is
+    /// freed by backward shifting (linear probing keeps no tombstones: the entries after it in its
+    /// probe run move up so every lookup still finds them) and the last record moves into its place
+    /// (its slot repointed), so records stay dense.
     mutating func remove(at index: Int) {
         let mask = slots.count - 1
-        var hole = slotHash(record(at: index).key) & mask
-        while slots[hole] != UInt32(index + 1) { hole = (hole + 1) & mask }
-        var next = (hole + 1) & mask
-        while slots[next] != 0 {
-            let home = slotHash(record(at: Int(slots[next] - 1)).key) & mask
-            // The entry at `next` may move into the hole unless its home lies cyclically in (hole, next].
-            let stays = hole <= next ? (home > hole && home <= next) : (home > hole || home <= next)
-            if !stays {
-                slots[hole] = slots[next]
-                hole = next
+        func slot(of index: Int) -> Int {
+            var i = slotHash(record(at: index).key) & mask
+            while Int(slots[i]) != index + 1 { i = (i + 1) & mask }
+            return i
+        }
+        var hole = slot(of: index)
+        var j = hole
+        while true {
+            j = (j + 1) & mask
+            if slots[j] == 0 { break }
+            let home = slotHash(record(at: Int(slots[j] - 1)).key) & mask
+            // The entry at j may fill the hole if its home is not cyclically in (hole, j].
+            let inRange = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j)
+            if !inRange {
+                slots[hole] = slots[j]
+                hole = j
             }
-            next = (next + 1) & mask
         }
         slots[hole] = 0
         let last = count - 1
         if index != last {
             let moved = record(at: last)
-            var i = slotHash(moved.key) & mask
-            while slots[i] != UInt32(last + 1) { i = (i + 1) & mask }
-            slots[i] = UInt32(index + 1)
+            slots[slot(of: last)] = UInt32(index + 1)
             update(at: index) { $0 = moved }
         }
         chunks[last >> Self.chunkShift].removeLast()
@@ -306,13 +332,231 @@ struct ShardState {
         if challenges.capacity > 1024 && challenges.count * 8 < challenges.capacity {
             challenges = Dictionary(uniqueKeysWithValues: challenges.lazy.map { ($0.key, $0.value) })
         }
+        if rings.capacity > 1024 && rings.count * 8 < rings.capacity {
+            rings = Dictionary(uniqueKeysWithValues: rings.lazy.map { ($0.key, $0.value) })
+        }
         expiries.shrinkIfSparse()
+        boundExpiries.shrinkIfSparse()
     }
 
-    /// Adds a challenge that is known not to be present.
+    /// Adds an anonymous challenge that is known not to be present.
     mutating func addChallenge(_ entry: ChallengeEntry) {
         challenges[entry.token] = entry
         expiries.push(ExpiryItem(expiresAt: entry.expiresAt, token: entry.token))
+    }
+
+    // MARK: - Challenge budgets (docs/store.md, "Challenge budgets")
+
+    /// Adds a key-bound challenge that is known not to be present, at the end of its key's ring
+    /// (which has room).
+    mutating func addBoundChallenge(_ entry: ChallengeEntry, chained: Bool) {
+        challenges[entry.token] = entry
+        boundExpiries.push(ExpiryItem(expiresAt: entry.expiresAt, token: entry.token))
+        boundCount += 1
+        rings[entry.boundKey, default: KeyRing()].append(entry.token, chained: chained)
+    }
+
+    /// Inserts an anonymous challenge, first evicting the oldest anonymous ones while `limit` are
+    /// held. Returns how many were evicted.
+    mutating func insertAnonymous(_ entry: ChallengeEntry, limit: Int) -> Int {
+        var evicted = 0
+        while expiries.count >= limit, let oldest = expiries.pop() {
+            challenges.removeValue(forKey: oldest.token)
+            evicted += 1
+        }
+        addChallenge(entry)
+        return evicted
+    }
+
+    /// Inserts a challenge bound to a registered key: first the key's ring makes room (at most
+    /// `perKey`: the oldest consumed challenge goes first, then the oldest asked for at the endpoint,
+    /// then the oldest), then the shard's key-bound budget (`limit`: the oldest key-bound challenge
+    /// goes). Returns the challenges replaced under the per-key limit (and of them the unconsumed
+    /// ones: a consumed one is only removed early) and those evicted from the budget.
+    mutating func insertBound(_ entry: ChallengeEntry, chained: Bool, perKey: Int, limit: Int)
+        -> (replaced: Int, replacedUnused: Int, evicted: Int)
+    {
+        var replaced = 0
+        var unused = 0
+        var evicted = 0
+        while let ring = rings[entry.boundKey], Int(ring.count) >= perKey {
+            let victim = ring.victim { challenges[$0]?.consumed ?? true }
+            if challenges[ring[victim]]?.consumed == false { unused += 1 }
+            removeBound(ring[victim], key: entry.boundKey, slot: victim)
+            replaced += 1
+        }
+        while boundCount >= limit, evictOldestBound() { evicted += 1 }
+        addBoundChallenge(entry, chained: chained)
+        if replaced > 0 { compactBoundExpiriesIfStale() }
+        return (replaced, unused, evicted)
+    }
+
+    /// Removes the oldest key-bound challenge (skipping stale heap items); false when there is none.
+    mutating func evictOldestBound() -> Bool {
+        while let item = boundExpiries.pop() {
+            guard let (key, slot) = boundSlot(item.token) else { continue }
+            removeBound(item.token, key: key, slot: slot)
+            return true
+        }
+        return false
+    }
+
+    /// The ring slot of a live key-bound challenge, or nil (a stale heap item).
+    func boundSlot(_ token: ChallengeBits) -> (KeyBits, Int)? {
+        guard let entry = challenges[token], entry.hasBoundKey, let slot = rings[entry.boundKey]?.slot(of: token) else {
+            return nil
+        }
+        return (entry.boundKey, slot)
+    }
+
+    /// Removes a key-bound challenge and its ring slot (its heap item goes stale).
+    mutating func removeBound(_ token: ChallengeBits, key: KeyBits, slot: Int) {
+        challenges.removeValue(forKey: token)
+        boundCount -= 1
+        if rings[key]!.remove(at: slot) == 0 { rings.removeValue(forKey: key) }
+    }
+
+    /// Drops stale items once they outnumber the live key-bound challenges (amortized O(1) per
+    /// replacement), so the heap holds at most 2 × the key-bound budget + 64 items.
+    mutating func compactBoundExpiriesIfStale() {
+        guard boundExpiries.count > 2 * boundCount + 64 else { return }
+        let live = self
+        boundExpiries.rebuild { live.boundSlot($0.token) != nil }
+    }
+
+    /// Removes the challenges whose expiry is at or before `nowMillis` from both budgets. Returns
+    /// (removed, of which unconsumed).
+    mutating func sweepChallenges(nowMillis: Int64) -> (removed: Int, unused: Int) {
+        var r = 0
+        var u = 0
+        while let top = expiries.top, top.expiresAt <= nowMillis {
+            _ = expiries.pop()
+            if let entry = challenges.removeValue(forKey: top.token) {
+                r += 1
+                if !entry.consumed { u += 1 }
+            }
+        }
+        while let top = boundExpiries.top, top.expiresAt <= nowMillis {
+            _ = boundExpiries.pop()
+            guard let (key, slot) = boundSlot(top.token) else { continue }
+            if challenges[top.token]?.consumed == false { u += 1 }
+            removeBound(top.token, key: key, slot: slot)
+            r += 1
+        }
+        return (r, u)
+    }
+
+    /// Bytes held for challenges: tables and heaps at their current capacities (docs/store.md).
+    var challengeBytes: Int {
+        ChallengeMemory.tableBytes(capacity: challenges.capacity, entryStride: ChallengeMemory.challengeSlot)
+            + ChallengeMemory.tableBytes(capacity: rings.capacity, entryStride: ChallengeMemory.ringSlot)
+            + (expiries.capacity + boundExpiries.capacity) * MemoryLayout<ExpiryItem>.stride
+    }
+}
+
+/// A registered key's key-bound challenges in one shard, oldest first: at most `maxSlots`, inline.
+struct KeyRing {
+    static let maxSlots = 4
+
+    private var s0 = ChallengeBits(a: 0, b: 0)
+    private var s1 = ChallengeBits(a: 0, b: 0)
+    private var s2 = ChallengeBits(a: 0, b: 0)
+    private var s3 = ChallengeBits(a: 0, b: 0)
+    private(set) var count: UInt8 = 0
+    /// Bit i: slot i was issued with a verified response (`ChallengeRequest.chained`).
+    private var chainedBits: UInt8 = 0
+
+    subscript(i: Int) -> ChallengeBits {
+        get {
+            switch i {
+            case 0: s0
+            case 1: s1
+            case 2: s2
+            default: s3
+            }
+        }
+        set {
+            switch i {
+            case 0: s0 = newValue
+            case 1: s1 = newValue
+            case 2: s2 = newValue
+            default: s3 = newValue
+            }
+        }
+    }
+
+    func isChained(_ i: Int) -> Bool { chainedBits & (1 << i) != 0 }
+
+    mutating func append(_ token: ChallengeBits, chained: Bool) {
+        let i = Int(count)
+        precondition(i < Self.maxSlots, "a key ring holds at most \(Self.maxSlots) challenges")
+        self[i] = token
+        if chained { chainedBits |= 1 << i } else { chainedBits &= ~(1 << i) }
+        count += 1
+    }
+
+    /// Removes slot `i` (later slots move up); returns the new count.
+    mutating func remove(at i: Int) -> Int {
+        let n = Int(count)
+        var j = i
+        while j + 1 < n {
+            self[j] = self[j + 1]
+            if isChained(j + 1) { chainedBits |= 1 << j } else { chainedBits &= ~(1 << j) }
+            j += 1
+        }
+        chainedBits &= ~(1 << (n - 1))
+        count -= 1
+        return Int(count)
+    }
+
+    func slot(of token: ChallengeBits) -> Int? {
+        for i in 0..<Int(count) where self[i] == token { return i }
+        return nil
+    }
+
+    /// Which slot makes room: the oldest consumed one, else the oldest asked for at the endpoint,
+    /// else the oldest.
+    func victim(consumed: (ChallengeBits) -> Bool) -> Int {
+        let n = Int(count)
+        for i in 0..<n where consumed(self[i]) { return i }
+        for i in 0..<n where !isChained(i) { return i }
+        return 0
+    }
+}
+
+/// How the challenge side's memory is counted and bounded (docs/store.md, "Challenge memory").
+public enum ChallengeMemory {
+    /// One slot of the challenge table: token (key) and entry (value).
+    static var challengeSlot: Int { MemoryLayout<ChallengeBits>.stride + MemoryLayout<ChallengeEntry>.stride }
+    /// One slot of a shard's ring table: key id (key) and ring (value).
+    static var ringSlot: Int { MemoryLayout<KeyBits>.stride + MemoryLayout<KeyRing>.stride }
+
+    /// A Swift dictionary keeps its slots in a power-of-two table at most ¾ full, plus one bit of
+    /// occupancy per slot: the slot count for a table whose `capacity` is given.
+    static func buckets(capacity: Int) -> Int {
+        guard capacity > 0 else { return 0 }
+        var b = 2
+        while b * 3 / 4 < capacity { b *= 2 }
+        return b
+    }
+
+    static func tableBytes(capacity: Int, entryStride: Int) -> Int {
+        let b = buckets(capacity: capacity)
+        return b * entryStride + (b + 7) / 8
+    }
+
+    /// The most the challenge side can hold, in bytes, for `limits` over `shards` shards: per shard
+    /// a challenge table for its anonymous and key-bound budgets, a ring table for as many keys as
+    /// key-bound challenges, an anonymous heap of at most its budget and a key-bound heap of at most
+    /// 2 × its budget + 65 items, each heap at up to twice its items' size (array growth).
+    public static func bound(_ limits: ChallengeLimits, shards: Int) -> Int {
+        let a = limits.anonymousPerShard(shards)
+        let k = limits.keyBoundPerShard(shards)
+        let heapItem = MemoryLayout<ExpiryItem>.stride
+        let perShard = tableBytes(capacity: a + k, entryStride: challengeSlot)
+            + tableBytes(capacity: k, entryStride: ringSlot)
+            + 2 * a * heapItem + 2 * (2 * k + 65) * heapItem
+        return perShard * shards
     }
 }
 
@@ -322,8 +566,39 @@ struct ExpiryHeap {
 
     var top: ExpiryItem? { items.first }
 
+    var count: Int { items.count }
+    var capacity: Int { items.capacity }
+
     mutating func shrinkIfSparse() {
         if items.capacity > 1024 && items.count * 8 < items.capacity { items = ContiguousArray(items) }
+    }
+
+    /// Keeps the items `keep` accepts, in heap order again (bottom-up, O(n)).
+    mutating func rebuild(keeping keep: (ExpiryItem) -> Bool) {
+        var kept = ContiguousArray<ExpiryItem>()
+        kept.reserveCapacity(items.count / 2)
+        for item in items where keep(item) { kept.append(item) }
+        items = kept
+        var i = items.count / 2 - 1
+        while i >= 0 {
+            siftDown(i)
+            i -= 1
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var i = start
+        let n = items.count
+        while true {
+            let l = 2 * i + 1
+            let r = l + 1
+            var m = i
+            if l < n && items[l].expiresAt < items[m].expiresAt { m = l }
+            if r < n && items[r].expiresAt < items[m].expiresAt { m = r }
+            if m == i { return }
+            items.swapAt(i, m)
+            i = m
+        }
     }
 
     mutating func push(_ item: ExpiryItem) {

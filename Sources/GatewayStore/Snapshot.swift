@@ -94,23 +94,39 @@ enum SnapshotFormat {
     }
 
     /// Writes the snapshot to `snapshot.dat.tmp`, fsyncs, renames over `snapshot.dat`, fsyncs the directory.
-    /// `relocate` (receipt compaction) rewrites each record's receipt offset as it is written.
+    /// `relocate` (receipt compaction) rewrites each record's receipt offset as it is written. A
+    /// failed attempt removes the temporary file (on a full disk it would hold the space).
     static func write(
-        directory: String, header: Header, shards: [ShardCopy], relocate: ((inout KeyRecord) -> Void)? = nil
+        directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system,
+        relocate: ((inout KeyRecord) -> Void)? = nil
     ) throws -> Int {
-        let bytes = try writeTemporary(directory: directory, header: header, shards: shards, relocate: relocate)
-        try FileIO.rename("\(directory)/\(fileName).tmp", "\(directory)/\(fileName)")
-        try FileIO.fsyncDirectory(directory)
+        let bytes = try writeTemporary(directory: directory, header: header, shards: shards, files: files, relocate: relocate)
+        try install(directory: directory, files: files)
+        try files.fsyncDirectory(directory)
         return bytes
     }
 
-    /// `snapshot.dat.tmp`, written and fsync'ed (not yet renamed into place).
+    /// Renames `snapshot.dat.tmp` over `snapshot.dat` (a failed rename removes the temporary file);
+    /// the directory is not fsync'ed.
+    static func install(directory: String, files: StoreFiles) throws {
+        let tmp = "\(directory)/\(fileName).tmp"
+        do {
+            try files.rename(tmp, "\(directory)/\(fileName)")
+        } catch {
+            unlink(tmp)
+            throw error
+        }
+    }
+
+    /// `snapshot.dat.tmp`, written and fsync'ed (not yet renamed into place). A failed attempt
+    /// removes it.
     static func writeTemporary(
-        directory: String, header: Header, shards: [ShardCopy], relocate: ((inout KeyRecord) -> Void)? = nil
+        directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system,
+        relocate: ((inout KeyRecord) -> Void)? = nil
     ) throws -> Int {
         let tmp = "\(directory)/\(fileName).tmp"
-        let fd = try FileIO.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
-        let out = BufferedHashingWriter(fd: fd, path: tmp)
+        let fd = try files.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
+        let out = BufferedHashingWriter(fd: fd, path: tmp, files: files)
         do {
             var h = ByteWriter(capacity: headerSize)
             h.bytes.append(contentsOf: magic)
@@ -154,9 +170,10 @@ enum SnapshotFormat {
                 try out.write(c.bytes)
             }
             try out.finish()
-            try FileIO.fsync(fd, path: tmp)
+            try files.fsync(fd, path: tmp)
         } catch {
             Glibc.close(fd)
+            unlink(tmp)
             throw error
         }
         Glibc.close(fd)
@@ -345,14 +362,16 @@ extension KeyRecord {
 final class BufferedHashingWriter {
     let fd: Int32
     let path: String
+    let files: StoreFiles
     let hasher = SHA256.Hasher()
     var buffer: [UInt8] = []
     var total = 0
     static let capacity = 1 << 20
 
-    init(fd: Int32, path: String) {
+    init(fd: Int32, path: String, files: StoreFiles = .system) {
         self.fd = fd
         self.path = path
+        self.files = files
         buffer.reserveCapacity(Self.capacity)
     }
 
@@ -365,7 +384,7 @@ final class BufferedHashingWriter {
         total += raw.count
         if buffer.count + raw.count > Self.capacity { try flush() }
         if raw.count >= Self.capacity {
-            try FileIO.writeAll(fd, raw, path: path)
+            try files.writeAll(fd, raw, path: path)
         } else {
             buffer.append(contentsOf: raw)
         }
@@ -373,7 +392,7 @@ final class BufferedHashingWriter {
 
     func flush() throws {
         guard !buffer.isEmpty else { return }
-        try buffer.withUnsafeBytes { (raw) throws in try FileIO.writeAll(fd, raw, path: path) }
+        try buffer.withUnsafeBytes { (raw) throws in try files.writeAll(fd, raw, path: path) }
         buffer.removeAll(keepingCapacity: true)
     }
 

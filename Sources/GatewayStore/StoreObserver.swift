@@ -16,6 +16,16 @@ public protocol AttestStoreObserver: Sendable {
     func receiptsCompacted(_ report: ReceiptCompactionReport)
     /// A receipt compaction failed before it changed anything; the snapshot was written without it.
     func receiptCompactionFailed(_ error: StoreError)
+    /// A system call on a file of the data directory failed (each failed call, including the
+    /// retries of a recovery; requests refused meanwhile make no call). Called with the journal's
+    /// lock held: count it, and log at a bounded rate.
+    func storeWriteFailed(_ failure: StoreWriteFailure)
+    /// The store starts refusing writes (registrations and counter advances answer
+    /// `.unavailable`) because of `failure`; a recovery retries with back-off.
+    func storeWritesRefused(_ failure: StoreWriteFailure)
+    /// The store accepts writes again after `failure` (the latest of the episode) made it refuse
+    /// them for `seconds`.
+    func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double)
 }
 
 extension AttestStoreObserver {
@@ -26,4 +36,7 @@ extension AttestStoreObserver {
     public func keysEvicted(_ count: Int) {}
     public func receiptsCompacted(_ report: ReceiptCompactionReport) {}
     public func receiptCompactionFailed(_ error: StoreError) {}
+    public func storeWriteFailed(_ failure: StoreWriteFailure) {}
+    public func storeWritesRefused(_ failure: StoreWriteFailure) {}
+    public func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double) {}
 }

@@ -10,7 +10,7 @@ struct AttestSimCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attest-sim",
         abstract: "Simulated App Attest devices for attest-gateway: test CA, load generator, attack runner.",
-        subcommands: [CA.self, Run.self, Attack.self]
+        subcommands: [CA.self, Run.self, Attack.self, Flood.self]
     )
 
     /// Usage errors exit 2 with the message on stderr (ArgumentParser's default is 64); help exits 0.
@@ -57,6 +57,26 @@ struct GatewayOptions: ParsableArguments {
 
     @Option(help: "Seconds for each exchange with the gateway.")
     var timeout: Double = 10
+
+    @Option(name: .customLong("client-data"), help: "v1 or v2: the client data version of the protected route (its assertion.client_data).")
+    var clientData: String = "v2"
+
+    @Option(help: "The Host to send and (client data v2) sign for, HOST[:PORT]; default: the --gateway's.")
+    var host: String?
+
+    func clientDataVersion() throws(AttestSimError) -> ClientDataVersion {
+        guard let v = ClientDataVersion(rawValue: clientData) else {
+            throw .usage("--client-data must be v1 or v2 (got \"\(clientData)\")")
+        }
+        return v
+    }
+
+    func requestHost() throws(AttestSimError) -> RequestHost? {
+        guard let host else { return nil }
+        return try RequestHost(host)
+    }
+    @Option(help: "Numeric local address to connect from, e.g. 127.0.0.2 (to play another client on one host).")
+    var source: String?
 
     func endpoint() throws(AttestSimError) -> HTTPEndpoint { try HTTPEndpoint(url: gateway) }
 
@@ -165,7 +185,8 @@ struct Run: ParsableCommand {
         let options = try RunOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
-            useNextChallenge: !noNextChallenge, plain: plain, timeout: common.timeout)
+            clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
+            timeout: common.timeout, source: common.source)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
@@ -199,13 +220,59 @@ struct Attack: ParsableCommand {
     var json = false
 
     func run() throws {
+        let version = try common.clientDataVersion()
         let options = try AttackOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(),
-            modes: AttackMode.parse(mode), challengeWait: challengeWait, method: method, path: path, timeout: common.timeout)
+            modes: AttackMode.parse(mode, clientData: version), challengeWait: challengeWait, method: method, path: path,
+            timeout: common.timeout, clientData: version, host: common.requestHost())
         let runner = AttackRunner(options: options, ca: try common.loadCA())
         runner.onNote = { FileHandle.standardError.write(Data("attest-sim: \($0)\n".utf8)) }
         let report = runner.run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
+    }
+}
+
+struct Flood: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send challenge requests back to back for a while, as an attacker would; count the answers.",
+        discussion: """
+            For measuring what other clients see during a challenge flood (bench/challenge-flood): run \
+            `attest-sim run --source 127.0.0.2 …` meanwhile. Never registers or asserts. Exits 0, 2 on usage errors.
+            """)
+
+    @Option(help: "The gateway, http://HOST:PORT.")
+    var gateway: String
+
+    @Option(help: "How long to flood.")
+    var seconds: Double = 10
+
+    @Option(help: "Keep-alive connections, each on its own thread.")
+    var connections: Int = 4
+
+    @Option(help: "none (anonymous challenges) or random (each request names a fresh random keyId).")
+    var keyIds: String = "none"
+
+    @Option(help: "Numeric local address to connect from (the flooding client's address).")
+    var source: String?
+
+    @Option(help: "The gateway's challenge endpoint.")
+    var challengePath: String = GatewayPaths().challenge
+
+    @Option(help: "Seconds for each exchange with the gateway.")
+    var timeout: Double = 10
+
+    @Flag(help: "Print the report as one JSON object.")
+    var json = false
+
+    func run() throws {
+        guard let keys = FloodOptions.KeyIDs(rawValue: keyIds) else {
+            throw AttestSimError.usage("--key-ids must be none or random (got \"\(keyIds)\")")
+        }
+        let options = try FloodOptions(
+            endpoint: HTTPEndpoint(url: gateway), paths: GatewayPaths(challenge: challengePath), seconds: seconds,
+            connections: connections, keyIDs: keys, source: source, timeout: timeout)
+        let report = FloodRunner(options: options).run()
+        print(json ? report.json : report.text, terminator: json ? "\n" : "")
     }
 }

@@ -62,7 +62,8 @@ struct Check: ParsableCommand {
     func run() throws {
         do {
             let cfg = try GatewayConfig.load(path: config)
-            _ = try GatewayRuntime(cfg, coreCount: ProcessInfo.processInfo.activeProcessorCount)
+            let rt = try GatewayRuntime(cfg, coreCount: ProcessInfo.processInfo.activeProcessorCount)
+            for w in rt.warnings { FileHandle.standardError.write(Data("\(config): warning: \(w)\n".utf8)) }
             print("\(config): ok (\(cfg.listeners.count) listener(s), \(cfg.upstreams.count) upstream(s), \(cfg.routes.count) route(s))")
         } catch {
             FileHandle.standardError.write(Data("\(error)\n".utf8))

@@ -34,6 +34,13 @@ struct CommandLineTests {
             (["run", "--ca", dir.path, "--app-id", Self.app], "--gateway"),
             (["attack"] + base + ["--mode", "everything"], "--mode must be all or one of"),
             (["attack"] + base + ["--challenge-wait", "5000"], "--challenge-wait must be 0…3600"),
+            (["run"] + base + ["--client-data", "v3"], "--client-data must be v1 or v2"),
+            (["run"] + base + ["--host", "a b"], "--host must be HOST[:PORT]"),
+            (["attack"] + base + ["--mode", "wrong-host", "--client-data", "v1"], "--mode wrong-host needs --client-data v2"),
+            (["run"] + base + ["--source", "not-an-address"], "--source not-an-address is not an IPv4 or IPv6 address"),
+            (["flood", "--gateway", "http://127.0.0.1:1", "--connections", "0"], "--connections must be 1…256"),
+            (["flood", "--gateway", "http://127.0.0.1:1", "--key-ids", "some"], "--key-ids must be none or random"),
+            (["flood", "--gateway", "http://127.0.0.1:1", "--seconds", "0"], "--seconds must be more than 0"),
         ]
         for (args, message) in cases {
             let r = try sim(args)

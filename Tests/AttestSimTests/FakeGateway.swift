@@ -26,13 +26,16 @@ final class FakeGateway: @unchecked Sendable {
     let ttl: TimeInterval
     /// A deliberately broken gateway: challenges can be used again.
     let reusableChallenges: Bool
+    /// The client data version its protected route verifies.
+    let clientData: ClientDataVersion
     private let lock = NSLock()
     private var challenges: [String: Challenge] = [:]
     private var keys: [String: Key] = [:]
     private(set) var forwarded = 0
     var server: LoopbackServer!
 
-    init(appID: AppID, ca: TestCA, ttl: TimeInterval = 60, reusableChallenges: Bool = false) throws {
+    init(appID: AppID, ca: TestCA, ttl: TimeInterval = 60, reusableChallenges: Bool = false, clientData: ClientDataVersion = .v2) throws {
+        self.clientData = clientData
         attestationVerifier = AttestationVerifier(
             policy: .init(appIDs: [appID], environments: [.development, .production]), extraRoots: [ca.root])
         assertionVerifier = AssertionVerifier(appIDs: [appID])
@@ -115,7 +118,9 @@ final class FakeGateway: @unchecked Sendable {
                 return Self.refuse(401, code)
             }
             guard let assertion = try? Base64.decode(assertionB64) else { return Self.refuse(401, "malformed") }
-            let clientData = ClientData.forRequest(challenge: challenge, method: r.method, target: r.target, body: r.body)
+            let authority = RequestAuthority.normalize(r.header("Host") ?? "", scheme: "http") ?? ""
+            let clientData = ClientData.forRequest(
+                self.clientData, challenge: challenge, method: r.method, target: r.target, authority: authority, body: r.body)
             do {
                 let v = try assertionVerifier.verify(
                     assertion: assertion, publicKey: key.publicKey, clientDataHash: SHA256.hash(clientData),

@@ -68,6 +68,9 @@ final class LoopbackServer: @unchecked Sendable {
 
     /// Connections accepted so far.
     var connectionCount: Int { lock.withLock { accepted } }
+    /// The peer address of each accepted connection, in order.
+    var peers: [String] { lock.withLock { peerHosts } }
+    private var peerHosts: [String] = []
 
     /// Shuts every socket down; each thread then closes its own descriptor (closing one here while
     /// its thread still uses the number would let that thread touch whatever socket reuses it).
@@ -82,14 +85,20 @@ final class LoopbackServer: @unchecked Sendable {
 
     private func acceptLoop() {
         while true {
-            let c = accept(listenFD, nil, nil)
+            var peer = sockaddr_in()
+            var peerLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let c = withUnsafeMutablePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listenFD, $0, &peerLength) }
+            }
             guard c >= 0 else {
                 if errno == EINTR { continue }
                 close(listenFD)
                 return
             }
+            let host = String(cString: inet_ntoa(peer.sin_addr))
             let index: Int? = lock.withLock {
                 if stopped { return nil }
+                peerHosts.append(host)
                 connectionFDs.append(c)
                 accepted += 1
                 return accepted - 1

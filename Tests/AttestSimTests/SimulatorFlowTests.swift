@@ -19,6 +19,11 @@ struct ClientDataTests {
         let empty = ClientData.forRequest(challenge: "c", method: "GET", target: "/", body: [])
         #expect(String(decoding: empty, as: UTF8.self) == "c\nGET\n/\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(Binding.body.clientData(challenge: "c", method: "POST", target: "/", body: [1, 2]) == [1, 2])
+        // Version 2 (the default) adds the authority line; version 1 is the form above.
+        #expect(
+            String(decoding: Binding.request.clientData(challenge: "c", method: "GET", target: "/", body: [], authority: "a.example"), as: UTF8.self)
+                == "c\nGET\n/\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\na.example")
+        #expect(Binding.request.clientData(challenge: "c", method: "GET", target: "/", body: [], version: .v1, authority: "a.example") == empty)
         #expect(ClientData.registrationHash(challenge: "abc") == SHA256.hash(Array("abc".utf8)))
     }
 
@@ -28,22 +33,30 @@ struct ClientDataTests {
         let device = SimulatedDevice(appID: Self.appID, ca: ca)
         let body = Array("{\"sku\":1}".utf8)
         let r = GatewayRequests.protected(
-            device: device, challenge: "CHAL", method: "POST", target: "/api/purchase", body: body, binding: .request)
+            device: device, challenge: "CHAL", method: "POST", target: "/api/purchase", body: body, binding: .request,
+            host: try RequestHost("Shop.Example.:80"))
         let headers = Dictionary(r.headers, uniquingKeysWith: { a, _ in a })
         #expect(headers["X-App-Attest-Key-Id"] == Base64.encode(device.keyID))
         #expect(headers["X-App-Attest-Challenge"] == "CHAL")
         let assertion = try Base64.decode(try #require(headers["X-App-Assertion"]))
         let verifier = AssertionVerifier(appIDs: [Self.appID])
-        let cd = ClientData.forRequest(challenge: "CHAL", method: "POST", target: "/api/purchase", body: body)
+        // Signed over version 2 with the Host's normal form.
+        let cd = ClientData.forRequest(.v2, challenge: "CHAL", method: "POST", target: "/api/purchase", authority: "shop.example", body: body)
         let v = try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(cd), previousCounter: 0)
         #expect(v.signCount == 1)
-        // Another target does not verify.
-        let other = ClientData.forRequest(challenge: "CHAL", method: "POST", target: "/api/purchase?x", body: body)
-        #expect(throws: AppAttestError.self) {
-            try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(other), previousCounter: 0)
+        // Another target, or another host, does not verify.
+        let other = ClientData.forRequest(.v2, challenge: "CHAL", method: "POST", target: "/api/purchase?x", authority: "shop.example", body: body)
+        let elsewhere = ClientData.forRequest(.v2, challenge: "CHAL", method: "POST", target: "/api/purchase", authority: "b.example", body: body)
+        for wrong in [other, elsewhere] {
+            #expect(throws: AppAttestError.self) {
+                try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(wrong), previousCounter: 0)
+            }
         }
+        // The request carries that Host, whatever the endpoint's.
         let wire = String(decoding: r.serialized(host: "gw"), as: UTF8.self)
-        #expect(wire.hasPrefix("POST /api/purchase HTTP/1.1\r\nHost: gw\r\nX-App-Attest-Key-Id: "))
+        #expect(wire.hasPrefix("POST /api/purchase HTTP/1.1\r\nHost: Shop.Example.:80\r\nX-App-Attest-Key-Id: "))
+        #expect(throws: AttestSimError.self) { try RequestHost("a b") }
+        #expect(throws: AttestSimError.self) { try RequestHost("user@a.example") }
         #expect(wire.hasSuffix("Content-Length: 9\r\n\r\n{\"sku\":1}"))
     }
 
@@ -253,6 +266,7 @@ struct RunnerTests {
         #expect(byName["untrusted-root/register"] == "401 chain_untrusted")
         #expect(byName["untrusted-root/assert"] == "401 key_unknown")
         #expect(byName["expired-challenge/assert"] == "401 challenge_expired")
+        #expect(byName["wrong-host/assert"] == "401 bad_signature")
         #expect(byName["control/request-after"] == "200")
         // Only the two control requests reached the upstream.
         #expect(gw.forwardedCount == 2)
@@ -270,5 +284,30 @@ struct RunnerTests {
         #expect(failed == ["reused-challenge"], "\(report.text)")
         #expect(report.probes.first { $0.name == "replay" }?.verdict?.error == "counter_replay")
         #expect(report.text.contains("result: FAIL"))
+    }
+
+    @Test("attack: wrong-host is refused by a host-bound (v2) gateway; a v1 route takes v1 requests only; all skips it on v1")
+    func wrongHost() throws {
+        let ca = try TestCA()
+        let v2 = try FakeGateway(appID: Self.appID, ca: ca)
+        defer { v2.stop() }
+        let report = AttackRunner(options: try AttackOptions(endpoint: v2.endpoint, appID: Self.appID, modes: [.wrongHost]), ca: ca).run()
+        #expect(report.passed, "\(report.text)")
+        let probe = try #require(report.probes.first { $0.name == "wrong-host" })
+        #expect(probe.verdict?.description == "401 bad_signature")
+        #expect(probe.note == "signed for attest-sim-elsewhere.invalid, sent as \(v2.endpoint.hostHeader)")
+        // A gateway verifying version 1: the v2 control request is refused (bad signature), a v1 one accepted.
+        let v1 = try FakeGateway(appID: Self.appID, ca: ca, clientData: .v1)
+        defer { v1.stop() }
+        let mismatched = AttackRunner(options: try AttackOptions(endpoint: v1.endpoint, appID: Self.appID, modes: [.replay]), ca: ca).run()
+        #expect(!mismatched.passed)
+        #expect(mismatched.probes.last?.verdict?.description == "401 bad_signature")
+        let legacy = try AttackOptions(endpoint: v1.endpoint, appID: Self.appID, modes: [.replay, .tamperedTarget], clientData: .v1)
+        #expect(AttackRunner(options: legacy, ca: ca).run().passed)
+        #expect(try !AttackMode.parse("all", clientData: .v1).contains(.wrongHost))
+        #expect(try AttackMode.parse("all").contains(.wrongHost))
+        #expect(throws: AttestSimError.self) {
+            try AttackOptions(endpoint: HTTPEndpoint(host: "127.0.0.1", port: 1), appID: Self.appID, modes: [.wrongHost], clientData: .v1)
+        }
     }
 }

@@ -48,6 +48,31 @@ enum Deploy {
         }
     }
 
+    /// The token the tests put where a shipped `admin.token_file` points (the real file exists only
+    /// on the target host: a systemd credential, a container or Kubernetes secret).
+    static let testAdminToken = "deploy-test-token-0123456789abcdef"
+
+    /// `yaml`, a shipped gateway.yaml, with its `admin.token_file` moved to a fresh file in `directory`
+    /// (mode 0400, holding `testAdminToken`). Every shipped configuration must set one.
+    static func stagingAdminToken(_ yaml: String, file: String, in directory: URL) throws -> String {
+        let config = try gatewayConfig(yaml, file: file)
+        let shipped = try #require(config.admin.tokenFile, "\(file): admin.token_file is not set; /explain would be open")
+        #expect(yaml.components(separatedBy: "token_file: \(shipped)").count == 2, "\(file) sets token_file: \(shipped) once")
+        let staged = directory.appendingPathComponent("admin-token-\(UUID().uuidString)").path
+        #expect(FileManager.default.createFile(atPath: staged, contents: Data((testAdminToken + "\n").utf8)))
+        #expect(chmod(staged, 0o400) == 0)
+        return yaml.replacingOccurrences(of: "token_file: \(shipped)", with: "token_file: \(staged)")
+    }
+
+    /// `gatewayd check` on a shipped gateway.yaml, its admin token file staged (`stagingAdminToken`).
+    static func gatewaydCheckShipped(_ path: String) throws -> ProcessResult {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("gateway.yaml")
+        try stagingAdminToken(try text(path), file: path, in: dir).write(to: file, atomically: true, encoding: .utf8)
+        return try gatewaydCheck(file)
+    }
+
     /// `gatewayd check --config FILE` on the built binary.
     static func gatewaydCheck(_ file: URL) throws -> ProcessResult {
         try runProcess(gatewaydBinary, ["check", "--config", file.path], timeout: 60)

@@ -111,6 +111,7 @@ struct KubernetesTests {
         }
         let tmp = try Deploy.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: tmp) }
+        local = try Deploy.stagingAdminToken(local, file: "configmap.yaml#gateway.yaml", in: tmp)
         let file = tmp.appendingPathComponent("gateway.yaml")
         try local.write(to: file, atomically: true, encoding: .utf8)
         var r = try Deploy.gatewaydCheck(file)
@@ -181,6 +182,25 @@ struct KubernetesTests {
         let volume = try #require(volumes.first { $0["name"] as? String == configMount["name"] as? String })
         #expect(Self.path(volume, "configMap", "name") as? String == "attest-gateway-config")
         #expect(configArg.hasSuffix("/gateway.yaml"))
+
+        // The admin token: a Secret volume mounted where admin.token_file points, readable by the
+        // gateway's group only (the gateway refuses a file other users can read).
+        let tokenFile = try #require(config.admin.tokenFile, "admin.token_file is not set: /explain would be open on the pod IP")
+        let tokenMount = try #require(mounts.first { tokenFile.hasPrefix(($0["mountPath"] as? String ?? "?") + "/") })
+        #expect(tokenMount["readOnly"] as? Bool == true)
+        let tokenVolume = try #require(volumes.first { $0["name"] as? String == tokenMount["name"] as? String })
+        let secretName = try #require(Self.path(tokenVolume, "secret", "secretName") as? String)
+        #expect(secretName == "attest-gateway-admin")
+        #expect(Self.path(tokenVolume, "secret", "optional") as? Bool != true, "a pod without the token must not start")
+        let item = try #require((Self.path(tokenVolume, "secret", "items") as? [[String: Any]])?.first)
+        #expect((tokenMount["mountPath"] as? String ?? "") + "/" + (item["path"] as? String ?? "") == tokenFile)
+        let mode = (item["mode"] as? Int) ?? (Self.path(tokenVolume, "secret", "defaultMode") as? Int) ?? 0o644
+        #expect(mode & 0o027 == 0, "mode \(String(mode, radix: 8)): no write for the group, nothing for others")
+        // fsGroup makes the file group-readable (0440) for the gateway's group.
+        #expect(Self.path(pod, "securityContext", "fsGroup") as? Int == Self.path(pod, "securityContext", "runAsGroup") as? Int)
+        #expect(!(objects.keys.contains { $0.hasPrefix("Secret/") }), "no Secret with a token is shipped; the operator creates it")
+        let deploymentText = try Deploy.text("\(Self.dir)/deployment.yaml")
+        #expect(deploymentText.contains("kubectl create secret generic \(secretName)"), "the manifest says how to create the Secret")
     }
 
     @Test("Service, PodDisruptionBudget and the Redis NetworkPolicy select the right pods")

@@ -25,11 +25,19 @@ struct LifecycleTests {
           .enabled(if: Deploy.runnable("kill"), "kill not found; skipped outside CI"))
     func systemdReloadAndStop() throws {
         let unit = SystemdTests.settings(try Deploy.text(SystemdTests.unitPath))
-        let yaml = Self.loopback(try Deploy.text(SystemdTests.configPath), dataDir: "/var/lib/attest-gateway")
+        let tokens = try Deploy.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: tokens) }
+        let yaml = try Deploy.stagingAdminToken(
+            Self.loopback(try Deploy.text(SystemdTests.configPath), dataDir: "/var/lib/attest-gateway"), file: SystemdTests.configPath,
+            in: tokens)
         #expect(yaml.contains("data_dir: ./data") && yaml.contains("127.0.0.1:0"))
         let gw = try GatewayProcess(config: yaml)
         defer { gw.stop() }
         #expect(try curl([gw.url("admin", "/readyz")]).0 == 200)
+        // The shipped admin listener: health and metrics open, /explain behind the token.
+        #expect(try curl([gw.url("admin", "/metrics")]).0 == 200)
+        #expect(try curl([gw.url("admin", "/explain")]).0 == 401)
+        #expect(try curl(["-H", "Authorization: Bearer \(Deploy.testAdminToken)", gw.url("admin", "/explain")]).0 == 200)
 
         /// The unit's command lines with the installed paths and $MAINPID of this test.
         func commands(_ key: String) -> [[String]] {
@@ -82,7 +90,11 @@ struct LifecycleTests {
         try #require(health.first == "busybox", "\(health)")
         let url = try #require(health.first { $0.hasPrefix("http://") })
 
-        let yaml = Self.loopback(try Deploy.text(ContainerTests.configPath), dataDir: "/var/lib/attest-gateway")
+        let tokens = try Deploy.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: tokens) }
+        let yaml = try Deploy.stagingAdminToken(
+            Self.loopback(try Deploy.text(ContainerTests.configPath), dataDir: "/var/lib/attest-gateway"), file: ContainerTests.configPath,
+            in: tokens)
         let gw = try GatewayProcess(config: yaml)
         defer { gw.stop() }
         let port = gw.url("admin", "").split(separator: ":").last.map(String.init) ?? "?"

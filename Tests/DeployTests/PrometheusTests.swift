@@ -46,7 +46,7 @@ struct PrometheusTests {
         #expect(tested.count >= 2, "\(tested)")
     }
 
-    @Test("an alert watches each failure: refusals, registrations, snapshots, store, upstream 5xx")
+    @Test("an alert watches each failure: refusals, registrations, snapshots, store, store writes, journal damage, upstream 5xx, challenge floods")
     func requiredAlerts() throws {
         var byName: [String: String] = [:]
         for r in try Self.rules() {
@@ -68,10 +68,15 @@ struct PrometheusTests {
             ("AttestGatewaySnapshotTooOld", ["attest_gateway_store_snapshot_age_seconds"]),
             ("AttestGatewayStoreUnavailable", ["attest_gateway_assertion_verdicts_total", "reason=\"store_unavailable\""]),
             ("AttestGatewayStoreErrors", ["attest_gateway_store_operation_errors_total", "operation"]),
+            ("AttestGatewayStoreWriteErrors", ["attest_gateway_store_write_errors_total", "file", "errno"]),
+            ("AttestGatewayJournalDamaged", ["attest_gateway_store_journal_corrupt_records_total"]),
             ("AttestGatewayUpstream5xx", ["attest_gateway_requests_total", "status_class=\"5xx\""]),
             ("AttestGatewayUpstreamErrors", ["attest_gateway_upstream_errors_total"]),
             ("AttestGatewayKeyCapacityNearlyFull", ["attest_gateway_store_keys", "attest_gateway_store_key_capacity"]),
             ("AttestGatewayKeyCapacityReached", ["attest_gateway_registrations_total", "reason=\"key_capacity\""]),
+            ("AttestGatewayChallengeFlood", ["attest_gateway_rate_limited_total", "limit=\"client\"", "attest_gateway_challenges_evicted_total", "budget=\"anonymous\""]),
+            ("AttestGatewayKeyBoundChallengesReplaced", ["attest_gateway_challenges_evicted_total", "budget=\"key_bound\""]),
+            ("AttestGatewayRegistrationBudgetExhausted", ["attest_gateway_rate_limited_total", "limit=\"registration\""]),
         ]
         for (alert, needles) in required {
             let e = expanded(alert)

@@ -69,7 +69,7 @@ struct SandboxTests {
             .replacingOccurrences(of: "snapshot_interval: 30s", with: "snapshot_interval: 1s")
         #expect(yaml.contains(upstreamURL) && yaml.contains(dataDir))
         let config = dir.appendingPathComponent("gateway.yaml")
-        try yaml.write(to: config, atomically: true, encoding: .utf8)
+        try Deploy.stagingAdminToken(yaml, file: SystemdTests.configPath, in: dir).write(to: config, atomically: true, encoding: .utf8)
         let trace = dir.appendingPathComponent("trace").path
 
         let p = Process()

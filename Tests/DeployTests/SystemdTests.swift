@@ -116,6 +116,18 @@ struct SystemdTests {
         #expect(r.status != 0)
     }
 
+    @Test("the admin token: a credential of the unit, at the path gateway.yaml's admin.token_file names")
+    func adminTokenCredential() throws {
+        let s = Self.settings(try Deploy.text(Self.unitPath))
+        let credentials = (s["LoadCredential"] ?? []).map { $0.split(separator: ":", maxSplits: 1).map(String.init) }
+        let token = try #require(credentials.first { $0.first == "admin-token" }, "no LoadCredential=admin-token:…")
+        #expect(token.count == 2 && token[1].hasPrefix("/etc/attest-gateway/"), "\(token)")
+        let config = try Deploy.gatewayConfig(try Deploy.text(Self.configPath), file: Self.configPath)
+        // systemd puts credentials of <unit> in /run/credentials/<unit>/ (the service user alone reads them).
+        #expect(config.admin.tokenFile == "/run/credentials/attest-gateway.service/admin-token")
+        #expect(config.admin.address.host == "127.0.0.1")
+    }
+
     @Test("the unit has the required identity, sandbox, reload and stop settings")
     func requiredSettings() throws {
         let s = Self.settings(try Deploy.text(Self.unitPath))
@@ -143,8 +155,11 @@ struct SystemdTests {
 
     @Test("gateway.yaml passes gatewayd check and agrees with the unit (data_dir, ports, drain, descriptors)")
     func configMatchesUnit() throws {
-        let check = try Deploy.gatewaydCheck(Deploy.url(Self.configPath))
+        let check = try Deploy.gatewaydCheckShipped(Self.configPath)
         #expect(check.status == 0, "gatewayd check: \(check.stdout)\(check.stderr)")
+        // Without its token file (a credential the unit loads) the check fails: the file is really read.
+        let bare = try Deploy.gatewaydCheck(Deploy.url(Self.configPath))
+        #expect(bare.status == 2 && bare.stderr.contains("admin.token_file"), "\(bare.stderr)")
 
         let config = try Deploy.gatewayConfig(try Deploy.text(Self.configPath), file: Self.configPath)
         let s = Self.settings(try Deploy.text(Self.unitPath))

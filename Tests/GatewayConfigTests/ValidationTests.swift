@@ -31,6 +31,57 @@ struct ValidationTests {
         #expect(relaxed.routes[0].assertion.bind == .body)
     }
 
+    @Test("assertion.client_data: v2 by default, v1 where a route opts in; only with bind: request; nothing else")
+    func clientDataVersion() throws {
+        func yaml(_ assertion: String) -> String {
+            Self.base + """
+
+                routes:
+                  - {name: r, match: {path_prefix: /}, upstream: demo, assertion: {\(assertion)}}
+                apps: [{team_id: ABCDE12345, bundle_ids: [com.example.shop]}]
+                """
+        }
+        #expect(try ConfigFixture.parse(yaml("mode: enforce")).routes[0].assertion.clientData == .v2)
+        #expect(AssertionPolicy(mode: .enforce).clientData == .v2)
+        #expect(try ConfigFixture.parse(yaml("mode: enforce, client_data: v1")).routes[0].assertion.clientData == .v1)
+        #expect(try ConfigFixture.parse(yaml("mode: shadow, bind: request, client_data: v2")).routes[0].assertion.clientData == .v2)
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, client_data: v3")) == [
+                "gateway.yaml:4:96: routes[0].assertion.client_data must be one of \"v1\" or \"v2\", got \"v3\" (did you mean \"v1\"?)"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, client_data: 2")) == [
+                "gateway.yaml:4:96: routes[0].assertion.client_data must be one of \"v1\" or \"v2\", got \"2\" (did you mean \"v2\"?)"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, bind: body, client_data: v1")) == [
+                "gateway.yaml:4:108: routes[0].assertion.client_data only applies to bind: request (with bind: body the client data is the body itself); remove it"
+            ])
+        #expect(ConfigFixture.errors(yaml("mode: enforce, clientdata: v1")).first?.contains("unknown key") == true)
+    }
+
+    @Test("admin.token_file and protect_metrics: a path resolved against the config's directory; protect_metrics needs the file")
+    func adminToken() throws {
+        let open = try ConfigFixture.parse(minimalPlus: "admin: {address: 127.0.0.1:9091}")
+        #expect(open.admin.tokenFile == nil && open.admin.protectMetrics == false)
+        let guarded = try ConfigFixture.parse(minimalPlus: "admin: {token_file: secrets/admin-token, protect_metrics: true}")
+        #expect(guarded.admin.tokenFile == "/etc/attest-gateway/secrets/admin-token")
+        #expect(guarded.admin.protectMetrics)
+        #expect(guarded.admin.address == AdminConfig().address)
+        #expect(try ConfigFixture.parse(minimalPlus: "admin: {token_file: /run/credentials/gw/admin-token}").admin.tokenFile
+            == "/run/credentials/gw/admin-token")
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {protect_metrics: true}") == [
+                "gateway.yaml:7:26: admin.protect_metrics needs admin.token_file (the bearer token that /metrics then requires)"
+            ])
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {token_file: /t, protect_metrics: yes}") == [
+                "gateway.yaml:7:42: admin.protect_metrics must be true or false, got \"yes\""
+            ])
+        #expect(ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {token_file: [a]}").count == 1)
+        #expect(ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {token: abc}").first?.contains("unknown key") == true)
+    }
+
     @Test("a route in enforce or shadow mode needs at least one app; off does not")
     func assertionRoutesNeedApps() throws {
         let yaml =

@@ -385,16 +385,30 @@ struct HTTP2ProxyTests {
         #expect(recs.contains { $0.target == "/after" && $0.status == 200 && $0.error == nil })
     }
 
-    @Test("idle timeout: a connection without streams gets GOAWAY(NO_ERROR) and is closed")
+    @Test("idle timeout: a connection without streams after its first request gets GOAWAY(NO_ERROR) and is closed")
     func idleTimeout() throws {
         let f = try H2ProxyFixture(protocols: .h2c, limits: DownstreamLimits(idleTimeoutMillis: 300))
         defer { f.stop() }
         let c = try LoopbackClient(port: f.port)
+        c.send(http2ClientPreface + http2GetFrame(streamID: 1, path: "/local", authority: "127.0.0.1"))
+        var reader = HTTP2FrameReader(client: c)
+        let goaways = http2CollectGoaways(&reader)  // returns at EOF
+        #expect(goaways == [1])
+        #expect(f.goaways.withLock { $0 } == ["idle_timeout"])
+    }
+
+    @Test("header timeout: a connection that sends no request within it (from the accept) gets GOAWAY(NO_ERROR) and is closed")
+    func headerTimeout() throws {
+        let f = try H2ProxyFixture(protocols: .h2c, limits: DownstreamLimits(idleTimeoutMillis: 60_000, headerTimeoutMillis: 300))
+        defer { f.stop() }
+        let c = try LoopbackClient(port: f.port)
+        let start = ContinuousClock.now
         c.send(http2ClientPreface)
         var reader = HTTP2FrameReader(client: c)
         let goaways = http2CollectGoaways(&reader)  // returns at EOF
+        #expect(ContinuousClock.now - start < .seconds(5), "closed at the header timeout, not the idle timeout")
         #expect(goaways == [0])
-        #expect(f.goaways.withLock { $0 } == ["idle_timeout"])
+        #expect(f.goaways.withLock { $0 } == ["header_timeout"])
     }
 
     @Test("a sniffed connection whose HTTP/2 session cannot start is closed and releases its slot (http1 + h2c listener)",

@@ -49,21 +49,6 @@ struct ChallengeTests {
         #expect(store.statistics.liveChallenges == 2_000)
     }
 
-    @Test func capacityIsEnforcedAndFreedBySweep() throws {
-        let store = MemoryAttestStore(shards: 4, maxLiveChallenges: 10)
-        for _ in 0..<10 { _ = try store.issue(.assert, ttl: 1_000, now: t0) }
-        let refused = wait { store.issueChallenge(ChallengeRequest(purpose: .assert, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }
-        guard case .failure(let error) = refused else {
-            Issue.record("the 11th challenge was issued")
-            return
-        }
-        #expect(error.code == .challengeCapacity)
-        #expect(store.statistics.liveChallenges == 10)
-        #expect(store.sweepExpired(nowMillis: t0 + 1_000) == 10)
-        _ = try store.issue(.assert, now: t0 + 1_000)
-        #expect(store.statistics.liveChallenges == 1)
-    }
-
     @Test func sweepCountsOnlyUnconsumedAndKeepsConsumedUntilExpiry() throws {
         let store = MemoryAttestStore(shards: 4)
         var rng = SeededRandom(seed: 2)

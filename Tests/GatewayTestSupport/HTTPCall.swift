@@ -13,12 +13,15 @@ public struct HTTPCall: Sendable {
     /// `json["error"]` of a refusal.
     public var error: String? { json?["error"] as? String }
 
+    /// `host`: the Host field (default `127.0.0.1:PORT`). `source`: the local address to connect from
+    /// (e.g. 127.0.0.2: another client).
     public static func send(
-        port: UInt16, method: String, target: String, headers: [(String, String)] = [], body: [UInt8] = []
+        port: UInt16, method: String, target: String, headers: [(String, String)] = [], body: [UInt8] = [], host: String? = nil,
+        source: String? = nil
     ) throws -> HTTPCall {
-        let client = try LoopbackClient(port: port)
+        let client = try LoopbackClient(port: port, source: source)
         defer { client.close() }
-        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: \(host ?? "127.0.0.1:\(port)")\r\nConnection: close\r\n"
         for (k, v) in headers { head += "\(k): \(v)\r\n" }
         if !body.isEmpty || method == "POST" || method == "PUT" { head += "Content-Length: \(body.count)\r\n" }
         head += "\r\n"

@@ -7,10 +7,24 @@ public final class LoopbackClient: @unchecked Sendable {
     public let fd: Int32
     private var closed = false
 
-    public init(port: UInt16) throws {
+    /// `source`: the local address to connect from (any of 127/8 on Linux), so that one test can
+    /// play several clients; nil: the system's choice (127.0.0.1).
+    public init(port: UInt16, source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var tv = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close()
+                throw POSIXError(.EADDRNOTAVAIL)
+            }
+        }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian

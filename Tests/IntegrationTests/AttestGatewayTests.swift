@@ -10,11 +10,14 @@ import Testing
 final class ContractDevice: @unchecked Sendable {
     let device: SimulatedDevice
     private(set) var port: UInt16
+    /// The local address this device connects from (127.0.0.2 …: another client); nil: 127.0.0.1.
+    let source: String?
     var keyID: String { Base64.encode(device.keyID) }
 
-    init(ca: TestCA, appID: String, environment: AttestEnvironment = .development, port: UInt16) throws {
+    init(ca: TestCA, appID: String, environment: AttestEnvironment = .development, port: UInt16, source: String? = nil) throws {
         device = SimulatedDevice(appID: try AppID(appID), environment: environment, ca: ca)
         self.port = port
+        self.source = source
     }
 
     func challenge(purpose: String? = nil, keyID: String? = nil) throws -> String {
@@ -22,22 +25,31 @@ final class ContractDevice: @unchecked Sendable {
         if let purpose { fields.append("\"purpose\":\"\(purpose)\"") }
         if let keyID { fields.append("\"keyId\":\"\(keyID)\"") }
         let body = fields.isEmpty ? [] : Array("{\(fields.joined(separator: ","))}".utf8)
-        let r = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/challenge", body: body)
+        let r = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/challenge", body: body, source: source)
         guard r.status == 201, let c = r.json?["challenge"] as? String else { throw POSIXError(.EPROTO) }
         return c
     }
 
     /// Fetches a challenge, attests over SHA256(challenge text), posts the registration.
     func register() throws -> HTTPCall {
-        let c = try challenge(purpose: "register")
-        let attestation = try device.attest(clientDataHash: SHA256.hash(Array(c.utf8)))
-        let body = "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(c)\"}"
-        return try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array(body.utf8))
+        try register(challenge: try challenge(purpose: "register"))
     }
 
-    /// The client data of `bind: request`, written here from the contract (not from the gateway's code).
-    static func clientData(challenge: String, method: String, target: String, body: [UInt8]) -> [UInt8] {
-        Array("\(challenge)\n\(method)\n\(target)\n\(Hex.encode(SHA256.hash(body)))".utf8)
+    /// Attests over SHA256(challenge text) and posts the registration.
+    func register(challenge c: String) throws -> HTTPCall {
+        let attestation = try device.attest(clientDataHash: SHA256.hash(Array(c.utf8)))
+        let body = "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(c)\"}"
+        return try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array(body.utf8), source: source)
+    }
+
+    /// The client data of `bind: request`, written here from the contract (not from the gateway's code):
+    /// version 2 (the default) ends with the authority the request is addressed to, already in its
+    /// normal form; version 1 has no authority line.
+    static func clientData(
+        _ version: String = "v2", challenge: String, method: String, target: String, authority: String = "", body: [UInt8]
+    ) -> [UInt8] {
+        let v1 = "\(challenge)\n\(method)\n\(target)\n\(Hex.encode(SHA256.hash(body)))"
+        return Array((version == "v1" ? v1 : v1 + "\n" + authority).utf8)
     }
 
     struct Signed {
@@ -45,18 +57,28 @@ final class ContractDevice: @unchecked Sendable {
         let target: String
         let body: [UInt8]
         let headers: [(String, String)]
+        /// The authority signed (version 2): sent as the Host unless a test says otherwise.
+        let authority: String
     }
 
-    func sign(method: String = "POST", target: String, body: [UInt8], challenge: String, counter: UInt32? = nil) -> Signed {
-        let cd = Self.clientData(challenge: challenge, method: method, target: target, body: body)
+    /// Signed for `authority` (default `127.0.0.1:PORT`, the Host `HTTPCall` sends) in `version`.
+    func sign(
+        method: String = "POST", target: String, body: [UInt8], challenge: String, counter: UInt32? = nil,
+        version: String = "v2", authority: String? = nil
+    ) -> Signed {
+        let signedFor = authority ?? "127.0.0.1:\(port)"
+        let cd = Self.clientData(version, challenge: challenge, method: method, target: target, authority: signedFor, body: body)
         let a = device.assert(clientDataHash: SHA256.hash(cd), mutations: AssertionMutations(counter: counter))
         return Signed(method: method, target: target, body: body, headers: [
             ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", challenge), ("X-App-Assertion", Base64.encode(a)),
-        ])
+        ], authority: signedFor)
     }
 
-    func send(_ s: Signed, extraHeaders: [(String, String)] = []) throws -> HTTPCall {
-        try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers + extraHeaders, body: s.body)
+    /// `host`: the Host field (default: the authority `s` was signed for).
+    func send(_ s: Signed, extraHeaders: [(String, String)] = [], host: String? = nil) throws -> HTTPCall {
+        try HTTPCall.send(
+            port: port, method: s.method, target: s.target, headers: s.headers + extraHeaders, body: s.body, host: host ?? s.authority,
+            source: source)
     }
 }
 
@@ -82,7 +104,7 @@ struct AttestGatewayTests {
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
         trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
-        attest: {challenge_ttl: \(ttl)}
+        attest: {challenge_ttl: \(ttl), challenge_rate: {per_client: off}}    # one address plays every device
         store: {kind: memory, shards: 8\(dataDir.map { ", data_dir: \($0), snapshot_interval: 1s" } ?? "")}
         routes:
           - name: purchase
@@ -323,7 +345,7 @@ struct AttestGatewayTests {
         let ok = try ContractDevice(ca: ca, appID: Self.appID, port: port)
         #expect(try register(ok, SimulatedExtensions(validationCategory: .testFlight, bundleVersion: "4.10", setsExtensionDataFlag: true)).status == 201)
         let c = try legacy.challenge()
-        let cd = ContractDevice.clientData(challenge: c, method: "POST", target: "/api/purchase", body: [])
+        let cd = ContractDevice.clientData(challenge: c, method: "POST", target: "/api/purchase", authority: "127.0.0.1:\(port)", body: [])
         let a = legacy.device.assert(clientDataHash: SHA256.hash(cd), extensions: SimulatedExtensions(validationCategory: .appStore, bundleVersion: "4.0"))
         let refused = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase", headers: [
             ("X-App-Attest-Key-Id", legacy.keyID), ("X-App-Attest-Challenge", c), ("X-App-Assertion", Base64.encode(a)),
@@ -437,7 +459,7 @@ struct AttestGatewayTests {
             let port = HTTPCall.port(gw, "public")
             // Everything accepted before this start must be refused now.
             for s in acceptedRequests {
-                let r = try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body)
+                let r = try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body, host: s.authority)
                 #expect(r.status == 401, "round \(round): a request accepted before the crash passed again")
             }
             for h in acceptedBodyBound {
@@ -447,8 +469,7 @@ struct AttestGatewayTests {
             // Every registration answered 201 before is still there.
             for d in devices {
                 d.rebind(port: port)
-                let r = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase",
-                                          headers: d.sign(target: "/api/purchase", body: [], challenge: try d.challenge()).headers)
+                let r = try d.send(d.sign(target: "/api/purchase", body: [], challenge: try d.challenge()))
                 #expect(r.status == 200, "round \(round): device lost: \(r.body)")
             }
             // Load: registrations and protected requests from several threads, then kill -9 mid-flight.

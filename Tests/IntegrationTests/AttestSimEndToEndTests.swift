@@ -27,6 +27,7 @@ struct AttestSimEndToEndTests {
           - {name: demo, url: demo}
         routes:
           - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+          - {name: legacy, match: {path_prefix: /api/legacy}, upstream: demo, assertion: {mode: enforce, client_data: v1}}
           - name: signed
             match: {path_prefix: /api/signed}
             upstream: demo
@@ -35,7 +36,7 @@ struct AttestSimEndToEndTests {
         apps:
           - {team_id: "ABCDE12345", bundle_ids: [com.example.attestsim], environments: [development, production]}
         trust: {extra_roots: ["\(root)"]}
-        attest: {challenge_ttl: 2s}
+        attest: {challenge_ttl: 2s, challenge_rate: {per_client: off}}    # one address plays every device
         """
     }
 
@@ -95,8 +96,24 @@ struct AttestSimEndToEndTests {
         #expect(
             names == [
                 "control", "replay", "tampered-body", "tampered-target", "wrong-app-id", "expired-challenge", "reused-challenge",
-                "counter-rollback", "unknown-key", "untrusted-root",
+                "counter-rollback", "unknown-key", "untrusted-root", "wrong-host",
             ])
+
+        // Client data version 2 signs the Host sent (--host); a route that opted into version 1 takes v1.
+        let otherHost = try runProcess(
+            Self.attestSim, ["run"] + base + ["--devices", "1", "--requests", "3", "--host", "Shop.Example.", "--json"], timeout: 60)
+        #expect(otherHost.json?["verdicts"] as? [String: Int] == ["200": 3], "\(otherHost.stdout)")
+        let legacy = try runProcess(
+            Self.attestSim,
+            ["run"] + base + ["--devices", "1", "--requests", "3", "--path", "/api/legacy", "--client-data", "v1", "--json"], timeout: 60)
+        #expect(legacy.json?["verdicts"] as? [String: Int] == ["200": 3], "\(legacy.stdout)")
+        let v1OnV2 = try runProcess(
+            Self.attestSim, ["run"] + base + ["--devices", "1", "--requests", "2", "--client-data", "v1", "--json"], timeout: 60)
+        #expect(v1OnV2.json?["verdicts"] as? [String: Int] == ["401 bad_signature": 2], "\(v1OnV2.stdout)")
+        let legacyAttack = try runProcess(
+            Self.attestSim, ["attack"] + base + ["--mode", "all", "--path", "/api/legacy", "--client-data", "v1", "--challenge-wait", "3", "--json"],
+            timeout: 90)
+        #expect(legacyAttack.status == 0, "\(legacyAttack.stdout)")
 
         // The gateway counted the refusals.
         let metrics = try curl([gw.url("admin", "/metrics")]).1

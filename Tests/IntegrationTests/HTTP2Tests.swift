@@ -160,7 +160,9 @@ struct HTTP2Tests {
         #expect(try phone.register().status == 201)
         let challenge = try phone.challenge(purpose: "assert", keyID: phone.keyID)
         let body = "{\"sku\":7}"
-        let signed = phone.sign(target: "/api/purchase?order=7", body: Array(body.utf8), challenge: challenge)
+        // curl sends :authority 127.0.0.1:<port of the h2 listener>, the authority signed.
+        let signed = phone.sign(
+            target: "/api/purchase?order=7", body: Array(body.utf8), challenge: challenge, authority: "127.0.0.1:\(HTTPCall.port(gw, "h2"))")
         var args: [String] = ["-X", "POST", "--data-binary", body]
         for (k, v) in signed.headers { args += ["-H", "\(k): \(v)"] }
         let ok = try h2curl(curl, args + [gw.url("h2", "/api/purchase?order=7")])

@@ -71,7 +71,7 @@ struct RedisFleetTests {
     }
 
     static func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall {
-        try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body)
+        try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body, host: s.authority)
     }
 
     func send(_ s: ContractDevice.Signed, port: UInt16) throws -> HTTPCall { try Self.send(s, port: port) }

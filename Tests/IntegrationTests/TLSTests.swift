@@ -602,7 +602,10 @@ struct TLSTests {
         #expect(reg.status == "201", "\(reg)")
         let ch2 = try challenge()
         let body = "{\"sku\":7}"
-        let cd = ContractDevice.clientData(challenge: ch2, method: "POST", target: "/api/purchase?via=h2", body: Array(body.utf8))
+        // Over TLS (scheme https) the authority keeps a port other than 443.
+        let cd = ContractDevice.clientData(
+            challenge: ch2, method: "POST", target: "/api/purchase?via=h2", authority: "localhost:\(HTTPCall.port(gw, "secure"))",
+            body: Array(body.utf8))
         let assertion = Base64.encode(device.assert(clientDataHash: SHA256.hash(cd)))
         let signed = ["--http2", "-H", "X-App-Attest-Key-Id: \(keyID)", "-H", "X-App-Attest-Challenge: \(ch2)",
                       "-H", "X-App-Assertion: \(assertion)", "--data-binary", body, "\(base)/api/purchase?via=h2"]
@@ -651,7 +654,7 @@ struct TLSTests {
         // A signed request with a fresh challenge: the demo upstream sees the verified key header.
         let ch2 = try challenge("assert")
         let body = Array("{\"sku\":1}".utf8)
-        let cd = ContractDevice.clientData(challenge: ch2, method: "POST", target: "/api/purchase", body: body)
+        let cd = ContractDevice.clientData(challenge: ch2, method: "POST", target: "/api/purchase", authority: "gateway.test", body: body)
         let assertion = device.assert(clientDataHash: SHA256.hash(cd))
         let r = try c.request("POST", "/api/purchase", headers: [
             ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", ch2), ("X-App-Assertion", Base64.encode(assertion)),

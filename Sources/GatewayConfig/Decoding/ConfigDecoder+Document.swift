@@ -76,9 +76,20 @@ extension ConfigDecoder {
 
     func decodeAdmin(_ node: YAMLNode, path: String) -> (config: AdminConfig, position: SourcePosition)? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.admin) else { return nil }
-        guard let addressNode = fields["address"] else { return (AdminConfig(), fields.position) }
-        guard let address = socketAddress(addressNode, fields.path("address")) else { return nil }
-        return (AdminConfig(address: address), addressNode.position)
+        var admin = AdminConfig()
+        var valid = true
+        fields.read("address", into: &admin, \.address, valid: &valid) { socketAddress($0, $1) }
+        if let file = fields.optional("token_file", valid: &valid, { filePath($0, $1) }) { admin.tokenFile = file }
+        fields.read("protect_metrics", into: &admin, \.protectMetrics, valid: &valid) { bool($0, $1) }
+        if admin.protectMetrics, admin.tokenFile == nil, let node = fields["protect_metrics"] {
+            report(
+                "\(fields.path("protect_metrics")) needs \(fields.path("token_file")) (the bearer token that /metrics then requires)",
+                at: node.position
+            )
+            valid = false
+        }
+        guard valid else { return nil }
+        return (admin, fields["address"]?.position ?? fields.position)
     }
 
     /// The admin endpoint, configured or by default, must not take a listener's address.
@@ -165,7 +176,35 @@ extension ConfigDecoder {
                 )
             }
         }
+        if let node = fields["challenge_rate"], let value = decodeClientRate(node, path: fields.path("challenge_rate")) {
+            attest.challengeRate = value
+        }
+        if let node = fields["registration_rate"], let value = rateOrOff(node, fields.path("registration_rate")) {
+            attest.registrationRate = value.rate
+        }
         return attest
+    }
+
+    /// `attest.challenge_rate: {per_client: 10/s | off, burst: 20, clients: 65536}`.
+    func decodeClientRate(_ node: YAMLNode, path: String) -> ClientRateConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.attestChallengeRate) else { return nil }
+        var valid = true
+        var perClient = ClientRateConfig().perClient
+        if let value = fields.optional("per_client", valid: &valid, rateOrOff) { perClient = value.rate }
+        let burst = fields.optional("burst", valid: &valid) { int($0, $1, in: 1...ClientRateConfig.maximumBurst) }
+        let clients = fields.optional("clients", valid: &valid) { int($0, $1, in: ClientRateConfig.clientRange) }
+        guard valid else { return nil }
+        if perClient == nil, fields["burst"] != nil {
+            report("\(fields.path("burst")) has no effect with per_client: off; remove it", at: fields.keyPosition("burst") ?? fields.position)
+            return nil
+        }
+        return ClientRateConfig(perClient: perClient, burst: burst, clients: clients ?? ClientRateConfig().clients)
+    }
+
+    /// A rate such as `10/s`, or `off` (`RateChoice.rate` nil); nil after reporting a bad value.
+    func rateOrOff(_ node: YAMLNode, _ path: String) -> RateChoice? {
+        if case .scalar(let scalar) = node, scalar.text == "off" { return RateChoice(rate: nil) }
+        return parsed(node, path, expected: "a rate such as 10/s, 600/m or 100/h, or off", RateSyntax.parse).map(RateChoice.init)
     }
 
     func decodeLogging(_ node: YAMLNode, path: String) -> LoggingConfig? {
@@ -179,4 +218,9 @@ extension ConfigDecoder {
         }
         return logging
     }
+}
+
+/// A decoded rate setting: a rate, or `off` (nil).
+struct RateChoice {
+    let rate: Rate?
 }

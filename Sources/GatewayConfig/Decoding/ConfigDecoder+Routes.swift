@@ -142,6 +142,15 @@ extension ConfigDecoder {
         fields.read("challenge", into: &policy, \.challenge, valid: &valid) { choice($0, $1, as: AssertionPolicy.Challenge.self) }
         fields.read("rollout", into: &policy, \.rollout, valid: &valid) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
         fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
+        fields.read("client_data", into: &policy, \.clientData, valid: &valid) { choice($0, $1, as: AssertionPolicy.ClientData.self) }
+        if policy.bind == .body, let clientDataNode = fields["client_data"] {
+            report(
+                "\(fields.path("client_data")) only applies to bind: request (with bind: body the client data is the body "
+                    + "itself); remove it",
+                at: clientDataNode.position
+            )
+            valid = false
+        }
         if policy.bind == .request, policy.challenge != .required, let challengeNode = fields["challenge"] {
             report(
                 "\(fields.path("challenge")) must be \"required\" when bind is \"request\" (the challenge is what makes "

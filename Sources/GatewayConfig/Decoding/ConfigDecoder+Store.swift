@@ -87,6 +87,12 @@ extension ConfigDecoder {
                 valid = false
             }
         }
+        let budget = StoreConfig.Memory.challengeBudgetRange
+        fields.read("max_anonymous_challenges", into: &memory, \.maxAnonymousChallenges, valid: &valid) { int($0, $1, in: budget) }
+        fields.read("max_key_bound_challenges", into: &memory, \.maxKeyBoundChallenges, valid: &valid) { int($0, $1, in: budget) }
+        fields.read("max_challenges_per_key", into: &memory, \.maxChallengesPerKey, valid: &valid) {
+            int($0, $1, in: StoreConfig.Memory.perKeyRange)
+        }
         return valid ? memory : nil
     }
 

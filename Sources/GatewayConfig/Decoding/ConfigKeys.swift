@@ -11,7 +11,7 @@ enum ConfigKeys {
     ]
     static let listenerTLS = ["certificate", "private_key", "certificates", "ticket_rotation"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
-    static let admin = ["address"]
+    static let admin = ["address", "token_file", "protect_metrics"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
         "body_timeout", "drain_timeout", "max_connections", "max_receipt",
@@ -22,17 +22,23 @@ enum ConfigKeys {
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
     static let route = ["name", "match", "upstream", "max_body", "assertion"]
     static let routeMatch = ["methods", "path_prefix", "path", "host"]
-    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error"]
+    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
     static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
     static let trust = ["extra_roots"]
-    static let attest = ["challenge_path", "register_path", "challenge_ttl", "verified_key_header"]
+    static let attest = [
+        "challenge_path", "register_path", "challenge_ttl", "verified_key_header", "challenge_rate", "registration_rate",
+    ]
+    static let attestChallengeRate = ["per_client", "burst", "clients"]
     /// Key bounds, on either kind of store.
     static let storeKeys = ["max_keys", "max_reregistrations", "reregistration_window"]
-    static let memoryStore = ["kind", "shards", "data_dir", "snapshot_interval", "key_idle_ttl"] + storeKeys
+    static let memoryStore = [
+        "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
+        "max_challenges_per_key", "key_idle_ttl",
+    ] + storeKeys
     static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"] + storeKeys
     static let store = [
-        "kind", "shards", "data_dir", "snapshot_interval", "url", "timeout", "wait_replicas", "cluster", "seeds",
-        "key_idle_ttl",
+        "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
+        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds", "key_idle_ttl",
     ] + storeKeys
     static let logging = ["level", "access_log"]
 
@@ -43,7 +49,8 @@ enum ConfigKeys {
         ("listeners[].tls.certificates[]", listenerCertificate), ("admin", admin), ("limits", limits),
         ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("routes[]", route),
         ("routes[].match", routeMatch),
-        ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest), ("store", store),
+        ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
+        ("attest.challenge_rate", attestChallengeRate), ("store", store),
         ("logging", logging),
     ]
 }

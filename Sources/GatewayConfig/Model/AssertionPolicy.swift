@@ -25,6 +25,15 @@ public struct AssertionPolicy: Sendable, Equatable {
         case off
     }
 
+    /// The format of a `bind: request` client data the route verifies (docs/client-contract.md). Set
+    /// by the route, never chosen by the client: a client cannot downgrade a route.
+    public enum ClientData: String, Sendable, CaseIterable {
+        /// Challenge, method, request-target and body hash: not bound to the host.
+        case v1
+        /// Version 1 plus the request's normalised authority (host and non-default port).
+        case v2
+    }
+
     /// What to do when the key store cannot be reached.
     public enum StoreErrorPolicy: String, Sendable, CaseIterable {
         case failClosed = "fail_closed"
@@ -41,19 +50,23 @@ public struct AssertionPolicy: Sendable, Equatable {
     public var rollout: Percentage
     /// Default `.failClosed`.
     public var onStoreError: StoreErrorPolicy
+    /// With `bind: request`: the client data format. Default `.v2`.
+    public var clientData: ClientData
 
     public init(
         mode: Mode,
         bind: Binding = .request,
         challenge: Challenge = .required,
         rollout: Percentage = .hundred,
-        onStoreError: StoreErrorPolicy = .failClosed
+        onStoreError: StoreErrorPolicy = .failClosed,
+        clientData: ClientData = .v2
     ) {
         self.mode = mode
         self.bind = bind
         self.challenge = challenge
         self.rollout = rollout
         self.onStoreError = onStoreError
+        self.clientData = clientData
     }
 
     /// The policy of a route without an `assertion` block.

@@ -13,12 +13,27 @@ public struct StoreConfig: Sendable, Equatable {
         public var dataDirectory: String?
         /// How often a snapshot is written when `dataDirectory` is set. Default 30s.
         public var snapshotInterval: Duration
+        /// Live challenges not bound to a registered key; when full, the oldest is replaced. Default 500,000.
+        public var maxAnonymousChallenges: Int
+        /// Live challenges bound to a registered key; when full, the oldest is replaced. Default 250,000.
+        public var maxKeyBoundChallenges: Int
+        /// Live challenges per registered key, 1…4; the next one replaces one. Default 4.
+        public var maxChallengesPerKey: Int
 
-        public init(shards: Int = 64, dataDirectory: String? = nil, snapshotInterval: Duration = .seconds(30)) {
+        public init(
+            shards: Int = 64, dataDirectory: String? = nil, snapshotInterval: Duration = .seconds(30),
+            maxAnonymousChallenges: Int = 500_000, maxKeyBoundChallenges: Int = 250_000, maxChallengesPerKey: Int = 4
+        ) {
             self.shards = shards
             self.dataDirectory = dataDirectory
             self.snapshotInterval = snapshotInterval
+            self.maxAnonymousChallenges = maxAnonymousChallenges
+            self.maxKeyBoundChallenges = maxKeyBoundChallenges
+            self.maxChallengesPerKey = maxChallengesPerKey
         }
+
+        public static let challengeBudgetRange = 1...100_000_000
+        public static let perKeyRange = 1...4
     }
 
     /// `kind: redis`.

@@ -80,6 +80,8 @@ public final class HTTP2ServerSession {
         var bodyEnded = false
         var deferred = false
         var aboveHighWater = false
+        /// `stopRequestAfterResponse`: RST_STREAM NO_ERROR once the response's END_STREAM is sent.
+        var resetAfterResponse = false
         var buffered: Int { response.count - responseStart }
 
         /// `fields` and `response` are moved out to be changed (see `withStreams`).
@@ -393,6 +395,17 @@ public final class HTTP2ServerSession {
         guard !terminated, !fatal, stream(streamID) != nil else { return }
         applicationResets.insert(streamID)
         _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, code.rawValue)
+    }
+
+    /// For a response submitted before the request ended (a refusal from the head): once the
+    /// response's last frame (END_STREAM) is sent, RST_STREAM NO_ERROR tells the client to stop
+    /// sending the request body (RFC 9113 §8.1). Not at once: nghttp2 sends RST_STREAM before
+    /// pending DATA, and the reset would cancel the response's body. DATA still arriving meanwhile
+    /// is the consumer's to `consume` (not to keep); after the reset nghttp2 drops it. Nothing
+    /// happens if the request ends first.
+    public func stopRequestAfterResponse(streamID: Int32) {
+        guard let s = stream(streamID), s.delivered, !s.requestEnded else { return }
+        s.resetAfterResponse = true
     }
 
     /// Graceful shutdown (RFC 9113 §6.8), first step: GOAWAY with the maximum stream id and a PING.
@@ -719,6 +732,17 @@ public final class HTTP2ServerSession {
             }
             emit(.connectionError(code: code, detail: detail))
             abandonStreams(code)
+            return 0
+        }
+        if frame.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0,
+            frame.hd.type == UInt8(NGHTTP2_DATA.rawValue) || frame.hd.type == UInt8(NGHTTP2_HEADERS.rawValue)
+        {
+            let id = frame.hd.stream_id
+            if let s = stream(id), s.resetAfterResponse, !s.requestEnded, !terminated, !fatal {
+                s.resetAfterResponse = false
+                applicationResets.insert(id)
+                _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, HTTP2ErrorCode.noError.rawValue)
+            }
             return 0
         }
         guard frame.hd.type == UInt8(NGHTTP2_RST_STREAM.rawValue) else { return 0 }

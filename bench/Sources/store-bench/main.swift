@@ -140,7 +140,7 @@ let dir = options.dir ?? {
 defer { if options.dir == nil { try? FileManager.default.removeItem(atPath: dir) } }
 
 do {
-    let store = try MemoryAttestStore.open(directory: dir, shards: options.shards, maxLiveChallenges: 1_000_000)
+    let store = try MemoryAttestStore.open(directory: dir, shards: options.shards, challenges: ChallengeLimits())
     let rssBefore = residentBytes()
     let receipt = [UInt8](repeating: 0x5A, count: options.receiptBytes)
     let done = Atomic<Int>(0)
