@@ -129,7 +129,7 @@ let package = Package(
             dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
         ),
         .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire", "GatewayStore", "GatewayConfig"]),
         .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(
             name: "AttestSimTests",

@@ -62,13 +62,13 @@ final class ManagedStore: @unchecked Sendable {
         return memory?.writeFailure.map { ["store: \($0)"] } ?? []
     }
 
-    /// The store's key bounds from `store` (and `limits.max_receipt`, from which the Redis store's
-    /// default cap is derived).
-    static func keyLimits(_ config: StoreConfig, maxReceipt: Int) -> KeyLimits {
+    /// The store's key bounds from `store`. Without `max_keys`, the cap is derived from a stated
+    /// memory budget: 1 GiB for the memory store, 64 GiB of Redis memory for Redis (docs/redis.md).
+    static func keyLimits(_ config: StoreConfig) -> KeyLimits {
         let derived: Int
         switch config.backend {
         case .memory: derived = KeyLimits.defaultMaxKeys
-        case .redis: derived = KeyLimits.defaultRedisMaxKeys(maxReceipt: maxReceipt)
+        case .redis: derived = KeyLimits.defaultRedisMaxKeys
         }
         let k = config.keys
         return KeyLimits(
@@ -76,8 +76,8 @@ final class ManagedStore: @unchecked Sendable {
             reregistrationWindowMillis: k.reregistrationWindow.millis, keyIdleTTLMillis: k.idleTTL?.millis)
     }
 
-    static func open(_ config: StoreConfig, maxReceipt: Int = LimitsConfig().maxReceipt, metrics: AttestMetrics) throws -> ManagedStore {
-        let keyLimits = keyLimits(config, maxReceipt: maxReceipt)
+    static func open(_ config: StoreConfig, metrics: AttestMetrics) throws -> ManagedStore {
+        let keyLimits = keyLimits(config)
         metrics.keyCapacity(keyLimits.maxKeys)
         let m: StoreConfig.Memory
         switch config.backend {

@@ -59,7 +59,7 @@ public final class RedisAttestStore: AttestStore {
         public init(
             endpoint: RedisEndpoint, waitReplicas: Int = 0, connections: Int = 2, keyPrefix: String = "ag:",
             expiredGraceMillis: Int64 = 1_000, cluster: Bool = false, seeds: [RedisEndpoint] = [],
-            limits: KeyLimits = KeyLimits(maxKeys: KeyLimits.defaultRedisMaxKeys(maxReceipt: 16 << 10))
+            limits: KeyLimits = KeyLimits(maxKeys: KeyLimits.defaultRedisMaxKeys)
         ) {
             self.endpoint = endpoint
             self.waitReplicas = max(0, waitReplicas)

@@ -217,16 +217,23 @@ public struct KeyLimits: Sendable, Equatable {
     /// 1-byte receipt (a hash in `hashtable` encoding: the 65-byte point is over
     /// `hash-max-listpack-value`), plus its entry in the keyspace; rounded up.
     public static let redisBytesPerKeyWithoutReceipt = 1_280
-    /// What a key costs Redis with a receipt of `maxReceipt` bytes: the allocator rounds the
+    /// What a key costs Redis with a receipt of `receipt` bytes: the allocator rounds the
     /// receipt up by less than a quarter (jemalloc size classes); measured 21,400 B at 16 KiB.
-    public static func redisBytesPerKey(maxReceipt: Int) -> Int {
-        redisBytesPerKeyWithoutReceipt + max(0, maxReceipt) * 5 / 4
+    /// Operators size `store.max_keys` with it: what their `maxmemory` holds (docs/redis.md).
+    public static func redisBytesPerKey(receipt: Int) -> Int {
+        redisBytesPerKeyWithoutReceipt + max(0, receipt) * 5 / 4
     }
-    /// The Redis store's default cap: the same budget over what a key costs Redis with the largest
-    /// receipt `limits.max_receipt` lets through (Redis keeps receipts): 49,344 keys at 16 KiB.
-    public static func defaultRedisMaxKeys(maxReceipt: Int) -> Int {
-        defaultMemoryBudget / redisBytesPerKey(maxReceipt: maxReceipt)
-    }
+    /// The size Apple's attestation receipts have (3.6–4.0 KB), rounded up.
+    public static let typicalReceiptBytes = 4_096
+    /// The Redis memory the Redis store's default cap is derived from: 64 GiB. Larger than the
+    /// memory store's budget on purpose: a fleet that upgrades without setting `store.max_keys`
+    /// must not find registrations refused at a cap below what its Redis already holds; the cap
+    /// that matters is `maxmemory`, which the operator sizes (and then sets `max_keys` from).
+    public static let defaultRedisMemoryBudget = 64 << 30
+    /// The Redis store's default cap: `defaultRedisMemoryBudget` over what a key with a real-size
+    /// receipt costs Redis (1,280 B + 1.25 × 4,096 B = 6,400 B): 10,737,418 keys. It does not
+    /// depend on `limits.max_receipt` (which bounds each receipt, not the fleet).
+    public static let defaultRedisMaxKeys = defaultRedisMemoryBudget / redisBytesPerKey(receipt: typicalReceiptBytes)
 }
 
 public struct AssertionCommit: Sendable, Equatable {

@@ -61,8 +61,8 @@ public struct StoreConfig: Sendable, Equatable {
     /// What bounds the registered keys, on either kind of store.
     public struct Keys: Sendable, Equatable {
         /// `max_keys`: registered keys the store accepts; beyond it new keys get 503 `key_capacity`.
-        /// nil (default): derived from a 1 GiB budget (`KeyLimits.defaultMaxKeys` for memory,
-        /// `KeyLimits.defaultRedisMaxKeys(maxReceipt:)` for Redis). 1 to 1,000,000,000.
+        /// nil (default): derived from a stated budget (`KeyLimits.defaultMaxKeys`, 1 GiB, for memory;
+        /// `KeyLimits.defaultRedisMaxKeys`, 64 GiB of Redis memory, for Redis). 1 to 1,000,000,000.
         public var maxKeys: Int?
         /// `max_reregistrations`: registrations of an already registered key per window, 1 to 100. Default 3.
         public var maxReregistrations: Int
