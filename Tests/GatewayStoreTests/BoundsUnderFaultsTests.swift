@@ -235,6 +235,37 @@ struct BoundsUnderFaultsTests {
         _ = store
     }
 
+    /// A take-back (a registration whose fsync failed) that comes after a receipt compaction does
+    /// nothing: the compaction's rotation made the record durable and moved its receipt, so the key
+    /// stays with the receipt it has now. (With the same receipts file it is taken back.)
+    @Test func aTakeBackAfterACompactionChangesNothing() throws {
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        var rng = SeededRandom(seed: 508)
+        let store = try MemoryAttestStore.open(directory: dir.path, shards: 4, limits: KeyLimits(maxReregistrations: 100))
+        store.compactionMinimumGarbage.store(0, ordering: .relaxed)
+        let first = makeRecord(&rng, seen: t0)
+        let other = makeRecord(&rng, seen: t0)
+        try store.registerFresh(first, receipt: receipt(first, version: 0), now: t0)  // at offset 0, before and after
+        try store.registerFresh(other, receipt: receipt(other, version: 0), now: t0)
+        try store.registerFresh(other, receipt: receipt(other, version: 1), now: t0 + 1_000)
+        let key = KeyBits(first.keyID)
+        func current() -> KeyRecord { store.shard(key.w0).state.withLock { s in s.record(at: s.find(key)!) } }
+        let before = MemoryAttestStore.StoredRegistration(
+            key: key, existing: false, previous: nil, applied: current(), receiptsGeneration: 0)
+        _ = try store.snapshot()
+        #expect(store.receipts.withLock { $0.generation } == 1)
+        #expect(current().sameRegistration(as: before.applied))  // its receipt did not move
+        store.withdraw(before)
+        #expect(store.statistics.keys == 2)
+        #expect(store.receipt(for: first.keyID) == receipt(first, version: 0))
+        store.withdraw(MemoryAttestStore.StoredRegistration(
+            key: key, existing: false, previous: nil, applied: current(), receiptsGeneration: 1))
+        #expect(store.statistics.keys == 1)
+        #expect(try store.key(first.keyID) == nil)
+        try store.close()
+    }
+
     /// A removal record (idle eviction, journal version 2) whose checksum fails is damage like any
     /// other: reported with its key (it carries no counter) and not applied, so the key stays with
     /// its counter; an advance before an intact removal is not damage.
