@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "attest-sim", targets: ["attest-sim"]),
         .library(name: "GatewayStore", targets: ["GatewayStore"]),
+        .library(name: "GatewayRedis", targets: ["GatewayRedis"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -128,7 +129,7 @@ let package = Package(
             dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
         ),
         .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire"]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire", "GatewayStore", "GatewayConfig"]),
         .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(
             name: "AttestSimTests",

@@ -19,6 +19,14 @@ let package = Package(
             name: "store-bench",
             dependencies: [.product(name: "GatewayStore", package: "attest-gateway")]
         ),
+        // What one key costs each store with a real-size receipt (bench/key-memory).
+        .executableTarget(
+            name: "key-memory",
+            dependencies: [
+                .product(name: "GatewayStore", package: "attest-gateway"),
+                .product(name: "GatewayRedis", package: "attest-gateway"),
+            ]
+        ),
         .executableTarget(
             name: "verify-bench",
             dependencies: [

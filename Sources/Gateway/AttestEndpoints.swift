@@ -331,7 +331,9 @@ enum Refusals {
         o.set("action", e.error.action.rawValue)
         o.set("requestId", id)
         if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
-        return LocalResponse.json(status, o.description, headers: HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")]))
+        var headers = HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")])
+        if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
+        return LocalResponse.json(status, o.description, headers: headers)
     }
 }
 

@@ -19,6 +19,10 @@ final class AttestMetrics: Sendable {
     static let snapshotFailures = "attest_gateway_store_snapshot_failures_total"
     static let restoreDuration = "attest_gateway_store_restore_duration_seconds"
     static let fsyncDuration = "attest_gateway_store_journal_fsync_duration_seconds"
+    static let keyCapacityGauge = "attest_gateway_store_key_capacity"
+    static let keysEvicted = "attest_gateway_store_keys_evicted_total"
+    static let receiptBytesGauge = "attest_gateway_store_receipt_bytes"
+    static let receiptCompactions = "attest_gateway_store_receipt_compactions_total"
     static let storeWriteErrors = "attest_gateway_store_write_errors_total"
     static let journalCorruptRecords = "attest_gateway_store_journal_corrupt_records_total"
     static let rateLimitedTotal = "attest_gateway_rate_limited_total"
@@ -32,6 +36,12 @@ final class AttestMetrics: Sendable {
     private let snapshotFailed: Counter
     private let restoreGauge: Meter
     private let fsyncTimer: CoreMetrics.Timer
+    private let keyCapacityMeter: Meter
+    private let keysEvictedCounter: Counter
+    private let receiptsLive: Meter
+    private let receiptsFile: Meter
+    private let compactions: Counter
+    private let compactionFailures: Counter
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
     /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
@@ -74,6 +84,12 @@ final class AttestMetrics: Sendable {
         snapshotFailed = Counter(label: Self.snapshotFailures, dimensions: [], factory: factory)
         restoreGauge = Meter(label: Self.restoreDuration, dimensions: [], factory: factory)
         fsyncTimer = CoreMetrics.Timer(label: Self.fsyncDuration, dimensions: [], factory: factory)
+        keyCapacityMeter = Meter(label: Self.keyCapacityGauge, dimensions: [], factory: factory)
+        keysEvictedCounter = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
+        receiptsLive = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "live")], factory: factory)
+        receiptsFile = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "file")], factory: factory)
+        compactions = Counter(label: Self.receiptCompactions, dimensions: [("result", "success")], factory: factory)
+        compactionFailures = Counter(label: Self.receiptCompactions, dimensions: [("result", "failure")], factory: factory)
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
         })
@@ -112,6 +128,15 @@ final class AttestMetrics: Sendable {
     func snapshotAge(seconds: Double) { snapshotAgeGauge.set(seconds) }
     func restored(seconds: Double) { restoreGauge.set(seconds) }
     func journalFsync(seconds: Double) { fsyncTimer.recordNanoseconds(Int64(seconds * 1e9)) }
+    /// `store.max_keys` as in effect (set at start): `attest_gateway_store_keys` over it is the fill ratio.
+    func keyCapacity(_ n: Int) { keyCapacityMeter.set(n) }
+    func keysEvicted(_ n: Int) { if n > 0 { keysEvictedCounter.increment(by: Int64(n)) } }
+    /// The receipts file's size and the part of it keys point to (memory store with a data directory).
+    func receiptBytes(live: Int, file: Int) {
+        receiptsLive.set(live)
+        receiptsFile.set(file)
+    }
+    func receiptsCompacted(success: Bool) { (success ? compactions : compactionFailures).increment() }
     /// A failed system call on a file of the data directory; `file` and `errno` are bounded labels
     /// (journal|receipts|snapshot|marker|directory|probe|lock, the symbolic errno name).
     func storeWriteError(file: String, errno: String) {

@@ -188,7 +188,9 @@ public final class GatewayRuntime: Sendable {
         }
         extraRootSubjects = roots.map(\.subject)
         do {
-            attest = try AttestPolicy(apps: config.apps, extraRoots: roots, challengeTTLMillis: config.attest.challengeTTL.millis)
+            attest = try AttestPolicy(
+                apps: config.apps, extraRoots: roots, challengeTTLMillis: config.attest.challengeTTL.millis,
+                maxReceiptBytes: config.limits.maxReceipt)
         } catch {
             throw CompileError(description: error.description)
         }

@@ -28,6 +28,9 @@ final class ManagedStore: @unchecked Sendable {
     private var ticks = 0
     private var lastLimitLog = -limitLogInterval
     private var lastEvictions = ChallengeEvictions()
+    /// How often idle keys are swept (`key_idle_ttl / 8`, from 1 s to 60 s), when they are evicted.
+    private var idleSweepMillis: Int64?
+    private var lastIdleSweep: Int64 = 0
 
     private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?, lastSnapshot: LastSnapshot) {
         self.memory = memory
@@ -59,11 +62,27 @@ final class ManagedStore: @unchecked Sendable {
         return memory?.writeFailure.map { ["store: \($0)"] } ?? []
     }
 
+    /// The store's key bounds from `store`. Without `max_keys`, the cap is derived from a stated
+    /// memory budget: 1 GiB for the memory store, 64 GiB of Redis memory for Redis (docs/redis.md).
+    static func keyLimits(_ config: StoreConfig) -> KeyLimits {
+        let derived: Int
+        switch config.backend {
+        case .memory: derived = KeyLimits.defaultMaxKeys
+        case .redis: derived = KeyLimits.defaultRedisMaxKeys
+        }
+        let k = config.keys
+        return KeyLimits(
+            maxKeys: k.maxKeys ?? derived, maxReregistrations: k.maxReregistrations,
+            reregistrationWindowMillis: k.reregistrationWindow.millis, keyIdleTTLMillis: k.idleTTL?.millis)
+    }
+
     static func open(_ config: StoreConfig, metrics: AttestMetrics) throws -> ManagedStore {
+        let keyLimits = keyLimits(config)
+        metrics.keyCapacity(keyLimits.maxKeys)
         let m: StoreConfig.Memory
         switch config.backend {
         case .memory(let memoryConfig): m = memoryConfig
-        case .redis(let r): return openRedis(r, metrics: metrics)
+        case .redis(let r): return openRedis(r, limits: keyLimits, metrics: metrics)
         }
         let started = Date()
         let last = LastSnapshot()
@@ -71,7 +90,8 @@ final class ManagedStore: @unchecked Sendable {
             anonymous: m.maxAnonymousChallenges, keyBound: m.maxKeyBoundChallenges, perKey: m.maxChallengesPerKey)
         let memory = try MemoryAttestStore.open(
             directory: m.dataDirectory, shards: m.shards, challenges: limits,
-            observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last, writeErrorLog: RateLimitedLog()))
+            observer: StoreMetricsObserver(metrics: metrics, lastSnapshot: last, writeErrorLog: RateLimitedLog()),
+            limits: keyLimits)
         let seconds = Date().timeIntervalSince(started)
         let stats = memory.statistics
         GatewayEvents.log("info", "store restored", [
@@ -80,13 +100,17 @@ final class ManagedStore: @unchecked Sendable {
             ("journal_records", String(memory.restoreReport.replayedRecords)),
             ("journal_damaged", String(memory.restoreReport.damage.count)), ("seconds", String(format: "%.3f", seconds)),
             ("challenge_memory_bound_bytes", String(ChallengeMemory.bound(limits, shards: m.shards))),
+            ("max_keys", String(keyLimits.maxKeys)),
+            ("key_idle_ttl", config.keys.idleTTL.map { "\($0.millis / 1000)s" } ?? "off"),
         ])
         if !memory.lastStopWasClean {
             GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
         }
         if m.dataDirectory != nil { logRestore(memory.restoreReport, metrics: metrics) }
-        return ManagedStore(
+        let store = ManagedStore(
             memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
+        store.idleSweepMillis = keyLimits.keyIdleTTLMillis.map { min(60_000, max(1_000, $0 / 8)) }
+        return store
     }
 
     /// Journal damage found at restore: each at error level (the first 20; then a count), counted;
@@ -119,17 +143,17 @@ final class ManagedStore: @unchecked Sendable {
     /// Starts the connections and waits up to the command timeout (at least 1 s) for the first
     /// one; a Redis that is down at start is not fatal: the gateway starts not ready, answers 503
     /// `store_unavailable` (or fails open where the route says so) and connects when Redis returns.
-    private static func openRedis(_ r: StoreConfig.Redis, metrics: AttestMetrics) -> ManagedStore {
+    private static func openRedis(_ r: StoreConfig.Redis, limits: KeyLimits, metrics: AttestMetrics) -> ManagedStore {
         let endpoint = RedisEndpoint(host: r.url.host, port: r.url.port, database: r.url.database, timeoutMillis: r.timeout.millis)
         let seeds = r.seeds.map { RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis) }
         let store = RedisAttestStore(
-            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds),
+            options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds, limits: limits),
             observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
         let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
         if connected {
             var fields = [
                 ("kind", "redis"), ("url", r.url.description), ("timeout_ms", String(r.timeout.millis)),
-                ("wait_replicas", String(r.waitReplicas)),
+                ("wait_replicas", String(r.waitReplicas)), ("max_keys", String(limits.maxKeys)),
             ]
             if r.cluster { fields += [("cluster", "true"), ("nodes", store.clusterNodes.joined(separator: ","))] }
             GatewayEvents.log("info", "store connected", fields)
@@ -187,9 +211,21 @@ final class ManagedStore: @unchecked Sendable {
             return
         }
         guard let memory else { return }
-        _ = memory.sweepExpired(nowMillis: AttestContext.nowMillis())  // counted through the observer
+        let now = AttestContext.nowMillis()
+        _ = memory.sweepExpired(nowMillis: now)  // counted through the observer
+        // While the store refuses writes the sweep would be refused too (its removals are journaled).
+        if let every = idleSweepMillis, now - lastIdleSweep >= every, memory.writeFailure == nil {
+            lastIdleSweep = now
+            do {
+                try memory.sweepIdleKeys(nowMillis: now)  // counted through the observer
+            } catch {
+                GatewayEvents.log("error", "idle key sweep failed; idle keys stay until a sweep succeeds", [("error", "\(error)")])
+            }
+        }
         let stats = memory.statistics
         metrics.storeSizes(keys: stats.keys, challenges: stats.liveChallenges)
+        let receipts = memory.receiptBytes
+        metrics.receiptBytes(live: receipts.live, file: receipts.file)
         guard snapshotInterval != nil else { return }
         // The age of the oldest change not yet in a snapshot: 0 while everything is covered (an idle
         // gateway does not rewrite an unchanged snapshot, and must not look stale for it).
@@ -257,6 +293,23 @@ struct StoreMetricsObserver: AttestStoreObserver {
     }
     func restored(keys: Int, seconds: Double) { metrics.restored(seconds: seconds) }
     func challengesExpired(_ count: Int) { metrics.challengesExpired(count) }
+    func keysEvicted(_ count: Int) {
+        metrics.keysEvicted(count)
+        GatewayEvents.log("info", "idle keys removed", [("keys", String(count))])
+    }
+    func receiptCompactionFailed(_ error: StoreError) {
+        metrics.receiptsCompacted(success: false)
+        GatewayEvents.log("error", "receipt compaction failed; the snapshot was written without it; tried again once the receipts file grows by 1 MiB", [
+            ("error", "\(error)"),
+        ])
+    }
+    func receiptsCompacted(_ report: ReceiptCompactionReport) {
+        metrics.receiptsCompacted(success: true)
+        GatewayEvents.log("info", "receipts compacted", [
+            ("receipts", String(report.receipts)), ("live_bytes", String(report.liveBytes)),
+            ("reclaimed_bytes", String(report.reclaimedBytes)), ("seconds", String(format: "%.3f", report.seconds)),
+        ])
+    }
 }
 
 /// When the last snapshot was written (or the store opened).

@@ -24,8 +24,14 @@ public final class AttestPolicy: Sendable {
     public let apps: [String: App]
     public let attestationVerifier: AttestationVerifier
     public let challengeTTLMillis: Int64
+    /// `limits.max_receipt`: a registration whose `attStmt.receipt` is larger is refused
+    /// (`receipt_too_large`) before its certificate chain is verified.
+    public let maxReceiptBytes: Int
 
-    public init(apps configs: [AppConfig], extraRoots: [X509Certificate], challengeTTLMillis: Int64) throws(CompileError) {
+    public init(
+        apps configs: [AppConfig], extraRoots: [X509Certificate], challengeTTLMillis: Int64,
+        maxReceiptBytes: Int = LimitsConfig().maxReceipt
+    ) throws(CompileError) {
         var apps: [String: App] = [:]
         var allIDs: [AppID] = []
         var allEnvironments: Set<AttestEnvironment> = []
@@ -52,6 +58,7 @@ public final class AttestPolicy: Sendable {
         attestationVerifier = AttestationVerifier(
             policy: AttestationVerifier.Policy(appIDs: allIDs, environments: allEnvironments), extraRoots: extraRoots)
         self.challengeTTLMillis = challengeTTLMillis
+        self.maxReceiptBytes = maxReceiptBytes
     }
 
     /// The per-app rules that hold at registration and on every assertion: the environment, and the

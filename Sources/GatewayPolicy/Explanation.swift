@@ -10,6 +10,8 @@ public struct Explanation: Error, Sendable {
     public var error: GateError
     /// Ordered `name: value` pairs (computed vs presented values).
     public var fields: [(String, String)]
+    /// Sent as `Retry-After` (seconds) with the refusal: when a retry can succeed.
+    public var retryAfterSeconds: Int?
 
     public init(step: String, error: GateError, fields: [(String, String)] = []) {
         self.step = step

@@ -66,6 +66,15 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     case challengeCapacity = "challenge_capacity"
     // Admission (`attest.challenge_rate`, `attest.registration_rate`).
     case rateLimited = "rate_limited"
+    // Registration bounds (issue 19: receipts and keys are bounded).
+    /// The attestation's `attStmt.receipt` is larger than `limits.max_receipt` (real ones are ≈ 4 KB).
+    case receiptTooLarge = "receipt_too_large"
+    /// The key id is registered to another app id.
+    case keyAppConflict = "key_app_conflict"
+    /// The key was re-registered `store.max_reregistrations` times in its window (`Retry-After`).
+    case reregistrationLimited = "reregistration_limited"
+    /// The store holds `store.max_keys` keys: a new key is refused (`Retry-After`); known keys work.
+    case keyCapacity = "key_capacity"
 
     public var code: String { rawValue }
 
@@ -74,8 +83,10 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         case .malformed, .badJSON, .missingField, .keyIDRequired: 400
         case .methodNotAllowed: 405
         case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld: 403
-        case .storeUnavailable, .challengeCapacity: 503
-        case .rateLimited: 429
+        case .storeUnavailable, .challengeCapacity, .keyCapacity: 503
+        case .rateLimited, .reregistrationLimited: 429
+        case .receiptTooLarge: 413
+        case .keyAppConflict: 409
         default: 401
         }
     }
@@ -98,7 +109,8 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         case .assertionMissing, .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed,
             .challengeWrongPurpose, .challengeWrongKey:
             .rechallenge
-        case .keyUnknown, .environmentNotAllowed, .invalidPublicKey, .certificateExpired, .certificateNotYetValid:
+        case .keyUnknown, .environmentNotAllowed, .invalidPublicKey, .certificateExpired, .certificateNotYetValid,
+            .keyAppConflict:
             .reattest
         case .rateLimited:
             .retryLater

@@ -25,6 +25,8 @@ public enum RegistrationResult: Sendable {
 public enum Registrar {
     /// Bodies larger than this are refused before parsing (an attestation is a few KiB).
     public static let maxBody = 128 * 1024
+    /// `Retry-After` of a `key_capacity` refusal: keys are freed by idle eviction or by an operator.
+    public static let keyCapacityRetryAfterSeconds = 600
 
     /// The challenge a registration body presents, when it parses as one (the registration budget
     /// looks it up before the attestation is verified); nil otherwise (`register` then refuses it).
@@ -60,8 +62,18 @@ public enum Registrar {
         let base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)]
         let verified: VerifiedAttestation
         do {
+            let object = try AttestationObject.parse(attestation)
+            // The store keeps the receipt: its size is bounded before any certificate work.
+            guard object.receipt.count <= policy.maxReceiptBytes else {
+                return completion(.refused(Explanation(
+                    step: "attestation", error: .receiptTooLarge,
+                    fields: base + [
+                        ("detail", "attStmt.receipt has \(object.receipt.count) bytes; at most \(policy.maxReceiptBytes) are accepted"),
+                        ("receipt_bytes", String(object.receipt.count)), ("max_receipt", String(policy.maxReceiptBytes)),
+                    ])))
+            }
             verified = try policy.attestationVerifier.verify(
-                attestation: attestation, keyID: keyID.bytes, clientDataHash: ClientData.registrationHash(challenge: challengeText),
+                object, keyID: keyID.bytes, clientDataHash: ClientData.registrationHash(challenge: challengeText),
                 at: Date(timeIntervalSince1970: Double(nowMillis) / 1000))
         } catch {
             return completion(.refused(Explanation(step: "attestation", error: GateError(error), fields: base + [("detail", error.detail)])))
@@ -92,6 +104,25 @@ public enum Registrar {
                     step: "commit", error: GateError(why), fields: base + [("challenge", Explanation.redact(challengeText))])))
             case .success(.registered(let existing)):
                 completion(.registered(RegisteredKey(keyID: keyID, environment: environment, appID: record.appID, existing: existing)))
+            case .success(.appConflict(let registered)):
+                completion(.refused(Explanation(
+                    step: "store", error: .keyAppConflict,
+                    fields: base + [
+                        ("detail", "the key id is registered to another app id"), ("app_id", record.appID),
+                        ("registered_app_id", registered),
+                    ])))
+            case .success(.reregistrationLimited(let retryAfterMillis)):
+                var e = Explanation(
+                    step: "store", error: .reregistrationLimited,
+                    fields: base + [("detail", "this key was re-registered too often; it is registered and can be used")])
+                e.retryAfterSeconds = Int((retryAfterMillis + 999) / 1000)
+                completion(.refused(e))
+            case .success(.keyCapacity(let maxKeys)):
+                var e = Explanation(
+                    step: "store", error: .keyCapacity,
+                    fields: base + [("detail", "the store holds its maximum of \(maxKeys) keys"), ("max_keys", String(maxKeys))])
+                e.retryAfterSeconds = Registrar.keyCapacityRetryAfterSeconds
+                completion(.refused(e))
             }
         }
     }

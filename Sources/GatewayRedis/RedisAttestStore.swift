@@ -52,10 +52,14 @@ public final class RedisAttestStore: AttestStore {
         public var cluster: Bool
         /// More cluster nodes to read the slot map from when `endpoint` does not answer.
         public var seeds: [RedisEndpoint]
+        /// Key cap and re-registration window (checked in the register script). `keyIdleTTLMillis`
+        /// does not apply: keys in Redis are not evicted.
+        public var limits: KeyLimits
 
         public init(
             endpoint: RedisEndpoint, waitReplicas: Int = 0, connections: Int = 2, keyPrefix: String = "ag:",
-            expiredGraceMillis: Int64 = 1_000, cluster: Bool = false, seeds: [RedisEndpoint] = []
+            expiredGraceMillis: Int64 = 1_000, cluster: Bool = false, seeds: [RedisEndpoint] = [],
+            limits: KeyLimits = KeyLimits(maxKeys: KeyLimits.defaultRedisMaxKeys)
         ) {
             self.endpoint = endpoint
             self.waitReplicas = max(0, waitReplicas)
@@ -64,6 +68,7 @@ public final class RedisAttestStore: AttestStore {
             self.expiredGraceMillis = max(0, expiredGraceMillis)
             self.cluster = cluster
             self.seeds = seeds
+            self.limits = limits
         }
     }
 
@@ -391,6 +396,9 @@ public final class RedisAttestStore: AttestStore {
             Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
             rec.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
             Self.decimal(rec.firstSeenMillis), Self.decimal(rec.lastSeenMillis), registration.receipt,
+            Self.decimal(options.limits.maxReregistrations), Self.decimal(options.limits.reregistrationWindowMillis),
+            Self.decimal(options.limits.maxKeys),
+            Array((options.cluster && cachedKeys.load(ordering: .relaxed) >= options.limits.maxKeys ? "1" : "0").utf8),
         ])]
         let replicas = options.waitReplicas
         let waitMillis = max(1, options.endpoint.timeoutMillis * 3 / 4)
@@ -411,6 +419,13 @@ public final class RedisAttestStore: AttestStore {
                 switch status {
                 case "new": outcome = .registered(existing: false)
                 case "existing": outcome = .registered(existing: true)
+                // Refusals by the key's limits wrote nothing: no replica to wait for.
+                case "app_conflict":
+                    return completion(.success(.appConflict(registeredAppID: a.count > 2 ? a[2].text ?? "" : "")))
+                case "rereg_limited":
+                    return completion(.success(.reregistrationLimited(retryAfterMillis: max(1, a.count > 1 ? a[1].integer ?? 1 : 1))))
+                case "key_capacity":
+                    return completion(.success(.keyCapacity(maxKeys: options.limits.maxKeys)))
                 default:
                     guard let why = Self.rejection(status) else {
                         return completion(.failure(Self.protocolError("the register script", replies)))

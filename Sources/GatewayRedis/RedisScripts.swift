@@ -4,7 +4,7 @@
 /// Challenge hash fields: `p` purpose (0 any, 1 register, 2 assert), `k` bound key id (32 bytes,
 /// absent when unbound), `e` expiry (Unix ms, the caller's clock), `u` "1" once consumed.
 /// Key hash fields: `pk` point, `ctr` counter, `app`, `env` (0/1), `cat`, `bv`, `fs`, `ls` (Unix ms),
-/// `rc` receipt.
+/// `rc` receipt, `rn` re-registrations in the window that started at `rw` (Unix ms).
 enum RedisScripts {
     /// KEYS[1] challenge. ARGV: purpose, bound key ("" = none), expiry ms, Redis expiry ms.
     /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
@@ -34,24 +34,46 @@ enum RedisScripts {
     /// count is another slot, so the script gets two keys and the client `INCR`s the count after a
     /// `new` answer, as a separate, non-atomic statistic).
     /// ARGV: now, key id, point, counter, app, env, category ("" none), bundle ("" none, else "v" ‖ text),
-    /// first seen, last seen, receipt.
-    /// Returns {'new'|'existing'|rejection, 0}.
+    /// first seen, last seen, receipt, max re-registrations per window, window ms, max keys,
+    /// "1" when the client saw the key count at the cap (Cluster: the script cannot read it).
+    /// Returns {'new'|'existing'|rejection, 0} | {'app_conflict', 0, registered app} |
+    /// {'rereg_limited', ms until the window ends} | {'key_capacity', key count}.
+    /// Re-registration window fields of the key: `rn` count, `rw` start (Unix ms).
     static let register = check + """
 
         local why = check(KEYS[2], tonumber(ARGV[1]), '1', ARGV[2])
         if why then return {why, 0} end
-        local old = redis.call('HMGET', KEYS[1], 'ctr', 'fs', 'ls')
+        local old = redis.call('HMGET', KEYS[1], 'ctr', 'fs', 'ls', 'app', 'rn', 'rw')
         local existing = old[1] ~= false
+        local now = tonumber(ARGV[1])
         local ctr = tonumber(ARGV[4])
         local fs = tonumber(ARGV[9])
         local ls = tonumber(ARGV[10])
+        local rn = 0
+        local rw = 0
         if existing then
+          if old[4] ~= ARGV[5] then return {'app_conflict', 0, old[4] or ''} end
+          rn = tonumber(old[5] or '0')
+          rw = tonumber(old[6] or '0')
+          local window = tonumber(ARGV[13])
+          if rn == 0 or now >= rw + window then
+            rn = 0
+            rw = now
+          end
+          if rn >= tonumber(ARGV[12]) then return {'rereg_limited', rw + window - now} end
+          rn = rn + 1
           ctr = math.max(ctr, tonumber(old[1]))
           fs = tonumber(old[2])
           ls = math.max(ls, tonumber(old[3]))
+        elseif #KEYS > 2 then
+          local n = tonumber(redis.call('GET', KEYS[3]) or '0')
+          if n >= tonumber(ARGV[14]) then return {'key_capacity', n} end
+        elseif ARGV[15] == '1' then
+          return {'key_capacity', 0}
         end
         redis.call('HSET', KEYS[1], 'pk', ARGV[3], 'ctr', string.format('%d', ctr), 'app', ARGV[5], 'env', ARGV[6],
-          'fs', string.format('%d', fs), 'ls', string.format('%d', ls), 'rc', ARGV[11])
+          'fs', string.format('%d', fs), 'ls', string.format('%d', ls), 'rc', ARGV[11],
+          'rn', string.format('%d', rn), 'rw', string.format('%d', rw))
         if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'cat') else redis.call('HSET', KEYS[1], 'cat', ARGV[7]) end
         if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
         redis.call('HSET', KEYS[2], 'u', '1')

@@ -6,10 +6,13 @@ import Synchronization
 ///
 /// Segment: header `AGJOURN1` (8 bytes), version (u32), reserved (u32), sequence (u64); then records
 /// `length (u32) ‖ CRC-32C of payload (u32) ‖ payload`. Payload type 1 is a registration, type 2 a
-/// counter advance (see `JournalRecord`). All integers little-endian.
+/// counter advance, type 3 a key removal (see `JournalRecord`). All integers little-endian.
+/// Version 2 added the removal and the registration's re-registration window; version 1 segments
+/// (registrations without it) are still read.
 enum JournalFormat {
     static let magic: [UInt8] = Array("AGJOURN1".utf8)
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
+    static let readableVersions: ClosedRange<UInt32> = 1...2
     static let headerSize = 24
     static let maxPayload = 64 * 1024
 
@@ -50,15 +53,23 @@ enum JournalRecord {
         var receiptLength: UInt32
         var appID: String
         var bundleVersion: String?
+        /// The key's re-registration window after this registration (absent in version 1: zeros).
+        var reregistrations: UInt8 = 0
+        var reregistrationWindow: UInt32 = 0
     }
 
     case registration(Registration)
     case advance(key: KeyBits, counter: UInt32, lastSeen: UInt32)
+    /// The key was removed (idle eviction).
+    case removal(key: KeyBits)
 
     static let registrationType: UInt8 = 1
     static let advanceType: UInt8 = 2
+    static let removalType: UInt8 = 3
     /// type (1) + key (32) + counter (4) + lastSeen (4).
     static let advancePayloadSize = 41
+    /// type (1) + key (32).
+    static let removalPayloadSize = 33
 
     static func encodeRegistration(_ r: Registration) -> [UInt8] {
         var w = ByteWriter(capacity: 160)
@@ -79,6 +90,8 @@ enum JournalRecord {
         } else {
             w.u8(0)
         }
+        w.u8(r.reregistrations)
+        w.u32(r.reregistrationWindow)
         return w.bytes
     }
 
@@ -98,15 +111,23 @@ enum JournalRecord {
             } else if hasBundle != 0 {
                 return nil
             }
-            guard r.remaining == 0 else { return nil }
-            return .registration(Registration(
+            var registration = Registration(
                 key: key, point: point, counter: counter, firstSeen: first, lastSeen: last, flags: flags,
-                category: category, receiptOffset: offset, receiptLength: length, appID: app, bundleVersion: bundle))
+                category: category, receiptOffset: offset, receiptLength: length, appID: app, bundleVersion: bundle)
+            if r.remaining == 5 {  // version 2: the re-registration window
+                registration.reregistrations = r.u8()!
+                registration.reregistrationWindow = r.u32()!
+            }
+            guard r.remaining == 0 else { return nil }
+            return .registration(registration)
         case advanceType:
             guard let key = r.raw(KeyBits.self), let counter = r.u32(), let last = r.u32(), r.remaining == 0 else {
                 return nil
             }
             return .advance(key: key, counter: counter, lastSeen: last)
+        case removalType:
+            guard let key = r.raw(KeyBits.self), r.remaining == 0 else { return nil }
+            return .removal(key: key)
         default:
             return nil
         }
@@ -198,6 +219,19 @@ final class Journal: Sendable {
     /// The file a recovery writes, fsyncs and removes to learn that writes succeed again.
     static let probeName = "write-probe"
     static let probeSize = 4096
+
+    /// The receipts file of a generation: 0 `receipts.dat` (the first), n `receipts-<n, 16 hex>.dat`
+    /// (written by the n-th compaction; the snapshot names the one its records point into).
+    static func receiptsName(generation: UInt64) -> String {
+        guard generation > 0 else { return receiptsName }
+        let hex = String(generation, radix: 16)
+        return "receipts-" + String(repeating: "0", count: max(0, 16 - hex.count)) + hex + ".dat"
+    }
+
+    /// Whether `name` is a receipts file or a compaction's temporary file.
+    static func isReceiptsFile(_ name: String) -> Bool {
+        name.hasPrefix("receipts") && (name.hasSuffix(".dat") || name.hasSuffix(".dat.tmp"))
+    }
 
     init(directory: String, segment: FileHandle, seq: UInt64, receipts: FileHandle, receiptsEnd: UInt64,
          observer: (any AttestStoreObserver)?, files: StoreFiles = .system, retry: Retry = Retry()) {
@@ -363,7 +397,7 @@ final class Journal: Sendable {
 
     /// Appends one framed record. On failure the part of it that reached the file is cut off (the
     /// segment ends with its last whole record again) and the journal enters a fault.
-    private func write(_ s: inout State, _ bytes: UnsafeRawBufferPointer) throws {
+    private func write(_ s: inout State, _ bytes: UnsafeRawBufferPointer, records: Int = 1) throws {
         if let fault = s.fault { throw fault.error }
         if s.closed { throw Self.closedError }
         do {
@@ -380,7 +414,7 @@ final class Journal: Sendable {
         }
         s.segmentEnd += bytes.count
         s.dirty = true
-        s.records += 1
+        s.records += records
     }
 
     /// Appends a counter advance (allocation-free: the frame is built on the stack).
@@ -436,6 +470,48 @@ final class Journal: Sendable {
             }
             return (offset, UInt32(receipt.count))
         }
+    }
+
+    /// Appends one removal record per key, in one write(2).
+    func appendRemovals(_ keys: [KeyBits]) throws {
+        guard !keys.isEmpty else { return }
+        let size = 8 + JournalRecord.removalPayloadSize
+        var frames = [UInt8](repeating: 0, count: size * keys.count)
+        frames.withUnsafeMutableBytes { out in
+            var payload = [UInt8](repeating: 0, count: JournalRecord.removalPayloadSize)
+            for (n, key) in keys.enumerated() {
+                payload[0] = JournalRecord.removalType
+                var k = key
+                withUnsafeBytes(of: &k) { payload.replaceSubrange(1..<33, with: $0) }
+                payload.withUnsafeBytes { p in
+                    Self.frame(p, into: UnsafeMutableRawBufferPointer(rebasing: out[n * size..<(n + 1) * size]))
+                }
+            }
+        }
+        try state.withLock { (s) throws in
+            try frames.withUnsafeBytes { (raw) throws in try write(&s, raw, records: keys.count) }
+        }
+    }
+
+    /// The receipts file's size as written (live receipts and superseded ones).
+    var receiptsEnd: UInt64 { state.withLock { $0.receiptsEnd } }
+
+    /// Receipt compaction: registrations append to `receipts` (already holding `end` bytes) from now
+    /// on. The caller holds the store's registration gate, so nothing is being appended to the old
+    /// file. Done whatever the journal's state (in a fault too): the installed snapshot names the
+    /// new file, so every later record must point into it.
+    func switchReceipts(to receipts: FileHandle, end: UInt64) {
+        state.withLock { s in
+            s.receipts = receipts
+            s.receiptsEnd = end
+        }
+    }
+
+    /// A failed call outside the journal's own writes left what the disk holds unknown (the
+    /// directory fsync after a compaction's snapshot was renamed into place): appends are refused
+    /// until a recovery's snapshot is durable.
+    func enterSuspectFault(_ failure: StoreWriteFailure) {
+        state.withLock { s in enterFault(&s, failure, suspect: true) }
     }
 
     /// Records appended since the last rotation (0: a snapshot now would add nothing about keys).

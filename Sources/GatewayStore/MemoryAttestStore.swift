@@ -23,6 +23,8 @@ public final class MemoryAttestStore: AttestStore {
     public let challengeLimits: ChallengeLimits
     let anonymousPerShard: Int
     let keyBoundPerShard: Int
+    /// Key cap, re-registration window and idle eviction.
+    public let limits: KeyLimits
     /// True when the previous process closed the store (`close()`), or the directory held no state;
     /// false after a crash, a kill or a power loss (challenges were then retired).
     public let lastStopWasClean: Bool
@@ -32,13 +34,28 @@ public final class MemoryAttestStore: AttestStore {
     public let restoreReport: RestoreReport
 
     let journal: Journal?
-    let receiptsReader: FileHandle?
+    /// The receipts file records point into, and a descriptor to read it. Changed only by a receipt
+    /// compaction, under `registrationGate` (with every record's offset).
+    let receipts: Mutex<ReceiptsFile>
     let observer: (any AttestStoreObserver)?
     let liveCount: Atomic<Int>
     let keyCount: Atomic<Int>
     let evictedAnonymous = Atomic<Int>(0)
     let evictedKeyBound = Atomic<Int>(0)
     let replacedPerKey = Atomic<Int>(0)
+    /// Bytes of the receipts that records point to (the rest of the receipts file is superseded).
+    let liveReceiptBytes: Atomic<Int>
+    /// Held by a registration's store step (with a data directory) and by the part of a receipt
+    /// compaction that moves receipts, so that no receipt is written while offsets change.
+    let registrationGate = Mutex<Int>(0)
+    /// A compaction runs with a snapshot once the receipts file holds at least this many superseded
+    /// bytes and at least half as many as live ones (1 MiB; tests lower it).
+    let compactionMinimumGarbage = Atomic<Int>(1 << 20)
+    /// After a compaction failed: the receipts file size from which one is tried again.
+    let compactionDeferredUntil = Atomic<Int>(0)
+    /// Tests: called at each step of a receipt compaction; throwing there leaves the files as a
+    /// crash at that point would.
+    let compactionHook = Mutex<(@Sendable (CompactionStep) throws -> Void)?>(nil)
     let closed = Atomic<Bool>(false)
     /// Serializes snapshots.
     let snapshotLock = Mutex<Int>(0)
@@ -50,25 +67,32 @@ public final class MemoryAttestStore: AttestStore {
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
 
-    /// A memory-only store (nothing survives the process). `shards`: a power of two from 1 to 4096.
-    public convenience init(shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(), observer: (any AttestStoreObserver)? = nil) {
+    /// A memory-only store (nothing survives the process, and receipts are not kept: see
+    /// `receipt(for:)`). `shards`: a power of two from 1 to 4096.
+    public convenience init(
+        shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(), limits: KeyLimits = KeyLimits(),
+        observer: (any AttestStoreObserver)? = nil
+    ) {
         precondition(Self.validShardCount(shards), "shards must be a power of two from 1 to 4096")
         let seed = UInt64.random(in: .min ... .max)
         self.init(
-            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, challenges: challenges,
-            clean: true, directory: nil, journal: nil, receiptsReader: nil, observer: observer)
+            states: (0..<shards).map { _ in ShardState(seed: seed) }, live: 0, challenges: challenges, limits: limits,
+            clean: true, directory: nil, journal: nil, receipts: ReceiptsFile(reader: nil, generation: 0),
+            observer: observer)
     }
 
     init(
-        states: [ShardState], live: Int, challenges: ChallengeLimits, clean: Bool, directory: String?,
-        journal: Journal?, receiptsReader: FileHandle?, observer: (any AttestStoreObserver)?,
+        states: [ShardState], live: Int, challenges: ChallengeLimits, limits: KeyLimits, clean: Bool,
+        directory: String?, journal: Journal?, receipts: ReceiptsFile, observer: (any AttestStoreObserver)?,
         restoreReport: RestoreReport = RestoreReport()
     ) {
         var keys = 0
+        var receiptBytes = 0
         var shards: [Shard] = []
         shards.reserveCapacity(states.count)
         for s in states {
             keys += s.count
+            for chunk in s.chunks { for r in chunk { receiptBytes += Int(r.receiptLength) } }
             shards.append(Shard(s))
         }
         self.shards = shards
@@ -76,14 +100,22 @@ public final class MemoryAttestStore: AttestStore {
         challengeLimits = challenges
         anonymousPerShard = challenges.anonymousPerShard(states.count)
         keyBoundPerShard = challenges.keyBoundPerShard(states.count)
+        self.limits = limits
         self.lastStopWasClean = clean
         self.directory = directory
         self.restoreReport = restoreReport
         self.journal = journal
-        self.receiptsReader = receiptsReader
+        self.receipts = Mutex(receipts)
         self.observer = observer
         self.liveCount = Atomic(live)
         self.keyCount = Atomic(keys)
+        self.liveReceiptBytes = Atomic(receiptBytes)
+    }
+
+    /// The current receipts file (`Journal.receiptsName(generation:)`) and a reader of it.
+    struct ReceiptsFile: Sendable {
+        var reader: FileHandle?
+        var generation: UInt64
     }
 
     deinit {
@@ -263,25 +295,38 @@ public final class MemoryAttestStore: AttestStore {
     }
 
     /// The receipt stored with the key's latest registration, or nil (unknown key, or the receipts
-    /// file cannot be read).
+    /// file cannot be read). A memory-only store keeps no receipts (nil): nothing in the gateway
+    /// reads them, and kept in memory they would cost far more than the key (≈ 4 KB against
+    /// ≈ 160 B); with a data directory they stay on disk.
     public func receipt(for id: KeyID) -> [UInt8]? {
+        guard journal != nil else { return nil }
         let key = KeyBits(id)
-        if journal == nil {
-            return shard(key.w0).state.withLock { s in s.memoryReceipts[key] }
+        // Under the gate: a compaction moves offsets and the file together.
+        let found = registrationGate.withLock { _ -> (UInt64, UInt32, FileHandle?)? in
+            let location = shard(key.w0).state.withLock { s -> (UInt64, UInt32)? in
+                guard let i = s.find(key) else { return nil }
+                let r = s.record(at: i)
+                return (r.receiptOffset, r.receiptLength)
+            }
+            return location.map { ($0.0, $0.1, receipts.withLock { $0.reader }) }
         }
-        let location = shard(key.w0).state.withLock { s -> (UInt64, UInt32)? in
-            guard let i = s.find(key) else { return nil }
-            let r = s.record(at: i)
-            return (r.receiptOffset, r.receiptLength)
-        }
-        guard let (offset, length) = location, let reader = receiptsReader else { return nil }
+        guard let (offset, length, reader) = found, let reader else { return nil }
         return Journal.readReceipt(reader, offset: offset, length: length)
+    }
+
+    /// Bytes of receipts that keys point to, and the receipts file's size (0 and 0 without a data
+    /// directory). The difference is what the next compaction reclaims.
+    public var receiptBytes: (live: Int, file: Int) {
+        guard let journal else { return (0, 0) }
+        return (liveReceiptBytes.load(ordering: .relaxed), Int(journal.receiptsEnd))
     }
 
     private enum RegisterStep {
         case rejected(ChallengeRejection)
         case failed(StoreError)
         case stored(StoredRegistration)
+        /// Refused by the key's limits (app conflict, re-registration window, key cap).
+        case refused(RegistrationOutcome)
     }
 
     /// A registration applied in memory: what it replaced, to take it back if its record does not
@@ -291,6 +336,9 @@ public final class MemoryAttestStore: AttestStore {
         var existing: Bool
         var previous: KeyRecord?
         var applied: KeyRecord
+        /// The receipts file the record points into (a compaction since made the record durable
+        /// and moved its receipt: nothing to take back then).
+        var receiptsGeneration: UInt64
     }
 
     public func register(
@@ -323,25 +371,25 @@ public final class MemoryAttestStore: AttestStore {
 
         func store(_ s: inout ShardState) -> RegisterStep {
             do {
-                return .stored(try storeRegistration(&s, entry, receipt: receipt))
+                return try storeRegistration(&s, entry, receipt: receipt, nowMillis: nowMillis)
             } catch {
                 return .failed(StoreError.from(error))
             }
         }
         let ki = shardIndex(key.w0)
         let ci = shardIndex(bits.a)
-        let step: RegisterStep
-        if ki == ci {
-            step = shards[ki].state.withLock { s -> RegisterStep in
-                if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .register, key: key) {
-                    return .rejected(why)
+        func locked() -> RegisterStep {
+            if ki == ci {
+                return shards[ki].state.withLock { s -> RegisterStep in
+                    if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .register, key: key) {
+                        return .rejected(why)
+                    }
+                    let result = store(&s)
+                    if case .stored = result { s.challenges[bits]?.consumed = true }
+                    return result
                 }
-                let result = store(&s)
-                if case .stored = result { s.challenges[bits]?.consumed = true }
-                return result
             }
-        } else {
-            step = shards[min(ki, ci)].state.withLock { first -> RegisterStep in
+            return shards[min(ki, ci)].state.withLock { first -> RegisterStep in
                 shards[max(ki, ci)].state.withLock { second -> RegisterStep in
                     func run(_ k: inout ShardState, _ c: inout ShardState) -> RegisterStep {
                         if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .register, key: key) {
@@ -355,14 +403,16 @@ public final class MemoryAttestStore: AttestStore {
                 }
             }
         }
+        let step = journal == nil ? locked() : registrationGate.withLock { _ in locked() }
         switch step {
         case .rejected(let why):
             completion(.success(.challengeRejected(why)))
+        case .refused(let outcome):
+            completion(.success(outcome))
         case .failed(let error):
             completion(.failure(error))
         case .stored(let stored):
             let existing = stored.existing
-            if !existing { keyCount.wrappingAdd(1, ordering: .relaxed) }
             guard let journal else { return completion(.success(.registered(existing: existing))) }
             journal.whenDurable { [self] error in
                 guard let error else { return completion(.success(.registered(existing: existing))) }
@@ -377,51 +427,107 @@ public final class MemoryAttestStore: AttestStore {
     /// key is removed, a re-registered key gets its previous record back. A counter never goes
     /// down: a new key on which a request was accepted meanwhile stays (removing it would forget
     /// that counter), and a re-registered key keeps the higher counter. Nothing is done when a
-    /// later registration of the key replaced this one.
+    /// later registration of the key replaced this one, or a receipt compaction ran since (its
+    /// rotation fsync'ed the record: it is durable, and its receipt moved). The previous record
+    /// comes back with its re-registration window, so a refused registration does not count.
     func withdraw(_ stored: StoredRegistration) {
-        let removed = shard(stored.key.w0).state.withLock { s -> Bool in
-            guard let i = s.find(stored.key) else { return false }
-            let current = s.record(at: i)
-            guard current.sameRegistration(as: stored.applied) else { return false }
-            if let previous = stored.previous {
-                s.update(at: i) { x in
-                    let counter = max(x.counter, previous.counter)
-                    let last = max(x.lastSeen, previous.lastSeen)
-                    x = previous
-                    x.counter = counter
-                    x.lastSeen = last
+        // Under the gate, as registrations and the part of a compaction that moves receipts.
+        registrationGate.withLock { _ in
+            guard receipts.withLock({ $0.generation }) == stored.receiptsGeneration else { return }
+            let removed = shard(stored.key.w0).state.withLock { s -> Bool in
+                guard let i = s.find(stored.key) else { return false }
+                let current = s.record(at: i)
+                guard current.sameRegistration(as: stored.applied) else { return false }
+                if let previous = stored.previous {
+                    s.update(at: i) { x in
+                        let counter = max(x.counter, previous.counter)
+                        let last = max(x.lastSeen, previous.lastSeen)
+                        x = previous
+                        x.counter = counter
+                        x.lastSeen = last
+                    }
+                    liveReceiptBytes.wrappingAdd(
+                        Int(previous.receiptLength) - Int(stored.applied.receiptLength), ordering: .relaxed)
+                    return false
                 }
-                return false
+                guard current.counter == stored.applied.counter else { return false }
+                s.remove(at: i)
+                liveReceiptBytes.wrappingSubtract(Int(stored.applied.receiptLength), ordering: .relaxed)
+                return true
             }
-            guard current.counter == stored.applied.counter else { return false }
-            s.remove(at: i)
-            return true
+            if removed { keyCount.wrappingSubtract(1, ordering: .relaxed) }
         }
-        if removed { keyCount.wrappingSubtract(1, ordering: .relaxed) }
     }
 
-    /// Under the key's shard lock: the journal record is written first; memory changes only if it was.
-    private func storeRegistration(_ s: inout ShardState, _ entry: JournalRecord.Registration, receipt: [UInt8])
-        throws -> StoredRegistration
-    {
+    /// Under the key's shard lock: the key's limits are checked (same app, re-registration window,
+    /// key cap), then the journal record is written; memory changes only if it was.
+    private func storeRegistration(
+        _ s: inout ShardState, _ entry: JournalRecord.Registration, receipt: [UInt8], nowMillis: Int64
+    ) throws -> RegisterStep {
         var r = entry
+        var supersededReceipt = 0
         var previous: KeyRecord?
         if let i = s.find(r.key) {
             let old = s.record(at: i)
             previous = old
+            let registered = s.string(old.appIndex) ?? ""
+            guard registered == r.appID else { return .refused(.appConflict(registeredAppID: registered)) }
+            switch Self.reregistrationWindow(old, limits: limits, nowMillis: nowMillis) {
+            case .limited(let retryAfterMillis):
+                return .refused(.reregistrationLimited(retryAfterMillis: retryAfterMillis))
+            case .counted(let count, let start):
+                r.reregistrations = count
+                r.reregistrationWindow = start
+            }
             r.counter = max(old.counter, r.counter)
             r.firstSeen = old.firstSeen
             r.lastSeen = max(old.lastSeen, r.lastSeen)
-        }
-        if let journal {
-            let location = try journal.appendRegistration(r, receipt: receipt)
-            r.receiptOffset = location.offset
-            r.receiptLength = location.length
+            supersededReceipt = Int(old.receiptLength)
         } else {
-            s.memoryReceipts[r.key] = receipt
+            // The cap is one shared count: reserved here, under this key's shard lock, given back on failure.
+            if keyCount.wrappingAdd(1, ordering: .relaxed).newValue > limits.maxKeys {
+                keyCount.wrappingSubtract(1, ordering: .relaxed)
+                return .refused(.keyCapacity(maxKeys: limits.maxKeys))
+            }
         }
-        let existing = Self.apply(&s, r)
-        return StoredRegistration(key: r.key, existing: existing, previous: previous, applied: s.record(at: s.find(r.key)!))
+        let existing = previous != nil
+        if let journal {
+            do {
+                let location = try journal.appendRegistration(r, receipt: receipt)
+                r.receiptOffset = location.offset
+                r.receiptLength = location.length
+            } catch {
+                if !existing { keyCount.wrappingSubtract(1, ordering: .relaxed) }
+                throw error
+            }
+            liveReceiptBytes.wrappingAdd(Int(r.receiptLength) - supersededReceipt, ordering: .relaxed)
+        }
+        Self.apply(&s, r)
+        return .stored(StoredRegistration(
+            key: r.key, existing: existing, previous: previous, applied: s.record(at: s.find(r.key)!),
+            receiptsGeneration: journal == nil ? 0 : receipts.withLock { $0.generation }))
+    }
+
+    enum ReregistrationWindow: Equatable {
+        case counted(UInt8, start: UInt32)
+        case limited(retryAfterMillis: Int64)
+    }
+
+    /// A re-registration of `old` at `nowMillis`: counted in the key's window (a new window starts
+    /// when none is running), or refused until the window ends.
+    static func reregistrationWindow(_ old: KeyRecord, limits: KeyLimits, nowMillis: Int64) -> ReregistrationWindow {
+        let now = storedSeconds(nowMillis)
+        let window = (limits.reregistrationWindowMillis + 999) / 1000
+        var count = old.reregistrations
+        var start = old.reregistrationWindow
+        if count == 0 || Int64(now) >= Int64(start) + window {
+            count = 0
+            start = now
+        }
+        guard Int(count) < limits.maxReregistrations else {
+            return .limited(retryAfterMillis: max(1, (Int64(start) + window) * 1000 - nowMillis))
+        }
+        return .counted(count + 1, start: start)
     }
 
     /// Sets a registration (also journal replay): the higher counter and the earlier first-seen
@@ -434,7 +540,8 @@ public final class MemoryAttestStore: AttestStore {
         let added = s.appendIfAbsent(KeyRecord(
             key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
             receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
-            firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags))
+            firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags, reregistrations: r.reregistrations,
+            reregistrationWindow: r.reregistrationWindow))
         if !added, let i = s.find(r.key) {
             s.update(at: i) { x in
                 x.point = r.point
@@ -447,9 +554,57 @@ public final class MemoryAttestStore: AttestStore {
                 x.bundleIndex = bundle
                 x.receiptOffset = r.receiptOffset
                 x.receiptLength = r.receiptLength
+                x.reregistrations = r.reregistrations
+                x.reregistrationWindow = r.reregistrationWindow
             }
         }
         return !added
+    }
+
+    /// Removes the keys idle for `limits.keyIdleTTLMillis` (no registration or accepted assertion
+    /// since; last use is kept with one-second resolution) and returns how many. Each shard's
+    /// removals are journaled in one write before memory changes, so a removed key stays removed
+    /// after a restart; its receipt is reclaimed by the next compaction. A removed key answers
+    /// `.unknownKey` (the app attests a new key). Does nothing without a TTL. The gateway calls it
+    /// every `key_idle_ttl / 8` (between 1 s and 60 s).
+    @discardableResult
+    public func sweepIdleKeys(nowMillis: Int64) throws -> Int {
+        guard let ttl = limits.keyIdleTTLMillis else { return 0 }
+        if closed.load(ordering: .relaxed) { throw Self.closedError }
+        let (cutoff, overflow) = nowMillis.subtractingReportingOverflow(ttl)
+        guard !overflow, cutoff >= 0 else { return 0 }
+        var removed = 0
+        var firstError: (any Error)?
+        for shard in shards where firstError == nil {
+            shard.state.withLock { s in
+                var idle: [KeyBits] = []
+                for i in 0..<s.count {
+                    let r = s.record(at: i)
+                    if Int64(r.lastSeen) * 1000 <= cutoff { idle.append(r.key) }
+                }
+                guard !idle.isEmpty else { return }
+                do {
+                    try journal?.appendRemovals(idle)
+                } catch {
+                    firstError = error
+                    return
+                }
+                var receiptBytes = 0
+                for key in idle {
+                    guard let i = s.find(key) else { continue }
+                    receiptBytes += Int(s.record(at: i).receiptLength)
+                    s.remove(at: i)
+                }
+                removed += idle.count
+                liveReceiptBytes.wrappingSubtract(receiptBytes, ordering: .relaxed)
+            }
+        }
+        if removed > 0 {
+            keyCount.wrappingSubtract(removed, ordering: .relaxed)
+            observer?.keysEvicted(removed)
+        }
+        if let firstError { throw StoreError.from(firstError) }
+        return removed
     }
 
     // MARK: - Assertions

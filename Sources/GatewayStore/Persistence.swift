@@ -17,10 +17,10 @@ extension MemoryAttestStore {
     /// store in this process, cannot open it meanwhile.
     public static func open(
         directory: String?, shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(),
-        observer: (any AttestStoreObserver)? = nil
+        observer: (any AttestStoreObserver)? = nil, limits: KeyLimits = KeyLimits()
     ) throws -> MemoryAttestStore {
         try open(directory: directory, shards: shards, challenges: challenges, observer: observer,
-                 exclusive: true)
+                 exclusive: true, limits: limits)
     }
 
     /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
@@ -28,11 +28,12 @@ extension MemoryAttestStore {
     /// system calls (tests inject failures); `retry`: the write-error recovery's back-off.
     static func open(
         directory: String?, shards: Int, challenges: ChallengeLimits = ChallengeLimits(), observer: (any AttestStoreObserver)?,
-        exclusive: Bool, calls: any FileCalls = SystemFileCalls(), retry: Journal.Retry = Journal.Retry()
+        exclusive: Bool, limits: KeyLimits = KeyLimits(), calls: any FileCalls = SystemFileCalls(),
+        retry: Journal.Retry = Journal.Retry()
     ) throws -> MemoryAttestStore {
         do {
             return try openThrowingFaults(
-                directory: directory, shards: shards, challenges: challenges, observer: observer,
+                directory: directory, shards: shards, challenges: challenges, limits: limits, observer: observer,
                 exclusive: exclusive, files: StoreFiles(calls: calls, observer: observer), retry: retry)
         } catch {
             throw StoreError.from(error)
@@ -40,14 +41,14 @@ extension MemoryAttestStore {
     }
 
     private static func openThrowingFaults(
-        directory: String?, shards: Int, challenges: ChallengeLimits, observer: (any AttestStoreObserver)?,
-        exclusive: Bool, files: StoreFiles, retry: Journal.Retry
+        directory: String?, shards: Int, challenges: ChallengeLimits, limits: KeyLimits,
+        observer: (any AttestStoreObserver)?, exclusive: Bool, files: StoreFiles, retry: Journal.Retry
     ) throws -> MemoryAttestStore {
         guard validShardCount(shards) else {
             throw StoreError(.unavailable, "store shards must be a power of two from 1 to 4096, not \(shards)")
         }
         guard let directory else {
-            return MemoryAttestStore(shards: shards, challenges: challenges, observer: observer)
+            return MemoryAttestStore(shards: shards, challenges: challenges, limits: limits, observer: observer)
         }
         let start = ContinuousClock.now
         try prepareDirectory(directory)
@@ -79,14 +80,17 @@ extension MemoryAttestStore {
             expected = seq + 1
         }
         var report = RestoreReport()
+        var unmatched = UnmatchedAdvances()
         for (i, seq) in replay.enumerated() {
             let r = try replaySegment(
                 "\(directory)/\(JournalFormat.segmentName(seq))", seq: seq, isLast: i == replay.count - 1,
-                into: &states, files: files)
+                into: &states, unmatched: &unmatched, files: files)
             report.replayedRecords += r.applied
             report.damage += r.damage
             if let torn = r.torn { report.tornTail = torn }
         }
+        // Advances of a key no registration or later removal explains: damage (their registration was lost).
+        report.damage += unmatched.damage
 
         // Clean: the marker names this snapshot and nothing was journaled after it (not even a
         // damaged or torn record).
@@ -106,6 +110,15 @@ extension MemoryAttestStore {
             restoreChallenges(loaded.challenges, into: &states)
             live = loaded.challenges.count
         }
+        // The snapshot names the receipts file its records (and every later journal record) point
+        // into; any other one was superseded, or written by a compaction that did not finish.
+        let receiptsGeneration = loaded?.header.receiptsGeneration ?? 0
+        let receiptsName = Journal.receiptsName(generation: receiptsGeneration)
+        if receiptsGeneration > 0 && !names.contains(receiptsName) {
+            throw StoreError(
+                .unavailable,
+                "data directory \(directory) lacks \(receiptsName), the receipts file \(SnapshotFormat.fileName) names")
+        }
         // The marker must be gone before anything new is written: a crash from here on is unclean.
         if marker != nil {
             try FileIO.unlink(markerPath)
@@ -114,8 +127,11 @@ extension MemoryAttestStore {
         for seq in segments where seq < firstSeq {
             try FileIO.unlink("\(directory)/\(JournalFormat.segmentName(seq))")  // left by an interrupted cleanup
         }
+        for name in names where Journal.isReceiptsFile(name) && name != receiptsName {
+            try FileIO.unlink("\(directory)/\(name)")
+        }
 
-        let receiptsPath = "\(directory)/\(Journal.receiptsName)"
+        let receiptsPath = "\(directory)/\(receiptsName)"
         let receiptsFD = try files.open(receiptsPath, O_WRONLY | O_CREAT | O_APPEND)
         let receipts = FileHandle(fd: receiptsFD, path: receiptsPath)
         let receiptsEnd = try FileIO.fileSize(receiptsFD, path: receiptsPath)
@@ -127,8 +143,9 @@ extension MemoryAttestStore {
             observer: observer, files: files, retry: retry)
         journal.startPeriodicSync()
         let store = MemoryAttestStore(
-            states: states, live: live, challenges: challenges, clean: clean, directory: directory,
-            journal: journal, receiptsReader: reader, observer: observer, restoreReport: report)
+            states: states, live: live, challenges: challenges, limits: limits, clean: clean, directory: directory,
+            journal: journal, receipts: ReceiptsFile(reader: reader, generation: receiptsGeneration), observer: observer,
+            restoreReport: report)
         store.directoryLock.withLock { $0 = lock }
         journal.snapshotter.withLock { $0 = { [weak store] in try store?.writeRecoverySnapshot() } }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
@@ -169,6 +186,25 @@ extension MemoryAttestStore {
         var torn: RestoreReport.TornTail?
     }
 
+    /// Counter advances of keys that were not registered when replayed. A later removal of the key
+    /// explains them (a snapshot copied the key's shard after the key was removed, so it lacks the
+    /// key the segment's advances name) and drops them; what is left once every segment is
+    /// replayed is damage (`.unknownKey`: the key's registration record was lost).
+    struct UnmatchedAdvances {
+        private var byKey: [KeyBits: [JournalDamage]] = [:]
+        /// Keys in the order their first unmatched advance was read, for a stable report.
+        private var order: [KeyBits] = []
+
+        mutating func add(_ key: KeyBits, _ damage: JournalDamage) {
+            if byKey[key] == nil { order.append(key) }
+            byKey[key, default: []].append(damage)
+        }
+
+        mutating func removed(_ key: KeyBits) { byKey[key] = nil }
+
+        var damage: [JournalDamage] { order.flatMap { byKey[$0] ?? [] } }
+    }
+
     /// Applies one segment's records to `states`.
     ///
     /// - A torn tail of the **last** segment (bytes at its end from which no whole record can be
@@ -182,12 +218,18 @@ extension MemoryAttestStore {
     ///   follow are whole and were acknowledged.
     /// - A damaged record whose key id (at its fixed offset) names a registered key raises that
     ///   key's counter to the counter it carries when that is higher: a damaged record can only
-    ///   raise a counter, never lower it or create a key.
+    ///   raise a counter, never lower it or create a key. (A damaged removal removes nothing: the
+    ///   key stays, with its counter.)
+    /// - An advance of a key that is not registered waits in `unmatched`: a later removal of the
+    ///   key explains it (see `UnmatchedAdvances`).
     ///
-    /// A segment whose header does not parse is an error naming the file (nothing in it can be
-    /// trusted, and skipping it would drop every record it holds).
+    /// Version 1 segments (written before key removals and the re-registration window) are read
+    /// as they are: their registrations carry no window. A segment whose header does not parse is
+    /// an error naming the file (nothing in it can be trusted, and skipping it would drop every
+    /// record it holds).
     static func replaySegment(
-        _ path: String, seq: UInt64, isLast: Bool, into states: inout [ShardState], files: StoreFiles = .system
+        _ path: String, seq: UInt64, isLast: Bool, into states: inout [ShardState],
+        unmatched: inout UnmatchedAdvances, files: StoreFiles = .system
     ) throws -> SegmentReplay {
         let fd = try files.open(path, O_RDWR)
         defer { Glibc.close(fd) }
@@ -212,10 +254,11 @@ extension MemoryAttestStore {
             var r = ByteReader(all)
             guard let magic = r.take(8), Array(magic) == JournalFormat.magic else { throw corrupt("bad magic") }
             let version = r.u32()!
-            guard version == JournalFormat.version else {
+            guard JournalFormat.readableVersions.contains(version) else {
                 throw StoreError(
                     .unavailable,
-                    "journal \(path) has unknown version \(version); this build reads version \(JournalFormat.version)")
+                    "journal \(path) has unknown version \(version); this build reads versions "
+                        + "\(JournalFormat.readableVersions.lowerBound) to \(JournalFormat.readableVersions.upperBound)")
             }
             _ = r.u32()
             guard r.u64()! == seq else { throw corrupt("its header names another sequence number") }
@@ -255,15 +298,20 @@ extension MemoryAttestStore {
                 var d = JournalDamage(kind: kind, segment: path, offset: at, length: length)
                 let keyAt = at + 9
                 guard keyAt + 32 <= size else { return d }
-                let counterAt: Int
+                let counterAt: Int?
                 switch all[at + 8] {
                 case JournalRecord.advanceType: counterAt = keyAt + 32
-                case JournalRecord.registrationType: counterAt = keyAt + 32 + 64
+                case JournalRecord.registrationType: counterAt = keyAt + 32 + 64  // the same in versions 1 and 2
+                case JournalRecord.removalType: counterAt = nil  // attributed, carries no counter
                 default: return d
                 }
-                guard counterAt + 4 <= size else { return d }
                 let key = all.loadUnaligned(fromByteOffset: keyAt, as: KeyBits.self)
                 let s = Int(key.w0 & mask)
+                guard let counterAt else {
+                    if states[s].find(key) != nil { d.keyID = key.keyID }
+                    return d
+                }
+                guard counterAt + 4 <= size else { return d }
                 guard let i = states[s].find(key) else { return d }
                 let counter = u32(counterAt)
                 let current = states[s].record(at: i).counter
@@ -329,8 +377,13 @@ extension MemoryAttestStore {
                         var d = JournalDamage(kind: .unknownKey, segment: path, offset: at, length: 8 + length)
                         d.keyID = key.keyID
                         d.recordedCounter = counter
-                        out.damage.append(d)
+                        unmatched.add(key, d)
                     }
+                case .removal(let key):
+                    let s = Int(key.w0 & mask)
+                    unmatched.removed(key)
+                    if let i = states[s].find(key) { states[s].remove(at: i) }  // absent: already removed
+                    out.applied += 1
                 }
                 at = next
             }
@@ -373,6 +426,13 @@ extension MemoryAttestStore {
     private func writeSnapshot() throws -> (report: SnapshotReport, generation: UInt64) {
         guard let journal, let directory else { throw StoreError(.unavailable, "a memory-only store has no snapshots") }
         let start = ContinuousClock.now
+        if receiptsNeedCompaction {
+            do {
+                return try compactReceiptsWithSnapshot(journal: journal, directory: directory, start: start)
+            } catch let aborted as CompactionAborted {
+                observer?.receiptCompactionFailed(aborted.error)  // the snapshot goes on without it
+            }
+        }
         let seq = try journal.rotate()
         var copies: [SnapshotFormat.ShardCopy] = []
         copies.reserveCapacity(shards.count)
@@ -391,13 +451,19 @@ extension MemoryAttestStore {
         let generation = UInt64.random(in: 1 ... .max)
         let header = SnapshotFormat.Header(
             shardCount: shards.count, generation: generation, journalSeq: seq, keyCount: keys,
-            challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
+            challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000,
+            receiptsGeneration: receipts.withLock { $0.generation })
         let bytes = try SnapshotFormat.write(directory: directory, header: header, shards: copies, files: journal.files)
         copies.removeAll()
         journal.snapshotCovers(seq)  // memory is on disk again: a write fault from before the rotation is over
+        let receiptsName = Journal.receiptsName(generation: header.receiptsGeneration)
         for name in try FileIO.listDirectory(directory) {
             if let s = JournalFormat.sequence(ofName: name), s < seq {
                 try FileIO.unlink("\(directory)/\(name)")
+            } else if Journal.isReceiptsFile(name) && name != receiptsName {
+                // Superseded by a compaction whose cleanup did not run (its directory fsync failed);
+                // best effort: `open` removes it too.
+                unlink("\(directory)/\(name)")
             }
         }
         let report = SnapshotReport(keys: keys, challenges: challenges, bytes: bytes, seconds: seconds(since: start))

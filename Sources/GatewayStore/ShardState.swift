@@ -64,7 +64,7 @@ struct PointBits {
     }
 }
 
-/// One registered key: 136 bytes, no references. Strings are indices into the shard's intern table.
+/// One registered key: 144 bytes, no references. Strings are indices into the shard's intern table.
 struct KeyRecord {
     var key: KeyBits
     var point: PointBits
@@ -80,6 +80,10 @@ struct KeyRecord {
     var lastSeen: UInt32
     /// bit 0: production, bit 1: has validation category.
     var flags: UInt8
+    /// Re-registrations counted in the window that started at `reregistrationWindow`.
+    var reregistrations: UInt8 = 0
+    /// Start of the current re-registration window, Unix seconds; 0: no re-registration yet.
+    var reregistrationWindow: UInt32 = 0
 
     static let noString = UInt32.max
     static let flagProduction: UInt8 = 1
@@ -169,7 +173,9 @@ struct ExpiryItem {
 ///
 /// Keys: records in fixed chunks of `chunkSize` (so growth never copies the whole shard and the
 /// slack is at most one chunk), found through an open-addressing table of `UInt32` (record index + 1,
-/// 0 = empty, linear probing, load ≤ 3/4). Keys are never deleted, so no tombstones.
+/// 0 = empty, linear probing, load ≤ 3/4). A removed key (idle eviction, a registration taken back)
+/// leaves no tombstone: its slot is closed by backward shifting and the last record moves into its
+/// place (`remove(at:)`).
 struct ShardState {
     static let chunkShift = 9
     static let chunkSize = 1 << chunkShift
@@ -190,8 +196,6 @@ struct ShardState {
     /// Per registered key, its key-bound challenges in this shard, oldest first: the per-key limit.
     /// A ring exists only while it holds a challenge.
     var rings: [KeyBits: KeyRing] = [:]
-    /// Receipts when the store has no data directory.
-    var memoryReceipts: [KeyBits: [UInt8]] = [:]
     let seed: UInt64
 
     init(seed: UInt64) {
@@ -248,8 +252,11 @@ struct ShardState {
         return true
     }
 
-    /// Removes the record at `index` (a registration taken back): its slot is freed by backward
-    /// shifting (linear probing keeps no tombstones) and the last record moves into its place.
+    /// Removes the record at `index`: the one primitive for taking a key out of the table (a
+    /// registration taken back, an idle key evicted, a journaled removal replayed). Its slot is
+    /// freed by backward shifting (linear probing keeps no tombstones: the entries after it in its
+    /// probe run move up so every lookup still finds them) and the last record moves into its place
+    /// (its slot repointed), so records stay dense.
     mutating func remove(at index: Int) {
         let mask = slots.count - 1
         func slot(of index: Int) -> Int {

@@ -19,28 +19,49 @@ public struct SnapshotReport: Sendable, Equatable {
 
 /// `snapshot.dat`:
 ///
-/// header (72 bytes): magic `AGSNAPS1`, version (u32), shard count (u32), record stride (u32),
+/// header (80 bytes): magic `AGSNAPS1`, version (u32), shard count (u32), record stride (u32),
 /// challenge stride (u32), layout fingerprint (u64), generation (u64, random), first journal
-/// segment to replay (u64), key count (u64), challenge count (u64), created at (i64, Unix ms);
-/// then per shard: string count (u32) and strings (u32 length ‖ UTF-8), record count (u64) and the
+/// segment to replay (u64), key count (u64), challenge count (u64), created at (i64, Unix ms),
+/// receipts file generation (u64: 0 `receipts.dat`, n `receipts-<n, 16 hex>.dat`); then per shard: string count (u32) and strings (u32 length ‖ UTF-8), record count (u64) and the
 /// records as in memory (`KeyRecord`, fixed stride), challenge count (u64) and the challenges
 /// (`ChallengeEntry`); then SHA-256 of everything before it (32 bytes). Integers little-endian.
 enum SnapshotFormat {
     static let fileName = "snapshot.dat"
     static let magic: [UInt8] = Array("AGSNAPS1".utf8)
-    static let version: UInt32 = 1
-    static let headerSize = 72
+    static let version: UInt32 = 2
+    static let headerSize = 80
+    /// Version 1 (before the re-registration window and receipt compaction): a 72-byte header,
+    /// `KeyRecordV1` records, receipts in `receipts.dat`. Still read.
+    static let headerSizeV1 = 72
 
     /// Changes whenever the in-memory layout of a record or challenge changes, so a snapshot
     /// written by a differently laid-out build is refused rather than misread.
     static var layoutFingerprint: UInt64 {
-        let offsets: [Int?] = [
+        fingerprint(records: [
             MemoryLayout<KeyRecord>.offset(of: \.key), MemoryLayout<KeyRecord>.offset(of: \.point),
             MemoryLayout<KeyRecord>.offset(of: \.receiptOffset), MemoryLayout<KeyRecord>.offset(of: \.counter),
             MemoryLayout<KeyRecord>.offset(of: \.receiptLength), MemoryLayout<KeyRecord>.offset(of: \.appIndex),
             MemoryLayout<KeyRecord>.offset(of: \.bundleIndex), MemoryLayout<KeyRecord>.offset(of: \.category),
             MemoryLayout<KeyRecord>.offset(of: \.firstSeen), MemoryLayout<KeyRecord>.offset(of: \.lastSeen),
-            MemoryLayout<KeyRecord>.offset(of: \.flags), MemoryLayout<KeyRecord>.size,
+            MemoryLayout<KeyRecord>.offset(of: \.flags), MemoryLayout<KeyRecord>.offset(of: \.reregistrations),
+            MemoryLayout<KeyRecord>.offset(of: \.reregistrationWindow), MemoryLayout<KeyRecord>.size,
+        ])
+    }
+
+    /// The fingerprint version 1 snapshots carry (their records are `KeyRecordV1`).
+    static var layoutFingerprintV1: UInt64 {
+        fingerprint(records: [
+            MemoryLayout<KeyRecordV1>.offset(of: \.key), MemoryLayout<KeyRecordV1>.offset(of: \.point),
+            MemoryLayout<KeyRecordV1>.offset(of: \.receiptOffset), MemoryLayout<KeyRecordV1>.offset(of: \.counter),
+            MemoryLayout<KeyRecordV1>.offset(of: \.receiptLength), MemoryLayout<KeyRecordV1>.offset(of: \.appIndex),
+            MemoryLayout<KeyRecordV1>.offset(of: \.bundleIndex), MemoryLayout<KeyRecordV1>.offset(of: \.category),
+            MemoryLayout<KeyRecordV1>.offset(of: \.firstSeen), MemoryLayout<KeyRecordV1>.offset(of: \.lastSeen),
+            MemoryLayout<KeyRecordV1>.offset(of: \.flags), MemoryLayout<KeyRecordV1>.size,
+        ])
+    }
+
+    private static func fingerprint(records: [Int?]) -> UInt64 {
+        let offsets: [Int?] = records + [
             MemoryLayout<ChallengeEntry>.offset(of: \.token), MemoryLayout<ChallengeEntry>.offset(of: \.boundKey),
             MemoryLayout<ChallengeEntry>.offset(of: \.expiresAt), MemoryLayout<ChallengeEntry>.offset(of: \.purpose),
             MemoryLayout<ChallengeEntry>.offset(of: \.hasBoundKey), MemoryLayout<ChallengeEntry>.offset(of: \.consumed),
@@ -68,11 +89,41 @@ enum SnapshotFormat {
         var keyCount: Int
         var challengeCount: Int
         var createdMillis: Int64
+        /// The receipts file the records' offsets point into (`Journal.receiptsName(generation:)`).
+        var receiptsGeneration: UInt64 = 0
     }
 
     /// Writes the snapshot to `snapshot.dat.tmp`, fsyncs, renames over `snapshot.dat`, fsyncs the directory.
-    /// A failed attempt removes the temporary file (on a full disk it would hold the space).
-    static func write(directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system) throws -> Int {
+    /// `relocate` (receipt compaction) rewrites each record's receipt offset as it is written. A
+    /// failed attempt removes the temporary file (on a full disk it would hold the space).
+    static func write(
+        directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system,
+        relocate: ((inout KeyRecord) -> Void)? = nil
+    ) throws -> Int {
+        let bytes = try writeTemporary(directory: directory, header: header, shards: shards, files: files, relocate: relocate)
+        try install(directory: directory, files: files)
+        try files.fsyncDirectory(directory)
+        return bytes
+    }
+
+    /// Renames `snapshot.dat.tmp` over `snapshot.dat` (a failed rename removes the temporary file);
+    /// the directory is not fsync'ed.
+    static func install(directory: String, files: StoreFiles) throws {
+        let tmp = "\(directory)/\(fileName).tmp"
+        do {
+            try files.rename(tmp, "\(directory)/\(fileName)")
+        } catch {
+            unlink(tmp)
+            throw error
+        }
+    }
+
+    /// `snapshot.dat.tmp`, written and fsync'ed (not yet renamed into place). A failed attempt
+    /// removes it.
+    static func writeTemporary(
+        directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system,
+        relocate: ((inout KeyRecord) -> Void)? = nil
+    ) throws -> Int {
         let tmp = "\(directory)/\(fileName).tmp"
         let fd = try files.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
         let out = BufferedHashingWriter(fd: fd, path: tmp, files: files)
@@ -89,6 +140,7 @@ enum SnapshotFormat {
             h.u64(UInt64(header.keyCount))
             h.u64(UInt64(header.challengeCount))
             h.i64(header.createdMillis)
+            h.u64(header.receiptsGeneration)
             try out.write(h.bytes)
             for shard in shards {
                 var s = ByteWriter()
@@ -97,7 +149,13 @@ enum SnapshotFormat {
                 s.u64(UInt64(shard.count))
                 try out.write(s.bytes)
                 for chunk in shard.chunks {
-                    try chunk.withUnsafeBytes { (raw) throws in try out.write(raw) }
+                    if let relocate {
+                        var moved = chunk
+                        for i in moved.indices { relocate(&moved[i]) }
+                        try moved.withUnsafeBytes { (raw) throws in try out.write(raw) }
+                    } else {
+                        try chunk.withUnsafeBytes { (raw) throws in try out.write(raw) }
+                    }
                 }
                 var c = ByteWriter(capacity: 8 + shard.challenges.count * MemoryLayout<ChallengeEntry>.stride)
                 c.u64(UInt64(shard.challenges.count))
@@ -119,13 +177,6 @@ enum SnapshotFormat {
             throw error
         }
         Glibc.close(fd)
-        do {
-            try files.rename(tmp, "\(directory)/\(fileName)")
-        } catch {
-            unlink(tmp)
-            throw error
-        }
-        try files.fsyncDirectory(directory)
         return out.total
     }
 
@@ -148,7 +199,7 @@ enum SnapshotFormat {
         func corrupt(_ why: String) -> StoreError {
             StoreError(.unavailable, "snapshot \(path) is corrupt: \(why); move it away to start without it")
         }
-        guard size >= headerSize + 32 else { throw corrupt("\(size) bytes is shorter than a header and checksum") }
+        guard size >= headerSizeV1 + 32 else { throw corrupt("\(size) bytes is shorter than a header and checksum") }
         guard let map = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), map != MAP_FAILED else {
             throw FileIO.failure("cannot map snapshot", path)
         }
@@ -161,8 +212,12 @@ enum SnapshotFormat {
             throw StoreError(.unavailable, "\(path) is not a store snapshot (bad magic)")
         }
         let v = r.u32()!
-        guard v == version else {
-            throw StoreError(.unavailable, "snapshot \(path) has unknown version \(v); this build reads version \(version)")
+        guard v == version || v == 1 else {
+            throw StoreError(
+                .unavailable, "snapshot \(path) has unknown version \(v); this build reads versions 1 and \(version)")
+        }
+        guard size >= (v == 1 ? headerSizeV1 : headerSize) + 32 else {
+            throw corrupt("\(size) bytes is shorter than a header and checksum")
         }
         // SHA-256 of the body runs on another core while the records are parsed and placed (it is
         // a third of the restore's CPU); nothing is returned before it matched. When parsing fails,
@@ -180,7 +235,7 @@ enum SnapshotFormat {
             return digest.value.elementsEqual(all[(size - 32)...])
         }
         do {
-            let loaded = try parse(&r, all: all, size: size, path: path, corrupt: corrupt, into: &states)
+            let loaded = try parse(&r, version: v, all: all, size: size, path: path, corrupt: corrupt, into: &states)
             guard checksumMatches() else { throw corrupt("SHA-256 checksum mismatch") }
             return loaded
         } catch {
@@ -195,21 +250,24 @@ enum SnapshotFormat {
     }
 
     private static func parse(
-        _ r: inout ByteReader, all: UnsafeRawBufferPointer, size: Int, path: String,
+        _ r: inout ByteReader, version: UInt32, all: UnsafeRawBufferPointer, size: Int, path: String,
         corrupt: (String) -> StoreError, into states: inout [ShardState]
     ) throws -> Loaded {
         let shardCount = Int(r.u32()!)
         let recordStride = Int(r.u32()!)
         let challengeStride = Int(r.u32()!)
         let fingerprint = r.u64()!
-        guard recordStride == MemoryLayout<KeyRecord>.stride, challengeStride == MemoryLayout<ChallengeEntry>.stride,
-              fingerprint == layoutFingerprint
+        let legacy = version == 1
+        let expectedStride = legacy ? MemoryLayout<KeyRecordV1>.stride : MemoryLayout<KeyRecord>.stride
+        guard recordStride == expectedStride, challengeStride == MemoryLayout<ChallengeEntry>.stride,
+              fingerprint == (legacy ? layoutFingerprintV1 : layoutFingerprint)
         else {
             throw StoreError(.unavailable, "snapshot \(path) was written by a build with another record layout")
         }
-        let header = Header(
+        var header = Header(
             shardCount: shardCount, generation: r.u64()!, journalSeq: r.u64()!, keyCount: Int(clamping: r.u64()!),
             challengeCount: Int(clamping: r.u64()!), createdMillis: r.i64()!)
+        if !legacy { header.receiptsGeneration = r.u64()! }
         guard shardCount >= 1, shardCount <= 1 << 16 else { throw corrupt("shard count \(shardCount)") }
 
         let mask = UInt64(states.count - 1)
@@ -238,7 +296,9 @@ enum SnapshotFormat {
                 throw corrupt("truncated records")
             }
             for n in 0..<Int(recordCount) {
-                var rec = recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
+                var rec = legacy
+                    ? KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV1.self))
+                    : recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
                 let target = Int(rec.key.w0 & mask)
                 func mapped(_ index: UInt32) throws -> UInt32 {
                     if index == KeyRecord.noString { return index }
@@ -271,6 +331,30 @@ enum SnapshotFormat {
             throw corrupt("counts in the header do not match the contents")
         }
         return Loaded(header: header, challenges: challenges)
+    }
+}
+
+/// A key record as version 1 snapshots hold it: `KeyRecord` before the re-registration window.
+struct KeyRecordV1 {
+    var key: KeyBits
+    var point: PointBits
+    var receiptOffset: UInt64
+    var counter: UInt32
+    var receiptLength: UInt32
+    var appIndex: UInt32
+    var bundleIndex: UInt32
+    var category: UInt32
+    var firstSeen: UInt32
+    var lastSeen: UInt32
+    var flags: UInt8
+}
+
+extension KeyRecord {
+    init(_ v1: KeyRecordV1) {
+        self.init(
+            key: v1.key, point: v1.point, receiptOffset: v1.receiptOffset, counter: v1.counter,
+            receiptLength: v1.receiptLength, appIndex: v1.appIndex, bundleIndex: v1.bundleIndex, category: v1.category,
+            firstSeen: v1.firstSeen, lastSeen: v1.lastSeen, flags: v1.flags)
     }
 }
 

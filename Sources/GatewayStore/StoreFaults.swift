@@ -11,7 +11,7 @@ public struct StoreWriteFailure: Sendable, Equatable, CustomStringConvertible {
         static func of(_ path: String) -> File {
             let name = path.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? path
             if name.hasPrefix("journal-") { return .journal }
-            if name.hasPrefix(Journal.receiptsName) { return .receipts }
+            if name.hasPrefix("receipts") { return .receipts }  // receipts.dat, receipts-<gen>.dat(.tmp)
             if name.hasPrefix(SnapshotFormat.fileName) { return .snapshot }
             if name.hasPrefix(MemoryAttestStore.markerName) { return .marker }
             if name == Journal.probeName { return .probe }

@@ -10,6 +10,12 @@ public protocol AttestStoreObserver: Sendable {
     func restored(keys: Int, seconds: Double)
     /// A sweep removed `count` challenges that expired without being consumed.
     func challengesExpired(_ count: Int)
+    /// `sweepIdleKeys` removed `count` keys idle for `key_idle_ttl`.
+    func keysEvicted(_ count: Int)
+    /// A snapshot compacted the receipts file.
+    func receiptsCompacted(_ report: ReceiptCompactionReport)
+    /// A receipt compaction failed before it changed anything; the snapshot was written without it.
+    func receiptCompactionFailed(_ error: StoreError)
     /// A system call on a file of the data directory failed (each failed call, including the
     /// retries of a recovery; requests refused meanwhile make no call). Called with the journal's
     /// lock held: count it, and log at a bounded rate.
@@ -27,6 +33,9 @@ extension AttestStoreObserver {
     public func snapshotWritten(_ report: SnapshotReport) {}
     public func restored(keys: Int, seconds: Double) {}
     public func challengesExpired(_ count: Int) {}
+    public func keysEvicted(_ count: Int) {}
+    public func receiptsCompacted(_ report: ReceiptCompactionReport) {}
+    public func receiptCompactionFailed(_ error: StoreError) {}
     public func storeWriteFailed(_ failure: StoreWriteFailure) {}
     public func storeWritesRefused(_ failure: StoreWriteFailure) {}
     public func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double) {}

@@ -72,6 +72,8 @@ struct PrometheusTests {
             ("AttestGatewayJournalDamaged", ["attest_gateway_store_journal_corrupt_records_total"]),
             ("AttestGatewayUpstream5xx", ["attest_gateway_requests_total", "status_class=\"5xx\""]),
             ("AttestGatewayUpstreamErrors", ["attest_gateway_upstream_errors_total"]),
+            ("AttestGatewayKeyCapacityNearlyFull", ["attest_gateway_store_keys", "attest_gateway_store_key_capacity"]),
+            ("AttestGatewayKeyCapacityReached", ["attest_gateway_registrations_total", "reason=\"key_capacity\""]),
             ("AttestGatewayChallengeFlood", ["attest_gateway_rate_limited_total", "limit=\"client\"", "attest_gateway_challenges_evicted_total", "budget=\"anonymous\""]),
             ("AttestGatewayKeyBoundChallengesReplaced", ["attest_gateway_challenges_evicted_total", "budget=\"key_bound\""]),
             ("AttestGatewayRegistrationBudgetExhausted", ["attest_gateway_rate_limited_total", "limit=\"registration\""]),

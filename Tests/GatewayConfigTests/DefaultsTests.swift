@@ -46,6 +46,12 @@ struct DefaultsTests {
         #expect(limits.bodyTimeout == .seconds(30))
         #expect(limits.drainTimeout == .seconds(30))
         #expect(limits.maxConnections == 10_000)
+        #expect(limits.maxReceipt == 16 * 1024)
+    }
+
+    @Test("store keys: max_keys derived (nil), 3 re-registrations per 1h, no idle eviction")
+    func storeKeys() {
+        #expect(config.store.keys == StoreConfig.Keys(maxKeys: nil, maxReregistrations: 3, reregistrationWindow: .seconds(3600), idleTTL: nil))
     }
 
     @Test("an upstream defaults to 64 connections, 2s connect, 30s response, 60s idle")

@@ -183,6 +183,43 @@ struct ValidationTests {
         )
     }
 
+    @Test("key bounds: max_keys, max_reregistrations, reregistration_window on both kinds, key_idle_ttl on memory; limits.max_receipt")
+    func keyBounds() throws {
+        let memory = try ConfigFixture.parse(minimalPlus: """
+            limits: {max_receipt: 8KiB}
+            store: {max_keys: 1000, max_reregistrations: 5, reregistration_window: 30m, key_idle_ttl: 2160h}
+            """)
+        #expect(memory.limits.maxReceipt == 8 * 1024)
+        #expect(memory.store.keys == StoreConfig.Keys(
+            maxKeys: 1000, maxReregistrations: 5, reregistrationWindow: .seconds(1800), idleTTL: .seconds(2160 * 3600)))
+        let redis = try ConfigFixture.parse(minimalPlus: "store: {kind: redis, url: redis://r:6379, max_keys: 50, max_reregistrations: 1}")
+        #expect(redis.store.keys == StoreConfig.Keys(maxKeys: 50, maxReregistrations: 1))
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, url: redis://r, key_idle_ttl: 1h}") == [
+                "gateway.yaml:7:38: store.key_idle_ttl applies only to kind \"memory\"; this store is \"redis\""
+            ]
+        )
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + """
+
+                store: {max_keys: 0, max_reregistrations: 101, reregistration_window: 0s, key_idle_ttl: 500ms}
+                limits: {max_receipt: 64KiB}
+                """) == [
+                "gateway.yaml:7:19: store.max_keys must be an integer from 1 to 1000000000, got 0",
+                "gateway.yaml:7:43: store.max_reregistrations must be an integer from 1 to 100, got 101",
+                "gateway.yaml:7:71: store.reregistration_window must be more than 0, got 0s",
+                "gateway.yaml:7:89: store.key_idle_ttl must be at least 1s, got 500ms",
+                "gateway.yaml:8:23: limits.max_receipt must be from 4096 (4KiB) to 32768 (32KiB) bytes, got 65536 (64KiB)",
+            ]
+        )
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {reregistration_window: 721h, max_keys: many}") == [
+                "gateway.yaml:7:32: store.reregistration_window must be at most 720h, got 721h",
+                "gateway.yaml:7:48: store.max_keys must be an integer from 1 to 1000000000, got \"many\"",
+            ]
+        )
+    }
+
     @Test("rollout must be a percentage from 0% to 100%")
     func rollout() throws {
         let route =

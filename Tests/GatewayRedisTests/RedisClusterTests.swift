@@ -91,9 +91,9 @@ final class ClusterFixture: Sendable {
     let store: RedisAttestStore
     let redirects = RedirectRecorder()
 
-    init(timeoutMillis: Int64 = 1_000) throws {
+    init(timeoutMillis: Int64 = 1_000, limits: KeyLimits = KeyLimits()) throws {
         cluster = try RedisClusterProcess(nodes: 3)
-        store = Self.store(on: cluster, timeoutMillis: timeoutMillis, observer: redirects)
+        store = Self.store(on: cluster, timeoutMillis: timeoutMillis, observer: redirects, limits: limits)
         guard store.waitUntilConnected(timeoutMillis: 10_000), store.clusterNodes.count == 3 else {
             let why = store.lastError
             stop()
@@ -102,10 +102,12 @@ final class ClusterFixture: Sendable {
     }
 
     static func store(on cluster: RedisClusterProcess, timeoutMillis: Int64 = 1_000, seed: Int = 0,
-                      observer: (any RedisStoreObserver)? = nil) -> RedisAttestStore
+                      observer: (any RedisStoreObserver)? = nil, limits: KeyLimits = KeyLimits()) -> RedisAttestStore
     {
         RedisAttestStore(
-            options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: cluster.ports[seed], timeoutMillis: timeoutMillis), cluster: true),
+            options: .init(
+                endpoint: RedisEndpoint(host: "127.0.0.1", port: cluster.ports[seed], timeoutMillis: timeoutMillis), cluster: true,
+                limits: limits),
             observer: observer)
     }
 
@@ -256,6 +258,23 @@ struct RedisClusterStoreTests {
 
     /// Two stores (two gateway instances) on one cluster race one challenge, one counter, one
     /// registration challenge: exactly one accept each time.
+    /// Issue 19: the key bounds on the cluster. The re-registration window and the app check are
+    /// in the register script (the key's slot); the cap is checked against the key count read
+    /// every second (another slot), here read before the fourth key.
+    @Test func keyBoundsOnTheCluster() throws {
+        let f = try ClusterFixture(limits: contractKeyLimits)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 190)
+        try checkKeyBounds(f.store, rng: &rng, t0: t0) {
+            let deadline = Date().addingTimeInterval(10)
+            repeat {
+                f.store.refreshStatistics()
+                usleep(20_000)
+            } while f.store.statistics.keys < 3 && Date() < deadline
+            #expect(f.store.statistics.keys == 3)
+        }
+    }
+
     @Test func exactlyOneCommitWinsAcrossInstances() throws {
         let f = try ClusterFixture()
         defer { f.stop() }

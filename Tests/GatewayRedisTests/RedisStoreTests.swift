@@ -15,11 +15,14 @@ final class RedisFixture: Sendable {
     let redis: RedisProcess
     let store: RedisAttestStore
 
-    init(durable: Bool = false, connections: Int = 2, timeoutMillis: Int64 = 1_000, waitReplicas: Int = 0) throws {
+    init(
+        durable: Bool = false, connections: Int = 2, timeoutMillis: Int64 = 1_000, waitReplicas: Int = 0,
+        limits: KeyLimits = KeyLimits()
+    ) throws {
         redis = try RedisProcess(durable: durable)
         store = RedisAttestStore(options: .init(
             endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, timeoutMillis: timeoutMillis),
-            waitReplicas: waitReplicas, connections: connections))
+            waitReplicas: waitReplicas, connections: connections, limits: limits))
         guard store.waitUntilConnected(timeoutMillis: 10_000) else {
             stop()
             throw NSError(domain: "RedisFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
@@ -115,6 +118,42 @@ struct RedisStoreTests {
             state = try f.store.state(c.token, now: now + 50)
         }
         #expect(state == .unknown)
+    }
+
+    /// Issue 19: the memory store's key bounds, in the register script.
+    @Test func keyBounds() throws {
+        let f = try RedisFixture(limits: contractKeyLimits)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 190)
+        try checkKeyBounds(f.store, rng: &rng, t0: t0)
+        #expect(try f.redis.cli(["GET", "ag:keys"]) == "3")
+    }
+
+    /// Sixteen new keys race a cap of five through two store instances: the script admits exactly five.
+    @Test func theCapHoldsUnderRacingRegistrations() throws {
+        let f = try RedisFixture(limits: KeyLimits(maxKeys: 5))
+        defer { f.stop() }
+        let second = RedisAttestStore(options: .init(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port), limits: KeyLimits(maxKeys: 5)))
+        defer { second.close() }
+        #expect(second.waitUntilConnected(timeoutMillis: 10_000))
+        var rng = SeededRandom(seed: 192)
+        let records = (0..<16).map { _ in makeRecord(&rng) }
+        let challenges = try records.map { try f.store.issue(.register, key: $0.keyID, now: t0).token }
+        let outcomes = Mutex<[RegistrationOutcome]>([])
+        let done = DispatchGroup()
+        DispatchQueue.concurrentPerform(iterations: records.count) { i in
+            done.enter()
+            (i % 2 == 0 ? f.store : second).register(Registration(record: records[i], receipt: [1], challenge: challenges[i]), nowMillis: t0) {
+                if case .success(let o) = $0 { outcomes.withLock { $0.append(o) } }
+                done.leave()
+            }
+        }
+        #expect(done.wait(timeout: .now() + 30) == .success)
+        let all = outcomes.withLock { $0 }
+        #expect(all.filter { $0 == .registered(existing: false) }.count == 5)
+        #expect(all.filter { $0 == .keyCapacity(maxKeys: 5) }.count == 11)
+        #expect(try f.redis.cli(["GET", "ag:keys"]) == "5")
     }
 
     @Test func registerStoresEveryFieldAndReRegistrationKeepsTheHigherCounter() throws {

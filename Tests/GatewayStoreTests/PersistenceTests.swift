@@ -9,8 +9,9 @@ private let t0: Int64 = 1_700_000_000_000
 
 /// Opens a store on a directory whose previous store "crashed": it was never closed and, being
 /// still alive in this process, still holds the directory lock.
-func openAfterCrash(_ path: String, shards: Int = 4) throws -> MemoryAttestStore {
-    try MemoryAttestStore.open(directory: path, shards: shards, challenges: ChallengeLimits(), observer: nil, exclusive: false)
+func openAfterCrash(_ path: String, shards: Int = 4, limits: KeyLimits = KeyLimits()) throws -> MemoryAttestStore {
+    try MemoryAttestStore.open(
+        directory: path, shards: shards, challenges: ChallengeLimits(), observer: nil, exclusive: false, limits: limits)
 }
 
 @Suite("Memory store: journal, snapshots, recovery")

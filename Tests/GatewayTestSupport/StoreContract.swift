@@ -107,3 +107,55 @@ public func checkCommitOutcomes(_ store: any AttestStore, rng: inout SeededRando
     #expect(try store.state(good.token, now: t0) == .consumed)
     #expect(try store.key(record.keyID)?.counter == 4)
 }
+
+/// The limits `checkKeyBounds` expects its store to be made with.
+public let contractKeyLimits = KeyLimits(maxKeys: 3, maxReregistrations: 2, reregistrationWindowMillis: 60_000)
+
+/// The key bounds (issue 19), on any store made with `contractKeyLimits` and holding no key: the
+/// re-registration window, the app a key is registered to, and the key cap. Every refusal changes
+/// nothing: the key keeps its record and the challenge stays usable. `t0` must be a whole second.
+/// `beforeCap` runs once the store holds 3 keys (Redis Cluster: the count is read, not scripted).
+public func checkKeyBounds(
+    _ store: any AttestStore, rng: inout SeededRandom, t0: Int64, beforeCap: () throws -> Void = {}
+) throws {
+    let a = makeRecord(&rng, seen: t0)
+    func fresh(_ r: DeviceKeyRecord, at now: Int64) throws -> RegistrationOutcome {
+        try store.registerNow(r, challenge: try store.issue(.register, key: r.keyID, now: now).token, now: now)
+    }
+    #expect(try fresh(a, at: t0) == .registered(existing: false))
+    // Re-registrations: 2 per 60 s window, the window starting with the first one (t0 + 1 s).
+    #expect(try fresh(a, at: t0 + 1_000) == .registered(existing: true))
+    #expect(try fresh(a, at: t0 + 30_000) == .registered(existing: true))
+    let held = try store.issue(.register, key: a.keyID, now: t0 + 31_000)
+    #expect(try store.registerNow(a, challenge: held.token, now: t0 + 31_000) == .reregistrationLimited(retryAfterMillis: 30_000))
+    #expect(try store.registerNow(a, challenge: held.token, now: t0 + 60_999) == .reregistrationLimited(retryAfterMillis: 1))
+    #expect(try store.state(held.token, now: t0 + 31_000) == .valid(purpose: .register, keyID: a.keyID, expiresAtMillis: t0 + 91_000))
+    #expect(try store.commit(a.keyID, counter: 1, challenge: nil, now: t0 + 31_000) == .committed(previousCounter: 0))
+    // The window is over at t0 + 61 s: the same challenge now registers.
+    #expect(try store.registerNow(a, challenge: held.token, now: t0 + 61_000) == .registered(existing: true))
+    #expect(try store.key(a.keyID)?.counter == 1)
+
+    // Another app id than the one the key is registered to: refused, nothing changes.
+    var stolen = a
+    stolen.appID = "TEAM999999.com.example.other"
+    let conflict = try store.issue(.register, key: a.keyID, now: t0 + 62_000)
+    #expect(try store.registerNow(stolen, challenge: conflict.token, now: t0 + 62_000)
+        == .appConflict(registeredAppID: a.appID))
+    #expect(try store.key(a.keyID)?.appID == a.appID)
+    #expect(try store.state(conflict.token, now: t0 + 62_000) == .valid(purpose: .register, keyID: a.keyID, expiresAtMillis: t0 + 122_000))
+
+    // The cap: 3 keys. A fourth is refused; the known keys still register and commit.
+    let b = makeRecord(&rng, seen: t0)
+    let c = makeRecord(&rng, seen: t0)
+    #expect(try fresh(b, at: t0 + 62_000) == .registered(existing: false))
+    #expect(try fresh(c, at: t0 + 62_000) == .registered(existing: false))
+    try beforeCap()
+    let d = makeRecord(&rng, seen: t0)
+    let refused = try store.issue(.register, key: d.keyID, now: t0 + 62_000)
+    #expect(try store.registerNow(d, challenge: refused.token, now: t0 + 62_000) == .keyCapacity(maxKeys: 3))
+    #expect(try store.key(d.keyID) == nil)
+    #expect(try store.state(refused.token, now: t0 + 62_000) == .valid(purpose: .register, keyID: d.keyID, expiresAtMillis: t0 + 122_000))
+    #expect(try fresh(b, at: t0 + 63_000) == .registered(existing: true))
+    #expect(try store.commit(c.keyID, counter: 1, challenge: nil, now: t0 + 63_000) == .committed(previousCounter: 0))
+    #expect(try store.commit(a.keyID, counter: 2, challenge: nil, now: t0 + 63_000) == .committed(previousCounter: 1))
+}

@@ -1,4 +1,5 @@
-/// `store`: `kind: memory` (shards, snapshots) or `kind: redis` (url, timeout, replicas, cluster, seeds).
+/// `store`: `kind: memory` (shards, snapshots, idle eviction) or `kind: redis` (url, timeout, replicas,
+/// cluster, seeds); key bounds (cap, re-registration window) on both.
 extension ConfigDecoder {
     private enum StoreKind: String, CaseIterable {
         case memory
@@ -20,14 +21,41 @@ extension ConfigDecoder {
             )
             valid = false
         }
+        let keys = decodeStoreKeys(fields)
         switch kind {
         case .memory:
             let memory = decodeMemoryStore(fields)
-            return valid ? memory.map { StoreConfig(backend: .memory($0)) } : nil
+            guard valid, let memory, let keys else { return nil }
+            return StoreConfig(backend: .memory(memory), keys: keys)
         case .redis:
             let redis = decodeRedisStore(fields)
-            return valid ? redis.map { StoreConfig(backend: .redis($0)) } : nil
+            guard valid, let redis, let keys else { return nil }
+            return StoreConfig(backend: .redis(redis), keys: keys)
         }
+    }
+
+    /// `max_keys`, `max_reregistrations`, `reregistration_window`, `key_idle_ttl` (only allowed on
+    /// kind memory, checked by the caller).
+    private func decodeStoreKeys(_ fields: MappingFields) -> StoreConfig.Keys? {
+        var keys = StoreConfig.Keys()
+        var valid = true
+        if let node = fields["max_keys"] {
+            if let n = int(node, fields.path("max_keys"), in: 1...1_000_000_000) { keys.maxKeys = n } else { valid = false }
+        }
+        if let node = fields["max_reregistrations"] {
+            if let n = int(node, fields.path("max_reregistrations"), in: 1...100) { keys.maxReregistrations = n } else { valid = false }
+        }
+        if let node = fields["reregistration_window"] {
+            if let d = duration(node, fields.path("reregistration_window"), minimum: .seconds(1), maximum: .seconds(720 * 3600)) {
+                keys.reregistrationWindow = d
+            } else {
+                valid = false
+            }
+        }
+        if let node = fields["key_idle_ttl"] {
+            if let d = duration(node, fields.path("key_idle_ttl"), minimum: .seconds(1)) { keys.idleTTL = d } else { valid = false }
+        }
+        return valid ? keys : nil
     }
 
     private func decodeMemoryStore(_ fields: MappingFields) -> StoreConfig.Memory? {

@@ -14,7 +14,7 @@ enum ConfigKeys {
     static let admin = ["address", "token_file", "protect_metrics"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
-        "body_timeout", "drain_timeout", "max_connections",
+        "body_timeout", "drain_timeout", "max_connections", "max_receipt",
     ]
     static let upstream = [
         "name", "url", "max_connections", "connect_timeout", "response_timeout", "idle_timeout", "tls",
@@ -29,15 +29,17 @@ enum ConfigKeys {
         "challenge_path", "register_path", "challenge_ttl", "verified_key_header", "challenge_rate", "registration_rate",
     ]
     static let attestChallengeRate = ["per_client", "burst", "clients"]
+    /// Key bounds, on either kind of store.
+    static let storeKeys = ["max_keys", "max_reregistrations", "reregistration_window"]
     static let memoryStore = [
         "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
-        "max_challenges_per_key",
-    ]
-    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"]
+        "max_challenges_per_key", "key_idle_ttl",
+    ] + storeKeys
+    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"] + storeKeys
     static let store = [
         "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
-        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds",
-    ]
+        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds", "key_idle_ttl",
+    ] + storeKeys
     static let logging = ["level", "access_log"]
 
     /// Section name to keys, for the documentation test.

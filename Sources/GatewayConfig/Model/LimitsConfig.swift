@@ -18,6 +18,11 @@ public struct LimitsConfig: Sendable, Equatable {
     public var drainTimeout: Duration
     /// Open downstream connections per process. Default 10000.
     public var maxConnections: Int
+    /// Largest `attStmt.receipt` a registration may carry (Apple's are 3.6–4.0 KB): the store keeps
+    /// it (on disk, or in Redis), so it bounds the receipt bytes per key. 4KiB to 32KiB. Default 16KiB.
+    public var maxReceipt: Int
+    /// The bounds of `maxReceipt`.
+    public static let maxReceiptRange = (4 << 10)...(32 << 10)
 
     public init(
         maxRequestLine: Int = 8 << 10,
@@ -28,7 +33,8 @@ public struct LimitsConfig: Sendable, Equatable {
         headerTimeout: Duration = .seconds(10),
         bodyTimeout: Duration = .seconds(30),
         drainTimeout: Duration = .seconds(30),
-        maxConnections: Int = 10_000
+        maxConnections: Int = 10_000,
+        maxReceipt: Int = 16 << 10
     ) {
         self.maxRequestLine = maxRequestLine
         self.maxHeaderBytes = maxHeaderBytes
@@ -39,5 +45,6 @@ public struct LimitsConfig: Sendable, Equatable {
         self.bodyTimeout = bodyTimeout
         self.drainTimeout = drainTimeout
         self.maxConnections = maxConnections
+        self.maxReceipt = maxReceipt
     }
 }

@@ -58,11 +58,35 @@ public struct StoreConfig: Sendable, Equatable {
         }
     }
 
+    /// What bounds the registered keys, on either kind of store.
+    public struct Keys: Sendable, Equatable {
+        /// `max_keys`: registered keys the store accepts; beyond it new keys get 503 `key_capacity`.
+        /// nil (default): derived from a stated budget (`KeyLimits.defaultMaxKeys`, 1 GiB, for memory;
+        /// `KeyLimits.defaultRedisMaxKeys`, 64 GiB of Redis memory, for Redis). 1 to 1,000,000,000.
+        public var maxKeys: Int?
+        /// `max_reregistrations`: registrations of an already registered key per window, 1 to 100. Default 3.
+        public var maxReregistrations: Int
+        /// `reregistration_window`: 1s to 720h. Default 1h.
+        public var reregistrationWindow: Duration
+        /// `key_idle_ttl` (memory store only): keys with no registration or accepted assertion for
+        /// this long are removed. nil (default): never.
+        public var idleTTL: Duration?
+
+        public init(maxKeys: Int? = nil, maxReregistrations: Int = 3, reregistrationWindow: Duration = .seconds(3600), idleTTL: Duration? = nil) {
+            self.maxKeys = maxKeys
+            self.maxReregistrations = maxReregistrations
+            self.reregistrationWindow = reregistrationWindow
+            self.idleTTL = idleTTL
+        }
+    }
+
     public var backend: Backend
+    public var keys: Keys
 
     /// Default: `.memory(Memory())`.
-    public init(backend: Backend = .memory(Memory())) {
+    public init(backend: Backend = .memory(Memory()), keys: Keys = Keys()) {
         self.backend = backend
+        self.keys = keys
     }
 
     /// The YAML `kind`: `memory` or `redis`.
