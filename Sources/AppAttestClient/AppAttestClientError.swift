@@ -36,9 +36,9 @@ public struct GatewayRefusal: Sendable, Equatable, CustomStringConvertible {
 
     public let endpoint: Endpoint
     public let status: Int
-    /// The `error` code (`bad_signature`, `rate_limited`, `upstream_unavailable`…).
+    /// The `error` code (`bad_signature`, `rate_limited`, `store_unavailable`…).
     public let code: String
-    /// The `action`, when the gateway sent one (proxy errors such as 502 carry none).
+    /// The `action`, when the gateway sent one (`503 upstream_busy` carries none).
     public let action: Action?
     /// The gateway's `requestId` (JSON, else `X-Request-Id`): `GET /explain/<requestId>` on the
     /// gateway's admin listener tells the operator why.
@@ -61,12 +61,17 @@ public struct GatewayRefusal: Sendable, Equatable, CustomStringConvertible {
         self.limit = limit
     }
 
-    /// The refusal a response carries: a status of 400 or more with the gateway's JSON error shape
-    /// (an object with a string `error`); nil for anything else (e.g. an upstream's own answer).
+    /// The refusal a response carries: a status of 400 or more with the gateway's JSON refusal
+    /// (an object with a string `error` and a string `action`), or a `429`/`503` with a string
+    /// `error` (the gateway's `upstream_busy` has no action); nil for anything else: an upstream's
+    /// own answer (`{"error":"out_of_stock"}`), or a proxy error such as `502 upstream_unavailable`,
+    /// which the app gets as a response.
     public init?(endpoint: Endpoint, data: Data, response: HTTPURLResponse, now: Date = Date()) {
-        guard response.statusCode >= 400,
+        let status = response.statusCode
+        guard status >= 400,
             let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-            let code = object["error"] as? String
+            let code = object["error"] as? String,
+            object["action"] is String || status == 429 || status == 503
         else { return nil }
         let header = response.value(forHTTPHeaderField: "Retry-After").flatMap { Self.retryAfter($0, now: now) }
         self.init(

@@ -209,16 +209,23 @@ struct ClientBehaviourTests {
     func upstreamAnswersReturned() async throws {
         let gw = ScriptedGateway { call in
             if call.isChallenge || call.isRegister { return nil }
-            return call.protectedIndex == 0
-                ? .verified(500, next: "n", body: "{\"error\":\"boom\",\"action\":\"none\"}")  // forwarded: the upstream's 500
-                : .json(404, "{\"message\":\"no such order\"}")  // not the gateway's shape
+            switch call.protectedIndex {
+            case 0: return .verified(500, next: "n", body: "{\"error\":\"boom\",\"action\":\"none\"}")  // forwarded: the upstream's 500
+            case 1: return .json(404, "{\"message\":\"no such order\"}")  // not the gateway's shape
+            case 2: return .json(409, "{\"error\":\"out_of_stock\"}")  // an upstream's error, without an action
+            default: return .json(502, "{\"error\":\"upstream_unavailable\"}")  // the gateway's proxy error: a response
+            }
         }
         let c = client(gw)
         let (d1, r1) = try await c.send(Self.post("https://shop.example.com/api/a", "x"))
         #expect(r1.statusCode == 500 && String(decoding: d1, as: UTF8.self).contains("boom"))
         let (d2, r2) = try await c.send(Self.post("https://shop.example.com/api/a", "x"))
         #expect(r2.statusCode == 404 && String(decoding: d2, as: UTF8.self).contains("no such order"))
-        #expect(gw.protectedCalls.count == 2)
+        let (d3, r3) = try await c.send(Self.post("https://shop.example.com/api/a", "x"))
+        #expect(r3.statusCode == 409 && String(decoding: d3, as: UTF8.self).contains("out_of_stock"))
+        let (_, r4) = try await c.send(Self.post("https://shop.example.com/api/a", "x"))
+        #expect(r4.statusCode == 502)
+        #expect(gw.protectedCalls.count == 4)
     }
 
     @Test("a refused registration is not tried again before its cool-down (no storm on Apple's service)")
