@@ -169,7 +169,7 @@ extension AppAttestClient {
         }
 
         public static let system = Timing(
-            now: { Date() }, sleep: { try await Task.sleep(nanoseconds: UInt64(max(0, $0) * 1_000_000_000)) },
+            now: { Date() }, sleep: { try await Task.sleep(nanoseconds: UInt64(min(max(0, $0), 1e9) * 1_000_000_000)) },
             random: { Double.random(in: 0..<1) })
     }
 

@@ -43,13 +43,12 @@ public final class SimulatedAppAttestService: AppAttestService, @unchecked Senda
     }
 
     public func attestKey(_ keyID: String, clientDataHash: Data) async throws -> Data {
-        let device: SimulatedDevice = try locked {
+        try locked {
             if !attestFailures.isEmpty { throw attestFailures.removeFirst() }
             guard let d = devices[keyID] else { throw AppAttestServiceError.invalidKey }
             attestations += 1
-            return d
+            return Data(try d.attest(clientDataHash: Array(clientDataHash)))
         }
-        return Data(try device.attest(clientDataHash: Array(clientDataHash)))
     }
 
     public func generateAssertion(_ keyID: String, clientDataHash: Data) async throws -> Data {
