@@ -7,7 +7,9 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
 let package = Package(
     name: "attest-gateway",
-    platforms: [.macOS(.v14)],
+    // One list for the whole package. The gateway's own targets are Linux-only (epoll, Synchronization's Mutex), so
+    // these minimums are the client library's: AppAttestClient runs where DCAppAttestService exists (iOS 14, macOS 11).
+    platforms: [.macOS(.v11), .iOS(.v14)],
     products: [
         .executable(name: "gatewayd", targets: ["gatewayd"]),
         .library(name: "GatewayWire", targets: ["GatewayWire"]),
@@ -17,6 +19,8 @@ let package = Package(
         .executable(name: "attest-sim", targets: ["attest-sim"]),
         .library(name: "GatewayStore", targets: ["GatewayStore"]),
         .library(name: "GatewayRedis", targets: ["GatewayRedis"]),
+        .library(name: "AppAttestClient", targets: ["AppAttestClient"]),
+        .library(name: "AppAttestClientSimulator", targets: ["AppAttestClientSimulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -96,6 +100,20 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The app's side of the client contract (docs/client-library.md): Foundation, and SHA-256 from CryptoKit on
+        // Apple platforms or from GatewayCrypto (OpenSSL) on Linux only; nothing of the server.
+        .target(
+            name: "AppAttestClient",
+            dependencies: [.target(name: "GatewayCrypto", condition: .when(platforms: [.linux]))],
+            swiftSettings: strict
+        ),
+        // The simulator's software device as the client's App Attest service (tests, Linux callers).
+        .target(
+            name: "AppAttestClientSimulator",
+            dependencies: ["AppAttestClient", "AppAttestSimulator", "AppAttest", "GatewayWire"],
+            swiftSettings: strict
+        ),
+
         .executableTarget(
             name: "gatewayd",
             dependencies: [
@@ -134,6 +152,13 @@ let package = Package(
         .testTarget(
             name: "AttestSimTests",
             dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
+        ),
+        .testTarget(
+            name: "AppAttestClientTests",
+            dependencies: [
+                "AppAttestClient", "AppAttestClientSimulator", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire",
+                "GatewayTestSupport",
+            ]
         ),
         .testTarget(
             name: "CLITests",
