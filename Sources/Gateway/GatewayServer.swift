@@ -39,8 +39,10 @@ public final class GatewayServer: @unchecked Sendable {
     public init(config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
                 exposition: (@Sendable () -> [UInt8])? = nil) throws
     {
+        GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
+        Self.logRoutes(rt, configPath: configPath)
         self.configPath = configPath
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
@@ -115,6 +117,22 @@ public final class GatewayServer: @unchecked Sendable {
             }
             t.resume()
             ticketRotations[l.name] = (tls.ticketRotation, t)
+        }
+    }
+
+    /// At `logging.level: debug`: the configuration read and each route as compiled, in match order.
+    private static func logRoutes(_ rt: GatewayRuntime, configPath: String?) {
+        guard GatewayEvents.logs("debug") else { return }
+        let c = rt.config
+        GatewayEvents.log("debug", "configuration loaded", [
+            ("file", configPath ?? "-"), ("listeners", String(c.listeners.count)), ("upstreams", String(c.upstreams.count)),
+            ("routes", String(c.routes.count)), ("workers", String(rt.workers)),
+        ])
+        for r in rt.routes {
+            GatewayEvents.log("debug", "route", [
+                ("route", r.name), ("order", String(r.index)), ("upstream", r.upstream), ("assertion", r.assertion.mode.rawValue),
+                ("max_body", String(r.maxBody)),
+            ])
         }
     }
 
