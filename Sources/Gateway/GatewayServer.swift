@@ -22,6 +22,7 @@ public final class GatewayServer: @unchecked Sendable {
     let explain: ExplainLog
     private let events: GatewayEvents
     private let metrics: GatewayMetrics
+    private let attestMetrics: AttestMetrics
     private let configPath: String?
     private let state = Mutex<State>(.starting)
     private var signalSources: [any DispatchSourceSignal] = []
@@ -46,7 +47,12 @@ public final class GatewayServer: @unchecked Sendable {
         self.configPath = configPath
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
-        let attestMetrics = AttestMetrics(factory: metrics.factory)
+        var persistent = false
+        if case .memory(let m) = config.store.backend { persistent = m.dataDirectory != nil }
+        let attestMetrics = AttestMetrics(factory: metrics.factory, persistent: persistent)
+        self.attestMetrics = attestMetrics
+        metrics.declare(rt)
+        attestMetrics.declare(routes: rt.routes)
         explain = ExplainLog()
         Socket.ignoreSIGPIPE()
         loops = (0..<rt.workers).map { EventLoop(index: $0) }
@@ -221,6 +227,8 @@ public final class GatewayServer: @unchecked Sendable {
             return
         }
         runtime = next
+        metrics.declare(next)
+        attestMetrics.declare(routes: next.routes)
         // New TLS handshakes use the certificates just read; open connections keep their sessions.
         for (name, server) in servers {
             if let context = next.listenerTLS[name], server.tls != nil { server.replaceTLSContext(context) }

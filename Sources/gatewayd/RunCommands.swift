@@ -31,6 +31,7 @@ struct Run: ParsableCommand {
             FileHandle.standardError.write(Data(("gatewayd: cannot start:\n" + problems.map(\.description).joined(separator: "\n") + "\n").utf8))
             throw ExitCode(1)
         }
+        MetricsExposition.prepare()
         // The only place that picks the metrics backend: Prometheus, exposed on the admin /metrics.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -48,7 +49,7 @@ struct Run: ParsableCommand {
         do {
             server = try GatewayServer(
                 config: cfg, configPath: config, metrics: GatewayMetrics(factory: factory),
-                exposition: { registry.emitToBuffer() })
+                exposition: { MetricsExposition.render(registry.emitToBuffer()) })
         } catch let error as GatewayRuntime.CompileError {
             FileHandle.standardError.write(Data("gatewayd: cannot start:\n\(error)\n".utf8))
             throw ExitCode(1)
