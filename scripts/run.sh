@@ -11,5 +11,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --product gatewayd >&2
 bin="$(swift build --show-bin-path)/gatewayd"
+scripts/stamp-build-info "$bin" || true   # git commit and build date for --version and build_info (docs/operations.md)
 if [ $# -gt 0 ]; then exec "$bin" "$@"; fi
 exec "$bin" run --config gateway.yaml

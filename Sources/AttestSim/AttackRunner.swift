@@ -78,7 +78,7 @@ public struct AttackOptions: Sendable {
     public var host: RequestHost
 
     public init(
-        endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
+        endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .production,
         modes: [AttackMode] = AttackMode.allCases, challengeWait: Double? = nil, method: String = "POST",
         path: String = "/api/purchase", timeout: Double = 10, clientData: ClientDataVersion = .v2, host: RequestHost? = nil
     ) throws(AttestSimError) {
@@ -226,6 +226,8 @@ public final class AttackRunner {
     var acceptedRaw: [UInt8] = []
     var acceptedChallenge = ""
     var acceptedCounter: UInt32 = 0
+    /// Seconds the control's last challenge had to live when issued: the gateway's challenge TTL.
+    var challengeLifetime: Double?
 
     public init(options: AttackOptions, ca: TestCA) {
         self.options = options
@@ -248,6 +250,7 @@ public final class AttackRunner {
             report.aborted = "the control request was not accepted; no attack was tried"
             return report
         }
+        if o.modes.contains(.expiredChallenge) { onNote?(expiryWaitNote) }
         for mode in o.modes { attack(mode) }
         _ = controlRequest(step: "request-after")
         return report
@@ -359,7 +362,22 @@ public final class AttackRunner {
         acceptedRaw = raw
         acceptedChallenge = c.value
         acceptedCounter = control.counter
+        if let expiry = c.expiryDate { challengeLifetime = expiry.timeIntervalSinceNow }
         return true
+    }
+
+    /// Said before the attacks start: how long expired-challenge will wait, and how to shorten it.
+    var expiryWaitNote: String {
+        if let w = o.challengeWait { return String(format: "expired-challenge will wait %.1f s (--challenge-wait)", w) }
+        guard let ttl = challengeLifetime else {
+            return "expired-challenge will wait for a challenge to expire: the gateway's attest.challenge_ttl (5m by default)"
+        }
+        let wait = max(ttl, 0) + 1.5
+        var note = String(format: "expired-challenge will wait about %.1f s for a challenge to expire (the gateway's attest.challenge_ttl + 1.5 s)", wait)
+        if wait > 60 {
+            note += "; a gateway with a short challenge_ttl (samples/simulator/gateway.yaml: 10s) or --challenge-wait makes it shorter, --mode without expired-challenge skips it"
+        }
+        return note
     }
 
     /// A protected request of `device` on `challenge` (sign for one target/body, maybe send another).

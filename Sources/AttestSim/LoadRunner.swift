@@ -29,7 +29,7 @@ public struct RunOptions: Sendable {
     public var source: String?
 
     public init(
-        endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .development,
+        endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .production,
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
         bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
         useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil
@@ -143,6 +143,7 @@ public final class LoadRunner: Sendable {
             report.retries += r.retries
             report.rateLimitedWaits += r.rateLimitedWaits
             report.refusedLegitimate += r.refused
+            report.requestsNotSent += r.notSent
             for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
         }
         return report
@@ -160,10 +161,17 @@ public final class LoadRunner: Sendable {
         var retries = 0
         var rateLimitedWaits = 0
         var refused = 0
+        /// Requests never sent: their device could not register, or could not get a challenge.
+        var notSent = 0
         var failures: [String] = []
 
         mutating func fail(_ what: String) {
             refused += 1
+            note(what)
+        }
+
+        /// A failure's details without counting an exchange (what was not sent because of one).
+        mutating func note(_ what: String) {
             if failures.count < 5 { failures.append(what) }
         }
     }
@@ -192,7 +200,7 @@ public final class LoadRunner: Sendable {
                 continue
             }
             guard let challenge = fetch(session, .register, device, &r, who: "device \(i)") else {
-                r.refused += remaining
+                r.notSent += remaining
                 continue
             }
             let t0 = HTTPClient.now()
@@ -209,13 +217,13 @@ public final class LoadRunner: Sendable {
                 r.registrations.add(VerdictCounts.key(v))
                 if !v.accepted {
                     r.fail("device \(i) registration: \(v) \(resp.bodyText.prefix(200))")
-                    r.refused += remaining
+                    r.notSent += remaining
                     remaining = 0
                 }
             } catch {
                 r.registrations.add(Self.key(error))
                 r.fail("device \(i) registration: \(error)")
-                r.refused += remaining
+                r.notSent += remaining
                 remaining = 0
             }
             if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining)) }
@@ -235,8 +243,8 @@ public final class LoadRunner: Sendable {
                 } else {
                     challenge = fetch(session, .assert, slots[s].device, &r, who: "device \(i)")
                     if challenge == nil {
-                        r.fail("device \(i): no challenge; \(slots[s].remaining) requests not sent")
-                        r.refused += slots[s].remaining - 1
+                        r.note("device \(i): no challenge; \(slots[s].remaining) requests not sent")
+                        r.notSent += slots[s].remaining
                         slots[s].remaining = 0
                         continue
                     }

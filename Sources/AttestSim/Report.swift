@@ -78,8 +78,12 @@ public struct RunReport: Sendable {
     public var retries = 0
     /// 429s waited out (Retry-After plus jitter) before sending the same request again.
     public var rateLimitedWaits = 0
-    /// Legitimate exchanges (challenge, registration, protected request) that were not accepted.
+    /// Legitimate exchanges (challenge, registration, protected request) that were sent and not
+    /// accepted (or failed in transport).
     public var refusedLegitimate = 0
+    /// Protected requests never sent, because their device could not register or get a challenge
+    /// (not refusals: the gateway never saw them).
+    public var requestsNotSent = 0
     /// Details of the first few failures, for the operator.
     public var firstFailures: [String] = []
 
@@ -111,8 +115,7 @@ public struct RunReport: Sendable {
             ? "\(method) \(path) (plain: no attestation, \(bodySize)-byte body)\n"
             : "\(method) \(path) (bind \(binding.rawValue), \(bodySize)-byte body, next-challenge \(nextChallenge ? "on" : "off"))\n"
         if !plain {
-            let regOK = registrations.counts.filter { $0.key.hasPrefix("2") }.values.reduce(0, +)
-            out += "registrations: \(regOK)/\(devices) accepted"
+            out += "registrations: \(registrationsAccepted)/\(devices) accepted"
             if let s = LatencySummary(samples: registrationLatencies) { out += ", p50 \(Self.ms(s.p50)) max \(Self.ms(s.max))" }
             out += "\n"
         }
@@ -129,10 +132,37 @@ public struct RunReport: Sendable {
             out += counts.sorted.map { "\($0.0) ×\($0.1)" }.joined(separator: ", ") + "\n"
         }
         for f in firstFailures { out += "failure:       \(f)\n" }
-        out += passed
-            ? "result:        PASS (every legitimate exchange accepted)\n"
-            : "result:        FAIL (\(refusedLegitimate) legitimate exchanges refused or failed; \(requestsDone)/\(requestsPlanned) requests done)\n"
+        if !passed, let hint = hint { out += "hint:          \(hint)\n" }
+        if passed {
+            out += "result:        PASS (every legitimate exchange accepted)\n"
+        } else if !plain, registrationsAccepted == 0, devices > 0 {
+            let refused = registrations.sorted.map { "\($0.0) ×\($0.1)" }.joined(separator: ", ")
+            out += "result:        FAIL: no device could register (\(refused.isEmpty ? "no registration sent" : refused)); "
+            out += "\(requestsNotSent) requests not sent\n"
+        } else {
+            out += "result:        FAIL (\(refusedLegitimate) legitimate exchanges refused or failed; \(requestsDone)/\(requestsPlanned) "
+            out += "requests done\(requestsNotSent > 0 ? ", \(requestsNotSent) not sent" : ""))\n"
+        }
         return out
+    }
+
+    var registrationsAccepted: Int { registrations.counts.filter { $0.key.hasPrefix("2") }.values.reduce(0, +) }
+
+    /// What a refusal code usually means for a simulator run, when one of the usual ones is seen.
+    var hint: String? {
+        let keys = Array(registrations.counts.keys) + Array(requests.counts.keys) + Array(challenges.counts.keys)
+        let codes = Set(keys.compactMap { $0.split(separator: " ").last.map(String.init) })
+        if codes.contains("environment_mismatch") || codes.contains("environment_not_allowed") {
+            return "the gateway's apps[].environments does not list the environment the devices attest in: pass "
+                + "--environment production or development to match it, or list both in gateway.yaml"
+        }
+        if codes.contains("chain_untrusted") {
+            return "the gateway does not trust this CA: list its root.pem in trust.extra_roots of gateway.yaml and restart the gateway"
+        }
+        if codes.contains("app_id_mismatch") || codes.contains("app_not_allowed") {
+            return "--app-id (TEAMID.bundle.id) is not in the gateway's apps[] (team_id and bundle_ids)"
+        }
+        return nil
     }
 
     /// One JSON object (latencies in milliseconds).
@@ -151,7 +181,7 @@ public struct RunReport: Sendable {
             "latency": summary(requestLatencies), "registration_latency": summary(registrationLatencies),
             "verdicts": requests.counts, "registration_verdicts": registrations.counts, "challenge_verdicts": challenges.counts,
             "challenges_fetched": challenges.total, "next_challenges_used": nextChallengesUsed,
-            "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits, "refused_legitimate": refusedLegitimate, "failures": firstFailures,
+            "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits, "refused_legitimate": refusedLegitimate, "requests_not_sent": requestsNotSent, "failures": firstFailures, "hint": (passed ? nil : hint) ?? NSNull(),
             "passed": passed,
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

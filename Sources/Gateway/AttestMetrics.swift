@@ -31,17 +31,22 @@ final class AttestMetrics: Sendable {
     private let keys: Meter
     private let liveChallenges: Meter
     private let expired: Counter
-    private let snapshotTimer: CoreMetrics.Timer
-    private let snapshotAgeGauge: Meter
-    private let snapshotFailed: Counter
-    private let restoreGauge: Meter
-    private let fsyncTimer: CoreMetrics.Timer
+    /// The data directory's metrics (snapshots, restore, journal, receipts file): only for a memory
+    /// store with `data_dir`, the only store that has them (a store without snapshots shows no snapshot age).
+    private struct Persistence {
+        let snapshotTimer: CoreMetrics.Timer
+        let snapshotAgeGauge: Meter
+        let snapshotFailed: Counter
+        let restoreGauge: Meter
+        let fsyncTimer: CoreMetrics.Timer
+        let receiptsLive: Meter
+        let receiptsFile: Meter
+        let compactions: Counter
+        let compactionFailures: Counter
+    }
+    private let persistence: Persistence?
     private let keyCapacityMeter: Meter
     private let keysEvictedCounter: Counter
-    private let receiptsLive: Meter
-    private let receiptsFile: Meter
-    private let compactions: Counter
-    private let compactionFailures: Counter
     private let counters = Mutex<[String: Counter]>([:])
     private let issued: [IssuedChallengePurpose: Counter]
     /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
@@ -74,22 +79,27 @@ final class AttestMetrics: Sendable {
         case register, assert, any, next
     }
 
-    init(factory: any MetricsFactory) {
+    /// - Parameter persistent: the store writes a data directory (memory store with `data_dir`).
+    init(factory: any MetricsFactory, persistent: Bool) {
         self.factory = factory
         keys = Meter(label: Self.storeKeys, dimensions: [], factory: factory)
         liveChallenges = Meter(label: Self.storeChallenges, dimensions: [], factory: factory)
         expired = Counter(label: Self.challengesExpired, dimensions: [], factory: factory)
-        snapshotTimer = CoreMetrics.Timer(label: Self.snapshotDuration, dimensions: [], factory: factory)
-        snapshotAgeGauge = Meter(label: Self.snapshotAge, dimensions: [], factory: factory)
-        snapshotFailed = Counter(label: Self.snapshotFailures, dimensions: [], factory: factory)
-        restoreGauge = Meter(label: Self.restoreDuration, dimensions: [], factory: factory)
-        fsyncTimer = CoreMetrics.Timer(label: Self.fsyncDuration, dimensions: [], factory: factory)
+        persistence =
+            persistent
+            ? Persistence(
+                snapshotTimer: CoreMetrics.Timer(label: Self.snapshotDuration, dimensions: [], factory: factory),
+                snapshotAgeGauge: Meter(label: Self.snapshotAge, dimensions: [], factory: factory),
+                snapshotFailed: Counter(label: Self.snapshotFailures, dimensions: [], factory: factory),
+                restoreGauge: Meter(label: Self.restoreDuration, dimensions: [], factory: factory),
+                fsyncTimer: CoreMetrics.Timer(label: Self.fsyncDuration, dimensions: [], factory: factory),
+                receiptsLive: Meter(label: Self.receiptBytesGauge, dimensions: [("state", "live")], factory: factory),
+                receiptsFile: Meter(label: Self.receiptBytesGauge, dimensions: [("state", "file")], factory: factory),
+                compactions: Counter(label: Self.receiptCompactions, dimensions: [("result", "success")], factory: factory),
+                compactionFailures: Counter(label: Self.receiptCompactions, dimensions: [("result", "failure")], factory: factory))
+            : nil
         keyCapacityMeter = Meter(label: Self.keyCapacityGauge, dimensions: [], factory: factory)
         keysEvictedCounter = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
-        receiptsLive = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "live")], factory: factory)
-        receiptsFile = Meter(label: Self.receiptBytesGauge, dimensions: [("state", "file")], factory: factory)
-        compactions = Counter(label: Self.receiptCompactions, dimensions: [("result", "success")], factory: factory)
-        compactionFailures = Counter(label: Self.receiptCompactions, dimensions: [("result", "failure")], factory: factory)
         issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
             ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
         })
@@ -123,20 +133,20 @@ final class AttestMetrics: Sendable {
         keys.set(k)
         liveChallenges.set(c)
     }
-    func snapshot(seconds: Double) { snapshotTimer.recordNanoseconds(Int64(seconds * 1e9)) }
-    func snapshotFailed(_: String) { snapshotFailed.increment() }
-    func snapshotAge(seconds: Double) { snapshotAgeGauge.set(seconds) }
-    func restored(seconds: Double) { restoreGauge.set(seconds) }
-    func journalFsync(seconds: Double) { fsyncTimer.recordNanoseconds(Int64(seconds * 1e9)) }
+    func snapshot(seconds: Double) { persistence?.snapshotTimer.recordNanoseconds(Int64(seconds * 1e9)) }
+    func snapshotFailed(_: String) { persistence?.snapshotFailed.increment() }
+    func snapshotAge(seconds: Double) { persistence?.snapshotAgeGauge.set(seconds) }
+    func restored(seconds: Double) { persistence?.restoreGauge.set(seconds) }
+    func journalFsync(seconds: Double) { persistence?.fsyncTimer.recordNanoseconds(Int64(seconds * 1e9)) }
     /// `store.max_keys` as in effect (set at start): `attest_gateway_store_keys` over it is the fill ratio.
     func keyCapacity(_ n: Int) { keyCapacityMeter.set(n) }
     func keysEvicted(_ n: Int) { if n > 0 { keysEvictedCounter.increment(by: Int64(n)) } }
     /// The receipts file's size and the part of it keys point to (memory store with a data directory).
     func receiptBytes(live: Int, file: Int) {
-        receiptsLive.set(live)
-        receiptsFile.set(file)
+        persistence?.receiptsLive.set(live)
+        persistence?.receiptsFile.set(file)
     }
-    func receiptsCompacted(success: Bool) { (success ? compactions : compactionFailures).increment() }
+    func receiptsCompacted(success: Bool) { if let p = persistence { (success ? p.compactions : p.compactionFailures).increment() } }
     /// A failed system call on a file of the data directory; `file` and `errno` are bounded labels
     /// (journal|receipts|snapshot|marker|directory|probe|lock, the symbolic errno name).
     func storeWriteError(file: String, errno: String) {
@@ -146,6 +156,63 @@ final class AttestMetrics: Sendable {
     func journalCorruptRecords(_ n: Int) {
         let c = counter(Self.journalCorruptRecords, [])
         if n > 0 { c.increment(by: Int64(n)) }
+    }
+
+    /// The errno names whose write-error series exist from the start (for every `file`): those the
+    /// operations guide and the alert act on. Others appear when they first happen.
+    static let writeErrorNames = ["ENOSPC", "EDQUOT", "EIO"]
+
+    /// Refusal reasons a protected route counts (docs/client-contract.md, "Error codes").
+    static let routeReasons: [GateError] = [
+        .assertionMissing, .malformed, .keyUnknown, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed,
+        .bundleVersionTooOld, .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed,
+        .challengeWrongPurpose, .challengeWrongKey, .challengeNotBound, .appIDMismatch, .badSignature, .counterReplay,
+        .storeUnavailable,
+    ]
+
+    /// Refusal reasons of the register endpoint: the request, the challenge, Apple's attestation
+    /// algorithm, the app policy and the store.
+    static let registrationReasons: [GateError] = [
+        .malformed, .badJSON, .missingField, .challengeUnknown, .challengeExpired, .challengeConsumed, .challengeWrongPurpose,
+        .challengeWrongKey, .unsupportedFormat, .chainUntrusted, .certificateExpired, .certificateNotYetValid, .nonceMismatch,
+        .keyIDMismatch, .publicKeyMismatch, .appIDMismatch, .counterNotZero, .environmentMismatch, .credentialIDMismatch,
+        .invalidPublicKey, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
+        .storeUnavailable, .receiptTooLarge, .keyAppConflict, .reregistrationLimited, .keyCapacity,
+    ]
+
+    /// The series alerts read exist at 0 from the start (an `increase()` sees the first event): per
+    /// protected route its verdicts by mode and reason, registrations by result and reason, and
+    /// with a data directory the write errors and damaged-record counts. Called again on reload
+    /// (new routes); series of removed routes stay.
+    func declare(routes: [GatewayRuntime.CompiledRoute]) {
+        for r in routes where r.assertion.mode != .off {
+            var modes: [(mode: String, refused: String)] = []
+            if r.assertion.mode == .enforce { modes.append(("enforce", "refused")) }
+            if r.assertion.mode == .shadow || r.assertion.rollout.basisPoints < 10_000 { modes.append(("shadow", "would_refuse")) }
+            for (mode, refused) in modes {
+                verdictCounter(route: r.name, mode: mode, verdict: "accepted", reason: "ok")
+                for reason in Self.routeReasons { verdictCounter(route: r.name, mode: mode, verdict: refused, reason: reason.code) }
+            }
+            if r.assertion.mode == .enforce, r.assertion.onStoreError == .failOpen {
+                verdictCounter(route: r.name, mode: "enforce", verdict: "fail_open", reason: GateError.storeUnavailable.code)
+            }
+        }
+        _ = counter(Self.registrations, [("result", "registered"), ("reason", "new_key")])
+        _ = counter(Self.registrations, [("result", "registered"), ("reason", "existing_key")])
+        for reason in Self.registrationReasons { _ = counter(Self.registrations, [("result", "refused"), ("reason", reason.code)]) }
+        guard persistence != nil else { return }
+        journalCorruptRecords(0)
+        for file in StoreWriteFailure.File.allCases {
+            for name in Self.writeErrorNames { _ = counter(Self.storeWriteErrors, [("file", file.rawValue), ("errno", name)]) }
+        }
+    }
+
+    /// The verdict series (the same one `AttestLoopMetrics` counts into: same labels, same order).
+    @discardableResult
+    func verdictCounter(route: String, mode: String, verdict: String, reason: String) -> Counter {
+        Counter(
+            label: Self.verdicts, dimensions: [("route", route), ("mode", mode), ("verdict", verdict), ("reason", reason)],
+            factory: factory)
     }
 }
 
@@ -163,9 +230,7 @@ final class AttestLoopMetrics {
     func verdict(route: String, mode: String, verdict: String, reason: String) {
         let key = VerdictKey(route: route, mode: mode, verdict: verdict, reason: reason)
         if let c = verdicts[key] { return c.increment() }
-        let c = Counter(
-            label: AttestMetrics.verdicts,
-            dimensions: [("route", route), ("mode", mode), ("verdict", verdict), ("reason", reason)], factory: shared.factory)
+        let c = shared.verdictCounter(route: route, mode: mode, verdict: verdict, reason: reason)
         verdicts[key] = c
         c.increment()
     }

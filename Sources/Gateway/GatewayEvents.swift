@@ -1,6 +1,8 @@
 import Foundation
+import GatewayConfig
 import GatewayProxy
 import GatewayWire
+import Synchronization
 
 /// The access log (one JSON line per finished exchange, stdout) and the gateway's event log
 /// (stderr). Shared by all loops; each line is one write(2), so lines never interleave.
@@ -37,8 +39,21 @@ public final class GatewayEvents: Sendable {
         bytes.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
     }
 
-    /// A structured log line for the gateway's own events (start, reload, drain), on stderr.
+    /// The lowest level written (`logging.level`): lines below it are dropped before being built.
+    private static let threshold = Atomic<Int>(LoggingConfig.Level.info.rank)
+
+    /// Sets `logging.level` for every event logged from now on.
+    public static func setLevel(_ level: LoggingConfig.Level) { threshold.store(level.rank, ordering: .relaxed) }
+
+    /// Whether a line of `level` (debug, info, warning, error) is written at the current level.
+    public static func logs(_ level: String) -> Bool {
+        (LoggingConfig.Level(rawValue: level)?.rank ?? LoggingConfig.Level.info.rank) >= threshold.load(ordering: .relaxed)
+    }
+
+    /// A structured log line for the gateway's own events (start, reload, drain), on stderr, when
+    /// `level` is at least `logging.level`.
     public static func log(_ level: String, _ message: String, _ fields: [(String, String)] = []) {
+        guard logs(level) else { return }
         var line = JSONObject()
         line.set("ts", Date().formatted(.iso8601))
         line.set("level", level)

@@ -1,4 +1,5 @@
 import CoreMetrics
+import GatewayConfig
 import GatewayProxy
 import Synchronization
 
@@ -91,15 +92,50 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
-    /// One loop's view of one upstream pool (reported once a second per loop); the gauges show the
-    /// sum over loops.
-    func pool(upstream: String, loop: Int, open: Int, idle: Int) {
-        let (openSum, idleSum) = pools.withLock { table -> (Int, Int) in
-            table[upstream, default: [:]][loop] = (open, idle)
-            let all = table[upstream]!.values
-            return (all.reduce(0) { $0 + $1.open }, all.reduce(0) { $0 + $1.idle })
+    /// Why a request to an upstream failed (`upstream_errors_total{reason}`): the exchange error codes.
+    static let upstreamErrorReasons = [
+        "upstream_unavailable", "upstream_connect_timeout", "upstream_busy", "upstream_closed", "upstream_timeout",
+        "upstream_bad_response",
+    ]
+
+    /// The series of the configured routes and upstreams exist from the start, at 0, so that a rate
+    /// or `increase()` over them sees the first event (and alerts on them are not empty): requests
+    /// by route (and the attest endpoints), final status class and each protocol a listener
+    /// serves, and the latency histograms; per upstream (not `demo`) its errors by reason (with
+    /// `upstream_tls` for https) and its pool gauges. Called again on reload (new names); series
+    /// of removed names stay.
+    func declare(_ rt: GatewayRuntime) {
+        var protocols: [String] = []
+        if rt.config.listeners.contains(where: { $0.protocols.contains(.http1) }) { protocols.append("http1") }
+        if rt.config.listeners.contains(where: { $0.protocols.contains(.h2c) }) { protocols.append("h2") }
+        let routes = rt.routes.map(\.name) + ["attest_challenge", "attest_register"]
+        for route in routes {
+            _ = factory.makeRecorder(label: Self.requestDuration, dimensions: [("route", route)], aggregate: true)
+            for protocolName in protocols {
+                for statusClass in ["2xx", "3xx", "4xx", "5xx"] {
+                    _ = Counter(
+                        label: Self.requestsTotal,
+                        dimensions: [("route", route), ("status_class", statusClass), ("protocol", protocolName)], factory: factory)
+                }
+            }
         }
-        let gauges = poolGauges.withLock { cache in
+        for u in rt.config.upstreams {
+            guard case .url(let url) = u.target else { continue }
+            let name = u.name
+            _ = factory.makeRecorder(label: Self.upstreamDuration, dimensions: [("upstream", name)], aggregate: true)
+            for reason in Self.upstreamErrorReasons + (url.scheme == .https ? ["upstream_tls"] : []) {
+                _ = Counter(label: Self.upstreamErrorsTotal, dimensions: [("upstream", name), ("reason", reason)], factory: factory)
+            }
+            let gauges = poolGauges(name)
+            if pools.withLock({ $0[name] == nil }) {
+                gauges.busy.set(0)
+                gauges.idle.set(0)
+            }
+        }
+    }
+
+    private func poolGauges(_ upstream: String) -> (busy: Meter, idle: Meter) {
+        poolGauges.withLock { cache in
             if let g = cache[upstream] { return g }
             let g = (
                 busy: Meter(label: Self.poolConnections, dimensions: [("upstream", upstream), ("state", "busy")], factory: factory),
@@ -108,6 +144,17 @@ public final class GatewayMetrics: Sendable {
             cache[upstream] = g
             return g
         }
+    }
+
+    /// One loop's view of one upstream pool (reported once a second per loop); the gauges show the
+    /// sum over loops.
+    func pool(upstream: String, loop: Int, open: Int, idle: Int) {
+        let (openSum, idleSum) = pools.withLock { table -> (Int, Int) in
+            table[upstream, default: [:]][loop] = (open, idle)
+            let all = table[upstream]!.values
+            return (all.reduce(0) { $0 + $1.open }, all.reduce(0) { $0 + $1.idle })
+        }
+        let gauges = poolGauges(upstream)
         gauges.busy.set(openSum - idleSum)
         gauges.idle.set(idleSum)
     }

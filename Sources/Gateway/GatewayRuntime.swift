@@ -23,6 +23,20 @@ public final class GatewayRuntime: Sendable {
 
     public struct CompileError: Error, CustomStringConvertible {
         public let description: String
+        /// The problem at the value it is about (`file:line:column`), when it is about one.
+        public let diagnostic: ConfigDiagnostic?
+
+        public init(description: String) {
+            self.description = description
+            diagnostic = nil
+        }
+
+        /// `message` about the value at `path` of `config` (docs/configuration.md paths: `upstreams[0].url`).
+        init(_ config: GatewayConfig, at path: String, _ message: String) {
+            let d = config.sourceMap.diagnostic(at: path, message)
+            description = d.description
+            diagnostic = d
+        }
     }
 
     public let config: GatewayConfig
@@ -99,7 +113,8 @@ public final class GatewayRuntime: Sendable {
             do {
                 listenerTLS[l.name] = try TLSServerContext(configuration: Self.serverConfiguration(l, tls), ticketKeys: keys)
             } catch {
-                throw CompileError(description: "listener \(l.name): tls: \(error.message)")
+                let i = config.listeners.firstIndex { $0.name == l.name } ?? 0
+                throw CompileError(config, at: "listeners[\(i)].tls", "listeners[\(i)].tls (listener \(l.name)): \(error.message)")
             }
         }
         self.listenerTLS = listenerTLS
@@ -134,7 +149,9 @@ public final class GatewayRuntime: Sendable {
                         do {
                             client = try TLSClientContext(configuration: Self.clientConfiguration(t))
                         } catch {
-                            throw CompileError(description: "upstream \(u.name): tls: \(error.message)")
+                            let i = config.upstreams.firstIndex { $0.name == u.name } ?? 0
+                            throw CompileError(
+                                config, at: "upstreams[\(i)].tls", "upstreams[\(i)].tls (upstream \(u.name)): \(error.message)")
                         }
                     }
                 }
@@ -142,7 +159,8 @@ public final class GatewayRuntime: Sendable {
                 do {
                     address = try SocketAddress.resolve(host: url.host, port: url.port)
                 } catch {
-                    throw CompileError(description: "upstream \(u.name): \(error)")
+                    let i = config.upstreams.firstIndex { $0.name == u.name } ?? 0
+                    throw CompileError(config, at: "upstreams[\(i)].url", "upstreams[\(i)].url (upstream \(u.name)): \(error)")
                 }
                 targets[u.name] = GatewayProxy.UpstreamTarget(
                     name: u.name, address: address,
@@ -180,11 +198,13 @@ public final class GatewayRuntime: Sendable {
         guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)
         challengePath = config.attest.challengePath
         registerPath = config.attest.registerPath
-        let roots: [X509Certificate]
-        do {
-            roots = try X509Certificate.loadPEMFiles(config.trust.extraRoots)
-        } catch {
-            throw CompileError(description: "trust.extra_roots: \(error)")
+        var roots: [X509Certificate] = []
+        for (i, path) in config.trust.extraRoots.enumerated() {
+            do {
+                roots += try X509Certificate.loadPEMFiles([path])
+            } catch {
+                throw CompileError(config, at: "trust.extra_roots[\(i)]", "trust.extra_roots[\(i)] \(error)")
+            }
         }
         extraRootSubjects = roots.map(\.subject)
         do {
@@ -192,18 +212,22 @@ public final class GatewayRuntime: Sendable {
                 apps: config.apps, extraRoots: roots, challengeTTLMillis: config.attest.challengeTTL.millis,
                 maxReceiptBytes: config.limits.maxReceipt)
         } catch {
-            throw CompileError(description: error.description)
+            throw CompileError(config, at: "apps", "apps: \(error.description)")
         }
         do {
             adminAccess = try AdminAccess(config.admin)
         } catch {
-            throw CompileError(description: error.description)
+            throw CompileError(config, at: "admin.token_file", error.description)
         }
         var warnings: [String] = []
         if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {
             warnings.append(
                 "admin.address \(config.admin.address) is not a loopback address and admin.token_file is not set: "
                     + "/explain (client addresses, key ids, why requests were refused) is open to whoever reaches it")
+        }
+        let routed = Set(config.routes.map(\.upstream))
+        for (i, u) in config.upstreams.enumerated() where !routed.contains(u.name) {
+            warnings.append("upstreams[\(i)] \"\(u.name)\" is named by no route: nothing is forwarded to it")
         }
         self.warnings = warnings
         let rates = config.attest.challengeRate

@@ -22,6 +22,7 @@ public final class GatewayServer: @unchecked Sendable {
     let explain: ExplainLog
     private let events: GatewayEvents
     private let metrics: GatewayMetrics
+    private let attestMetrics: AttestMetrics
     private let configPath: String?
     private let state = Mutex<State>(.starting)
     private var signalSources: [any DispatchSourceSignal] = []
@@ -39,12 +40,19 @@ public final class GatewayServer: @unchecked Sendable {
     public init(config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
                 exposition: (@Sendable () -> [UInt8])? = nil) throws
     {
+        GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
+        Self.logRoutes(rt, configPath: configPath)
         self.configPath = configPath
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
-        let attestMetrics = AttestMetrics(factory: metrics.factory)
+        var persistent = false
+        if case .memory(let m) = config.store.backend { persistent = m.dataDirectory != nil }
+        let attestMetrics = AttestMetrics(factory: metrics.factory, persistent: persistent)
+        self.attestMetrics = attestMetrics
+        metrics.declare(rt)
+        attestMetrics.declare(routes: rt.routes)
         explain = ExplainLog()
         Socket.ignoreSIGPIPE()
         loops = (0..<rt.workers).map { EventLoop(index: $0) }
@@ -115,6 +123,22 @@ public final class GatewayServer: @unchecked Sendable {
             }
             t.resume()
             ticketRotations[l.name] = (tls.ticketRotation, t)
+        }
+    }
+
+    /// At `logging.level: debug`: the configuration read and each route as compiled, in match order.
+    private static func logRoutes(_ rt: GatewayRuntime, configPath: String?) {
+        guard GatewayEvents.logs("debug") else { return }
+        let c = rt.config
+        GatewayEvents.log("debug", "configuration loaded", [
+            ("file", configPath ?? "-"), ("listeners", String(c.listeners.count)), ("upstreams", String(c.upstreams.count)),
+            ("routes", String(c.routes.count)), ("workers", String(rt.workers)),
+        ])
+        for r in rt.routes {
+            GatewayEvents.log("debug", "route", [
+                ("route", r.name), ("order", String(r.index)), ("upstream", r.upstream), ("assertion", r.assertion.mode.rawValue),
+                ("max_body", String(r.maxBody)),
+            ])
         }
     }
 
@@ -203,6 +227,8 @@ public final class GatewayServer: @unchecked Sendable {
             return
         }
         runtime = next
+        metrics.declare(next)
+        attestMetrics.declare(routes: next.routes)
         // New TLS handshakes use the certificates just read; open connections keep their sessions.
         for (name, server) in servers {
             if let context = next.listenerTLS[name], server.tls != nil { server.replaceTLSContext(context) }

@@ -24,6 +24,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public let attest: AttestConfig
     public let store: StoreConfig
     public let logging: LoggingConfig
+    /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
+    public let sourceMap: SourceMap
 
     init(
         workers: Workers,
@@ -36,7 +38,8 @@ public struct GatewayConfig: Sendable, Equatable {
         trust: TrustConfig,
         attest: AttestConfig,
         store: StoreConfig,
-        logging: LoggingConfig
+        logging: LoggingConfig,
+        sourceMap: SourceMap
     ) {
         self.workers = workers
         self.listeners = listeners
@@ -49,6 +52,7 @@ public struct GatewayConfig: Sendable, Equatable {
         self.attest = attest
         self.store = store
         self.logging = logging
+        self.sourceMap = sourceMap
     }
 
     /// The upstream a route names (always present in a loaded config).
@@ -57,8 +61,11 @@ public struct GatewayConfig: Sendable, Equatable {
     }
 
     /// Reads and validates the file at `path`. Diagnostics name the file as `path` was given;
-    /// relative paths inside it are resolved against its directory (made absolute).
-    public static func load(path: String) throws(ConfigError) -> GatewayConfig {
+    /// relative paths inside it are resolved against its directory (made absolute). `${VAR}` in
+    /// values is replaced from `environment` (the process's by default).
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(ConfigError) -> GatewayConfig
+    {
         let url = URL(fileURLWithPath: path)
         let data: Data
         do {
@@ -80,18 +87,22 @@ public struct GatewayConfig: Sendable, Equatable {
             ])
         }
         let baseDirectory = url.deletingLastPathComponent().standardizedFileURL.path
-        return try parse(yaml: yaml, file: path, baseDirectory: baseDirectory)
+        return try parse(yaml: yaml, file: path, baseDirectory: baseDirectory, environment: environment)
     }
 
     /// Validates YAML text. `file` is only used in diagnostics; `baseDirectory` is where relative file
-    /// paths (PEM files, `data_dir`) are resolved from. No I/O.
-    public static func parse(yaml: String, file: String = "gateway.yaml", baseDirectory: String) throws(ConfigError)
-        -> GatewayConfig
-    {
+    /// paths (PEM files, `data_dir`) are resolved from; `${VAR}` in values is replaced from
+    /// `environment` (docs/configuration.md, "Environment variables"). No I/O.
+    public static func parse(
+        yaml: String, file: String = "gateway.yaml", baseDirectory: String,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> GatewayConfig {
         let decoder = ConfigDecoder(file: file, baseDirectory: baseDirectory)
         let root: YAMLNode?
         do {
-            root = try YAMLLoader.compose(yaml)
+            let composed = try YAMLLoader.compose(yaml, environment: environment)
+            root = composed.root
+            for problem in composed.problems { decoder.report(problem.message, at: problem.position) }
         } catch {
             decoder.report(error.message, at: error.position)
             throw ConfigError(diagnostics: decoder.sortedDiagnostics)

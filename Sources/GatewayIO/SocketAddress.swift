@@ -6,7 +6,16 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
     var storage: sockaddr_storage
     var length: socklen_t
 
-    public enum ParseError: Error, Equatable, Sendable { case invalid(String) }
+    public enum ParseError: Error, Equatable, Sendable, CustomStringConvertible {
+        case invalid(String)
+
+        /// The message alone (`cannot resolve host "x": Name or service not known`), for people.
+        public var description: String {
+            switch self {
+            case .invalid(let message): message
+            }
+        }
+    }
 
     /// Parses `HOST:PORT`, `[V6]:PORT` or `:PORT` (all interfaces, IPv4). Hosts are numeric or `localhost`.
     public init(_ text: String) throws(ParseError) {
@@ -112,8 +121,10 @@ extension SocketAddress {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_family = AF_UNSPEC
         var res: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &res) == 0, let first = res else {
-            throw .invalid("cannot resolve host \"\(host)\"")
+        let rc = getaddrinfo(host, String(port), &hints, &res)
+        guard rc == 0, let first = res else {
+            let reason = rc == 0 ? "no address" : rc == EAI_SYSTEM ? String(cString: strerror(errno)) : String(cString: gai_strerror(rc))
+            throw .invalid("cannot resolve host \"\(host)\": \(reason)")
         }
         defer { freeaddrinfo(first) }
         var best: UnsafeMutablePointer<addrinfo>? = nil

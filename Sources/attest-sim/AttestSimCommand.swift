@@ -46,8 +46,8 @@ struct GatewayOptions: ParsableArguments {
     @Option(name: .customLong("app-id"), help: "The app id the devices attest for, TEAMID.bundle.id.")
     var appID: String
 
-    @Option(help: "development or production (the attestation's aaguid).")
-    var environment: String = "development"
+    @Option(help: "production or development (the attestation's aaguid); the gateway's apps[].environments must list it (default there: production).")
+    var environment: String = "production"
 
     @Option(help: "The gateway's challenge endpoint.")
     var challengePath: String = GatewayPaths().challenge
@@ -121,11 +121,23 @@ struct CA: ParsableCommand {
     @Option(help: "Organization and common-name prefix of the CA certificates.")
     var name: String = "Attest Gateway TEST"
 
+    @Flag(help: "When DIR already holds a CA, check it and keep it (instead of refusing): a walkthrough can run twice.")
+    var reuse = false
+
     func run() throws {
         guard !name.isEmpty, !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw AttestSimError.usage("--name must be non-empty text without control characters")
         }
         let dir = URL(fileURLWithPath: out)
+        if reuse, FileManager.default.fileExists(atPath: dir.appendingPathComponent(TestCA.rootFile).path) {
+            do {
+                _ = try TestCA.load(from: dir)
+            } catch {
+                throw AttestSimError.file("--reuse: \(error)")
+            }
+            print("kept the CA in \(dir.path) (\(TestCA.rootFile) listed in gateway.yaml under trust.extra_roots)")
+            return
+        }
         let ca: TestCA
         do {
             ca = try TestCA(name: name)
@@ -207,7 +219,7 @@ struct Attack: ParsableCommand {
     @Option(help: "One attack mode, or all.")
     var mode: String = "all"
 
-    @Option(help: "Seconds expired-challenge waits (default: until the challenge's expiresAt plus 1.5 s).")
+    @Option(help: "Seconds expired-challenge waits (default: until the challenge's expiresAt plus 1.5 s, i.e. the gateway's attest.challenge_ttl: 5 minutes unless configured shorter; said before the attacks start).")
     var challengeWait: Double?
 
     @Option(help: "Method of the protected requests.")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Gateway
 
 /// `gatewayd`: the attest-gateway binary. Subcommands are added as the gateway grows; today it holds
 /// the offline verifiers that ops use to inspect an attestation or assertion by hand.
@@ -8,6 +9,7 @@ struct Gatewayd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatewayd",
         abstract: "App Attest gateway: verifies that requests come from a genuine Apple device running the genuine app.",
+        version: BuildInfo.current.text,
         subcommands: [Run.self, Check.self, VerifyAttestation.self, VerifyAssertion.self]
     )
 

@@ -25,6 +25,13 @@ struct Run: ParsableCommand {
             FileHandle.standardError.write(Data("\(error)\n".utf8))
             throw ExitCode(2)
         }
+        // What can be known before starting (names, data_dir) is said at the value it is about.
+        let problems = ConfigPreflight.problems(cfg)
+        guard problems.isEmpty else {
+            FileHandle.standardError.write(Data(("gatewayd: cannot start:\n" + problems.map(\.description).joined(separator: "\n") + "\n").utf8))
+            throw ExitCode(1)
+        }
+        MetricsExposition.prepare()
         // The only place that picks the metrics backend: Prometheus, exposed on the admin /metrics.
         let registry = PrometheusCollectorRegistry()
         var factory = PrometheusMetricsFactory(registry: registry)
@@ -42,7 +49,10 @@ struct Run: ParsableCommand {
         do {
             server = try GatewayServer(
                 config: cfg, configPath: config, metrics: GatewayMetrics(factory: factory),
-                exposition: { registry.emitToBuffer() })
+                exposition: { MetricsExposition.render(registry.emitToBuffer()) })
+        } catch let error as GatewayRuntime.CompileError {
+            FileHandle.standardError.write(Data("gatewayd: cannot start:\n\(error)\n".utf8))
+            throw ExitCode(1)
         } catch {
             FileHandle.standardError.write(Data("gatewayd: cannot start: \(error)\n".utf8))
             throw ExitCode(1)
@@ -60,14 +70,27 @@ struct Check: ParsableCommand {
     var config = "gateway.yaml"
 
     func run() throws {
+        let cfg: GatewayConfig
         do {
-            let cfg = try GatewayConfig.load(path: config)
-            let rt = try GatewayRuntime(cfg, coreCount: ProcessInfo.processInfo.activeProcessorCount)
-            for w in rt.warnings { FileHandle.standardError.write(Data("\(config): warning: \(w)\n".utf8)) }
-            print("\(config): ok (\(cfg.listeners.count) listener(s), \(cfg.upstreams.count) upstream(s), \(cfg.routes.count) route(s))")
+            cfg = try GatewayConfig.load(path: config)
         } catch {
             FileHandle.standardError.write(Data("\(error)\n".utf8))
             throw ExitCode(2)
         }
+        // Then what `run` would do with it: files read, names resolved, data_dir created (and undone).
+        var problems = ConfigPreflight.problems(cfg)
+        var warnings: [String] = []
+        do {
+            warnings = try GatewayRuntime(cfg, coreCount: ProcessInfo.processInfo.activeProcessorCount).warnings
+        } catch {
+            problems.append(error.diagnostic ?? ConfigDiagnostic(file: config, line: 0, column: 0, message: error.description))
+        }
+        guard problems.isEmpty else {
+            let sorted = problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+            FileHandle.standardError.write(Data((sorted.map(\.description).joined(separator: "\n") + "\n").utf8))
+            throw ExitCode(2)
+        }
+        for w in warnings { FileHandle.standardError.write(Data("\(config): warning: \(w)\n".utf8)) }
+        print("\(config): ok (\(cfg.listeners.count) listener(s), \(cfg.upstreams.count) upstream(s), \(cfg.routes.count) route(s))")
     }
 }

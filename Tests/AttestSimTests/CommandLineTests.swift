@@ -21,6 +21,17 @@ struct CommandLineTests {
         #expect(made.status == 0 && made.stdout.contains("root.pem"))
         let again = try sim(["ca", "--out", dir.path])
         #expect(again.status == 2 && again.stderr.contains("refusing to overwrite"))
+        // --reuse keeps a CA that is there (checked) and makes one that is not.
+        let root = try Data(contentsOf: dir.appendingPathComponent("root.pem"))
+        let kept = try sim(["ca", "--out", dir.path, "--reuse"])
+        #expect(kept.status == 0 && kept.stdout.hasPrefix("kept the CA in \(dir.path)"), "\(kept.stderr)")
+        #expect(try Data(contentsOf: dir.appendingPathComponent("root.pem")) == root)
+        let fresh = dir.appendingPathComponent("fresh")
+        #expect(try sim(["ca", "--out", fresh.path, "--reuse"]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: fresh.appendingPathComponent("root.pem").path))
+        try Data("{}".utf8).write(to: fresh.appendingPathComponent("ca.json"))
+        let broken = try sim(["ca", "--out", fresh.path, "--reuse"])
+        #expect(broken.status == 2 && broken.stderr.contains("--reuse: "), "\(broken.stderr)")
         let base = ["--gateway", "http://127.0.0.1:1", "--ca", dir.path, "--app-id", Self.app]
         let cases: [([String], String)] = [
             (["run"] + base + ["--devices", "0"], "--devices must be at least 1"),

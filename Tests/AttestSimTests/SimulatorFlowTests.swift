@@ -245,7 +245,44 @@ struct RunnerTests {
         #expect(!report.passed)
         #expect(report.registrations.counts == ["401 chain_untrusted": 2])
         #expect(report.requestsDone == 0)
-        #expect(report.text.contains("result:        FAIL"))
+        // The two refusals happened; the four requests were never sent, and are not counted as refused.
+        #expect(report.refusedLegitimate == 2)
+        #expect(report.requestsNotSent == 4)
+        #expect(
+            report.text.contains("result:        FAIL: no device could register (401 chain_untrusted ×2); 4 requests not sent\n"),
+            "\(report.text)")
+        #expect(report.text.contains("hint:          the gateway does not trust this CA: list its root.pem in trust.extra_roots"))
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any])
+        #expect(json["refused_legitimate"] as? Int == 2 && json["requests_not_sent"] as? Int == 4)
+        #expect((json["hint"] as? String)?.contains("trust.extra_roots") == true)
+    }
+
+    @Test("attack: how long expired-challenge waits is said before the first attack") func expiryNoteUpFront() throws {
+        let ca = try TestCA()
+        let gw = try FakeGateway(appID: Self.appID, ca: ca, ttl: 1)
+        defer { gw.stop() }
+        let runner = AttackRunner(options: try AttackOptions(endpoint: gw.endpoint, appID: Self.appID, modes: [.replay, .expiredChallenge]), ca: ca)
+        var notes: [(String, Int)] = []
+        var probes = 0
+        runner.onProbe = { _ in probes += 1 }
+        runner.onNote = { notes.append(($0, probes)) }
+        let report = runner.run()
+        #expect(report.passed, "\(report.text)")
+        let first = try #require(notes.first)
+        // ttl 1 s + 1.5 s, less what already passed of the challenge's life (a loaded machine: more).
+        let seconds = first.0.split(separator: " ").dropFirst(4).first.flatMap { Double($0) }
+        #expect(first.0.hasPrefix("expired-challenge will wait about "), "\(first.0)")
+        #expect(seconds.map { $0 > 1.0 && $0 <= 2.5 } == true, "\(first.0)")
+        #expect(first.0.hasSuffix(" s for a challenge to expire (the gateway's attest.challenge_ttl + 1.5 s)"), "\(first.0)")
+        // After the control's register and request (two probes), before any attack.
+        #expect(first.1 == 2)
+        #expect(report.probes.prefix(2).allSatisfy { $0.name == "control" } && report.probes[2].name == "replay")
+        let given = AttackRunner(
+            options: try AttackOptions(endpoint: gw.endpoint, appID: Self.appID, modes: [.expiredChallenge], challengeWait: 0.1), ca: ca)
+        var givenNotes: [String] = []
+        given.onNote = { givenNotes.append($0) }
+        _ = given.run()
+        #expect(givenNotes.first == "expired-challenge will wait 0.1 s (--challenge-wait)")
     }
 
     @Test("attack all: every attack refused with its code, control accepted before and after") func attackAll() throws {

@@ -79,10 +79,11 @@ struct DiagnosticTests {
                 "gateway.yaml:1:10: workers must be \"auto\" or a positive integer, got a list",
                 "gateway.yaml:2:12: listeners must be a list, got a mapping",
                 "gateway.yaml:4:11: upstreams[0].name must be a string, got a list",
+                "gateway.yaml:6:5: upstreams[0].max_connections has no effect on the demo upstream (it answers in process, without a connection); remove it",
                 "gateway.yaml:6:22: upstreams[0].max_connections must be an integer from 1 to 100000, got the quoted string \"64\" (write it without quotes)",
                 "gateway.yaml:8:22: routes[0].match must be a mapping, got \"/\"",
                 "gateway.yaml:9:23: logging.access_log must be true or false, got \"yes\"",
-                "gateway.yaml:9:35: logging.level must be one of \"trace\", \"debug\", \"info\", \"notice\", \"warning\", \"error\" or \"critical\", got an empty value",
+                "gateway.yaml:9:35: logging.level must be one of \"debug\", \"info\", \"warning\" or \"error\", got an empty value",
                 "gateway.yaml:10:8: store must be a mapping, got \"64\"",
             ]
         )
@@ -118,7 +119,7 @@ struct DiagnosticTests {
                   body_timeout: 1.5s
                   drain_timeout: 1h30m
                 attest: {challenge_ttl: 0s}
-                store: {snapshot_interval: 61m}
+                store: {snapshot_interval: 61m, data_dir: d}
                 """
         #expect(
             ConfigFixture.errors(yaml) + ConfigFixture.errors(ConfigFixture.minimal + "\nattest: {challenge_ttl: 2h}")
@@ -334,9 +335,10 @@ struct DiagnosticTests {
         let errors = ConfigFixture.errors(yaml)
         #expect(
             errors == [
-                "gateway.yaml:1:18: logging.level must be one of \"trace\", \"debug\", \"info\", \"notice\", \"warning\", \"error\" or \"critical\", got \"loud\"",
+                "gateway.yaml:1:18: logging.level must be one of \"debug\", \"info\", \"warning\" or \"error\", got \"loud\"",
                 "gateway.yaml:2:10: workers must be \"auto\" or a positive integer, got \"-2\"",
                 "gateway.yaml:4:56: listeners[0].protocols must list at least one entry",
+                "gateway.yaml:6:29: upstreams[0].connect_timeout has no effect on the demo upstream (it answers in process, without a connection); remove it",
                 "gateway.yaml:6:46: upstreams[0].connect_timeout needs a unit, one of ms, s, m or h (e.g. 5s), got \"5\"",
                 "gateway.yaml:8:36: routes[0].match.path_prefix must be a path starting with \"/\", got \"x\"",
                 "gateway.yaml:8:50: routes[0].upstream names \"nope\", which is not an upstream; the only upstream is \"demo\"",

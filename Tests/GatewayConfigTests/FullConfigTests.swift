@@ -32,7 +32,7 @@ struct FullConfigTests {
           - {name: legacy, url: http://Backend.Internal:8081/base, max_connections: 8, connect_timeout: 250ms, response_timeout: 5s, idle_timeout: 1m}
           - name: payments
             url: https://[2001:db8::1]:8443
-            tls: {ca_file: ca.pem, server_name: payments.internal, client_certificate: c.pem, client_key: c.key, verify: false}
+            tls: {ca_file: ca.pem, server_name: payments.internal, client_certificate: c.pem, client_key: c.key, verify: true}
         routes:
           - name: purchase
             match: {methods: [POST, PUT], path_prefix: /api/purchase, host: Shop.Example.com}
@@ -124,7 +124,7 @@ struct FullConfigTests {
                     serverName: "payments.internal",
                     clientCertificate: "/etc/attest-gateway/c.pem",
                     clientKey: "/etc/attest-gateway/c.key",
-                    verify: false
+                    verify: true
                 )
         )
     }

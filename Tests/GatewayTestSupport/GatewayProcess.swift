@@ -17,12 +17,13 @@ public final class GatewayProcess: @unchecked Sendable {
     private var stderrEOF = false
     private var stdoutEOF = false
 
-    public init(config yaml: String, timeout: TimeInterval = 20) throws {
+    /// - Parameter executable: another gatewayd than the one built (a stamped copy).
+    public init(config yaml: String, timeout: TimeInterval = 20, executable: URL = gatewaydBinary) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gw-it-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         configURL = directory.appendingPathComponent("gateway.yaml")
         try yaml.write(to: configURL, atomically: true, encoding: .utf8)
-        process.executableURL = gatewaydBinary
+        process.executableURL = executable
         process.arguments = ["run", "--config", configURL.path]
         process.standardError = stderrPipe
         process.standardOutput = stdoutPipe

@@ -31,7 +31,7 @@ func gatewayConfig(upstream: String, limits: String = "drain_timeout: 5s") -> St
     admin: {address: 127.0.0.1:0}
     limits: {\(limits)}
     upstreams:
-      - {name: up, url: "\(upstream)", response_timeout: 20s}
+      - {name: up, url: "\(upstream)"\(upstream == "demo" ? "" : ", response_timeout: 20s")}
       - {name: demo, url: demo}
     routes:
       - {name: demo, match: {path_prefix: /demo}, upstream: demo}

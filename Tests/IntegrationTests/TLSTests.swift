@@ -452,7 +452,10 @@ struct TLSTests {
         #expect(run.stderr.contains("private key \(pki.path("b.key")) has mode 0644"), "\(run.stderr)")
         let check = try runProcess(gatewaydBinary, ["check", "--config", config], timeout: 20)
         #expect(check.status == 2)
-        #expect(check.stderr.contains("listener secure: tls:") && check.stderr.contains("chmod 600"), "\(check.stderr)")
+        // At the listener's tls value, file:line:column like the decoder's diagnostics.
+        #expect(
+            check.stderr.contains("\(config):4:10: listeners[0].tls (listener secure):") && check.stderr.contains("chmod 600"),
+            "\(check.stderr)")
     }
 
     @Test("SIGHUP with a new certificate: new connections get it, an open keep-alive connection keeps working; a bad one is refused")
@@ -489,7 +492,7 @@ struct TLSTests {
         chmod(pki.path("a.key"), 0o600)
         gw.signal(SIGHUP)
         try waitFor { gw.stderr.contains("reload refused") }
-        #expect(gw.stderr.contains("listener secure: tls:"))
+        #expect(gw.stderr.contains("listeners[0].tls (listener secure):"))
         let still = try TLSTestClient(port: port, serverName: "a.test", caFile: pki.path("ca.pem"))
         #expect(still.peerSubject == "CN=a.test reissued")
         #expect(try still.request("GET", "/still").status == 200)

@@ -27,6 +27,14 @@ extension ConfigDecoder {
         let logging = top["logging"].flatMap { decodeLogging($0, path: "logging") } ?? LoggingConfig()
 
         checkAdmin(admin, against: listeners)
+        if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
+            let at = Self.keyPosition("max_body", in: top["limits"])
+        {
+            report(
+                "limits.max_body has no effect: it is the default of routes without their own max_body, and every route "
+                    + "sets one; remove it",
+                at: at)
+        }
         if let firstAssertion = routes?.firstAssertionMode, apps.isEmpty,
             top.keyPosition("apps") == nil || isEmptyList(top["apps"])
         {
@@ -49,8 +57,18 @@ extension ConfigDecoder {
             trust: trust,
             attest: attest,
             store: store,
-            logging: logging
+            logging: logging,
+            sourceMap: SourceMap(file: file, root: root)
         )
+    }
+
+    /// Where `key` is written in a mapping node (nil when absent or not a mapping); reports nothing.
+    static func keyPosition(_ key: String, in node: YAMLNode?) -> SourcePosition? {
+        guard case .mapping(let pairs, _)? = node else { return nil }
+        for (k, _) in pairs {
+            if case .scalar(let s) = k, s.text == key { return s.position }
+        }
+        return nil
     }
 
     private func isEmptyList(_ node: YAMLNode?) -> Bool {
@@ -198,6 +216,12 @@ extension ConfigDecoder {
             report("\(fields.path("burst")) has no effect with per_client: off; remove it", at: fields.keyPosition("burst") ?? fields.position)
             return nil
         }
+        if perClient == nil, fields["clients"] != nil {
+            report(
+                "\(fields.path("clients")) has no effect with per_client: off (no client is tracked); remove it",
+                at: fields.keyPosition("clients") ?? fields.position)
+            return nil
+        }
         return ClientRateConfig(perClient: perClient, burst: burst, clients: clients ?? ClientRateConfig().clients)
     }
 
@@ -210,8 +234,17 @@ extension ConfigDecoder {
     func decodeLogging(_ node: YAMLNode, path: String) -> LoggingConfig? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.logging) else { return nil }
         var logging = LoggingConfig()
-        if let node = fields["level"], let value = choice(node, fields.path("level"), as: LoggingConfig.Level.self) {
-            logging.level = value
+        if let node = fields["level"] {
+            // swift-log's other level names read as a near miss: the event log writes these four only.
+            if case .scalar(let s) = node, ["trace", "notice", "critical"].contains(s.text) {
+                let closest = ["trace": "debug", "notice": "info", "critical": "error"][s.text] ?? "info"
+                report(
+                    "\(fields.path("level")) must be one of \(Self.list(LoggingConfig.Level.allCases.map(\.rawValue))), "
+                        + "got \(quoted(s.text)): the event log has no such level (did you mean \(quoted(closest))?)",
+                    at: s.position)
+            } else if let value = choice(node, fields.path("level"), as: LoggingConfig.Level.self) {
+                logging.level = value
+            }
         }
         if let node = fields["access_log"], let value = bool(node, fields.path("access_log")) {
             logging.accessLog = value

@@ -162,7 +162,13 @@ extension ConfigDecoder {
             let certificate = required("certificate", in: fields).flatMap { filePath($0, fields.path("certificate")) }
             let key = required("private_key", in: fields).flatMap { filePath($0, fields.path("private_key")) }
             var names: [String] = []
-            if let namesNode = fields["server_names"] {
+            if items.count == 1, let at = fields.keyPosition("server_names") {
+                report(
+                    "\(fields.path("server_names")) has no effect with a single certificate (it is served for every name); "
+                        + "remove it, or add the other certificates",
+                    at: at)
+                valid = false
+            } else if let namesNode = fields["server_names"] {
                 let namesPath = fields.path("server_names")
                 if let nameItems = list(namesNode, namesPath, nonEmpty: true) {
                     for (nameIndex, nameNode) in nameItems.enumerated() {

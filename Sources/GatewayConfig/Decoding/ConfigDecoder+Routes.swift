@@ -2,6 +2,8 @@ struct DecodedRoutes {
     var configs: [RouteConfig] = []
     /// The first route that verifies assertions (mode enforce or shadow), which needs `apps`.
     var firstAssertionMode: (path: String, mode: AssertionPolicy.Mode, position: SourcePosition)?
+    /// Every route has its own `max_body` (then `limits.max_body`, their default, applies to none).
+    var everyRouteSetsMaxBody = true
 }
 
 /// `routes`: at least one, unique names, each naming an existing upstream.
@@ -23,6 +25,7 @@ extension ConfigDecoder {
                 decodeUpstreamReference($0, fields.path("upstream"), upstreamNames)
             }
             let maxBodyNode = fields["max_body"]
+            if fields.keyPosition("max_body") == nil { decoded.everyRouteSetsMaxBody = false }
             let maxBody = maxBodyNode.flatMap { size($0, fields.path("max_body"), minimum: 0) }
             var assertion: AssertionPolicy? = .off
             if let assertionNode = fields["assertion"] {
@@ -148,6 +151,29 @@ extension ConfigDecoder {
         fields.read("rollout", into: &policy, \.rollout, valid: &valid) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
         fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
         fields.read("client_data", into: &policy, \.clientData, valid: &valid) { choice($0, $1, as: AssertionPolicy.ClientData.self) }
+        // Strict, nothing ignored: a key that cannot change what this mode does is an error.
+        if let mode {
+            let inert: [(key: String, why: String)] =
+                switch mode {
+                case .off:
+                    ["bind", "challenge", "rollout", "on_store_error", "client_data"].map {
+                        ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
+                    }
+                case .shadow:
+                    [
+                        ("rollout", "only applies to mode: enforce (it picks the share of keys enforced; shadow verifies every "
+                            + "key and forwards anyway); remove it, or set mode: enforce"),
+                        ("on_store_error", "only applies to mode: enforce (shadow forwards when the store cannot answer "
+                            + "anyway); remove it, or set mode: enforce"),
+                    ]
+                case .enforce: []
+                }
+            for (key, why) in inert {
+                guard let at = fields.keyPosition(key) else { continue }
+                report("\(fields.path(key)) \(why)", at: at)
+                valid = false
+            }
+        }
         if policy.bind == .body, let clientDataNode = fields["client_data"] {
             report(
                 "\(fields.path("client_data")) only applies to bind: request (with bind: body the client data is the body "

@@ -3,6 +3,7 @@
 extension ConfigDecoder {
     /// A non-null scalar (plain or quoted), or nil after reporting `PATH must be EXPECTED, got …`.
     func scalar(_ node: YAMLNode, _ path: String, expected: String) -> YAMLScalar? {
+        if case .scalar(let scalar) = node, scalar.unresolved { return nil }  // its ${VAR} is reported already
         guard case .scalar(let scalar) = node, !scalar.isNull else {
             report("\(path) must be \(expected), got \(node.summary)", at: node.position)
             return nil

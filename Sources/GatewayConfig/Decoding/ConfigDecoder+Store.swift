@@ -86,6 +86,13 @@ extension ConfigDecoder {
             } else {
                 valid = false
             }
+            if fields.keyPosition("data_dir") == nil {
+                report(
+                    "\(fields.path("snapshot_interval")) has no effect without \(fields.path("data_dir")) (nothing is written to "
+                        + "disk); add data_dir, or remove it",
+                    at: fields.keyPosition("snapshot_interval") ?? node.position)
+                valid = false
+            }
         }
         let budget = StoreConfig.Memory.challengeBudgetRange
         fields.read("max_anonymous_challenges", into: &memory, \.maxAnonymousChallenges, valid: &valid) { int($0, $1, in: budget) }

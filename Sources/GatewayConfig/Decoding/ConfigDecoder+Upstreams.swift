@@ -41,6 +41,16 @@ extension ConfigDecoder {
         fields.read("connect_timeout", into: &upstream, \.connectTimeout, valid: &valid) { duration($0, $1) }
         fields.read("response_timeout", into: &upstream, \.responseTimeout, valid: &valid) { duration($0, $1) }
         fields.read("idle_timeout", into: &upstream, \.idleTimeout, valid: &valid) { duration($0, $1) }
+        if target == .demo {
+            // The demo application answers in process: no connection, so no pool or timeout applies.
+            for key in ["max_connections", "connect_timeout", "response_timeout", "idle_timeout"] {
+                guard let at = fields.keyPosition(key) else { continue }
+                report(
+                    "\(fields.path(key)) has no effect on the demo upstream (it answers in process, without a connection); remove it",
+                    at: at)
+                valid = false
+            }
+        }
 
         let isHTTPS: Bool
         if case .url(let url) = target, url.scheme == .https { isHTTPS = true } else { isHTTPS = false }
@@ -72,6 +82,10 @@ extension ConfigDecoder {
         tls.clientCertificate = fields.optional("client_certificate", valid: &valid) { filePath($0, $1) }
         tls.clientKey = fields.optional("client_key", valid: &valid) { filePath($0, $1) }
         tls.verify = fields.optional("verify", valid: &valid) { bool($0, $1) } ?? true
+        if !tls.verify, let at = fields.keyPosition("ca_file") {
+            report("\(fields.path("ca_file")) has no effect with verify: false (no certificate is checked); remove one of them", at: at)
+            valid = false
+        }
         if (fields["client_certificate"] == nil) != (fields["client_key"] == nil) {
             let missing = fields["client_key"] == nil ? "client_key" : "client_certificate"
             let present = missing == "client_key" ? "client_certificate" : "client_key"

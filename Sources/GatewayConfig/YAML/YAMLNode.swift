@@ -30,6 +30,8 @@ struct YAMLScalar {
     /// Plain (unquoted, untagged) scalars are the only ones that can be numbers, booleans or null.
     let isPlain: Bool
     let position: SourcePosition
+    /// A `${VAR}` in it could not be replaced (reported already): decoding skips the value quietly.
+    var unresolved = false
 
     /// A plain `~`, `null` or nothing at all (`key:` with no value).
     var isNull: Bool {

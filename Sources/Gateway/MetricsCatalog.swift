@@ -1,0 +1,134 @@
+/// Every metric family gatewayd exports: its type, labels, help text and when it is present. The
+/// `# HELP` lines of `/metrics` come from here (swift-metrics has no help text), and docs/metrics.md
+/// lists the same families (a test holds the three together: this, the document, a fresh `/metrics`).
+/// A family added to the code is added here and to docs/metrics.md.
+public enum MetricsCatalog {
+    public struct Family: Sendable {
+        public let name: String
+        /// `counter`, `gauge` or `histogram`, as `# TYPE` says.
+        public let type: String
+        public let labels: [String]
+        public let presence: Presence
+        public let help: String
+    }
+
+    /// When a family is on `/metrics` (docs/metrics.md's "present" column).
+    public enum Presence: String, Sendable, CaseIterable {
+        /// From the start, whatever the configuration.
+        case always
+        /// With an upstream other than `demo` (a url): its latency, errors and pool.
+        case upstream
+        /// With `store: {kind: memory, data_dir: …}`: the data directory's snapshots and journal.
+        case dataDir = "data_dir"
+        /// With `store: {kind: redis}`.
+        case redis
+        /// With a TLS listener, from its first handshake (or failed handshake).
+        case tls
+        /// With an https upstream, from its first failed handshake.
+        case upstreamTLS = "https upstream"
+        /// With a listener serving HTTP/2, from the first stream reset or GOAWAY.
+        case http2
+    }
+
+    public static let families: [Family] = [
+        // Build and process.
+        .init(name: "attest_gateway_build_info", type: "gauge", labels: ["version", "commit"], presence: .always,
+              help: "Always 1; the labels say which build runs (gatewayd --version)."),
+        .init(name: "process_cpu_seconds_total", type: "counter", labels: [], presence: .always,
+              help: "Total user and system CPU time spent in seconds."),
+        .init(name: "process_resident_memory_bytes", type: "gauge", labels: [], presence: .always,
+              help: "Resident memory size in bytes."),
+        .init(name: "process_virtual_memory_bytes", type: "gauge", labels: [], presence: .always,
+              help: "Virtual memory size in bytes."),
+        .init(name: "process_open_fds", type: "gauge", labels: [], presence: .always,
+              help: "Number of open file descriptors."),
+        .init(name: "process_max_fds", type: "gauge", labels: [], presence: .always,
+              help: "Maximum number of open file descriptors (RLIMIT_NOFILE)."),
+        .init(name: "process_start_time_seconds", type: "gauge", labels: [], presence: .always,
+              help: "Start time of the process since unix epoch in seconds."),
+
+        // The proxy (GatewayMetrics).
+        .init(name: GatewayMetrics.requestsTotal, type: "counter", labels: ["route", "status_class", "protocol"], presence: .always,
+              help: "Requests answered, by route (attest_challenge, attest_register, - when no route matched), status class and protocol."),
+        .init(name: GatewayMetrics.requestDuration, type: "histogram", labels: ["route"], presence: .always,
+              help: "Request latency in seconds (the whole exchange), by route."),
+        .init(name: GatewayMetrics.upstreamDuration, type: "histogram", labels: ["upstream"], presence: .upstream,
+              help: "Upstream latency in seconds, by upstream."),
+        .init(name: GatewayMetrics.upstreamErrorsTotal, type: "counter", labels: ["upstream", "reason"], presence: .upstream,
+              help: "Requests an upstream failed, by upstream and error code (upstream_unavailable, upstream_timeout, ...)."),
+        .init(name: GatewayMetrics.activeConnectionsName, type: "gauge", labels: [], presence: .always,
+              help: "Downstream connections open now."),
+        .init(name: GatewayMetrics.refusedConnectionsName, type: "counter", labels: [], presence: .always,
+              help: "Connections closed at accept: over limits.max_connections, or accept failed (descriptors)."),
+        .init(name: GatewayMetrics.poolConnections, type: "gauge", labels: ["upstream", "state"], presence: .upstream,
+              help: "Upstream pool connections by state (busy, idle), summed over event loops."),
+        .init(name: GatewayMetrics.configReloads, type: "counter", labels: ["result"], presence: .always,
+              help: "Configuration reloads (SIGHUP) by result (success, failure)."),
+        .init(name: GatewayMetrics.h2StreamsReset, type: "counter", labels: ["reason"], presence: .http2,
+              help: "HTTP/2 streams reset, by who and why (client_<code>, or the gateway's error code)."),
+        .init(name: GatewayMetrics.h2Goaways, type: "counter", labels: ["reason"], presence: .http2,
+              help: "HTTP/2 GOAWAY frames sent or received, by reason."),
+        .init(name: GatewayMetrics.tlsHandshakes, type: "counter", labels: ["listener", "version", "resumed"], presence: .tls,
+              help: "Completed TLS handshakes by listener, protocol version and session resumption."),
+        .init(name: GatewayMetrics.tlsHandshakeFailures, type: "counter", labels: ["listener", "reason"], presence: .tls,
+              help: "Failed TLS handshakes by listener and reason."),
+        .init(name: GatewayMetrics.upstreamTLSFailures, type: "counter", labels: ["upstream", "reason"], presence: .upstreamTLS,
+              help: "Failed TLS handshakes with an https upstream, by upstream and reason."),
+
+        // App Attest (AttestMetrics).
+        .init(name: AttestMetrics.verdicts, type: "counter", labels: ["route", "mode", "verdict", "reason"], presence: .always,
+              help: "Protected requests by route, mode (enforce, shadow), verdict (accepted, refused, would_refuse, fail_open) and reason."),
+        .init(name: AttestMetrics.registrations, type: "counter", labels: ["result", "reason"], presence: .always,
+              help: "Device key registrations by result (registered, refused) and reason."),
+        .init(name: AttestMetrics.challengesIssued, type: "counter", labels: ["purpose"], presence: .always,
+              help: "Challenges issued by purpose (register, assert, any, next)."),
+        .init(name: AttestMetrics.challengesExpired, type: "counter", labels: [], presence: .always,
+              help: "Challenges that expired unused."),
+        .init(name: AttestMetrics.challengesEvicted, type: "counter", labels: ["budget"], presence: .always,
+              help: "Live challenges replaced because their budget was full, by budget (anonymous, key_bound, per_key)."),
+        .init(name: AttestMetrics.rateLimitedTotal, type: "counter", labels: ["limit", "endpoint"], presence: .always,
+              help: "Requests answered 429 by limit (client, registration) and endpoint (challenge, register)."),
+        .init(name: AttestMetrics.storeKeys, type: "gauge", labels: [], presence: .always,
+              help: "Registered device keys in the store."),
+        .init(name: AttestMetrics.storeChallenges, type: "gauge", labels: [], presence: .always,
+              help: "Live (issued, unexpired) challenges in the store."),
+        .init(name: AttestMetrics.keyCapacityGauge, type: "gauge", labels: [], presence: .always,
+              help: "store.max_keys in effect: new keys are refused (key_capacity) once attest_gateway_store_keys reaches it."),
+        .init(name: AttestMetrics.keysEvicted, type: "counter", labels: [], presence: .always,
+              help: "Keys removed because they were idle longer than store.key_idle_ttl."),
+        .init(name: AttestMetrics.receiptBytesGauge, type: "gauge", labels: ["state"], presence: .dataDir,
+              help: "Bytes of the receipts file (state=file) and the part registered keys point to (state=live)."),
+        .init(name: AttestMetrics.receiptCompactions, type: "counter", labels: ["result"], presence: .dataDir,
+              help: "Receipt file compactions by result (success, failure)."),
+        .init(name: AttestMetrics.snapshotDuration, type: "histogram", labels: [], presence: .dataDir,
+              help: "Seconds to write a store snapshot."),
+        .init(name: AttestMetrics.snapshotAge, type: "gauge", labels: [], presence: .dataDir,
+              help: "Seconds since the oldest change not yet in a snapshot (0 when the snapshot covers everything)."),
+        .init(name: AttestMetrics.snapshotFailures, type: "counter", labels: [], presence: .dataDir,
+              help: "Store snapshots that failed."),
+        .init(name: AttestMetrics.restoreDuration, type: "gauge", labels: [], presence: .dataDir,
+              help: "Seconds the store took to restore its state at start."),
+        .init(name: AttestMetrics.fsyncDuration, type: "histogram", labels: [], presence: .dataDir,
+              help: "Seconds per journal fsync."),
+        .init(name: AttestMetrics.storeWriteErrors, type: "counter", labels: ["file", "errno"], presence: .dataDir,
+              help: "Failed system calls on the data directory, by file and errno."),
+        .init(name: AttestMetrics.journalCorruptRecords, type: "counter", labels: [], presence: .dataDir,
+              help: "Journal records the last restore could not use and skipped."),
+
+        // The Redis store (RedisMetrics).
+        .init(name: RedisMetrics.operationDuration, type: "histogram", labels: ["operation"], presence: .redis,
+              help: "Seconds per Redis store operation, by operation."),
+        .init(name: RedisMetrics.operationErrors, type: "counter", labels: ["operation", "error"], presence: .redis,
+              help: "Failed Redis store operations by operation and error."),
+        .init(name: RedisMetrics.connections, type: "gauge", labels: [], presence: .redis,
+              help: "Live connections to Redis."),
+        .init(name: RedisMetrics.connectionEvents, type: "counter", labels: ["event"], presence: .redis,
+              help: "Redis connections made and lost, by event (connected, lost)."),
+        .init(name: RedisMetrics.clusterRedirects, type: "counter", labels: ["kind"], presence: .redis,
+              help: "Redis Cluster redirections and retries by kind (moved, ask, try_again)."),
+    ]
+
+    static let byName: [String: Family] = Dictionary(uniqueKeysWithValues: families.map { ($0.name, $0) })
+
+    public static func family(_ name: String) -> Family? { byName[name] }
+}
