@@ -56,7 +56,7 @@ public final class GatewayServer: @unchecked Sendable {
         admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
         Self.warnAboutExtraRoots(rt)
         Self.logWarnings(rt)
-        let store = try ManagedStore.open(config.store, metrics: attestMetrics)
+        let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
         self.store = store
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
