@@ -53,7 +53,21 @@ public final class GatewayServer: @unchecked Sendable {
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
         let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess)
         self.adminRouter = adminRouter
-        admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
+        let refusedAdminLog = RateLimitedLog(interval: 30)
+        admin = try HTTPServer(
+            address: adminAddress, loops: [loops[0]], limits: DownstreamLimits(),
+            admit: { peer in
+                guard adminRouter.admits(peer) else {
+                    refusedAdminLog.log("admin.allow") { suppressed in
+                        GatewayEvents.log("warning", "admin connection closed: the client is not in admin.allow", [
+                            ("client", peer.host), ("suppressed", String(suppressed)),
+                        ])
+                    }
+                    return false
+                }
+                return true
+            }
+        ) { _ in adminRouter }
         Self.warnAboutExtraRoots(rt)
         Self.logWarnings(rt)
         let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
