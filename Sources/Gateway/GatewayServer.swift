@@ -30,6 +30,8 @@ public final class GatewayServer: @unchecked Sendable {
     private var ticketRotations: [String: (every: Duration, timer: any DispatchSourceTimer)] = [:]
     private let ticketQueue = DispatchQueue(label: "gateway.tls-tickets")
     private let stopped = DispatchSemaphore(value: 0)
+    /// `$NOTIFY_SOCKET` (systemd `Type=notify`): READY, RELOADING and STOPPING are reported there.
+    private let systemd: SystemdNotifier?
 
     enum State { case starting, serving, draining, stopped }
 
@@ -42,6 +44,12 @@ public final class GatewayServer: @unchecked Sendable {
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
         self.configPath = configPath
+        do {
+            systemd = try SystemdNotifier.fromEnvironment()
+        } catch {
+            systemd = nil
+            GatewayEvents.log("warning", "systemd notifications off: \(error)")
+        }
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
         let attestMetrics = AttestMetrics(factory: metrics.factory)
@@ -165,6 +173,12 @@ public final class GatewayServer: @unchecked Sendable {
         if let store { reasons += store.unhealthyReasons } else if reasons.isEmpty { reasons.append("starting") }
         return reasons
     }
+    /// `STATUS=` for systemd: serving, or what keeps `/readyz` at 503.
+    private func statusLine() -> String {
+        let reasons = readinessReasons
+        return reasons.isEmpty ? "serving" : "serving; not ready: " + reasons.joined(separator: "; ")
+    }
+
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
@@ -182,6 +196,7 @@ public final class GatewayServer: @unchecked Sendable {
         var fields: [(String, String)] = addresses.sorted { $0.key < $1.key }.map { ($0.key, $0.value.description) }
         fields.append(("workers", String(loops.count)))
         GatewayEvents.log("info", "serving", fields)
+        systemd?.ready(status: statusLine())
         stopped.wait()
     }
 
@@ -189,6 +204,8 @@ public final class GatewayServer: @unchecked Sendable {
     /// Routes, upstreams and limits of routes change in place; listeners need a restart.
     public func reload() {
         guard let path = configPath else { return }
+        systemd?.reloading()
+        defer { systemd?.ready(status: statusLine()) }
         let next: GatewayRuntime
         do {
             let config = try GatewayConfig.load(path: path)
@@ -244,6 +261,7 @@ public final class GatewayServer: @unchecked Sendable {
             return true
         }
         guard first else { return }
+        systemd?.stopping()
         let deadline = runtime.config.limits.drainTimeout.millis
         GatewayEvents.log("info", "draining", [("deadline_ms", String(deadline))])
         var cut = 0

@@ -17,7 +17,8 @@ public final class GatewayProcess: @unchecked Sendable {
     private var stderrEOF = false
     private var stdoutEOF = false
 
-    public init(config yaml: String, timeout: TimeInterval = 20) throws {
+    /// - Parameter environment: variables added to (or replacing in) the test process's environment.
+    public init(config yaml: String, timeout: TimeInterval = 20, environment: [String: String] = [:]) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gw-it-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         configURL = directory.appendingPathComponent("gateway.yaml")
@@ -27,6 +28,9 @@ public final class GatewayProcess: @unchecked Sendable {
         process.standardError = stderrPipe
         process.standardOutput = stdoutPipe
         process.standardInput = FileHandle.nullDevice
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
             guard let self else { return }
