@@ -355,7 +355,7 @@ struct KubernetesTests {
         #expect(Self.path(pod, "securityContext", "fsGroup") as? Int == Self.path(pod, "securityContext", "runAsGroup") as? Int)
         #expect(!(objects.keys.contains { $0.hasPrefix("Secret/") }), "no Secret with a token is shipped; the operator creates it")
         let deploymentText = try Deploy.text("\(Self.dir)/deployment.yaml")
-        #expect(deploymentText.contains("kubectl create secret generic \(secretName)"), "the manifest says how to create the Secret")
+        #expect(deploymentText.contains("kubectl -n attest-gateway create secret generic \(secretName)"), "the manifest says how to create the Secret")
     }
 
     @Test("Service, PodDisruptionBudget and the Redis NetworkPolicy select the right pods")

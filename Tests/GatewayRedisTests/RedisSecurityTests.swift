@@ -64,15 +64,26 @@ struct RedisSecurityTests {
         #expect(none.lastError.contains("NOAUTH"), "\(none.lastError)")
     }
 
-    /// ACL users (`AUTH user password`), with the default user off.
+    /// The ACL docs/redis.md recommends: the gateway's key prefix, no dangerous commands.
+    static let documentedACL = "~ag:* +@read +@write +@scripting +@connection -@dangerous +select +wait +cluster|slots +asking"
+
+    /// ACL users (`AUTH user password`), with the default user off, limited as docs/redis.md says.
     @Test func aclUser() throws {
-        let redis = try RedisProcess(security: RedisServerSecurity(users: [("gateway", "gw-secret-1")], defaultUserOff: true))
+        let rules = Self.documentedACL.split(separator: " ").map(String.init)
+        let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/redis.md"), encoding: .utf8)
+        #expect(doc.contains("user gateway on >PASSWORD \(Self.documentedACL)"))
+        let redis = try RedisProcess(security: RedisServerSecurity(users: [("gateway", "gw-secret-1")], userRules: rules, defaultUserOff: true))
         defer { redis.stop() }
         let (good, up) = store(port: redis.port, RedisSecurity(username: "gateway", password: Array("gw-secret-1".utf8)))
         defer { good.close() }
         try #require(up, "\(good.lastError)")
         try roundTrip(good, seed: 2)
-        #expect(try redis.cli(["ACL", "WHOAMI"]) == "gateway")
+        var rng = SeededRandom(seed: 22)
+        let record = makeRecord(&rng)
+        let c = try good.issue(.register, key: record.keyID, now: t0)
+        #expect(try good.registerNow(record, challenge: c.token, now: t0) == .registered(existing: false))
+        #expect(try good.commit(record.keyID, counter: 5, challenge: try good.issue(.assert, key: record.keyID, now: t0).token, now: t0) == .committed(previousCounter: 0))
+        #expect(try redis.cli(["FLUSHALL"]).contains("NOPERM"), "the documented ACL keeps dangerous commands out")
 
         for (user, password) in [("gateway", "gw-secret-2"), ("nobody", "gw-secret-1")] {
             let (bad, badUp) = store(port: redis.port, RedisSecurity(username: user, password: Array(password.utf8)), waitMillis: 1_500)

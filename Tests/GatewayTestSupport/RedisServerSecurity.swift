@@ -6,8 +6,10 @@ import Foundation
 public struct RedisServerSecurity: Sendable {
     /// `requirepass`: the `default` user's password.
     public var password: String?
-    /// ACL users with every permission (`user NAME on >PASSWORD ~* &* +@all`).
+    /// ACL users (`user NAME on >PASSWORD RULES…`).
     public var users: [(name: String, password: String)]
+    /// Their permissions. Default: everything (`~* &* +@all`).
+    public var userRules: [String]
     /// Turn the `default` user off (only the ACL users can log in).
     public var defaultUserOff: Bool
     public var tls: TestCertificates?
@@ -15,11 +17,12 @@ public struct RedisServerSecurity: Sendable {
     public var requireClientCertificate: Bool
 
     public init(
-        password: String? = nil, users: [(name: String, password: String)] = [], defaultUserOff: Bool = false,
-        tls: TestCertificates? = nil, requireClientCertificate: Bool = false
+        password: String? = nil, users: [(name: String, password: String)] = [], userRules: [String] = ["~*", "&*", "+@all"],
+        defaultUserOff: Bool = false, tls: TestCertificates? = nil, requireClientCertificate: Bool = false
     ) {
         self.password = password
         self.users = users
+        self.userRules = userRules
         self.defaultUserOff = defaultUserOff
         self.tls = tls
         self.requireClientCertificate = requireClientCertificate
@@ -39,7 +42,7 @@ public struct RedisServerSecurity: Sendable {
             args += ["--requirepass", password]
             if cluster { args += ["--masterauth", password] }
         }
-        for u in users { args += ["--user", u.name, "on", ">" + u.password, "~*", "&*", "+@all"] }
+        for u in users { args += ["--user", u.name, "on", ">" + u.password] + userRules }
         if defaultUserOff { args += ["--user", "default", "off"] }
         return args
     }
