@@ -225,7 +225,8 @@ public final class GatewayServer: @unchecked Sendable {
             {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
-            if config.store != runtime.config.store {
+            // A password rotated in store.password_file is a store change too (the file was just read again).
+            if config.store != runtime.config.store || next.storeSecurity?.password != runtime.storeSecurity?.password {
                 GatewayEvents.log("warning", "store changes take effect after a restart")
             }
         } catch {

@@ -53,13 +53,28 @@ struct RedisAuthTLSTests {
         let url = "rediss://gateway@127.0.0.1:\(redis.port)/0"
 
         // The right credentials: ready, challenges issued through Redis.
+        let goodFile = try Self.passwordFile(Self.password, in: secrets)
         let good = try GatewayProcess(config: Self.config(
-            store: "{kind: redis, url: '\(url)', password_file: \(try Self.passwordFile(Self.password, in: secrets)), tls: {ca_file: \(certs.caCertificate)}}"))
+            store: "{kind: redis, url: '\(url)', password_file: \(goodFile), tls: {ca_file: \(certs.caCertificate)}}"))
         defer { good.stop() }
         #expect(try Self.readyz(good).0 == 200)
         #expect(try Self.challengeStatus(good) == 201)
         #expect(try redis.cli(["DBSIZE"]) != "0", "the challenge is in Redis")
         #expect(good.stderr.contains("\"msg\":\"store connected\""), "\(good.stderr)")
+
+        // A password rotated in the file: a reload says it needs a restart; the running connections stay.
+        let rotated = goodFile + ".new"
+        #expect(FileManager.default.createFile(atPath: rotated, contents: Data("rotated-password\n".utf8)))
+        #expect(chmod(rotated, 0o400) == 0 && rename(rotated, goodFile) == 0)
+        good.signal(SIGHUP)
+        var warned = false
+        for _ in 0..<100 where !warned {
+            warned = good.stderr.contains("store changes take effect after a restart")
+            if !warned { usleep(50_000) }
+        }
+        #expect(warned, "\(good.stderr)")
+        #expect(try Self.readyz(good).0 == 200)
+        #expect(!good.stderr.contains("rotated-password"))
 
         // The password in the url instead (percent-encoded '-' is fine as is): the same.
         let inURL = try GatewayProcess(config: Self.config(
