@@ -68,8 +68,11 @@ let package = Package(
         // Attested keys and one-time challenges: sharded in memory, journal and snapshots on disk. No sockets.
         .target(name: "GatewayStore", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
-        // The same store contract on Redis (hiredis through CGatewayHiredis): connections on their own threads.
-        .target(name: "GatewayRedis", dependencies: ["CGatewayHiredis", "GatewayStore", "GatewayWire", "GatewayCrypto"], swiftSettings: strict),
+        // The same store contract on Redis: connections on their own threads over GatewayIO's blocking
+        // stream (TCP or TLS), replies parsed by hiredis' reader (CGatewayHiredis).
+        .target(
+            name: "GatewayRedis", dependencies: ["CGatewayHiredis", "GatewayIO", "GatewayStore", "GatewayWire", "GatewayCrypto"],
+            swiftSettings: strict),
 
         // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
         .target(

@@ -8,10 +8,15 @@ import Glibc
 /// requires `Authorization: Bearer <token>`. The token is read when a configuration is compiled
 /// (start, reload, `gatewayd check`), kept only as its SHA-256, compared in constant time, and never
 /// logged or printed.
+///
+/// With `allow`, only clients in those networks may connect at all: any other connection is closed
+/// when it is accepted, before a byte is read (`admits`).
 public struct AdminAccess: Sendable {
     /// SHA-256 of the token; nil: no token configured (every path open).
     let tokenDigest: [UInt8]?
     let protectMetrics: Bool
+    /// `admin.allow`; empty: every address may connect.
+    let allow: [IPNetwork]
 
     /// Shorter tokens are refused: a bearer token must not be guessable.
     public static let minimumTokenLength = 16
@@ -24,6 +29,7 @@ public struct AdminAccess: Sendable {
 
     public init(_ config: AdminConfig) throws(LoadError) {
         protectMetrics = config.protectMetrics
+        allow = config.allow
         guard let path = config.tokenFile else {
             tokenDigest = nil
             return
@@ -31,9 +37,17 @@ public struct AdminAccess: Sendable {
         tokenDigest = SHA256.hash(try Self.readToken(path))
     }
 
-    init(token: String?, protectMetrics: Bool = false) {
+    init(token: String?, protectMetrics: Bool = false, allow: [IPNetwork] = []) {
         tokenDigest = token.map { SHA256.hash(Array($0.utf8)) }
         self.protectMetrics = protectMetrics
+        self.allow = allow
+    }
+
+    /// Whether a client at `address` (4 or 16 bytes, network order) may connect: always without
+    /// `allow`, else when one of its networks contains it (an IPv4-mapped IPv6 peer of a dual-stack
+    /// listener is matched as its IPv4 address).
+    func admits(address: some Collection<UInt8>) -> Bool {
+        allow.isEmpty || allow.contains { $0.contains(address) }
     }
 
     /// The token in `path`: one line of visible ASCII (a trailing newline is ignored), at least

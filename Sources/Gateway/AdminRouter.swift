@@ -28,6 +28,12 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
 
     func adopt(_ access: AdminAccess) { self.access.withLock { $0 = access } }
 
+    /// `admin.allow` of the running configuration (replaced by a reload) for a connection's peer.
+    func admits(_ peer: SocketAddress) -> Bool {
+        let access = self.access.withLock { $0 }
+        return peer.withAddressBytes { access.admits(address: $0) }
+    }
+
     static let unauthorized = LocalResponse.json(
         401, "{\"error\":\"unauthorized\"}",
         headers: HTTPFields([("WWW-Authenticate", "Bearer realm=\"attest-gateway admin\""), ("Cache-Control", "no-store")]))

@@ -6,6 +6,7 @@ import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
 import GatewayProxy
+import GatewayRedis
 
 /// A configuration compiled into what the request path reads: matchers, resolved upstream
 /// addresses, limits. Immutable; a reload builds a new one and swaps it in on every loop.
@@ -78,6 +79,9 @@ public final class GatewayRuntime: Sendable {
     /// Who may use the admin listener (`admin.token_file` read now: a missing, empty or
     /// world-readable token file fails the start, the reload and `gatewayd check`).
     public let adminAccess: AdminAccess
+    /// `store.kind: redis`: the password (`password_file` read now) and the TLS context (`store.tls`
+    /// files read now) every Redis connection uses; nil for the memory store.
+    public let storeSecurity: RedisSecurity?
     /// What `gatewayd check` prints and start and reload log as warnings (the configuration is valid).
     public let warnings: [String]
     /// `attest.challenge_rate`: the per-client table (carried over from the previous runtime while
@@ -218,6 +222,15 @@ public final class GatewayRuntime: Sendable {
             adminAccess = try AdminAccess(config.admin)
         } catch {
             throw CompileError(config, at: "admin.token_file", error.description)
+        }
+        if case .redis(let redis) = config.store.backend {
+            do {
+                storeSecurity = try RedisAccess.security(redis)
+            } catch {
+                throw CompileError(description: error.description)
+            }
+        } else {
+            storeSecurity = nil
         }
         var warnings: [String] = []
         if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {

@@ -31,6 +31,8 @@ public final class GatewayServer: @unchecked Sendable {
     private var ticketRotations: [String: (every: Duration, timer: any DispatchSourceTimer)] = [:]
     private let ticketQueue = DispatchQueue(label: "gateway.tls-tickets")
     private let stopped = DispatchSemaphore(value: 0)
+    /// `$NOTIFY_SOCKET` (systemd `Type=notify`): READY, RELOADING and STOPPING are reported there.
+    private let systemd: SystemdNotifier?
 
     enum State { case starting, serving, draining, stopped }
 
@@ -45,6 +47,12 @@ public final class GatewayServer: @unchecked Sendable {
         runtime = rt
         Self.logRoutes(rt, configPath: configPath)
         self.configPath = configPath
+        do {
+            systemd = try SystemdNotifier.fromEnvironment()
+        } catch {
+            systemd = nil
+            GatewayEvents.log("warning", "systemd notifications off: \(error)")
+        }
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
         var persistent = false
@@ -61,10 +69,24 @@ public final class GatewayServer: @unchecked Sendable {
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
         let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess)
         self.adminRouter = adminRouter
-        admin = try HTTPServer(address: adminAddress, loops: [loops[0]], limits: DownstreamLimits()) { _ in adminRouter }
+        let refusedAdminLog = RateLimitedLog(interval: 30)
+        admin = try HTTPServer(
+            address: adminAddress, loops: [loops[0]], limits: DownstreamLimits(),
+            admit: { peer in
+                guard adminRouter.admits(peer) else {
+                    refusedAdminLog.log("admin.allow") { suppressed in
+                        GatewayEvents.log("warning", "admin connection closed: the client is not in admin.allow", [
+                            ("client", peer.host), ("suppressed", String(suppressed)),
+                        ])
+                    }
+                    return false
+                }
+                return true
+            }
+        ) { _ in adminRouter }
         Self.warnAboutExtraRoots(rt)
         Self.logWarnings(rt)
-        let store = try ManagedStore.open(config.store, metrics: attestMetrics)
+        let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
         self.store = store
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
@@ -175,6 +197,12 @@ public final class GatewayServer: @unchecked Sendable {
         if let store { reasons += store.unhealthyReasons } else if reasons.isEmpty { reasons.append("starting") }
         return reasons
     }
+    /// `STATUS=` for systemd: serving, or what keeps `/readyz` at 503.
+    private func statusLine() -> String {
+        let reasons = readinessReasons
+        return reasons.isEmpty ? "serving" : "serving; not ready: " + reasons.joined(separator: "; ")
+    }
+
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
@@ -192,6 +220,7 @@ public final class GatewayServer: @unchecked Sendable {
         var fields: [(String, String)] = addresses.sorted { $0.key < $1.key }.map { ($0.key, $0.value.description) }
         fields.append(("workers", String(loops.count)))
         GatewayEvents.log("info", "serving", fields)
+        systemd?.ready(status: statusLine())
         stopped.wait()
     }
 
@@ -199,6 +228,8 @@ public final class GatewayServer: @unchecked Sendable {
     /// Routes, upstreams and limits of routes change in place; listeners need a restart.
     public func reload() {
         guard let path = configPath else { return }
+        systemd?.reloading()
+        defer { systemd?.ready(status: statusLine()) }
         let next: GatewayRuntime
         do {
             let config = try GatewayConfig.load(path: path)
@@ -218,7 +249,8 @@ public final class GatewayServer: @unchecked Sendable {
             {
                 GatewayEvents.log("warning", "listener changes take effect after a restart")
             }
-            if config.store != runtime.config.store {
+            // A password rotated in store.password_file is a store change too (the file was just read again).
+            if config.store != runtime.config.store || next.storeSecurity?.password != runtime.storeSecurity?.password {
                 GatewayEvents.log("warning", "store changes take effect after a restart")
             }
         } catch {
@@ -256,6 +288,7 @@ public final class GatewayServer: @unchecked Sendable {
             return true
         }
         guard first else { return }
+        systemd?.stopping()
         let deadline = runtime.config.limits.drainTimeout.millis
         GatewayEvents.log("info", "draining", [("deadline_ms", String(deadline))])
         var cut = 0

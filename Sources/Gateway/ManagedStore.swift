@@ -57,7 +57,7 @@ final class ManagedStore: @unchecked Sendable {
     /// Why the store is not healthy (for `/readyz`), empty when it is.
     var unhealthyReasons: [String] {
         if let redis {
-            return redis.isHealthy ? [] : ["store: Redis unreachable: \(redis.lastError)"]
+            return redis.isHealthy ? [] : ["store: Redis \(Self.phrase(redis.lastFailureKind)): \(redis.lastError)"]
         }
         return memory?.writeFailure.map { ["store: \($0)"] } ?? []
     }
@@ -76,13 +76,24 @@ final class ManagedStore: @unchecked Sendable {
             reregistrationWindowMillis: k.reregistrationWindow.millis, keyIdleTTLMillis: k.idleTTL?.millis)
     }
 
-    static func open(_ config: StoreConfig, metrics: AttestMetrics) throws -> ManagedStore {
+    /// What went wrong with Redis, for `/readyz` reasons and the start-up log.
+    static func phrase(_ kind: RedisFailureKind) -> String {
+        switch kind {
+        case .unreachable: "unreachable"
+        case .tls: "TLS failed"
+        case .authentication: "authentication failed"
+        case .refused: "refused a setup command"
+        }
+    }
+
+    /// - Parameter security: the compiled credentials and TLS of a Redis store (`GatewayRuntime.storeSecurity`).
+    static func open(_ config: StoreConfig, security: RedisSecurity?, metrics: AttestMetrics) throws -> ManagedStore {
         let keyLimits = keyLimits(config)
         metrics.keyCapacity(keyLimits.maxKeys)
         let m: StoreConfig.Memory
         switch config.backend {
         case .memory(let memoryConfig): m = memoryConfig
-        case .redis(let r): return openRedis(r, limits: keyLimits, metrics: metrics)
+        case .redis(let r): return openRedis(r, security: security ?? RedisSecurity(), limits: keyLimits, metrics: metrics)
         }
         let started = Date()
         let last = LastSnapshot()
@@ -143,9 +154,14 @@ final class ManagedStore: @unchecked Sendable {
     /// Starts the connections and waits up to the command timeout (at least 1 s) for the first
     /// one; a Redis that is down at start is not fatal: the gateway starts not ready, answers 503
     /// `store_unavailable` (or fails open where the route says so) and connects when Redis returns.
-    private static func openRedis(_ r: StoreConfig.Redis, limits: KeyLimits, metrics: AttestMetrics) -> ManagedStore {
-        let endpoint = RedisEndpoint(host: r.url.host, port: r.url.port, database: r.url.database, timeoutMillis: r.timeout.millis)
-        let seeds = r.seeds.map { RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis) }
+    private static func openRedis(
+        _ r: StoreConfig.Redis, security: RedisSecurity, limits: KeyLimits, metrics: AttestMetrics
+    ) -> ManagedStore {
+        let endpoint = RedisEndpoint(
+            host: r.url.host, port: r.url.port, database: r.url.database, timeoutMillis: r.timeout.millis, security: security)
+        let seeds = r.seeds.map {
+            RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis, security: security)
+        }
         let store = RedisAttestStore(
             options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds, limits: limits),
             observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
@@ -163,7 +179,18 @@ final class ManagedStore: @unchecked Sendable {
                 ])
             }
         } else {
-            GatewayEvents.log("error", "store unreachable: not ready until Redis answers; protected routes answer 503 store_unavailable or fail open", [
+            let what: String
+            switch store.lastFailureKind {
+            case .authentication:
+                what = "store: Redis refused the credentials (store.url user and password, or store.password_file): not ready until it accepts them"
+            case .tls:
+                what = "store: the TLS handshake with Redis failed (store.tls: ca_file, server_name, client certificate): not ready until it succeeds"
+            case .refused:
+                what = "store: Redis refused a setup command (SELECT or SCRIPT LOAD; check the ACL user's permissions): not ready until it accepts it"
+            case .unreachable:
+                what = "store unreachable: not ready until Redis answers"
+            }
+            GatewayEvents.log("error", "\(what); protected routes answer 503 store_unavailable or fail open", [
                 ("kind", "redis"), ("url", r.url.description), ("error", store.lastError),
             ])
         }

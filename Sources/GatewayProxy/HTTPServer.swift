@@ -42,16 +42,22 @@ public final class HTTPServer: @unchecked Sendable {
     public var onClose: ((EventLoop) -> Void)?
     /// A connection closed at accept: over the connection limit, or accept itself failed (EMFILE…).
     public var onRefuse: ((EventLoop) -> Void)?
+    /// Whether a client may connect at all (`admin.allow`): asked at accept, before anything is read;
+    /// a refused connection is closed at once and never reaches the router. nil: everyone.
+    private let admit: (@Sendable (SocketAddress) -> Bool)?
 
     /// - Parameters:
     ///   - tls: the listener's TLS context (nil: plain TCP). `scheme` should then be `https`; ALPN
     ///     decides the protocol (the context offers `h2` only when `protocols` has `.h2c`).
+    ///   - admit: asked for every accepted connection's peer before anything else; false closes it.
+    ///     Set here (not later) so that no connection is accepted before it applies.
     ///   - makeRouter: called once per loop, on that loop.
     public init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
                 scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
-                tls: TLSServerContext? = nil,
+                tls: TLSServerContext? = nil, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
                 makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
     {
+        self.admit = admit
         self.loops = loops
         self.address = address
         self.tlsContext = Mutex(tls)
@@ -106,6 +112,10 @@ public final class HTTPServer: @unchecked Sendable {
                           scheme: String)
     {
         let loop = loops[i]
+        if let admit, !admit(peer) {
+            Socket.close(fd)
+            return
+        }
         guard listeners[i] != nil, live.wrappingAdd(1, ordering: .relaxed).newValue <= maxConnections else {
             if listeners[i] != nil { live.wrappingSubtract(1, ordering: .relaxed) }
             Socket.close(fd)

@@ -50,7 +50,8 @@ public final class RedisAttestStore: AttestStore {
         /// to the primary serving their slot, with `connections` per primary. Every challenge must be
         /// bound to a key (see `requiresKeyBoundChallenges`). The database must be 0.
         public var cluster: Bool
-        /// More cluster nodes to read the slot map from when `endpoint` does not answer.
+        /// More cluster nodes to read the slot map from when `endpoint` does not answer. Every node
+        /// (these, and those the cluster names) connects with `endpoint.security`.
         public var seeds: [RedisEndpoint]
         /// Key cap and re-registration window (checked in the register script). `keyIdleTTLMillis`
         /// does not apply: keys in Redis are not evicted.
@@ -107,7 +108,9 @@ public final class RedisAttestStore: AttestStore {
                 seeds.append(RedisNodeAddress(host: e.host, port: e.port))
             }
             transport = .cluster(RedisCluster(
-                options: .init(seeds: seeds, timeoutMillis: options.endpoint.timeoutMillis, connectionsPerNode: options.connections),
+                options: .init(
+                    seeds: seeds, timeoutMillis: options.endpoint.timeoutMillis, connectionsPerNode: options.connections,
+                    security: options.endpoint.security),
                 scripts: RedisScripts.all, onStateChange: changed, onRedirect: { kind in observer?.clusterRedirect(kind) }))
         } else {
             transport = .single((0..<options.connections).map { i in
@@ -143,6 +146,14 @@ public final class RedisAttestStore: AttestStore {
         switch transport {
         case .single(let pool): pool.first?.lastErrorText ?? ""
         case .cluster(let c): c.lastError
+        }
+    }
+
+    /// What kind of failure `lastError` is (connect, TLS, authentication, a refused setup command).
+    public var lastFailureKind: RedisFailureKind {
+        switch transport {
+        case .single(let pool): pool.first?.lastFailure.kind ?? .unreachable
+        case .cluster(let c): c.lastFailureKind
         }
     }
 

@@ -124,6 +124,8 @@ final class RedisCluster: @unchecked Sendable {
         var seeds: [RedisNodeAddress]
         var timeoutMillis: Int64
         var connectionsPerNode: Int
+        /// Credentials and TLS for every node: the seeds and those the slot map or a redirection names.
+        var security = RedisSecurity()
     }
 
     /// One primary's connections.
@@ -135,7 +137,8 @@ final class RedisCluster: @unchecked Sendable {
 
         init(address: RedisNodeAddress, options: Options, scripts: [String], onStateChange: @escaping @Sendable (Bool) -> Void) {
             self.address = address
-            let endpoint = RedisEndpoint(host: address.host, port: address.port, database: 0, timeoutMillis: options.timeoutMillis)
+            let endpoint = RedisEndpoint(
+                host: address.host, port: address.port, database: 0, timeoutMillis: options.timeoutMillis, security: options.security)
             connections = (0..<max(1, options.connectionsPerNode)).map { i in
                 RedisConnection(endpoint: endpoint, scripts: scripts, name: "redis-cluster-\(address.port)-\(i)", onStateChange: onStateChange)
             }
@@ -143,6 +146,7 @@ final class RedisCluster: @unchecked Sendable {
 
         var isUp: Bool { connections.contains { $0.isUp } }
         var lastError: String { connections.first?.lastErrorText ?? "" }
+        var lastFailureKind: RedisFailureKind { connections.first?.lastFailure.kind ?? .unreachable }
 
         func submit(_ request: RedisRequest) -> Bool {
             let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
@@ -229,6 +233,18 @@ final class RedisCluster: @unchecked Sendable {
         state.withLock { s in
             guard let map = s.map, !map.nodes.isEmpty else { return false }
             return map.nodes.allSatisfy { s.pools[$0]?.isUp == true }
+        }
+    }
+
+    /// The kind of the first failing node's failure (`unreachable` while no map is known and no seed
+    /// said more).
+    var lastFailureKind: RedisFailureKind {
+        state.withLock { s in
+            let nodes = s.map?.nodes ?? options.seeds
+            for node in nodes {
+                if let pool = s.pools[node], !pool.isUp { return pool.lastFailureKind }
+            }
+            return .unreachable
         }
     }
 

@@ -1,6 +1,8 @@
 import CGatewayHiredis
 import Dispatch
 import Foundation
+import GatewayCrypto
+import GatewayIO
 import GatewayStore
 import Synchronization
 
@@ -66,10 +68,30 @@ public enum RedisValue: Sendable, Equatable {
     }
 }
 
-/// A broken or timed-out connection (hiredis' error text).
+/// Why a connection is down, in the categories an operator acts on (readiness, logs).
+public enum RedisFailureKind: String, Sendable, Equatable {
+    /// Name resolution, TCP connect, a broken or silent connection.
+    case unreachable
+    /// The TLS handshake (e.g. the server's certificate does not verify) or a TLS record failed.
+    case tls
+    /// The server refused the credentials (`WRONGPASS`), or wants some (`NOAUTH`).
+    case authentication
+    /// The server refused a setup command (`SELECT`, `SCRIPT LOAD`: e.g. `NOPERM` for an ACL user).
+    case refused
+}
+
+/// A broken or timed-out connection, or a refusal while connecting.
 struct RedisIOError: Error {
+    let kind: RedisFailureKind
     let text: String
-    init(_ text: String) { self.text = text }
+    init(_ text: String, kind: RedisFailureKind = .unreachable) {
+        self.kind = kind
+        self.text = text
+    }
+
+    init(_ failure: BlockingStream.Failure) {
+        self.init(failure.description, kind: failure.kind == .tls ? .tls : .unreachable)
+    }
 }
 
 /// One command: its arguments as bytes (binary-safe).
@@ -87,6 +109,40 @@ struct RedisRequest: Sendable {
     var completion: @Sendable (Result<[RedisValue], StoreError>) -> Void
 }
 
+/// Who connects, and how: the same for every connection of a store (every node of a cluster).
+/// Never printed with its password (`description` and reflection hide it).
+public struct RedisSecurity: Sendable, Equatable, CustomStringConvertible, CustomReflectable {
+    /// The ACL user for `AUTH user password`; nil: `AUTH password` (Redis' `default` user).
+    public var username: String?
+    /// Sent with `AUTH` right after connecting; nil: no `AUTH`.
+    public var password: [UInt8]?
+    /// TLS towards the server (`rediss://`); nil: plain TCP.
+    public var tls: TLSClientContext?
+    /// The name verified in the server's certificate (and sent as SNI); nil: each node's host.
+    public var tlsServerName: String?
+
+    public init(username: String? = nil, password: [UInt8]? = nil, tls: TLSClientContext? = nil, tlsServerName: String? = nil) {
+        self.username = username
+        self.password = password
+        self.tls = tls
+        self.tlsServerName = tlsServerName
+    }
+
+    public static func == (a: RedisSecurity, b: RedisSecurity) -> Bool {
+        a.username == b.username && a.password == b.password && a.tls === b.tls && a.tlsServerName == b.tlsServerName
+    }
+
+    public var description: String {
+        var parts: [String] = []
+        if let username { parts.append("user \(username)") }
+        if password != nil { parts.append("password ***") }
+        if tls != nil { parts.append("tls" + (tlsServerName.map { " (\($0))" } ?? "")) }
+        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+    }
+
+    public var customMirror: Mirror { Mirror(self, children: ["description": description], displayStyle: .struct) }
+}
+
 /// Where to connect and how long a command may take.
 public struct RedisEndpoint: Sendable, Equatable {
     public var host: String
@@ -94,28 +150,43 @@ public struct RedisEndpoint: Sendable, Equatable {
     public var database: Int
     /// Connect timeout and per-command (socket read/write) timeout.
     public var timeoutMillis: Int64
+    /// Credentials and TLS. Default none.
+    public var security: RedisSecurity
 
-    public init(host: String, port: UInt16, database: Int = 0, timeoutMillis: Int64 = 1_000) {
+    public init(host: String, port: UInt16, database: Int = 0, timeoutMillis: Int64 = 1_000, security: RedisSecurity = RedisSecurity()) {
         self.host = host
         self.port = port
         self.database = database
         self.timeoutMillis = max(1, timeoutMillis)
+        self.security = security
     }
 
-    public var description: String { "redis://\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)" }
+    /// `redis://host:port/db` (`rediss://` with TLS); never with credentials.
+    public var description: String {
+        "\(security.tls == nil ? "redis" : "rediss")://\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)"
+    }
 }
 
-/// One blocking hiredis connection driven by its own thread. Requests are queued from any thread;
-/// the thread takes everything queued, writes it in one pipeline and reads the replies in order,
-/// so requests that pile up while a round trip is in flight go out together.
+/// One blocking connection driven by its own thread: a `BlockingStream` (TCP, or TLS through
+/// GatewayCrypto), commands written in RESP, replies parsed by hiredis' reader. Requests are
+/// queued from any thread; the thread takes everything queued, writes it in one pipeline and reads
+/// the replies in order, so requests that pile up while a round trip is in flight go out together.
 ///
-/// While the connection is down, `submit` refuses at once (the caller answers `unavailable`), and
-/// the thread reconnects with back-off (50 ms doubling to 2 s). When idle for a second it sends a
-/// `PING`, so that a dead server is noticed (and readiness drops) without traffic.
+/// After connecting it authenticates (`AUTH [user] password`, when the endpoint has a password),
+/// selects the database and loads the scripts. While the connection is down, `submit` refuses at
+/// once (the caller answers `unavailable`), and the thread reconnects with back-off (50 ms doubling
+/// to 2 s). When idle for a second it sends a `PING`, so that a dead server is noticed (and
+/// readiness drops) without traffic.
 final class RedisConnection: @unchecked Sendable {
     private struct Queue {
         var pending: [RedisRequest] = []
         var closed = false
+    }
+
+    /// Why the connection is (or last was) down.
+    struct Failure {
+        var kind: RedisFailureKind
+        var text: String
     }
 
     let endpoint: RedisEndpoint
@@ -125,10 +196,14 @@ final class RedisConnection: @unchecked Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let exited = DispatchSemaphore(value: 0)
     private let up = Atomic<Bool>(false)
-    private let lastError = Mutex<String>("not connected yet")
+    private let lastError = Mutex(Failure(kind: .unreachable, text: "not connected yet"))
     private let onStateChange: @Sendable (Bool) -> Void
-    /// Touched only by the connection's thread.
-    private var context: UnsafeMutablePointer<redisContext>?
+    /// Touched only by the connection's thread: the stream, hiredis' reply reader, the commands
+    /// written but not yet sent, and the read buffer.
+    private var stream: BlockingStream?
+    private var reader: UnsafeMutablePointer<redisReader>?
+    private var output: [UInt8] = []
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
     private var backoffMillis: Int64 = 0
     private let threadName: String
     static let maxBatch = 512
@@ -136,6 +211,8 @@ final class RedisConnection: @unchecked Sendable {
     private static let serial = Atomic<Int>(0)
     /// Requests queued beyond this are refused (`unavailable`) rather than queued behind a slow Redis.
     static let maxPending = 65_536
+    /// The output buffer is replaced once drained when it grew beyond this (a burst of big scripts).
+    static let outputKeepCapacity = 64 * 1024
 
     init(endpoint: RedisEndpoint, scripts: [String], name: String, onStateChange: @escaping @Sendable (Bool) -> Void) {
         self.endpoint = endpoint
@@ -147,8 +224,14 @@ final class RedisConnection: @unchecked Sendable {
         thread.start()
     }
 
+    deinit {
+        if let reader { redisReaderFree(reader) }
+        readBuffer.deallocate()
+    }
+
     var isUp: Bool { up.load(ordering: .acquiring) }
-    var lastErrorText: String { lastError.withLock { $0 } }
+    var lastErrorText: String { lastError.withLock { $0.text } }
+    var lastFailure: Failure { lastError.withLock { $0 } }
 
     /// Queues `request`; false (and nothing queued) when the connection is down, closed, or has
     /// `maxPending` requests waiting.
@@ -192,7 +275,7 @@ final class RedisConnection: @unchecked Sendable {
                 exited.signal()
                 return
             }
-            if context == nil {
+            if stream == nil {
                 if !batch.isEmpty { fail(batch, "Redis at \(endpoint.description) is unreachable: \(lastErrorText)") }
                 if backoffMillis > 0 { _ = wake.wait(timeout: .now() + .milliseconds(Int(backoffMillis))) }
                 if queue.withLock({ $0.closed }) { continue }
@@ -211,35 +294,56 @@ final class RedisConnection: @unchecked Sendable {
         for r in requests { r.completion(.failure(StoreError(.unavailable, detail))) }
     }
 
-    private var timeout: timeval {
-        timeval(tv_sec: Int(endpoint.timeoutMillis / 1000), tv_usec: Int((endpoint.timeoutMillis % 1000) * 1000))
-    }
-
-    /// Connects, selects the database and loads the scripts. True when the connection is usable.
+    /// Connects (TCP, then TLS), authenticates, selects the database and loads the scripts. True
+    /// when the connection is usable.
     private func connect() -> Bool {
-        guard let c = redisConnectWithTimeout(endpoint.host, Int32(endpoint.port), timeout) else {
-            lastError.withLock { $0 = "cannot allocate a Redis context" }
+        let security = endpoint.security
+        do {
+            stream = try BlockingStream.connect(
+                host: endpoint.host, port: endpoint.port, timeoutMillis: endpoint.timeoutMillis, tls: security.tls,
+                serverName: security.tlsServerName)
+        } catch {
+            let e = RedisIOError(error)
+            lastError.withLock { $0 = Failure(kind: e.kind, text: e.text) }
             return false
         }
-        if c.pointee.err != 0 {
-            let why = Self.errorText(c)
-            redisFree(c)
-            lastError.withLock { $0 = why }
+        if reader == nil { reader = redisReaderCreate() }
+        guard reader != nil else {
+            disconnect(RedisIOError("cannot allocate a Redis reply reader"))
             return false
         }
-        _ = redisSetTimeout(c, timeout)
-        _ = redisEnableKeepAlive(c)
-        context = c
+        if let password = security.password {
+            // The password goes to the server only; no message below repeats the command.
+            var args = [Array("AUTH".utf8)]
+            if let user = security.username { args.append(Array(user.utf8)) }
+            args.append(password)
+            let who = security.username.map { "AUTH as user \"\($0)\"" } ?? "AUTH with the default user's password"
+            switch roundTrip(RedisCommand(args)) {
+            case .failure(let why):
+                disconnect(why)
+                return false
+            case .success(.error(let message)):
+                disconnect(RedisIOError("\(who): \(message)", kind: .authentication))
+                return false
+            case .success:
+                break
+            }
+        }
         var setup: [RedisCommand] = []
         if endpoint.database != 0 { setup.append(RedisCommand("SELECT", String(endpoint.database))) }
         setup += scripts.map { RedisCommand("SCRIPT", "LOAD", $0) }
         for command in setup {
             switch roundTrip(command) {
             case .failure(let why):
-                disconnect(why.text)
+                disconnect(why)
                 return false
             case .success(.error(let message)):
-                disconnect("\(command.args.prefix(2).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")): \(message)")
+                if message.hasPrefix("NOAUTH") {
+                    disconnect(RedisIOError("the server requires a password (\(message))", kind: .authentication))
+                } else {
+                    let words = command.args.prefix(2).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")
+                    disconnect(RedisIOError("\(words): \(message)", kind: message.hasPrefix("WRONGPASS") ? .authentication : .refused))
+                }
                 return false
             case .success:
                 break
@@ -251,70 +355,85 @@ final class RedisConnection: @unchecked Sendable {
         return true
     }
 
-    private func disconnect(_ why: String) {
-        lastError.withLock { $0 = why }
-        if let c = context {
-            redisFree(c)
-            context = nil
+    private func disconnect(_ why: RedisIOError) {
+        lastError.withLock { $0 = Failure(kind: why.kind, text: why.text) }
+        stream?.close()
+        stream = nil
+        output.removeAll(keepingCapacity: false)
+        if let reader {
+            // A fresh reader for the next connection: no half-parsed reply carries over.
+            redisReaderFree(reader)
+            self.reader = nil
         }
         if up.exchange(false, ordering: .acquiringAndReleasing) { onStateChange(false) }
         if backoffMillis == 0 { backoffMillis = 50 }
     }
 
-    private static func errorText(_ c: UnsafeMutablePointer<redisContext>) -> String {
-        let text = withUnsafeBytes(of: c.pointee.errstr) { raw in
-            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-        }
-        return text.isEmpty ? "I/O error \(c.pointee.err)" : text
-    }
+    private func disconnect(_ why: String) { disconnect(RedisIOError(why)) }
 
+    /// Adds `command` to the output in RESP (`*argc`, then `$len` and the bytes of each argument);
+    /// it is sent with the next read. False when not connected.
     private func append(_ command: RedisCommand) -> Bool {
-        guard let c = context else { return false }
-        let argc = command.args.count
-        var lengths = command.args.map { $0.count }
-        let buffers = command.args.map { bytes -> UnsafeMutablePointer<CChar> in
-            let p = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, bytes.count))
-            bytes.withUnsafeBytes { raw in
-                if let base = raw.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: bytes.count) }
-            }
-            return p
-        }
-        defer { for b in buffers { b.deallocate() } }
-        var argv: [UnsafePointer<CChar>?] = buffers.map { UnsafePointer($0) }
-        let status = argv.withUnsafeMutableBufferPointer { av in
-            lengths.withUnsafeMutableBufferPointer { lens in
-                redisAppendCommandArgv(c, Int32(argc), av.baseAddress, lens.baseAddress)
-            }
-        }
-        return status == REDIS_OK
+        guard stream != nil else { return false }
+        RESP.encode(command, into: &output)
+        return true
     }
 
-    /// The next reply, or the connection's error (after which the connection is unusable).
+    /// Sends what `append` queued.
+    private func flush() -> RedisIOError? {
+        guard let stream else { return RedisIOError("not connected") }
+        guard !output.isEmpty else { return nil }
+        do {
+            try stream.write(output)
+        } catch {
+            return RedisIOError(error)
+        }
+        output.removeAll(keepingCapacity: output.capacity <= Self.outputKeepCapacity)
+        return nil
+    }
+
+    /// The next reply (sending what is queued first), or the connection's error (after which the
+    /// connection is unusable).
     private func readReply() -> Result<RedisValue, RedisIOError> {
-        guard let c = context else { return .failure(RedisIOError("not connected")) }
-        var raw: UnsafeMutableRawPointer?
-        guard redisGetReply(c, &raw) == REDIS_OK, let raw else { return .failure(RedisIOError(Self.errorText(c))) }
-        let reply = raw.assumingMemoryBound(to: redisReply.self)
-        defer { freeReplyObject(raw) }
-        return .success(RedisValue(reply))
+        guard let stream, let reader else { return .failure(RedisIOError("not connected")) }
+        if let e = flush() { return .failure(e) }
+        while true {
+            var raw: UnsafeMutableRawPointer?
+            guard redisReaderGetReply(reader, &raw) == REDIS_OK else {
+                let why = withUnsafeBytes(of: reader.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                return .failure(RedisIOError("protocol error: \(why)"))
+            }
+            if let raw {
+                defer { freeReplyObject(raw) }
+                return .success(RedisValue(raw.assumingMemoryBound(to: redisReply.self)))
+            }
+            let n: Int
+            do {
+                n = try stream.read(into: readBuffer)
+            } catch {
+                return .failure(RedisIOError(error))
+            }
+            guard redisReaderFeed(reader, readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), n) == REDIS_OK else {
+                return .failure(RedisIOError("cannot buffer the reply"))
+            }
+        }
     }
 
     private func roundTrip(_ command: RedisCommand) -> Result<RedisValue, RedisIOError> {
-        guard append(command) else { return .failure(RedisIOError(context.map(Self.errorText) ?? "not connected")) }
+        guard append(command) else { return .failure(RedisIOError("not connected")) }
         return readReply()
     }
 
     private func ping() {
-        if case .failure(let why) = roundTrip(RedisCommand("PING")) { disconnect(why.text) }
+        if case .failure(let why) = roundTrip(RedisCommand("PING")) { disconnect(why) }
     }
 
     /// One pipeline: every command of every request written, then the replies read in order.
     private func execute(_ batch: [RedisRequest]) {
         for request in batch {
             for command in request.commands where !append(command) {
-                let why = context.map(Self.errorText) ?? "not connected"
-                disconnect(why)
-                fail(batch, "Redis at \(endpoint.description): \(why)")
+                disconnect("not connected")
+                fail(batch, "Redis at \(endpoint.description): not connected")
                 return
             }
         }
@@ -328,7 +447,7 @@ final class RedisConnection: @unchecked Sendable {
                     replies.append(value)
                 case .failure(let why):
                     // The connection is broken or timed out: nothing after this point has an answer.
-                    disconnect(why.text)
+                    disconnect(why)
                     fail(Array(batch[i...]), "Redis at \(endpoint.description): \(why.text)")
                     return
                 }
@@ -339,7 +458,7 @@ final class RedisConnection: @unchecked Sendable {
         // The server lost its script cache (restart, SCRIPT FLUSH, failover): load and run again.
         for script in scripts {
             if case .failure(let why) = roundTrip(RedisCommand("SCRIPT", "LOAD", script)) {
-                disconnect(why.text)
+                disconnect(why)
                 fail(retry, "Redis at \(endpoint.description): \(why.text)")
                 return
             }
@@ -351,7 +470,7 @@ final class RedisConnection: @unchecked Sendable {
                 case .success(let value):
                     replies.append(value)
                 case .failure(let why):
-                    disconnect(why.text)
+                    disconnect(why)
                     fail(Array(retry[i...]), "Redis at \(endpoint.description): \(why.text)")
                     return
                 }
@@ -363,5 +482,35 @@ final class RedisConnection: @unchecked Sendable {
     private static func isNoScript(_ value: RedisValue) -> Bool {
         if case .error(let message) = value { return message.hasPrefix("NOSCRIPT") }
         return false
+    }
+}
+
+/// The Redis serialization protocol's request form: an array of bulk strings.
+enum RESP {
+    static func encode(_ command: RedisCommand, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "*"))
+        appendDecimal(command.args.count, to: &out)
+        out += crlf
+        for arg in command.args {
+            out.append(UInt8(ascii: "$"))
+            appendDecimal(arg.count, to: &out)
+            out += crlf
+            out += arg
+            out += crlf
+        }
+    }
+
+    private static let crlf: [UInt8] = [0x0d, 0x0a]
+
+    /// The decimal digits of `n` (≥ 0), without building a String.
+    static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
+        var divisor = 1
+        while divisor <= n / 10 { divisor *= 10 }
+        var rest = n
+        while divisor > 0 {
+            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 }

@@ -109,9 +109,9 @@ struct ContainerTests {
     @Test("two stages: the Swift toolchain image builds a release binary, Debian slim runs it")
     func stages() throws {
         let (_, build, runtime) = try Self.load()
-        #expect(build.image.wholeMatch(of: /swift:6\.\d+-bookworm/) != nil, "build image: \(build.image)")
+        #expect(build.image.wholeMatch(of: /swift:6\.\d+\.\d+-bookworm/) != nil, "build image: \(build.image)")
         #expect(build.name == "build")
-        #expect(runtime.image == "debian:bookworm-slim")
+        #expect(runtime.image.wholeMatch(of: /debian:12\.\d+-slim/) != nil, "runtime image: \(runtime.image)")
         let buildRuns = Self.args(build, "RUN").joined(separator: "\n")
         #expect(buildRuns.contains("swift build -c release --static-swift-stdlib --product gatewayd"))
         #expect(buildRuns.contains("ldd"), "the build stage proves no Swift library is linked dynamically")

@@ -112,6 +112,7 @@ struct KubernetesTests {
         let tmp = try Deploy.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: tmp) }
         local = try Deploy.stagingAdminToken(local, file: "configmap.yaml#gateway.yaml", in: tmp)
+        local = try Self.stagingRedisPassword(local, password: "configmap-test-password", in: tmp)
         let file = tmp.appendingPathComponent("gateway.yaml")
         try local.write(to: file, atomically: true, encoding: .utf8)
         var r = try Deploy.gatewaydCheck(file)
@@ -125,6 +126,160 @@ struct KubernetesTests {
             r = try Deploy.gatewaydCheck(file)
         }
         #expect(r.status == 0, "gatewayd check: \(r.stdout)\(r.stderr)")
+    }
+
+    /// `yaml` with its `store.password_file` moved to a fresh file in `directory` (mode 0400) holding `password`.
+    static func stagingRedisPassword(_ yaml: String, password: String, in directory: URL) throws -> String {
+        let config = try Deploy.gatewayConfig(yaml, file: "configmap.yaml#gateway.yaml")
+        guard case .redis(let redis) = config.store.backend, let shipped = redis.passwordFile else {
+            Issue.record("the ConfigMap's store has no password_file")
+            return yaml
+        }
+        let staged = directory.appendingPathComponent("redis-password-\(UUID().uuidString)").path
+        #expect(FileManager.default.createFile(atPath: staged, contents: Data((password + "\n").utf8)))
+        #expect(chmod(staged, 0o400) == 0)
+        return yaml.replacingOccurrences(of: "password_file: \(shipped)", with: "password_file: \(staged)")
+    }
+
+    /// Every container (init containers too) of every workload, with the workload's name.
+    static func containers() throws -> [(workload: String, container: [String: Any])] {
+        var out: [(String, [String: Any])] = []
+        for (name, object) in try objects() {
+            let pod = path(object, "spec", "template", "spec")
+            for key in ["initContainers", "containers"] {
+                for c in path(pod, key) as? [[String: Any]] ?? [] { out.append(("\(name) \(c["name"] as? String ?? "?")", c)) }
+            }
+        }
+        return out.sorted { $0.0 < $1.0 }
+    }
+
+    @Test("every image is pinned: an exact version tag or a digest, never latest, in the manifests and the Dockerfile")
+    func imagesPinned() throws {
+        func pinned(_ image: String) -> Bool {
+            if image.contains("@sha256:") { return image.split(separator: "@").last.map { $0.count == 71 } ?? false }
+            let last = image.split(separator: "/").last ?? ""
+            guard let colon = last.lastIndex(of: ":") else { return false }
+            let name = last[..<colon]
+            let tag = last[last.index(after: colon)...]
+            // An exact version: major.minor.patch (swift:6.3.1-bookworm, redis:7.2.10-bookworm), or for
+            // Debian, whose releases are numbered major.point, that (debian:12.11-slim).
+            if name == "debian" { return tag.wholeMatch(of: /\d+\.\d+(-slim)?/) != nil }
+            return tag.wholeMatch(of: /\d+\.\d+\.\d+(-[a-z0-9]+)?/) != nil
+        }
+        let containers = try Self.containers()
+        #expect(containers.count >= 3)
+        for (name, c) in containers {
+            let image = c["image"] as? String ?? ""
+            #expect(pinned(image), "\(name): image \(image) is not pinned")
+        }
+        for stage in Dockerfile(try Deploy.text(ContainerTests.dockerfilePath)).stages {
+            #expect(pinned(stage.image), "Dockerfile FROM \(stage.image) is not pinned")
+        }
+        // The check discriminates.
+        for bad in ["redis", "redis:latest", "redis:7.2-bookworm", "debian:bookworm-slim", "debian:12-slim", "attest-gateway:latest", "x@sha256:abc"] {
+            #expect(!pinned(bad), "\(bad)")
+        }
+    }
+
+    @Test("every container, init containers too, has CPU and memory requests and limits")
+    func resourcesEverywhere() throws {
+        for (name, c) in try Self.containers() {
+            for kind in ["requests", "limits"] {
+                for resource in ["cpu", "memory"] {
+                    #expect(Self.path(c, "resources", kind, resource) != nil, "\(name) has no \(kind).\(resource)")
+                }
+            }
+        }
+    }
+
+    @Test("one namespace for everything: the Namespace object (Pod Security restricted), each object in it, kustomize sets it")
+    func namespace() throws {
+        let objects = try Self.objects()
+        let ns = try #require(objects["Namespace/attest-gateway"], "no Namespace attest-gateway")
+        #expect(Self.path(ns, "metadata", "labels", "pod-security.kubernetes.io/enforce") as? String == "restricted")
+        for (name, object) in objects where !name.hasPrefix("Namespace/") {
+            #expect(Self.path(object, "metadata", "namespace") as? String == "attest-gateway", "\(name) is not in namespace attest-gateway")
+        }
+        let k = try #require(try Deploy.yamlDocuments("\(Self.dir)/kustomization.yaml").first)
+        #expect(k["namespace"] as? String == "attest-gateway")
+        // Pod Security "restricted" holds for every container.
+        for (name, c) in try Self.containers() {
+            #expect(Self.path(c, "securityContext", "allowPrivilegeEscalation") as? Bool == false, "\(name)")
+            #expect(Self.path(c, "securityContext", "capabilities", "drop") as? [String] == ["ALL"], "\(name)")
+        }
+        for name in ["Deployment/attest-gateway", "StatefulSet/attest-gateway-redis"] {
+            let pod = Self.path(objects[name], "spec", "template", "spec")
+            #expect(Self.path(pod, "securityContext", "runAsNonRoot") as? Bool == true, "\(name)")
+            #expect(Self.path(pod, "securityContext", "seccompProfile", "type") as? String == "RuntimeDefault", "\(name)")
+        }
+    }
+
+    @Test("the gateway NetworkPolicy: the public port open, the admin port only from the Prometheus namespace")
+    func gatewayNetworkPolicy() throws {
+        let objects = try Self.objects()
+        let config = try Deploy.gatewayConfig(try Self.gatewayYAML(), file: "configmap.yaml#gateway.yaml")
+        let policy = try #require(objects["NetworkPolicy/attest-gateway"])
+        let d = try #require(objects["Deployment/attest-gateway"])
+        let podLabels = try #require(Self.path(d, "spec", "template", "metadata", "labels") as? [String: String])
+        let selector = try #require(Self.path(policy, "spec", "podSelector", "matchLabels") as? [String: String])
+        #expect(!selector.isEmpty && selector.allSatisfy { podLabels[$0.key] == $0.value }, "the policy selects the gateway pods")
+        #expect((Self.path(policy, "spec", "policyTypes") as? [String])?.contains("Ingress") == true)
+        let rules = Self.path(policy, "spec", "ingress") as? [[String: Any]] ?? []
+        func ports(_ rule: [String: Any]) -> [Int] { (rule["ports"] as? [[String: Any]] ?? []).compactMap { $0["port"] as? Int } }
+        let publicPort = Int(config.listeners[0].address.port)
+        let adminPort = Int(config.admin.address.port)
+        // Public: a rule for its port without `from` (everyone).
+        #expect(rules.contains { ports($0) == [publicPort] && $0["from"] == nil }, "\(rules)")
+        // Admin: every rule that names its port has a `from`, and each source is a namespace selector
+        // (no podSelector alone, no ipBlock); no rule opens every port.
+        #expect(rules.allSatisfy { !ports($0).isEmpty }, "a rule without ports opens every port, the admin port too")
+        let adminRules = rules.filter { ports($0).contains(adminPort) }
+        #expect(adminRules.count == 1)
+        for rule in adminRules {
+            let from = try #require(rule["from"] as? [[String: Any]], "the admin port is open to everyone")
+            #expect(!from.isEmpty)
+            for source in from {
+                #expect(source.keys.sorted() == ["namespaceSelector"], "\(source)")
+                let labels = Self.path(source, "namespaceSelector", "matchLabels") as? [String: String] ?? [:]
+                #expect(labels["kubernetes.io/metadata.name"] != nil, "select the Prometheus namespace by name: \(labels)")
+            }
+        }
+        // The pods carry the scrape annotations for that port.
+        #expect(Self.path(d, "spec", "template", "metadata", "annotations", "prometheus.io/port") as? String == String(adminPort))
+    }
+
+    @Test("the Redis password: one Secret for the gateway (store.password_file) and Redis (requirepass via the init container)")
+    func redisPasswordSecret() throws {
+        let objects = try Self.objects()
+        #expect(!(objects.keys.contains { $0.hasPrefix("Secret/") }), "no Secret with a password is shipped; the operator creates it")
+        let config = try Deploy.gatewayConfig(try Self.gatewayYAML(), file: "configmap.yaml#gateway.yaml")
+        guard case .redis(let redis) = config.store.backend else {
+            Issue.record("store.kind must be redis")
+            return
+        }
+        let passwordFile = try #require(redis.passwordFile, "store.password_file is not set: Redis would be open on the cluster network")
+        #expect(redis.url.password == nil, "no password in the ConfigMap")
+        // The gateway: the Secret mounted where password_file points, 0400 (0440 with fsGroup).
+        let d = try #require(objects["Deployment/attest-gateway"])
+        let pod = try #require(Self.path(d, "spec", "template", "spec") as? [String: Any])
+        let c = try #require((pod["containers"] as? [[String: Any]])?.first)
+        let mounts = c["volumeMounts"] as? [[String: Any]] ?? []
+        let mount = try #require(mounts.first { passwordFile.hasPrefix(($0["mountPath"] as? String ?? "?") + "/") })
+        let volumes = pod["volumes"] as? [[String: Any]] ?? []
+        let volume = try #require(volumes.first { $0["name"] as? String == mount["name"] as? String })
+        let secret = try #require(Self.path(volume, "secret", "secretName") as? String)
+        let item = try #require((Self.path(volume, "secret", "items") as? [[String: Any]])?.first)
+        #expect((mount["mountPath"] as? String ?? "") + "/" + (item["path"] as? String ?? "") == passwordFile)
+        #expect((Self.path(volume, "secret", "defaultMode") as? Int ?? 0o644) & 0o027 == 0)
+        // Redis: the same Secret and key, for the init container and the readiness probe.
+        let sts = try #require(objects["StatefulSet/attest-gateway-redis"])
+        let redisVolumes = Self.path(sts, "spec", "template", "spec", "volumes") as? [[String: Any]] ?? []
+        let redisSecret = try #require(redisVolumes.first { Self.path($0, "secret", "secretName") as? String == secret },
+                                       "the Redis StatefulSet does not mount the Secret \(secret)")
+        #expect((Self.path(redisSecret, "secret", "items") as? [[String: Any]])?.first?["key"] as? String == item["key"] as? String)
+        let deploymentText = try Deploy.text("\(Self.dir)/deployment.yaml")
+        #expect(deploymentText.contains("create secret generic \(secret) --from-literal=password="), "the manifest says how to create the Secret")
+        #expect(try Self.redisConf().contains("include /run/redis-auth/auth.conf"))
     }
 
     @Test("the Deployment: probes, drain timing, security context, resources and config mount agree with gateway.yaml")
@@ -200,7 +355,7 @@ struct KubernetesTests {
         #expect(Self.path(pod, "securityContext", "fsGroup") as? Int == Self.path(pod, "securityContext", "runAsGroup") as? Int)
         #expect(!(objects.keys.contains { $0.hasPrefix("Secret/") }), "no Secret with a token is shipped; the operator creates it")
         let deploymentText = try Deploy.text("\(Self.dir)/deployment.yaml")
-        #expect(deploymentText.contains("kubectl create secret generic \(secretName)"), "the manifest says how to create the Secret")
+        #expect(deploymentText.contains("kubectl -n attest-gateway create secret generic \(secretName)"), "the manifest says how to create the Secret")
     }
 
     @Test("Service, PodDisruptionBudget and the Redis NetworkPolicy select the right pods")
@@ -256,25 +411,71 @@ struct KubernetesTests {
         #expect(Self.path(sts, "spec", "volumeClaimTemplates", "0", "metadata", "name") as? String == "data")
     }
 
-    /// The real redis-server loads the shipped redis.conf (only `dir` pointed at a temporary directory,
-    /// TCP off, a Unix socket instead) and reports the settings in force.
-    @Test("redis-server accepts redis.conf and runs with its durability settings",
-          .enabled(if: Deploy.runnable("redis-server") && Deploy.runnable("redis-cli"),
+    /// The StatefulSet's container (or init container) named `name`.
+    static func redisContainer(_ name: String) throws -> [String: Any] {
+        let sts = try #require(try Self.objects()["StatefulSet/attest-gateway-redis"])
+        let pod = Self.path(sts, "spec", "template", "spec")
+        let all = (Self.path(pod, "initContainers") as? [[String: Any]] ?? []) + (Self.path(pod, "containers") as? [[String: Any]] ?? [])
+        return try #require(all.first { $0["name"] as? String == name }, "no container \(name) in the Redis StatefulSet")
+    }
+
+    /// The mount path of volume `volume` in `container`.
+    static func mountPath(_ container: [String: Any], _ volume: String) throws -> String {
+        let mounts = container["volumeMounts"] as? [[String: Any]] ?? []
+        return try #require(mounts.first { $0["name"] as? String == volume }?["mountPath"] as? String, "\(volume) is not mounted")
+    }
+
+    /// The shipped Redis run as the StatefulSet runs it: the init container's own command writes the
+    /// password of a stand-in Secret file into auth.conf, the real redis-server loads the shipped
+    /// redis.conf (only `dir`, the include path and the bind address pointed at the test's), and:
+    /// the durability settings are in force, a client without the password is refused, the
+    /// readiness probe's command passes only with the password, and the real gatewayd with the
+    /// ConfigMap's gateway.yaml (its password_file on a copy of the Secret) is ready on it.
+    @Test("redis-server runs redis.conf with the Secret's password (via the init container), and the ConfigMap's gateway gets in",
+          .enabled(if: Deploy.runnable("redis-server") && Deploy.runnable("redis-cli") && Deploy.runnable("sh"),
                    "redis-server not installed (scripts/install-deps.sh); skipped outside CI"))
     func redisServerLoadsConfig() throws {
         let server = try #require(Deploy.tool("redis-server"), "redis-server is missing")
         let cli = try #require(Deploy.tool("redis-cli"), "redis-cli is missing")
+        let sh = try #require(Deploy.tool("sh"))
         let tmp = try Deploy.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: tmp) }
-        let conf = try Self.redisConf().split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.hasPrefix("dir ") ? "dir \(tmp.path)" : String($0) }.joined(separator: "\n")
+        let password = "deploy-test-redis-\(UUID().uuidString)"
+
+        // The Secret, as the kubelet mounts it, and the init container's command on it.
+        let auth = try Self.redisContainer("auth")
+        let redisMain = try Self.redisContainer("redis")
+        let secretDir = try Self.mountPath(auth, "password")
+        let authDir = try Self.mountPath(auth, "auth")
+        #expect(try Self.mountPath(redisMain, "auth") == authDir && (try Self.mountPath(redisMain, "password")) == secretDir)
+        let localSecret = tmp.appendingPathComponent("secret")
+        let localAuth = tmp.appendingPathComponent("auth")
+        for d in [localSecret, localAuth] { try FileManager.default.createDirectory(at: d, withIntermediateDirectories: true) }
+        #expect(FileManager.default.createFile(atPath: localSecret.appendingPathComponent("password").path, contents: Data(password.utf8)))
+        let command = try #require(auth["command"] as? [String])
+        try #require(command.count == 3 && command[0] == "sh" && command[1] == "-c", "\(command)")
+        let script = command[2].replacingOccurrences(of: secretDir, with: localSecret.path).replacingOccurrences(of: authDir, with: localAuth.path)
+        let wrote = try runProcess(sh, ["-c", script], timeout: 10)
+        #expect(wrote.status == 0, "\(wrote.stderr)")
+        let authConf = localAuth.appendingPathComponent("auth.conf").path
+        #expect(try String(contentsOfFile: authConf, encoding: .utf8) == "requirepass \(password)\n")
+        var st = stat()
+        #expect(stat(authConf, &st) == 0 && st.st_mode & 0o077 == 0, "auth.conf is readable by Redis only")
+
+        let port = try ThrowawayRedis.freePort()
+        let conf = try Self.redisConf().split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+            if line.hasPrefix("dir ") { return "dir \(tmp.path)" }
+            if line.hasPrefix("bind ") { return "bind 127.0.0.1" }
+            if line.hasPrefix("port ") { return "port \(port)" }
+            if line.hasPrefix("include \(authDir)/") { return line.replacingOccurrences(of: authDir, with: localAuth.path) }
+            return String(line)
+        }.joined(separator: "\n")
         let confFile = tmp.appendingPathComponent("redis.conf")
         try conf.write(to: confFile, atomically: true, encoding: .utf8)
-        let socket = tmp.appendingPathComponent("redis.sock").path
 
         let p = Process()
         p.executableURL = server
-        p.arguments = [confFile.path, "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700", "--daemonize", "no"]
+        p.arguments = [confFile.path, "--daemonize", "no"]
         let log = Pipe()
         p.standardOutput = log
         p.standardError = log
@@ -286,26 +487,66 @@ struct KubernetesTests {
         var up = false
         for _ in 0..<100 where !up {
             if !p.isRunning { break }
-            up = FileManager.default.fileExists(atPath: socket)
+            up = ThrowawayRedis.accepts(port)
             if !up { usleep(50_000) }
         }
         guard up else {
-            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-            p.waitUntilExit()
             Issue.record("redis-server did not start: \(String(decoding: log.fileHandleForReading.availableData, as: UTF8.self))")
             return
         }
-        func get(_ key: String) throws -> String {
-            let r = try runProcess(cli, ["-s", socket, "--raw", "CONFIG", "GET", key], timeout: 10)
-            return r.stdout.split(separator: "\n").dropFirst().first.map(String.init) ?? ""
+        let target = ["-h", "127.0.0.1", "-p", String(port)]
+        // Without the password: refused (redis-cli prints the error and exits 0).
+        #expect(try runProcess(cli, target + ["PING"], timeout: 10).stdout.contains("NOAUTH"))
+        func redis(_ args: String...) throws -> ProcessResult {
+            try runProcess(cli, target + ["--no-auth-warning", "-a", password, "--raw"] + args, timeout: 10)
         }
+        func get(_ key: String) throws -> String {
+            try redis("CONFIG", "GET", key).stdout.split(separator: "\n").dropFirst().first.map(String.init) ?? ""
+        }
+        #expect(try redis("PING").stdout.hasPrefix("PONG"))
         #expect(try get("appendonly") == "yes")
         #expect(try get("appendfsync") == "always")
         #expect(try get("maxmemory-policy") == "noeviction")
         #expect(try get("save") == "")
-        let set = try runProcess(cli, ["-s", socket, "SET", "attest-gateway-deploy-test", "1"], timeout: 10)
-        #expect(set.stdout.hasPrefix("OK"))
-        _ = try runProcess(cli, ["-s", socket, "SHUTDOWN"], timeout: 10)
+
+        // The readiness probe's own command, pointed at this server: ready with the Secret, not without.
+        let probe = try #require(Self.path(redisMain, "readinessProbe", "exec", "command") as? [String])
+        try #require(probe.count == 3 && probe[0] == "sh", "\(probe)")
+        let probeScript = probe[2].replacingOccurrences(of: secretDir, with: localSecret.path)
+            .replacingOccurrences(of: "redis-cli ping", with: "\(cli.path) -h 127.0.0.1 -p \(port) ping")
+        #expect(probeScript != probe[2])
+        #expect(try runProcess(sh, ["-c", probeScript], timeout: 10).status == 0, "the probe fails on a healthy Redis")
+        let wrongSecret = tmp.appendingPathComponent("wrong-secret")
+        try FileManager.default.createDirectory(at: wrongSecret, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: wrongSecret.appendingPathComponent("password").path, contents: Data("nope".utf8)))
+        #expect(try runProcess(sh, ["-c", probeScript.replacingOccurrences(of: localSecret.path, with: wrongSecret.path)], timeout: 10).status != 0,
+                "the probe passes with a wrong password")
+
+        // The ConfigMap's gateway.yaml on loopback, its password_file a copy of the Secret: ready.
+        let config = try Deploy.gatewayConfig(try Self.gatewayYAML(), file: "configmap.yaml#gateway.yaml")
+        guard case .redis(let shipped) = config.store.backend else { return }
+        func gateway(password: String) throws -> GatewayProcess {
+            var yaml = try Self.gatewayYAML()
+                .replacingOccurrences(of: "0.0.0.0:8080", with: "127.0.0.1:0").replacingOccurrences(of: "0.0.0.0:9090", with: "127.0.0.1:0")
+                .replacingOccurrences(of: "redis://\(shipped.url.host):\(shipped.url.port)/", with: "redis://127.0.0.1:\(port)/")
+                .replacingOccurrences(of: "workers: 2", with: "workers: 1")
+            for u in config.upstreams {
+                if case .url(let url) = u.target { yaml = yaml.replacingOccurrences(of: "://\(url.host):", with: "://127.0.0.1:") }
+            }
+            yaml = try Deploy.stagingAdminToken(yaml, file: "configmap.yaml#gateway.yaml", in: tmp)
+            yaml = try Self.stagingRedisPassword(yaml, password: password, in: tmp)
+            return try GatewayProcess(config: yaml)
+        }
+        let gw = try gateway(password: password)
+        defer { gw.stop() }
+        #expect(try curl([gw.url("admin", "/readyz")]).0 == 200, "\(gw.stderr)")
+        let wrong = try gateway(password: "not-the-secret")
+        defer { wrong.stop() }
+        let (status, body) = try curl([wrong.url("admin", "/readyz")])
+        #expect(status == 503 && body.contains("authentication failed"), "\(body)")
+
+        _ = try redis("SET", "attest-gateway-deploy-test", "1")
+        _ = try redis("SHUTDOWN")
         for _ in 0..<100 where p.isRunning { usleep(50_000) }
         let aof = tmp.appendingPathComponent("appendonlydir")
         #expect(FileManager.default.fileExists(atPath: aof.path), "the append-only file is written under dir")

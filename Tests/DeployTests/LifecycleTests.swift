@@ -21,7 +21,7 @@ struct LifecycleTests {
         return status == 200 && body.split(separator: "\n").contains { $0.hasPrefix(line) }
     }
 
-    @Test("systemd: ExecReload checks then reloads (and refuses a bad file), KillSignal drains to exit 0 with a clean store",
+    @Test("systemd: Type=notify READY=1 once serving, ExecReload checks then reloads (RELOADING=1, READY=1; a bad file refused), KillSignal drains (STOPPING=1) to exit 0 with a clean store",
           .enabled(if: Deploy.runnable("kill"), "kill not found; skipped outside CI"))
     func systemdReloadAndStop() throws {
         let unit = SystemdTests.settings(try Deploy.text(SystemdTests.unitPath))
@@ -31,8 +31,12 @@ struct LifecycleTests {
             Self.loopback(try Deploy.text(SystemdTests.configPath), dataDir: "/var/lib/attest-gateway"), file: SystemdTests.configPath,
             in: tokens)
         #expect(yaml.contains("data_dir: ./data") && yaml.contains("127.0.0.1:0"))
-        let gw = try GatewayProcess(config: yaml)
+        // systemd hands a Type=notify service $NOTIFY_SOCKET and waits for READY=1.
+        #expect(unit["Type"]?.last == "notify")
+        let notify = try FakeNotifySocket(abstract: true)
+        let gw = try GatewayProcess(config: yaml, environment: ["NOTIFY_SOCKET": notify.name])
         defer { gw.stop() }
+        #expect(notify.await("READY=1", timeout: 30) != nil, "no READY=1: systemctl start would time out")
         #expect(try curl([gw.url("admin", "/readyz")]).0 == 200)
         // The shipped admin listener: health and metrics open, /explain behind the token.
         #expect(try curl([gw.url("admin", "/metrics")]).0 == 200)
@@ -60,6 +64,8 @@ struct LifecycleTests {
             if !reloaded { usleep(100_000) }
         }
         #expect(reloaded, "the SIGHUP of ExecReload reloaded the configuration")
+        #expect(notify.await("RELOADING=1", timeout: 10) != nil)
+        #expect(notify.await("READY=1", timeout: 10) != nil, "no READY=1 after the reload: systemd would stay in 'reloading'")
 
         // A broken file stops `systemctl reload` at its first command: no signal is sent.
         let good = try String(contentsOf: gw.configURL, encoding: .utf8)
@@ -73,6 +79,7 @@ struct LifecycleTests {
         #expect(unit["KillSignal"]?.last == "SIGTERM")
         let stopSeconds = SystemdTests.seconds(unit["TimeoutStopSec"]?.last ?? "") ?? 0
         gw.signal(SIGTERM)
+        #expect(notify.await("STOPPING=1", timeout: 10) != nil)
         let status = gw.waitForExit(timeout: TimeInterval(stopSeconds))
         #expect(status == 0, "exit status \(String(describing: status)) (nil: still running after TimeoutStopSec)")
         let data = gw.directory.appendingPathComponent("data")

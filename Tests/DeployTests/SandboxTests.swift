@@ -75,6 +75,9 @@ struct SandboxTests {
         let p = Process()
         p.executableURL = strace
         p.arguments = ["-f", "-qq", "-o", trace, gatewaydBinary.path, "run", "--config", config.path]
+        // As systemd runs the Type=notify unit: the notifications (an AF_UNIX datagram) are traced too.
+        let notify = try FakeNotifySocket(abstract: true)
+        p.environment = ProcessInfo.processInfo.environment.merging(["NOTIFY_SOCKET": notify.name]) { $1 }
         let err = Pipe()
         p.standardError = err
         p.standardOutput = FileHandle.nullDevice
@@ -102,6 +105,7 @@ struct SandboxTests {
         let children = try String(contentsOfFile: "/proc/\(p.processIdentifier)/task/\(p.processIdentifier)/children", encoding: .utf8)
         let pid = try #require(children.split(separator: " ").first.flatMap { Int32($0) })
 
+        #expect(notify.await("READY=1", timeout: 30) != nil, "no READY=1 under strace")
         #expect(try curl(["http://\(admin)/healthz"]).0 == 200)
         #expect(try curl(["http://\(admin)/readyz"]).0 == 200)
         #expect(try curl(["http://\(admin)/metrics"]).0 == 200)
@@ -135,7 +139,8 @@ struct SandboxTests {
                 #expect(m.output.1.hasPrefix(dataDir), "ProtectSystem=strict refuses changing \(m.output.1)")
             }
         }
-        #expect(used.isSuperset(of: ["epoll_wait", "accept4", "connect", "fsync", "rename"]), "the trace covers serving, proxying and the store: \(used.sorted())")
+        #expect(used.isSuperset(of: ["epoll_wait", "accept4", "connect", "fsync", "rename", "sendto"]),
+                "the trace covers serving, proxying, the store and the notifications: \(used.sorted())")
         let outside = used.subtracting(allowed).subtracting(["execve"])  // execve: strace starting gatewayd
         #expect(outside.isEmpty, "not in SystemCallFilter: \(outside.sorted())")
         let refused = used.intersection(denied)

@@ -139,6 +139,9 @@ struct SystemdTests {
         #expect(one("PrivateTmp") == "yes")
         #expect(one("NoNewPrivileges") == "yes")
         #expect(one("KillSignal") == "SIGTERM")
+        // gatewayd reports READY=1 itself once it serves (sd_notify protocol): systemctl start returns then.
+        #expect(one("Type") == "notify")
+        #expect(one("NotifyAccess") == "main")
         #expect(one("Restart") == "on-failure")
         #expect(s["ExecReload"]?.contains("/bin/kill -HUP $MAINPID") == true)
         #expect(s["SystemCallFilter"]?.contains("@system-service") == true)

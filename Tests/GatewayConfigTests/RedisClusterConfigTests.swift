@@ -35,8 +35,8 @@ struct RedisClusterConfigTests {
         #expect(
             ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, cluster: true, url: redis://c, seeds: [redis://d/4, 7, x]}") == [
                 "gateway.yaml:7:61: store.seeds[0] names database 4: Redis Cluster has only database 0",
-                "gateway.yaml:7:74: store.seeds[1] must be a url redis://HOST[:PORT][/DB] (e.g. redis://127.0.0.1:6379/0), got \"7\"",
-                "gateway.yaml:7:77: store.seeds[2] must be a url redis://HOST[:PORT][/DB] (e.g. redis://127.0.0.1:6379/0), got \"x\"",
+                "gateway.yaml:7:74: store.seeds[1] must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \"7\"",
+                "gateway.yaml:7:77: store.seeds[2] must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \"x\"",
             ])
         #expect(
             ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, cluster: yes, url: redis://c}") == [

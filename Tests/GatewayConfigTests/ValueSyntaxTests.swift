@@ -170,7 +170,7 @@ struct ValueSyntaxTests {
         #expect(try AddressSyntax.redisURL("redis://[::1]/") == RedisURL(host: "::1", port: 6379, database: 0))
         #expect(try AddressSyntax.redisURL("redis://cache:7000/2").description == "redis://cache:7000/2")
         for bad in [
-            "http://cache", "redis://", "redis://cache/x", "redis://:pw@cache", "redis://cache:0", "cache:6379",
+            "http://cache", "redis://", "redis://cache/x", "redis://:@cache", "redis://cache:0", "cache:6379", "redis://@cache",
         ] {
             #expect(throws: ValueProblem.self, "\(bad)") { try AddressSyntax.redisURL(bad) }
         }

@@ -18,7 +18,10 @@ public final class GatewayProcess: @unchecked Sendable {
     private var stdoutEOF = false
 
     /// - Parameter executable: another gatewayd than the one built (a stamped copy).
-    public init(config yaml: String, timeout: TimeInterval = 20, executable: URL = gatewaydBinary) throws {
+    /// - Parameter environment: variables added to (or replacing in) the test process's environment.
+    public init(
+        config yaml: String, timeout: TimeInterval = 20, executable: URL = gatewaydBinary, environment: [String: String] = [:]
+    ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("gw-it-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         configURL = directory.appendingPathComponent("gateway.yaml")
@@ -28,6 +31,9 @@ public final class GatewayProcess: @unchecked Sendable {
         process.standardError = stderrPipe
         process.standardOutput = stdoutPipe
         process.standardInput = FileHandle.nullDevice
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         stderrPipe.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
             guard let self else { return }

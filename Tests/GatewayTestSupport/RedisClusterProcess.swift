@@ -13,8 +13,11 @@ public final class RedisClusterProcess: @unchecked Sendable {
     public let ports: [UInt16]
     private var processes: [Process?]
     private let lock = NSLock()
+    /// Passwords, ACL users, TLS for every node (and the cluster bus); default none.
+    public let security: RedisServerSecurity
 
-    public init(nodes: Int = 3) throws {
+    public init(nodes: Int = 3, security: RedisServerSecurity = RedisServerSecurity()) throws {
+        self.security = security
         guard RedisProcess.serverPath != nil, RedisProcess.cliPath != nil else {
             throw NSError(domain: "RedisClusterProcess", code: 1, userInfo: [NSLocalizedDescriptionKey: RedisProcess.skipMessage])
         }
@@ -28,7 +31,8 @@ public final class RedisClusterProcess: @unchecked Sendable {
             for i in 0..<nodes { try start(i) }
             let create = try runProcess(
                 URL(fileURLWithPath: RedisProcess.cliPath!),
-                ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + ["--cluster-replicas", "0", "--cluster-yes"], timeout: 30)
+                security.cliArguments + ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + ["--cluster-replicas", "0", "--cluster-yes"],
+                timeout: 30)
             guard create.status == 0 else {
                 throw NSError(domain: "RedisClusterProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "redis-cli --cluster create: \(create.stdout) \(create.stderr)"])
             }
@@ -51,8 +55,8 @@ public final class RedisClusterProcess: @unchecked Sendable {
         let port = ports[i]
         let p = Process()
         p.executableURL = URL(fileURLWithPath: RedisProcess.serverPath!)
-        p.arguments = [
-            "--port", String(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+        p.arguments = security.serverArguments(port: port, cluster: true) + [
+            "--bind", "127.0.0.1", "--cluster-enabled", "yes",
             "--cluster-config-file", directory.appendingPathComponent("nodes-\(port).conf").path,
             "--cluster-node-timeout", "15000", "--cluster-require-full-coverage", "no",
             "--save", "", "--appendonly", "no", "--dir", directory.path, "--daemonize", "no", "--protected-mode", "no",
@@ -110,7 +114,8 @@ public final class RedisClusterProcess: @unchecked Sendable {
     /// `redis-cli -p PORT(i) args…` (raw output, trimmed).
     @discardableResult
     public func cli(_ i: Int, _ args: [String]) throws -> String {
-        let r = try runProcess(URL(fileURLWithPath: RedisProcess.cliPath!), ["-h", "127.0.0.1", "-p", String(ports[i])] + args, timeout: 10)
+        let r = try runProcess(
+            URL(fileURLWithPath: RedisProcess.cliPath!), ["-h", "127.0.0.1", "-p", String(ports[i])] + security.cliArguments + args, timeout: 10)
         guard r.status == 0 else {
             throw NSError(domain: "RedisClusterProcess", code: 5, userInfo: [NSLocalizedDescriptionKey: "redis-cli \(args): \(r.stderr)"])
         }

@@ -19,10 +19,12 @@ public final class RedisProcess: @unchecked Sendable {
     public let directory: URL
     /// `appendonly yes` + `appendfsync always` (survives restarts), or no persistence at all.
     public let durable: Bool
+    /// Passwords, ACL users, TLS (default: none; the fixture's own commands get in either way).
+    public let security: RedisServerSecurity
     private var process: Process?
     private let lock = NSLock()
 
-    public init(durable: Bool = false) throws {
+    public init(durable: Bool = false, security: RedisServerSecurity = RedisServerSecurity()) throws {
         guard let server = Self.serverPath, Self.cliPath != nil else {
             throw NSError(domain: "RedisProcess", code: 1, userInfo: [NSLocalizedDescriptionKey: Self.skipMessage])
         }
@@ -30,6 +32,7 @@ public final class RedisProcess: @unchecked Sendable {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("redis-it-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.durable = durable
+        self.security = security
         var lastError: (any Error)?
         for _ in 0..<5 {
             let candidate = try Self.freePort()
@@ -56,8 +59,8 @@ public final class RedisProcess: @unchecked Sendable {
     public func start() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.serverPath!)
-        var args = [
-            "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--dir", directory.path,
+        var args = security.serverArguments(port: port) + [
+            "--bind", "127.0.0.1", "--save", "", "--dir", directory.path,
             "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", directory.appendingPathComponent("redis.log").path,
         ]
         args += durable ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"]
@@ -104,7 +107,8 @@ public final class RedisProcess: @unchecked Sendable {
     /// `redis-cli -p PORT args…` (raw output, trimmed).
     @discardableResult
     public func cli(_ args: [String]) throws -> String {
-        let r = try runProcess(URL(fileURLWithPath: Self.cliPath!), ["-h", "127.0.0.1", "-p", String(port)] + args, timeout: 10)
+        let r = try runProcess(
+            URL(fileURLWithPath: Self.cliPath!), ["-h", "127.0.0.1", "-p", String(port)] + security.cliArguments + args, timeout: 10)
         guard r.status == 0 else {
             throw NSError(domain: "RedisProcess", code: 4, userInfo: [NSLocalizedDescriptionKey: "redis-cli \(args): \(r.stderr)"])
         }

@@ -88,3 +88,33 @@ struct AdminAccessTests {
         #expect(!AdminAccess(token: nil).guards(path: "/explain"))
     }
 }
+
+@Suite("admin.allow: who may connect")
+struct AdminAllowAccessTests {
+    static func access(_ networks: [String]) throws -> AdminAccess {
+        let yaml = """
+            listeners:
+              - {name: public, address: 0.0.0.0:8080}
+            admin: {allow: [\(networks.map { "'\($0)'" }.joined(separator: ", "))]}
+            upstreams:
+              - {name: demo, url: demo}
+            routes:
+              - {name: default, match: {path_prefix: /}, upstream: demo}
+            """
+        return try AdminAccess(try GatewayConfig.parse(yaml: yaml, file: "gateway.yaml", baseDirectory: "/").admin)
+    }
+
+    @Test("without allow everyone connects; with it, only addresses in its networks (IPv4-mapped peers as IPv4)")
+    func admits() throws {
+        #expect(try AdminAccess(AdminConfig()).admits(address: [203, 0, 113, 9]))
+        let a = try Self.access(["10.0.0.0/8", "192.168.1.7", "2001:db8::/32"])
+        #expect(a.admits(address: [10, 1, 2, 3]))
+        #expect(a.admits(address: [192, 168, 1, 7]))
+        #expect(!a.admits(address: [192, 168, 1, 8]))
+        #expect(!a.admits(address: [127, 0, 0, 1]))
+        #expect(a.admits(address: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1]))
+        #expect(!a.admits(address: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 11, 0, 0, 1]))
+        #expect(a.admits(address: [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]))
+        #expect(!a.admits(address: [UInt8](repeating: 0, count: 15) + [1]))
+    }
+}

@@ -106,6 +106,27 @@ extension ConfigDecoder {
             )
             valid = false
         }
+        if let node = fields["allow"] {
+            if let items = list(node, fields.path("allow"), nonEmpty: true) {
+                var seen: [IPNetwork: SourcePosition] = [:]
+                for (i, item) in items.enumerated() {
+                    let path = ConfigDecoder.element(fields.path("allow"), i)
+                    guard let network = parsed(item, path, expected: "a network such as 10.0.0.0/8", NetworkSyntax.network) else {
+                        valid = false
+                        continue
+                    }
+                    if let first = seen[network] {
+                        report("\(path) repeats \(network) (first at \(first))", at: item.position)
+                        valid = false
+                        continue
+                    }
+                    seen[network] = item.position
+                    admin.allow.append(network)
+                }
+            } else {
+                valid = false
+            }
+        }
         guard valid else { return nil }
         return (admin, fields["address"]?.position ?? fields.position)
     }

@@ -1,5 +1,5 @@
 /// `store`: `kind: memory` (shards, snapshots, idle eviction) or `kind: redis` (url, timeout, replicas,
-/// cluster, seeds); key bounds (cap, re-registration window) on both.
+/// cluster, seeds, password_file, tls); key bounds (cap, re-registration window) on both.
 extension ConfigDecoder {
     private enum StoreKind: String, CaseIterable {
         case memory
@@ -137,6 +137,18 @@ extension ConfigDecoder {
                         report("\(path) names database \(seed.database): Redis Cluster has only database 0", at: item.position)
                         valid = false
                     }
+                    if seed.username != nil || seed.password != nil {
+                        report(
+                            "\(path) must not carry a user or password: every node gets those of \(fields.path("url")) (or \(fields.path("password_file")))",
+                            at: item.position)
+                        valid = false
+                    }
+                    if let url, seed.tls != url.tls {
+                        report(
+                            "\(path) is \(seed.tls ? "rediss://" : "redis://") but \(fields.path("url")) is \(url.tls ? "rediss://" : "redis://"): every node of a cluster is reached the same way",
+                            at: item.position)
+                        valid = false
+                    }
                     redis.seeds.append(seed)
                 }
             } else {
@@ -151,6 +163,53 @@ extension ConfigDecoder {
             report("\(fields.path("url")) names database \(url.database): Redis Cluster has only database 0 (use /0 or no path)", at: node.position)
             valid = false
         }
+        if let file = fields.optional("password_file", valid: &valid, { filePath($0, $1) }) {
+            redis.passwordFile = file
+            if url?.password != nil, let node = fields["password_file"] {
+                report(
+                    "\(fields.path("password_file")) and a password in \(fields.path("url")) are both set: keep one (the file keeps the password out of gateway.yaml)",
+                    at: node.position)
+                valid = false
+            }
+        }
+        if let url, let user = url.username, url.password == nil, fields["password_file"] == nil, let node = fields["url"] {
+            report(
+                "\(fields.path("url")) names the user \(quoted(user)) but no password: add it to the url (redis://USER:PASSWORD@HOST) or set \(fields.path("password_file"))",
+                at: node.position)
+            valid = false
+        }
+        if let tlsNode = fields["tls"] {
+            if let url, !url.tls {
+                report(
+                    "\(fields.path("tls")) applies only to rediss:// urls (TLS); \(fields.path("url")) is redis://",
+                    at: fields.keyPosition("tls") ?? tlsNode.position)
+                valid = false
+            } else if let tls = decodeStoreTLS(tlsNode, path: fields.path("tls")) {
+                redis.tls = tls
+            } else {
+                valid = false
+            }
+        } else if url?.tls == true {
+            redis.tls = RedisTLSConfig()
+        }
         return valid ? redis : nil
+    }
+
+    /// `store.tls`: trust, the name to verify, and an optional client certificate (both files or neither).
+    private func decodeStoreTLS(_ node: YAMLNode, path: String) -> RedisTLSConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.storeTLS) else { return nil }
+        var tls = RedisTLSConfig()
+        var valid = true
+        tls.caFile = fields.optional("ca_file", valid: &valid) { filePath($0, $1) }
+        tls.serverName = fields.optional("server_name", valid: &valid) { hostname($0, $1) }
+        tls.clientCertificate = fields.optional("client_certificate", valid: &valid) { filePath($0, $1) }
+        tls.clientKey = fields.optional("client_key", valid: &valid) { filePath($0, $1) }
+        if (fields["client_certificate"] == nil) != (fields["client_key"] == nil) {
+            let missing = fields["client_key"] == nil ? "client_key" : "client_certificate"
+            let present = missing == "client_key" ? "client_certificate" : "client_key"
+            report("\(path) has \(present) but no \(missing): mutual TLS needs both", at: fields.keyPosition(present) ?? fields.position)
+            valid = false
+        }
+        return valid ? tls : nil
     }
 }

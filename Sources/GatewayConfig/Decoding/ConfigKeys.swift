@@ -11,7 +11,7 @@ enum ConfigKeys {
     ]
     static let listenerTLS = ["certificate", "private_key", "certificates", "ticket_rotation"]
     static let listenerCertificate = ["certificate", "private_key", "server_names"]
-    static let admin = ["address", "token_file", "protect_metrics"]
+    static let admin = ["address", "token_file", "protect_metrics", "allow"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
         "body_timeout", "drain_timeout", "max_connections", "max_receipt",
@@ -35,11 +35,12 @@ enum ConfigKeys {
         "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
         "max_challenges_per_key", "key_idle_ttl",
     ] + storeKeys
-    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds"] + storeKeys
+    static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds", "password_file", "tls"] + storeKeys
     static let store = [
         "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
-        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds", "key_idle_ttl",
+        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds", "key_idle_ttl", "password_file", "tls",
     ] + storeKeys
+    static let storeTLS = ["ca_file", "server_name", "client_certificate", "client_key"]
     static let logging = ["level", "access_log"]
 
     /// Section name to keys, for the documentation test.
@@ -50,7 +51,7 @@ enum ConfigKeys {
         ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("routes[]", route),
         ("routes[].match", routeMatch),
         ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
-        ("attest.challenge_rate", attestChallengeRate), ("store", store),
+        ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
         ("logging", logging),
     ]
 }

@@ -9,13 +9,17 @@ public struct AdminConfig: Sendable, Equatable {
     public var tokenFile: String?
     /// `/metrics` requires the token too. Needs `tokenFile`. Default false.
     public var protectMetrics: Bool
+    /// Networks whose clients may connect to the admin listener; a connection from any other
+    /// address is closed as soon as it is accepted, before a byte is read. Empty (default): any.
+    public var allow: [IPNetwork]
 
     public init(
         address: SocketAddressSpec = SocketAddressSpec(host: "127.0.0.1", port: 9090), tokenFile: String? = nil,
-        protectMetrics: Bool = false
+        protectMetrics: Bool = false, allow: [IPNetwork] = []
     ) {
         self.address = address
         self.tokenFile = tokenFile
         self.protectMetrics = protectMetrics
+        self.allow = allow
     }
 }

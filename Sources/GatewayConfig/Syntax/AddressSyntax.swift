@@ -38,20 +38,96 @@ enum AddressSyntax {
         return .url(UpstreamURL(scheme: parsedScheme, host: host, port: port, path: path))
     }
 
-    /// `redis://host[:port][/db]`: port defaults to 6379, database to 0.
+    /// `redis://[user[:password]@]host[:port][/db]` or `rediss://…` (TLS): port defaults to 6379,
+    /// database to 0. User and password are percent-decoded (`%40` for `@`); messages never show
+    /// the password (it is replaced by `***` in the quoted url).
     static func redisURL(_ text: String) throws(ValueProblem) -> RedisURL {
-        let expected = "must be a url redis://HOST[:PORT][/DB] (e.g. redis://127.0.0.1:6379/0), got \(quoted(text))"
-        guard let (scheme, rest) = splitScheme(text), scheme == "redis" else { throw ValueProblem(expected) }
-        let (host, port, path) = try authorityAndPath(rest, defaultPort: 6379, url: text)
+        let shown = redactedRedisURL(text)
+        let expected =
+            "must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \(quoted(shown))"
+        guard let (scheme, rest) = splitScheme(text), scheme == "redis" || scheme == "rediss" else { throw ValueProblem(expected) }
+        var authorityAndRest = rest
+        var username: String?
+        var password: RedisSecret?
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") {
+            let userinfo = authority[..<at]
+            if userinfo.contains("@") {
+                throw ValueProblem("has more than one \"@\": write an \"@\" in the user or password as %40, got \(quoted(shown))")
+            }
+            let colon = userinfo.firstIndex(of: ":")
+            let userText = userinfo[..<(colon ?? userinfo.endIndex)]
+            if !userText.isEmpty {
+                guard let decoded = percentDecoded(userText), !decoded.isEmpty,
+                    decoded.allSatisfy({ $0 > 0x20 && $0 < 0x7f })
+                else {
+                    throw ValueProblem(
+                        "has an invalid user (visible ASCII characters, percent-encoded where needed), got \(quoted(shown))")
+                }
+                username = String(decoding: decoded, as: UTF8.self)
+            }
+            if let colon {
+                let passwordText = userinfo[userinfo.index(after: colon)...]
+                guard let decoded = percentDecoded(passwordText) else {
+                    throw ValueProblem("has an invalid percent-escape in the password (%XX with two hex digits), got \(quoted(shown))")
+                }
+                guard !decoded.isEmpty else { throw ValueProblem("has an empty password after \"\(username ?? ""):\", got \(quoted(shown))") }
+                guard decoded.allSatisfy({ $0 >= 0x20 && $0 != 0x7f }) else {
+                    throw ValueProblem("has a control character in the password, got \(quoted(shown))")
+                }
+                password = RedisSecret(decoded)
+            } else if username == nil {
+                throw ValueProblem("has an empty user before \"@\", got \(quoted(shown))")
+            }
+            authorityAndRest = rest[rest.index(after: at)...]
+        }
+        let (host, port, path) = try authorityAndPath(authorityAndRest, defaultPort: 6379, url: shown)
         var database = 0
         if !path.isEmpty && path != "/" {
             let digits = path.dropFirst()
             guard digits.count <= 5, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(digits) else {
-                throw ValueProblem("has an invalid database number \(quoted(String(digits))), got \(quoted(text))")
+                throw ValueProblem("has an invalid database number \(quoted(String(digits))), got \(quoted(shown))")
             }
             database = number
         }
-        return RedisURL(host: host, port: port, database: database)
+        return RedisURL(host: host, port: port, database: database, tls: scheme == "rediss", username: username, password: password)
+    }
+
+    /// A Redis url as messages show it: whatever follows the first ':' of the user information
+    /// (the password) replaced by `***`.
+    static func redactedRedisURL(_ text: String) -> String {
+        guard let schemeEnd = text.firstRange(of: "://") else { return text }
+        let rest = text[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: "@") else { return text }
+        let userinfo = rest[..<at]
+        guard let colon = userinfo.firstIndex(of: ":") else { return text }
+        return String(text[..<colon]) + ":***" + String(rest[at...])
+    }
+
+    /// RFC 3986 percent-decoding; nil for a malformed escape.
+    static func percentDecoded(_ text: Substring) -> [UInt8]? {
+        var out: [UInt8] = []
+        var bytes = Array(text.utf8)[...]
+        while let b = bytes.popFirst() {
+            guard b == UInt8(ascii: "%") else {
+                out.append(b)
+                continue
+            }
+            guard bytes.count >= 2, let hi = hexValue(bytes.removeFirst()), let lo = hexValue(bytes.removeFirst()) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        return out
+    }
+
+    private static func hexValue(_ b: UInt8) -> UInt8? {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): b - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): b - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): b - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     private static func splitScheme(_ text: String) -> (scheme: String, rest: Substring)? {
