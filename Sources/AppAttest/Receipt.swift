@@ -55,7 +55,7 @@ public struct AppAttestReceipt: Sendable {
     /// 12.
     public let creationTime: ReceiptTime
     /// 17: roughly how many keys this device attested for the app in the last 30 days (`RECEIPT` only).
-    public let riskMetric: UInt64?
+    public let riskMetric: Int64?
     /// 19: the earliest instant Apple's data service refreshes this receipt (`RECEIPT` only).
     public let notBefore: ReceiptTime?
     /// 21: after this instant the receipt can no longer be refreshed.
@@ -152,7 +152,7 @@ public struct AppAttestReceipt: Sendable {
         expirationTime = try time(FieldType.expirationTime, "expiration time")
         if let metric = try text(FieldType.riskMetric, "risk metric") {
             guard (1...19).contains(metric.utf8.count), metric.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                let n = UInt64(metric)
+                let n = Int64(metric)
             else {
                 throw ReceiptError(.malformed, "field 17 (risk metric) \"\(metric.prefix(32))\" is not a decimal number")
             }

@@ -43,7 +43,7 @@ public struct ReceiptContents: Sendable, Equatable {
     public var environment: String?
     public var creationTime: Date
     /// Field 17 (`RECEIPT`).
-    public var riskMetric: UInt64?
+    public var riskMetric: Int64?
     /// Field 19 (`RECEIPT`).
     public var notBefore: Date?
     /// Field 21.
@@ -57,7 +57,7 @@ public struct ReceiptContents: Sendable, Equatable {
 
     public init(
         appID: String, attestedCertificate: [UInt8], clientHash: [UInt8], token: String, type: String, environment: String?,
-        creationTime: Date, riskMetric: UInt64? = nil, notBefore: Date? = nil, expirationTime: Date?,
+        creationTime: Date, riskMetric: Int64? = nil, notBefore: Date? = nil, expirationTime: Date?,
         extraFields: [Field] = [], omittedFields: Set<Int> = [], timeTextOverrides: [Int: String] = [:]
     ) {
         self.appID = appID
@@ -89,7 +89,7 @@ public struct ReceiptContents: Sendable, Equatable {
     }
 
     /// What Apple's data service answers for this receipt at `instant`: a `RECEIPT` with `riskMetric`.
-    public func refreshed(riskMetric: UInt64, at instant: Date) -> ReceiptContents {
+    public func refreshed(riskMetric: Int64, at instant: Date) -> ReceiptContents {
         ReceiptContents(
             appID: appID, attestedCertificate: attestedCertificate, clientHash: Self.garbled(clientHash), token: token,
             type: AppAttestReceipt.Kind.receipt.rawValue, environment: environment, creationTime: instant, riskMetric: riskMetric,

@@ -8,7 +8,7 @@ struct Gatewayd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatewayd",
         abstract: "App Attest gateway: verifies that requests come from a genuine Apple device running the genuine app.",
-        subcommands: [Run.self, Check.self, VerifyAttestation.self, VerifyAssertion.self]
+        subcommands: [Run.self, Check.self, VerifyAttestation.self, VerifyAssertion.self, VerifyReceipt.self]
     )
 
     /// Usage errors exit 2 with the message on stderr (ArgumentParser's default is 64); help exits 0.

@@ -103,7 +103,7 @@ struct AttestGatewayTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: {challenge_ttl: \(ttl), challenge_rate: {per_client: off}}    # one address plays every device
         store: {kind: memory, shards: 8\(dataDir.map { ", data_dir: \($0), snapshot_interval: 1s" } ?? "")}
         routes:
@@ -530,14 +530,21 @@ extension ContractDevice {
     func rebind(port: UInt16) { self.port = port }
 }
 
-/// A directory for one suite's files holding the root of a fresh test CA, `root.pem`, to list in
+/// A directory for one suite's files holding the roots of a fresh test CA, `root.pem` and
+/// `receipt-root.pem` (its receipt chain's root, for `trust.extra_receipt_roots`), to list in
 /// `trust.extra_roots` (the gateway never trusts a test root implicitly).
 func makeTrustedTestCADirectory(_ prefix: String) throws -> (ca: TestCA, dir: URL) {
     let ca = try TestCA()
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+    try ca.receiptRootPEM.write(to: dir.appendingPathComponent("receipt-root.pem"), atomically: true, encoding: .utf8)
     return (ca, dir)
+}
+
+/// The receipt root a test CA directory keeps beside its `root.pem` (`TestCA.receiptRootFile`).
+func receiptRoot(besideRoot root: String) -> String {
+    URL(fileURLWithPath: root).deletingLastPathComponent().appendingPathComponent("receipt-root.pem").path
 }
 
 /// A lock-protected value for test threads.
