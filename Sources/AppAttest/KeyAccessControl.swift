@@ -5,8 +5,8 @@ import GatewayWire
 /// 1.2.840.113635.100.8.6: the security conditions the Secure Enclave enforced for the key when it
 /// was attested. On macOS, App Attest gives every key a policy that requires Full Security mode and
 /// System Integrity Protection; Apple's "Validating apps that connect to your server" documents that
-/// policy's exact bytes (`macOSFullSecurityBlob`). Other platforms may carry the extension with other
-/// contents, whose meaning Apple does not document.
+/// policy's exact bytes (`macOSFullSecurityBlob`, as the verifiers citing that page pin them). Other
+/// platforms may carry the extension with other contents, whose meaning Apple does not document.
 ///
 /// The extension value is `SEQUENCE { [3] EXPLICIT OCTET STRING aclBlob }` (the layout of the nonce
 /// extension, tag 3). A value of another shape is kept raw (`blob` nil): the key registers, but an

@@ -145,13 +145,16 @@ public struct ReceiptContents: Sendable, Equatable {
 extension TestCA {
     /// Signs `contents` into a CMS SignedData with the receipt chain, as Apple signs receipts: the
     /// receipt-signing certificate, the intermediate and the root included, SHA-256, no signed
-    /// attributes, BER with indefinite lengths. For tests, benchmarks and the simulator only.
+    /// attributes; a `RECEIPT` in DER (as Apple's data service answers), anything else in BER with
+    /// indefinite lengths (as attestations carry `ATTEST` receipts). For tests, benchmarks and the
+    /// simulator only.
     public func issueReceipt(_ contents: ReceiptContents) throws(CMSSigner.Error) -> [UInt8] {
-        try issueReceipt(payload: contents.payload)
+        try issueReceipt(payload: contents.payload, encoding: contents.type == AppAttestReceipt.Kind.receipt.rawValue ? .der : .ber)
     }
 
     /// Any payload signed by the receipt chain (malformed payloads for negative tests).
-    public func issueReceipt(payload: [UInt8]) throws(CMSSigner.Error) -> [UInt8] {
-        try CMSSigner.sign(payload, certificate: receiptSigner, key: receiptSignerKey, chain: [receiptIntermediate, receiptRoot])
+    public func issueReceipt(payload: [UInt8], encoding: CMSSigner.Encoding = .ber) throws(CMSSigner.Error) -> [UInt8] {
+        try CMSSigner.sign(
+            payload, certificate: receiptSigner, key: receiptSignerKey, chain: [receiptIntermediate, receiptRoot], encoding: encoding)
     }
 }

@@ -299,6 +299,8 @@ struct ReceiptPayloadTests {
         // BER with indefinite lengths, like Apple's: SEQUENCE (0x30 0x80) { OID signedData, [0] (0xa0 0x80) … }.
         #expect(Array(a.receipt.prefix(2)) == [0x30, 0x80])
         #expect(Array(a.receipt.suffix(2)) == [0x00, 0x00])
+        let real = try #require(VectorCase.receipts.first { $0.string("receipt_type") == "ATTEST" })
+        #expect(Array(real.bytes("receipt_b64").prefix(2)) == [0x30, 0x80])
         // The verifier of a production gateway (G3 only) refuses it.
         #expect(ReceiptTests.failure {
             try ReceiptVerifier().verify(a.receipt, expecting: .init(), at: Self.at)
@@ -316,6 +318,10 @@ struct ReceiptPayloadTests {
             at: later.addingTimeInterval(1))
         let r = ok.receipt
         #expect(r.fields.map(\.type) == [17, 6, 2, 3, 4, 5, 7, 12, 19, 21])  // the real RECEIPTs' order
+        // DER, like Apple's data service (0x30 0x82 …), where an ATTEST receipt is BER (0x30 0x80).
+        #expect(Array(receipt.prefix(2)) == [0x30, 0x82])
+        let real = try #require(VectorCase.receipts.first { $0.string("receipt_type") == "RECEIPT" })
+        #expect(Array(real.bytes("receipt_b64").prefix(2)) == [0x30, 0x82])
         #expect(r.riskMetric == 7)
         #expect(r.creationTime.millis == Int64((later.timeIntervalSince1970 * 1000).rounded(.down)))
         #expect(r.notBefore!.millis - r.creationTime.millis == 86_400_000)
