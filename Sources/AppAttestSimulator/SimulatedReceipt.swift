@@ -77,6 +77,22 @@ public struct ReceiptContents: Sendable, Equatable {
 
     static let day: TimeInterval = 86_400
 
+    /// The contents of a parsed receipt (one a gateway sends to Apple's data service, to be answered
+    /// with `refreshed`): the documented fields as they are, any other field kept in `extraFields`.
+    /// A time keeps its instant; re-encoding writes it in Apple's form.
+    public init(_ receipt: AppAttestReceipt) {
+        func date(_ t: ReceiptTime?) -> Date? { t.map { Date(timeIntervalSince1970: Double($0.millis) / 1000) } }
+        let documented: Set<Int> = [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
+        self.init(
+            appID: String(decoding: receipt.appID, as: UTF8.self), attestedCertificate: receipt.attestedCertificate,
+            clientHash: receipt.clientHash ?? [], token: receipt.token ?? "", type: receipt.type, environment: receipt.environment,
+            creationTime: date(receipt.creationTime)!, riskMetric: receipt.riskMetric, notBefore: date(receipt.notBefore),
+            expirationTime: date(receipt.expirationTime),
+            extraFields: receipt.fields.filter { !documented.contains($0.type) }.map { Field(type: $0.type, value: $0.value) })
+        if receipt.clientHash == nil { omittedFields.insert(4) }
+        if receipt.token == nil { omittedFields.insert(5) }
+    }
+
     /// The receipt App Attest puts in an attestation made at `instant`.
     public static func attest(
         appID: AppID, certificate: [UInt8], clientDataHash: [UInt8], environment: AttestEnvironment, at instant: Date,
@@ -103,9 +119,10 @@ public struct ReceiptContents: Sendable, Equatable {
     /// becoming U+FFFD) and written back.
     public static func garbled(_ bytes: [UInt8]) -> [UInt8] { Array(String(decoding: bytes, as: UTF8.self).utf8) }
 
-    /// Apple's time text: UTC, milliseconds with trailing zeros trimmed, no fraction on a whole second.
+    /// Apple's time text: UTC, milliseconds (the nearest) with trailing zeros trimmed, no fraction on
+    /// a whole second.
     public static func timeText(_ date: Date) -> String {
-        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let millis = Int64((date.timeIntervalSince1970 * 1000).rounded())
         var seconds = time_t(millis / 1000)
         var parts = tm()
         gmtime_r(&seconds, &parts)

@@ -323,7 +323,7 @@ struct ReceiptPayloadTests {
         let real = try #require(VectorCase.receipts.first { $0.string("receipt_type") == "RECEIPT" })
         #expect(Array(real.bytes("receipt_b64").prefix(2)) == [0x30, 0x82])
         #expect(r.riskMetric == 7)
-        #expect(r.creationTime.millis == Int64((later.timeIntervalSince1970 * 1000).rounded(.down)))
+        #expect(r.creationTime.millis == Int64((later.timeIntervalSince1970 * 1000).rounded()))
         #expect(r.notBefore!.millis - r.creationTime.millis == 86_400_000)
         #expect(r.expirationTime!.millis - r.creationTime.millis == Int64(90 * 86_400_000))
         #expect(r.token == String(decoding: attest.token.utf8, as: UTF8.self))
@@ -331,6 +331,22 @@ struct ReceiptPayloadTests {
         let realAttest = try #require(VectorCase.receipts.first { $0.name == "veehaitch-ios-14.2-attest-e849bf13" })
         let realReceipt = try #require(VectorCase.receipts.first { $0.name == "veehaitch-ios-14.2-receipt-ed4d4bf4" })
         #expect(ReceiptContents.garbled(realAttest.bytes("client_hash_b64")) == realReceipt.bytes("client_hash_b64"))
+    }
+
+    @Test("refreshing a real receipt with the builder gives Apple's RECEIPT payload byte for byte", arguments: VectorCase.receipts.filter {
+        $0.string("receipt_type") == "RECEIPT"
+    })
+    func refreshedMatchesApple(_ v: VectorCase) throws {
+        let attest = try #require(VectorCase.receipts.first {
+            $0.string("receipt_type") == "ATTEST" && $0.string("key_id_b64") == v.string("key_id_b64")
+        })
+        let real = try AppAttestReceipt.parseStored(v.bytes("receipt_b64"))
+        let previous = ReceiptContents(try AppAttestReceipt.parseStored(attest.bytes("receipt_b64")))
+        let built = previous.refreshed(
+            riskMetric: try #require(real.riskMetric), at: Date(timeIntervalSince1970: Double(real.creationTime.millis) / 1000))
+        #expect(built.payload == (try CMSSignedDataVerifier.unverifiedContent(v.bytes("receipt_b64"))), "\(v.name)")
+        // And a RECEIPT refreshed again keeps its (already garbled) field 4 and its token.
+        #expect(ReceiptContents(real).refreshed(riskMetric: 9, at: Date()).clientHash == real.clientHash)
     }
 
     @Test("unknown fields are kept and ignored; documented ones twice, missing, or of the wrong form are malformed")
