@@ -22,7 +22,8 @@ public struct AppAttestReceipt: Sendable {
         public static let notBefore = 19
         public static let expirationTime = 21
 
-        static let documented: Set<Int> = [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
+        /// Every type above.
+        public static let documented: Set<Int> = [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
     }
 
     /// Receipt types: `ATTEST` inside an attestation, `RECEIPT` from Apple's data service.

@@ -82,7 +82,7 @@ public struct ReceiptContents: Sendable, Equatable {
     /// A time keeps its instant; re-encoding writes it in Apple's form.
     public init(_ receipt: AppAttestReceipt) {
         func date(_ t: ReceiptTime?) -> Date? { t.map { Date(timeIntervalSince1970: Double($0.millis) / 1000) } }
-        let documented: Set<Int> = [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
+        let documented = AppAttestReceipt.FieldType.documented
         self.init(
             appID: String(decoding: receipt.appID, as: UTF8.self), attestedCertificate: receipt.attestedCertificate,
             clientHash: receipt.clientHash ?? [], token: receipt.token ?? "", type: receipt.type, environment: receipt.environment,

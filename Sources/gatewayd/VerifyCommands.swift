@@ -329,8 +329,7 @@ struct VerifyReceipt: ParsableCommand {
         out.set("attestedCertificate", Base64.encode(r.attestedCertificate))
         out.set("signer", v.chain.first?.subject)
         out.set("chain", .array(v.chain.map { .string($0.subject) }))
-        let documented: Set<Int> = [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
-        out.set("otherFields", .array(r.fields.filter { !documented.contains($0.type) }.map { f in
+        out.set("otherFields", .array(r.fields.filter { !AppAttestReceipt.FieldType.documented.contains($0.type) }.map { f in
             var o = JSONObject()
             o.set("type", f.type)
             o.set("version", f.version)

@@ -95,6 +95,15 @@ struct VerifyReceiptCLITests {
         ])
         #expect(trusted.status == 0, "\(trusted.stdout) \(trusted.stderr)")
         #expect(trusted.json?["keyId"] as? String == Base64.encode(device.keyID))
+        #expect((trusted.json?["otherFields"] as? [Any])?.isEmpty == true)
+        // A field Apple does not document is printed as it came.
+        var contents = ReceiptContents(try AppAttestReceipt.parseStored(made.receipt))
+        contents.extraFields = [.init(type: 99, value: [1, 2, 3])]
+        let extra = try runProcess(gatewaydBinary, [
+            "verify-receipt", "--receipt", Base64.encode(try ca.issueReceipt(contents)), "--root", rootFile.path,
+        ])
+        let other = try #require((extra.json?["otherFields"] as? [[String: Any]])?.first, "\(extra.stdout)")
+        #expect(other["type"] as? Int == 99 && other["version"] as? Int == 1 && other["value"] as? String == "AQID")
         // The App Attest test root is not a receipt root.
         let attestRoot = dir.appendingPathComponent("root.pem")
         try ca.rootPEM.write(to: attestRoot, atomically: true, encoding: .utf8)
