@@ -149,7 +149,12 @@ let package = Package(
             name: "IntegrationTests",
             dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
         ),
-        .testTarget(name: "GatewayPolicyTests", dependencies: ["GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire"]),
+        .testTarget(
+            name: "GatewayPolicyTests",
+            dependencies: [
+                "GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire",
+                "GatewayTestSupport",
+            ]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire", "GatewayStore", "GatewayConfig"]),
         .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(

@@ -68,7 +68,20 @@ public struct AttestationVerifier: Sendable {
         return VerifiedAttestation(
             keyID: keyID, publicKey: publicKey, receipt: object.receipt, appID: appID, environment: environment,
             signCount: authData.signCount, validationCategory: authData.extensions?.validationCategory,
-            bundleVersion: authData.extensions?.bundleVersion, leafNotAfter: leaf.notAfter, leafSerialHex: leaf.serialHex)
+            bundleVersion: authData.extensions?.bundleVersion, leafNotAfter: leaf.notAfter, leafSerialHex: leaf.serialHex,
+            credentialCertificate: leaf, keyAccessControl: try readKeyAccessControl(leaf))
+    }
+
+    /// macOS 27 and later (WWDC 2026): the key access-control property, extension
+    /// 1.2.840.113635.100.8.6, read when present. Not a check: the app's policy decides
+    /// (`apps[].require_macos_security`); a certificate carrying it twice is malformed.
+    func readKeyAccessControl(_ leaf: X509Certificate) throws(AppAttestError) -> KeyAccessControl? {
+        switch leaf.extension(oid: KeyAccessControl.oid) {
+        case .absent: return nil
+        case .duplicated:
+            throw AppAttestError(.malformed, "the credential certificate carries the key access-control extension twice")
+        case .present(let value, _): return KeyAccessControl(extensionValue: value)
+        }
     }
 
     /// 1. Verify that the x5c array contains the intermediate and leaf certificates for App Attest,
@@ -238,4 +251,8 @@ public struct VerifiedAttestation: Sendable {
     /// When the credential certificate expires (seconds since the epoch).
     public let leafNotAfter: Int64
     public let leafSerialHex: String
+    /// x5c[0], the credential certificate (its receipt's field 3 must be these bytes).
+    public let credentialCertificate: X509Certificate
+    /// Extension 1.2.840.113635.100.8.6 of the credential certificate (macOS 27), when present.
+    public let keyAccessControl: KeyAccessControl?
 }

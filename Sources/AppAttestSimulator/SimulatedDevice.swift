@@ -7,8 +7,12 @@ import GatewayWire
 /// with a credential certificate from a `TestCA`, and signs assertions with an increasing counter,
 /// producing the same byte layouts as a real iPhone (see Tests/AppAttestTests/Vectors/README.md).
 ///
+/// Each attestation carries an `ATTEST` receipt of Apple's shape signed by the `TestCA`'s receipt
+/// chain (`ReceiptContents.attest`).
+///
 /// For tests, benchmarks and the simulator only. Its attestations verify only where the `TestCA`
-/// root is trusted explicitly; Apple's root alone refuses them with `chain_untrusted`.
+/// root is trusted explicitly; Apple's root alone refuses them with `chain_untrusted` (and its
+/// receipts only where the CA's receipt root is trusted).
 /// Not thread-safe: the counter is mutable state; use one device per task.
 public final class SimulatedDevice {
     /// For tests, benchmarks and the simulator only.
@@ -17,8 +21,9 @@ public final class SimulatedDevice {
         case keyNotP256
     }
 
-    /// What the simulator puts in `attStmt.receipt`: not a real receipt, nothing verifies it.
-    public static let placeholderReceipt: [UInt8] = Array("attest-gateway simulated receipt (not from Apple)".utf8)
+    /// A Mac's key policy, as macOS 27 writes it into the credential certificate (extension
+    /// 1.2.840.113635.100.8.6): Full Security mode and System Integrity Protection.
+    public static let macOSKeyAccessControl = KeyAccessControl.macOSFullSecurityBlob
 
     public let appID: AppID
     public let environment: AttestEnvironment
@@ -29,6 +34,9 @@ public final class SimulatedDevice {
     public let keyID: [UInt8]
     /// The counter of the last assertion (0 after attestation).
     public private(set) var counter: UInt32
+    /// The ACL blob written into every credential certificate as extension 1.2.840.113635.100.8.6
+    /// (`macOSKeyAccessControl` plays a Mac on macOS 27); nil: none, as iPhones before iOS 27 attest.
+    public var keyAccessControl: [UInt8]?
 
     /// A device with a fresh key.
     public convenience init(appID: AppID, environment: AttestEnvironment = .development, ca: TestCA) {
@@ -79,16 +87,34 @@ public final class SimulatedDevice {
 
         let nonce = SHA256.hash(authData, clientDataHash)
         let issuer = m.issuingCA ?? ca
+        var leafExtensions = m.extraLeafExtensions
+        if let keyAccessControl {
+            leafExtensions.insert(
+                .init(oid: KeyAccessControl.oid, critical: false, value: KeyAccessControl.extensionValue(blob: keyAccessControl)), at: 0)
+        }
         let leaf = try issuer.issueCredentialCertificate(
             for: m.leafPublicKey ?? publicKey, nonce: m.omitNonceExtension ? nil : (m.certificateNonce ?? nonce),
             validity: m.leafValidity ?? issuer.leafValidity(issuedAt: instant),
-            nonceExtensionValue: m.omitNonceExtension ? nil : m.nonceExtensionValue, extraExtensions: m.extraLeafExtensions)
+            nonceExtensionValue: m.omitNonceExtension ? nil : m.nonceExtensionValue, extraExtensions: leafExtensions)
         if let i = m.tamperedAuthenticatorDataByte { authData[i] ^= 0x01 }
 
+        let receipt: [UInt8]
+        if let given = m.receipt {
+            receipt = given
+        } else {
+            var contents = ReceiptContents.attest(
+                appID: appID, certificate: leaf.der, clientDataHash: clientDataHash, environment: environment, at: instant)
+            m.receiptEdit?(&contents)
+            do {
+                receipt = try issuer.issueReceipt(contents)
+            } catch {
+                throw .signingFailed("receipt: \(error)")
+            }
+        }
         let x5c = m.x5c ?? [leaf.der, issuer.intermediate.der]
         let statement = CBORMap([
             (.text("x5c"), .array(x5c.map { .bytes($0) })),
-            (.text("receipt"), .bytes(m.receipt ?? Self.placeholderReceipt)),
+            (.text("receipt"), .bytes(receipt)),
         ])
         let object = CBORMap([
             (.text("fmt"), .text(m.format ?? AttestationObject.format)),
@@ -97,7 +123,7 @@ public final class SimulatedDevice {
         ])
         return SimulatedAttestation(
             bytes: CBOREncoder.encode(.map(object)), keyID: keyID, clientDataHash: clientDataHash, authenticatorData: authData,
-            nonce: nonce, credentialCertificate: leaf, intermediate: issuer.intermediate)
+            nonce: nonce, credentialCertificate: leaf, intermediate: issuer.intermediate, receipt: receipt)
     }
 
     // MARK: Assertion
@@ -176,6 +202,8 @@ public struct SimulatedAttestation: Sendable {
     public let credentialCertificate: X509Certificate
     /// The intermediate of the CA that issued the credential certificate.
     public let intermediate: X509Certificate
+    /// `attStmt.receipt` as sent.
+    public let receipt: [UInt8]
 }
 
 /// An assertion a `SimulatedDevice` made, with its parts. For tests, benchmarks and the simulator only.

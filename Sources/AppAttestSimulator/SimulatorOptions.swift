@@ -80,8 +80,11 @@ public struct AttestationMutations: Sendable {
     public var issuingCA: TestCA?
     /// The whole x5c array (DER certificates) instead of [leaf, intermediate].
     public var x5c: [[UInt8]]?
-    /// `attStmt.receipt` instead of the simulator's placeholder receipt.
+    /// `attStmt.receipt` instead of the simulator's receipt (an empty array: no receipt).
     public var receipt: [UInt8]?
+    /// Changes the `ATTEST` receipt's fields before the receipt chain signs them (another app id,
+    /// type, client hash, creation time…); the signature stays valid.
+    public var receiptEdit: (@Sendable (inout ReceiptContents) -> Void)?
 
     public init(
         format: String? = nil, flags: UInt8? = nil, counter: UInt32? = nil, aaguid: [UInt8]? = nil,
@@ -89,7 +92,8 @@ public struct AttestationMutations: Sendable {
         trailingAuthenticatorData: [UInt8]? = nil, tamperedAuthenticatorDataByte: Int? = nil,
         certificateNonce: [UInt8]? = nil, omitNonceExtension: Bool = false, nonceExtensionValue: [UInt8]? = nil,
         extraLeafExtensions: [CertificateBuilder.Extension] = [], leafPublicKey: P256PublicKey? = nil,
-        leafValidity: TestCA.Validity? = nil, issuingCA: TestCA? = nil, x5c: [[UInt8]]? = nil, receipt: [UInt8]? = nil
+        leafValidity: TestCA.Validity? = nil, issuingCA: TestCA? = nil, x5c: [[UInt8]]? = nil, receipt: [UInt8]? = nil,
+        receiptEdit: (@Sendable (inout ReceiptContents) -> Void)? = nil
     ) {
         self.format = format
         self.flags = flags
@@ -109,6 +113,7 @@ public struct AttestationMutations: Sendable {
         self.issuingCA = issuingCA
         self.x5c = x5c
         self.receipt = receipt
+        self.receiptEdit = receiptEdit
     }
 
     /// No defect.

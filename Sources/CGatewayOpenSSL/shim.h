@@ -5,6 +5,7 @@
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/cms.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -71,4 +72,9 @@ static inline size_t cgw_BIO_mem_capacity(BIO *b) {
     (void)BIO_get_mem_ptr(b, &m);
     return m == NULL ? 0 : m->max;
 }
+/* CMS SignedData (App Attest receipts: CMSSignedData). */
+static inline int cgw_sk_X509_num(const STACK_OF(X509) *sk) { return sk_X509_num(sk); }
+static inline X509 *cgw_sk_X509_value(const STACK_OF(X509) *sk, int i) { return sk_X509_value(sk, i); }
+static inline void cgw_sk_X509_pop_free(STACK_OF(X509) *sk) { sk_X509_pop_free(sk, X509_free); }
+static inline int cgw_sk_CMS_SignerInfo_num(STACK_OF(CMS_SignerInfo) *sk) { return sk_CMS_SignerInfo_num(sk); }
 #endif

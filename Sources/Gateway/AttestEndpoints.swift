@@ -190,10 +190,14 @@ extension GatewayRouter {
                                 o.set("keyId", key.keyID.description)
                                 o.set("environment", key.environment.name)
                                 o.set("appId", key.appID)
-                                GatewayEvents.log("info", "key registered", [
+                                var fields = [
                                     ("key_id", key.keyID.description), ("app_id", key.appID), ("environment", key.environment.name),
                                     ("existing", String(key.existing)),
-                                ])
+                                    ("receipt", key.receipt.map { "verified \($0.type) created \($0.creationTime)" } ?? "not verified"),
+                                ]
+                                if let expires = key.receipt?.expirationTime { fields.append(("receipt_expires", expires.text)) }
+                                if let acl = key.keyAccessControl { fields.append(("key_access_control", acl.summary)) }
+                                GatewayEvents.log("info", "key registered", fields)
                                 bound.value(.respond(LocalResponse.json(201, o.description, headers: Self.noStore)))
                             case .refused(let e):
                                 ctx.metrics.registration(result: "refused", reason: e.error.code)

@@ -177,7 +177,8 @@ final class AttestMetrics: Sendable {
         .challengeWrongKey, .unsupportedFormat, .chainUntrusted, .certificateExpired, .certificateNotYetValid, .nonceMismatch,
         .keyIDMismatch, .publicKeyMismatch, .appIDMismatch, .counterNotZero, .environmentMismatch, .credentialIDMismatch,
         .invalidPublicKey, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
-        .storeUnavailable, .receiptTooLarge, .keyAppConflict, .reregistrationLimited, .keyCapacity,
+        .storeUnavailable, .receiptTooLarge, .keyAppConflict, .reregistrationLimited, .keyCapacity, .receiptInvalid,
+        .macOSSecurityRequired,
     ]
 
     /// The series alerts read exist at 0 from the start (an `increase()` sees the first event): per

@@ -64,6 +64,8 @@ public final class GatewayRuntime: Sendable {
     public let attest: AttestPolicy
     /// Subjects of the roots trusted besides Apple's (tests only; logged loudly at start and reload).
     public let extraRootSubjects: [String]
+    /// Subjects of the roots trusted for receipts besides Apple Root CA - G3 (tests only; logged loudly).
+    public let extraReceiptRootSubjects: [String]
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
     public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
@@ -211,9 +213,16 @@ public final class GatewayRuntime: Sendable {
             }
         }
         extraRootSubjects = roots.map(\.subject)
+        let receiptRoots: [X509Certificate]
+        do {
+            receiptRoots = try X509Certificate.loadPEMFiles(config.trust.extraReceiptRoots)
+        } catch {
+            throw CompileError(description: "trust.extra_receipt_roots: \(error)")
+        }
+        extraReceiptRootSubjects = receiptRoots.map(\.subject)
         do {
             attest = try AttestPolicy(
-                apps: config.apps, extraRoots: roots, challengeTTLMillis: config.attest.challengeTTL.millis,
+                apps: config.apps, extraRoots: roots, extraReceiptRoots: receiptRoots, challengeTTLMillis: config.attest.challengeTTL.millis,
                 maxReceiptBytes: config.limits.maxReceipt)
         } catch {
             throw CompileError(config, at: "apps", "apps: \(error.description)")

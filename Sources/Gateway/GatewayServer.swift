@@ -169,10 +169,16 @@ public final class GatewayServer: @unchecked Sendable {
     }
 
     private static func warnAboutExtraRoots(_ rt: GatewayRuntime) {
-        guard !rt.extraRootSubjects.isEmpty else { return }
-        GatewayEvents.log(
-            "warning", "TRUSTING EXTRA ROOTS for attestations besides Apple's App Attestation Root CA: for tests only",
-            [("roots", rt.extraRootSubjects.joined(separator: " | "))])
+        if !rt.extraRootSubjects.isEmpty {
+            GatewayEvents.log(
+                "warning", "TRUSTING EXTRA ROOTS for attestations besides Apple's App Attestation Root CA: for tests only",
+                [("roots", rt.extraRootSubjects.joined(separator: " | "))])
+        }
+        if !rt.extraReceiptRootSubjects.isEmpty {
+            GatewayEvents.log(
+                "warning", "TRUSTING EXTRA ROOTS for receipts besides Apple Root CA - G3: for tests only",
+                [("roots", rt.extraReceiptRootSubjects.joined(separator: " | "))])
+        }
     }
 
     /// Bound addresses (port 0 resolved), by listener name; "admin" for the admin listener.

@@ -14,6 +14,10 @@ public final class AttestPolicy: Sendable {
         public let minBundleVersion: BundleVersion?
         /// Accepts exactly this app's rpIdHash.
         public let assertionVerifier: AssertionVerifier
+        /// `apps[].receipts`: registration verifies the attestation's receipt.
+        public let verifiesReceipts: Bool
+        /// `apps[].require_macos_security`.
+        public let requiresMacOSSecurity: Bool
     }
 
     public struct CompileError: Error, CustomStringConvertible {
@@ -23,14 +27,18 @@ public final class AttestPolicy: Sendable {
     /// By `TEAMID.bundle.id`.
     public let apps: [String: App]
     public let attestationVerifier: AttestationVerifier
+    /// Apple Root CA - G3 and `trust.extra_receipt_roots`.
+    public let receiptVerifier: ReceiptVerifier
     public let challengeTTLMillis: Int64
     /// `limits.max_receipt`: a registration whose `attStmt.receipt` is larger is refused
     /// (`receipt_too_large`) before its certificate chain is verified.
     public let maxReceiptBytes: Int
 
+    /// - Parameter extraReceiptRoots: roots trusted for receipts besides Apple Root CA - G3
+    ///   (`trust.extra_receipt_roots`: the simulator's receipt root, in tests).
     public init(
-        apps configs: [AppConfig], extraRoots: [X509Certificate], challengeTTLMillis: Int64,
-        maxReceiptBytes: Int = LimitsConfig().maxReceipt
+        apps configs: [AppConfig], extraRoots: [X509Certificate], extraReceiptRoots: [X509Certificate] = [],
+        challengeTTLMillis: Int64, maxReceiptBytes: Int = LimitsConfig().maxReceipt
     ) throws(CompileError) {
         var apps: [String: App] = [:]
         var allIDs: [AppID] = []
@@ -51,14 +59,29 @@ public final class AttestPolicy: Sendable {
                 allIDs.append(id)
                 apps[id.description] = App(
                     appID: id, environments: environments, validationCategories: categories,
-                    minBundleVersion: config.minBundleVersion, assertionVerifier: AssertionVerifier(appIDs: [id]))
+                    minBundleVersion: config.minBundleVersion, assertionVerifier: AssertionVerifier(appIDs: [id]),
+                    verifiesReceipts: config.receipts == .verify, requiresMacOSSecurity: config.requireMacOSSecurity)
             }
         }
         self.apps = apps
         attestationVerifier = AttestationVerifier(
             policy: AttestationVerifier.Policy(appIDs: allIDs, environments: allEnvironments), extraRoots: extraRoots)
+        receiptVerifier = ReceiptVerifier(extraRoots: extraReceiptRoots)
         self.challengeTTLMillis = challengeTTLMillis
         self.maxReceiptBytes = maxReceiptBytes
+    }
+
+    /// `apps[].require_macos_security` at registration: the credential certificate must carry
+    /// macOS 27's key policy, Full Security mode and System Integrity Protection (extension
+    /// 1.2.840.113635.100.8.6 with the value Apple documents). Returns nil when allowed.
+    public func macOSSecurityRefusal(app: App, keyAccessControl: KeyAccessControl?) -> Explanation? {
+        guard app.requiresMacOSSecurity, keyAccessControl?.requiresMacOSFullSecurity != true else { return nil }
+        return Explanation(
+            step: "app_policy", error: .macOSSecurityRequired,
+            fields: [
+                ("key_access_control", keyAccessControl?.summary ?? "absent (no extension \(KeyAccessControl.oid))"),
+                ("required", "macos_full_security (Full Security mode and System Integrity Protection)"),
+            ])
     }
 
     /// The per-app rules that hold at registration and on every assertion: the environment, and the

@@ -5,7 +5,7 @@ import GatewayWire
 /// are shortened, assertion and attestation bytes are never recorded.
 public struct Explanation: Error, Sendable {
     /// The step of the pipeline that decided: `headers`, `key_lookup`, `app_policy`, `verify`,
-    /// `commit`, `store`, `attestation`, `body`.
+    /// `commit`, `store`, `attestation`, `receipt`, `body`.
     public var step: String
     public var error: GateError
     /// Ordered `name: value` pairs (computed vs presented values).

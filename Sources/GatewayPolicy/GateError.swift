@@ -37,6 +37,12 @@ public enum GateError: String, Sendable, CaseIterable, Error {
     case environmentNotAllowed = "environment_not_allowed"
     case validationCategoryNotAllowed = "validation_category_not_allowed"
     case bundleVersionTooOld = "bundle_version_too_old"
+    /// `apps[].require_macos_security`: the key's credential certificate does not carry macOS 27's
+    /// key access-control policy (Full Security mode and System Integrity Protection).
+    case macOSSecurityRequired = "macos_security_required"
+    /// Registration: the attestation's receipt failed Apple's receipt checks (`apps[].receipts: verify`);
+    /// which one is in `explain` (`reason`, `detail`).
+    case receiptInvalid = "receipt_invalid"
     // Challenges.
     case challengeMissing = "challenge_missing"
     case challengeUnknown = "challenge_unknown"
@@ -82,7 +88,7 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         switch self {
         case .malformed, .badJSON, .missingField, .keyIDRequired: 400
         case .methodNotAllowed: 405
-        case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld: 403
+        case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld, .macOSSecurityRequired: 403
         case .storeUnavailable, .challengeCapacity, .keyCapacity: 503
         case .rateLimited, .reregistrationLimited: 429
         case .receiptTooLarge: 413

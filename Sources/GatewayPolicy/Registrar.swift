@@ -10,6 +10,13 @@ public struct RegisteredKey: Sendable {
     public let appID: String
     /// The key had been registered before; its counter was kept.
     public let existing: Bool
+    /// The attestation's receipt as verified (`apps[].receipts: verify`); nil when the app ignores
+    /// receipts. The store keeps the receipt's bytes: its dates and fields can be read again from
+    /// there (`AppAttestReceipt.parseStored`).
+    public let receipt: AppAttestReceipt?
+    /// macOS 27's key access-control property of the credential certificate, when present. Not in
+    /// the key record: the stored receipt's field 3 is the credential certificate that carries it.
+    public let keyAccessControl: KeyAccessControl?
 }
 
 public enum RegistrationResult: Sendable {
@@ -19,7 +26,9 @@ public enum RegistrationResult: Sendable {
 
 /// `POST /v1/attest/register`: `{"keyId","attestation","challenge"}` → Apple's attestation
 /// algorithm with clientDataHash = SHA256(UTF-8 bytes of the challenge as issued) → the app's policy
-/// → one atomic store step (challenge consumed, key stored) that completes once durable.
+/// (environment, iOS 27 signals, macOS key policy) → the attestation's receipt (Apple's receipt
+/// checks, unless the app ignores receipts) → one atomic store step (challenge consumed, key
+/// stored) that completes once durable.
 ///
 /// Chain verification costs milliseconds: the gateway runs this off its event loops.
 public enum Registrar {
@@ -60,71 +69,123 @@ public enum Registrar {
                 fields: [("challenge", Explanation.redact(challengeText)), ("reason", "not base64url of 16 to 64 bytes")])))
         }
         let base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)]
-        let verified: VerifiedAttestation
-        do {
-            let object = try AttestationObject.parse(attestation)
-            // The store keeps the receipt: its size is bounded before any certificate work.
-            guard object.receipt.count <= policy.maxReceiptBytes else {
-                return completion(.refused(Explanation(
-                    step: "attestation", error: .receiptTooLarge,
-                    fields: base + [
-                        ("detail", "attStmt.receipt has \(object.receipt.count) bytes; at most \(policy.maxReceiptBytes) are accepted"),
-                        ("receipt_bytes", String(object.receipt.count)), ("max_receipt", String(policy.maxReceiptBytes)),
-                    ])))
-            }
-            verified = try policy.attestationVerifier.verify(
-                object, keyID: keyID.bytes, clientDataHash: ClientData.registrationHash(challenge: challengeText),
-                at: Date(timeIntervalSince1970: Double(nowMillis) / 1000))
-        } catch {
-            return completion(.refused(Explanation(step: "attestation", error: GateError(error), fields: base + [("detail", error.detail)])))
-        }
-        guard let app = policy.apps[verified.appID.description] else {
-            return completion(.refused(Explanation(step: "app_policy", error: .appNotAllowed, fields: base + [("app_id", verified.appID.description)])))
-        }
-        let environment: KeyEnvironment = verified.environment == .development ? .development : .production
-        if let refusal = policy.refusal(
-            app: app, environment: environment, validationCategory: verified.validationCategory?.rawValue,
-            bundleVersion: verified.bundleVersion)
+        let checked: CheckedAttestation
+        switch check(
+            attestation: attestation, keyID: keyID, clientDataHash: ClientData.registrationHash(challenge: challengeText), policy: policy,
+            at: Date(timeIntervalSince1970: Double(nowMillis) / 1000), fields: base)
         {
-            var e = refusal
-            e.fields = base + e.fields
-            return completion(.refused(e))
+        case .failure(let e): return completion(.refused(e))
+        case .success(let c): checked = c
         }
+        let verified = checked.attestation
+        let environment = checked.environment
         let record = DeviceKeyRecord(
             keyID: keyID, publicKey: verified.publicKey.x962, counter: verified.signCount, appID: verified.appID.description,
             environment: environment, validationCategory: verified.validationCategory?.rawValue,
             bundleVersion: verified.bundleVersion, firstSeenMillis: nowMillis, lastSeenMillis: nowMillis)
         let registration = Registration(record: record, receipt: verified.receipt, challenge: token)
+        let refusalFields = checked.fields
+        let verifiedReceipt = checked.receipt
         store.register(registration, nowMillis: nowMillis) { result in
             switch result {
             case .failure(let error):
-                completion(.refused(Explanation(step: "store", error: GateError(error), fields: base + [("detail", error.detail)])))
+                completion(.refused(Explanation(step: "store", error: GateError(error), fields: refusalFields + [("detail", error.detail)])))
             case .success(.challengeRejected(let why)):
                 completion(.refused(Explanation(
-                    step: "commit", error: GateError(why), fields: base + [("challenge", Explanation.redact(challengeText))])))
+                    step: "commit", error: GateError(why), fields: refusalFields + [("challenge", Explanation.redact(challengeText))])))
             case .success(.registered(let existing)):
-                completion(.registered(RegisteredKey(keyID: keyID, environment: environment, appID: record.appID, existing: existing)))
+                completion(.registered(RegisteredKey(
+                    keyID: keyID, environment: environment, appID: record.appID, existing: existing, receipt: verifiedReceipt,
+                    keyAccessControl: verified.keyAccessControl)))
             case .success(.appConflict(let registered)):
                 completion(.refused(Explanation(
                     step: "store", error: .keyAppConflict,
-                    fields: base + [
+                    fields: refusalFields + [
                         ("detail", "the key id is registered to another app id"), ("app_id", record.appID),
                         ("registered_app_id", registered),
                     ])))
             case .success(.reregistrationLimited(let retryAfterMillis)):
                 var e = Explanation(
                     step: "store", error: .reregistrationLimited,
-                    fields: base + [("detail", "this key was re-registered too often; it is registered and can be used")])
+                    fields: refusalFields + [("detail", "this key was re-registered too often; it is registered and can be used")])
                 e.retryAfterSeconds = Int((retryAfterMillis + 999) / 1000)
                 completion(.refused(e))
             case .success(.keyCapacity(let maxKeys)):
                 var e = Explanation(
                     step: "store", error: .keyCapacity,
-                    fields: base + [("detail", "the store holds its maximum of \(maxKeys) keys"), ("max_keys", String(maxKeys))])
+                    fields: refusalFields + [("detail", "the store holds its maximum of \(maxKeys) keys"), ("max_keys", String(maxKeys))])
                 e.retryAfterSeconds = Registrar.keyCapacityRetryAfterSeconds
                 completion(.refused(e))
             }
         }
+    }
+
+    /// What a registration establishes before the store step.
+    public struct CheckedAttestation: Sendable {
+        public let attestation: VerifiedAttestation
+        public let app: AttestPolicy.App
+        public let environment: KeyEnvironment
+        /// The verified receipt; nil when the app ignores receipts.
+        public let receipt: AppAttestReceipt?
+        /// The fields an `explain` entry of a later refusal starts with (key id, key access control).
+        public let fields: [(String, String)]
+    }
+
+    /// Every check of a registration that needs no store, in order: Apple's attestation algorithm,
+    /// the app's policy (environment, iOS 27 signals, macOS 27 key policy), then the attestation's
+    /// receipt (`apps[].receipts: verify`: signature and chain to Apple Root CA - G3 at `instant`,
+    /// app id, the credential certificate byte for byte, type `ATTEST`, creation time, and field 4 =
+    /// clientDataHash). Pure: the refusal is returned with its `explain` fields after `fields`.
+    public static func check(
+        attestation: [UInt8], keyID: KeyID, clientDataHash: [UInt8], policy: AttestPolicy, at instant: Date,
+        fields: [(String, String)] = []
+    ) -> Result<CheckedAttestation, Explanation> {
+        var base = fields
+        let verified: VerifiedAttestation
+        do {
+            let object = try AttestationObject.parse(attestation)
+            // The store keeps the receipt: its size is bounded before any certificate work.
+            guard object.receipt.count <= policy.maxReceiptBytes else {
+                return .failure(Explanation(
+                    step: "attestation", error: .receiptTooLarge,
+                    fields: base + [
+                        ("detail", "attStmt.receipt has \(object.receipt.count) bytes; at most \(policy.maxReceiptBytes) are accepted"),
+                        ("receipt_bytes", String(object.receipt.count)), ("max_receipt", String(policy.maxReceiptBytes)),
+                    ]))
+            }
+            verified = try policy.attestationVerifier.verify(object, keyID: keyID.bytes, clientDataHash: clientDataHash, at: instant)
+        } catch {
+            return .failure(Explanation(step: "attestation", error: GateError(error), fields: base + [("detail", error.detail)]))
+        }
+        if let acl = verified.keyAccessControl { base.append(("key_access_control", acl.summary)) }
+        guard let app = policy.apps[verified.appID.description] else {
+            return .failure(Explanation(step: "app_policy", error: .appNotAllowed, fields: base + [("app_id", verified.appID.description)]))
+        }
+        let environment: KeyEnvironment = verified.environment == .development ? .development : .production
+        if var refusal = policy.refusal(
+            app: app, environment: environment, validationCategory: verified.validationCategory?.rawValue,
+            bundleVersion: verified.bundleVersion)
+        {
+            refusal.fields = base + refusal.fields
+            return .failure(refusal)
+        }
+        if var refusal = policy.macOSSecurityRefusal(app: app, keyAccessControl: verified.keyAccessControl) {
+            refusal.fields = base.filter { $0.0 != "key_access_control" } + refusal.fields
+            return .failure(refusal)
+        }
+        var receipt: AppAttestReceipt? = nil
+        if app.verifiesReceipts {
+            do {
+                receipt = try policy.receiptVerifier.verify(
+                    verified.receipt, expecting: .attestation(verified, clientDataHash: clientDataHash), at: instant
+                ).receipt
+            } catch {
+                return .failure(Explanation(
+                    step: "receipt", error: .receiptInvalid,
+                    fields: base + [("reason", error.code.rawValue), ("detail", error.detail), ("receipt_bytes", String(verified.receipt.count))]))
+            }
+        }
+        return .success(CheckedAttestation(attestation: verified, app: app, environment: environment, receipt: receipt, fields: base))
     }
 }
 

@@ -40,7 +40,7 @@ struct GatewayOptions: ParsableArguments {
     @Option(help: "The gateway, http://HOST:PORT.")
     var gateway: String
 
-    @Option(help: "A CA directory made by `attest-sim ca` (its root.pem listed in the gateway's trust.extra_roots).")
+    @Option(help: "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots).")
     var ca: String
 
     @Option(name: .customLong("app-id"), help: "The app id the devices attest for, TEAMID.bundle.id.")
@@ -113,7 +113,7 @@ extension AppID {
 
 struct CA: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create a test CA: DIR/root.pem (for trust.extra_roots) and the keys the simulator issues with.")
+        abstract: "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots) and the keys the simulator issues with.")
 
     @Option(help: "Directory to create the CA in (refuses to overwrite an existing CA).")
     var out: String
@@ -150,6 +150,9 @@ struct CA: ParsableCommand {
             throw AttestSimError.file("\(error)")
         }
         print("created \(dir.appendingPathComponent(TestCA.rootFile).path): list it in gateway.yaml under trust.extra_roots")
+        print(
+            "created \(dir.appendingPathComponent(TestCA.receiptRootFile).path): list it in gateway.yaml under "
+                + "trust.extra_receipt_roots (the devices' receipts are signed under it)")
     }
 }
 

@@ -55,6 +55,19 @@ enum EnvironmentChoice: String, ExpressibleByArgument, CaseIterable {
 /// One JSON object on stdout: `{"valid":true,…}` exit 0, or `{"valid":false,"reason":…,"detail":…}` exit 1.
 enum Verdict {
     static func emit(_ result: Result<JSONObject, AppAttestError>) throws -> Never {
+        try emit(result.mapError { Refusal(reason: $0.code.rawValue, detail: $0.detail) })
+    }
+
+    static func emit(_ result: Result<JSONObject, ReceiptError>) throws -> Never {
+        try emit(result.mapError { Refusal(reason: $0.code.rawValue, detail: $0.detail) })
+    }
+
+    private struct Refusal: Error {
+        let reason: String
+        let detail: String
+    }
+
+    private static func emit(_ result: Result<JSONObject, Refusal>) throws -> Never {
         switch result {
         case .success(let body):
             var out = JSONObject()
@@ -65,7 +78,7 @@ enum Verdict {
         case .failure(let e):
             var out = JSONObject()
             out.set("valid", false)
-            out.set("reason", e.code.rawValue)
+            out.set("reason", e.reason)
             out.set("detail", e.detail)
             print(out.description)
             exit(1)
@@ -218,6 +231,112 @@ struct VerifyAssertion: ParsableCommand {
             return out
         }
         try Verdict.emit(result)
+    }
+}
+
+struct VerifyReceipt: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify-receipt",
+        abstract: "Verify an App Attest receipt offline (CMS signature, chain to Apple Root CA - G3, fields).",
+        discussion: """
+            The receipt is the DER bytes of attStmt.receipt, or a RECEIPT returned by Apple's App Attest \
+            data service. B64 values accept the standard and URL alphabets, padding optional, or @FILE. \
+            With --attestation the receipt must belong to that attestation's credential certificate \
+            (field 3, byte for byte); with --client-data-hash an ATTEST receipt's field 4 must be it. \
+            Prints one JSON object: {"valid":true,"type",…,"riskMetric",…} and exits 0, or \
+            {"valid":false,"reason":"<code>","detail":"…"} and exits 1. Usage errors exit 2.
+            """
+    )
+
+    @Option(help: ArgumentHelp("The receipt (CMS SignedData, DER or BER).", valueName: "B64"))
+    var receipt: B64Argument
+
+    @Option(name: .customLong("app-id"), help: ArgumentHelp("The app id field 2 must hold.", valueName: "TEAMID.BUNDLEID"))
+    var appID: String?
+
+    @Option(help: ArgumentHelp("The attestation object the receipt must belong to.", valueName: "B64"))
+    var attestation: B64Argument?
+
+    @Option(name: .customLong("client-data-hash"), help: ArgumentHelp("The attestation's clientDataHash (ATTEST receipts).", valueName: "B64"))
+    var clientDataHash: B64Argument?
+
+    @Option(help: ArgumentHelp("Verification instant, ISO 8601 (default: now).", valueName: "ISO8601"))
+    var at: String?
+
+    @Option(name: .customLong("root"), help: ArgumentHelp("Extra trusted receipt root, PEM file (repeatable); Apple Root CA - G3 stays trusted.", valueName: "PEM-FILE"))
+    var roots: [String] = []
+
+    private var parsedAppID: AppID?
+    private var instant = Date()
+    private var extraRoots: [X509Certificate] = []
+
+    enum CodingKeys: String, CodingKey {
+        case receipt, appID, attestation, clientDataHash, at, roots
+    }
+
+    mutating func validate() throws {
+        if let appID { parsedAppID = try parseAppIDs([appID])[0] }
+        if let at { instant = try parseInstant(at) }
+        extraRoots = try loadRoots(roots)
+    }
+
+    func run() throws {
+        let result = Result { () throws(ReceiptError) -> JSONObject in
+            let bytes: [UInt8]
+            do throws(AppAttestError) {
+                bytes = try receipt.decode("--receipt")
+            } catch {
+                throw ReceiptError(.malformed, error.detail)
+            }
+            var expect = ReceiptVerifier.Expectation(appID: parsedAppID)
+            if let attestation {
+                do throws(AppAttestError) {
+                    let object = try AttestationObject.parse(try attestation.decode("--attestation"))
+                    expect.attestedKey = .certificate(object.x5c[0])
+                } catch {
+                    throw ReceiptError(.malformed, "--attestation: \(error.detail)")
+                }
+            }
+            if let clientDataHash {
+                do throws(AppAttestError) {
+                    expect.clientDataHash = try clientDataHash.decode("--client-data-hash")
+                } catch {
+                    throw ReceiptError(.malformed, error.detail)
+                }
+            }
+            let v = try ReceiptVerifier(extraRoots: extraRoots).verify(bytes, expecting: expect, at: instant)
+            return Self.describe(v)
+        }
+        try Verdict.emit(result)
+    }
+
+    /// The decoded fields: Apple's documented ones by name, any other under `otherFields`.
+    static func describe(_ v: VerifiedReceipt) -> JSONObject {
+        let r = v.receipt
+        var out = JSONObject()
+        out.set("type", r.type)
+        out.set("appId", String(decoding: r.appID, as: UTF8.self))
+        out.set("environment", r.environment)
+        out.set("creationTime", r.creationTime.text)
+        out.set("notBefore", r.notBefore?.text)
+        out.set("expirationTime", r.expirationTime?.text)
+        out.set("riskMetric", r.riskMetric.map { JSONObject.Value.int($0) } ?? .null)
+        out.set("clientHash", r.clientHash.map { Base64.encode($0) })
+        out.set("token", r.token)
+        if let cert = try? X509Certificate(der: r.attestedCertificate), let key = cert.p256PublicKey() {
+            out.set("keyId", Base64.encode(SHA256.hash(key.x962)))
+        }
+        out.set("attestedCertificate", Base64.encode(r.attestedCertificate))
+        out.set("signer", v.chain.first?.subject)
+        out.set("chain", .array(v.chain.map { .string($0.subject) }))
+        out.set("otherFields", .array(r.fields.filter { !AppAttestReceipt.FieldType.documented.contains($0.type) }.map { f in
+            var o = JSONObject()
+            o.set("type", f.type)
+            o.set("version", f.version)
+            o.set("value", Base64.encode(f.value))
+            return .object(o)
+        }))
+        return out
     }
 }
 

@@ -21,6 +21,7 @@ struct ClientAgainstGatewayTests {
         dir = temporaryDirectory("client-gw")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+        try ca.receiptRootPEM.write(to: dir.appendingPathComponent("receipt-root.pem"), atomically: true, encoding: .utf8)
     }
 
     func config(port: UInt16 = 0, ttl: String = "5m", challengeRate: String = "{per_client: 10/s, burst: 20}") -> String {
@@ -34,7 +35,7 @@ struct ClientAgainstGatewayTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: {challenge_ttl: \(ttl), challenge_rate: \(challengeRate)}
         store: {kind: memory, shards: 8}
         routes:

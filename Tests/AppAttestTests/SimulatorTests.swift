@@ -18,7 +18,6 @@ enum SimFixture {
     static let issuedAt = Date(timeIntervalSince1970: 1_748_736_000)
     /// One hour after issuing: inside every certificate's validity.
     static let instant = issuedAt.addingTimeInterval(3600)
-    static let receiptText = SimulatedDevice.placeholderReceipt
 
     static func device(_ environment: AttestEnvironment = .development, appID: AppID = appID) -> SimulatedDevice {
         SimulatedDevice(appID: appID, environment: environment, ca: ca)
@@ -77,7 +76,8 @@ struct SimulatorTests {
         #expect(verified.appID == F.appID)
         #expect(verified.environment == .development)
         #expect(verified.signCount == 0)
-        #expect(verified.receipt == F.receiptText)
+        #expect(verified.receipt == made.receipt)
+        #expect(try AppAttestReceipt.parseStored(verified.receipt).attestedCertificate == made.credentialCertificate.der)
         #expect(verified.validationCategory == nil)
         #expect(verified.bundleVersion == nil)
         #expect(verified.leafNotAfter == Int64(F.issuedAt.timeIntervalSince1970) + Int64(TestCA.defaultLeafLifetime))

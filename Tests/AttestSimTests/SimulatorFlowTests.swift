@@ -165,7 +165,22 @@ struct TestCAFileTests {
         let device = SimulatedDevice(appID: app, ca: loaded)
         let att = try device.attest(clientDataHash: SHA256.hash([1]))
         let verifier = AttestationVerifier(policy: .init(appIDs: [app], environments: [.development]), extraRoots: rootFromFile)
-        #expect(try verifier.verify(attestation: att, keyID: device.keyID, clientDataHash: SHA256.hash([1]), at: Date()).appID == app)
+        let verified = try verifier.verify(attestation: att, keyID: device.keyID, clientDataHash: SHA256.hash([1]), at: Date())
+        #expect(verified.appID == app)
+        // The receipt chain comes back too: the loaded CA's devices carry receipts that verify under
+        // the saved receipt-root.pem, and not under the App Attest test root.
+        #expect(loaded.receiptRoot.der == ca.receiptRoot.der && loaded.receiptSigner.der == ca.receiptSigner.der)
+        let receiptRoot = try X509Certificate.parsePEM(String(contentsOf: dir.appendingPathComponent("receipt-root.pem"), encoding: .utf8))
+        let receipt = try ReceiptVerifier(extraRoots: receiptRoot).verify(
+            verified.receipt, expecting: .attestation(verified, clientDataHash: SHA256.hash([1])), at: Date())
+        #expect(receipt.receipt.kind == .attest)
+        #expect(throws: ReceiptError.self) {
+            try ReceiptVerifier(extraRoots: rootFromFile).verify(verified.receipt, expecting: .init(), at: Date())
+        }
+        for file in ["receipt-signer-key.pem", "receipt-intermediate-key.pem", "receipt-root-key.pem"] {
+            let m = try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent(file).path)[.posixPermissions]
+            #expect((m as? NSNumber)?.intValue == 0o600, "\(file)")
+        }
         // Writing again into the same directory refuses and keeps the files.
         #expect(throws: TestCA.FileError.self) { try TestCA().write(to: dir) }
         #expect(try TestCA.load(from: dir).root.der == ca.root.der)
@@ -192,6 +207,20 @@ struct TestCAFileTests {
         #expect(throws: TestCA.FileError.self) { try TestCA.load(from: dir) }
         try originalRoot.write(to: rootKey)
         _ = try TestCA.load(from: dir)
+        // A receipt signer key of another CA; then a CA directory from before receipts (no receipt files).
+        let signerKey = dir.appendingPathComponent("receipt-signer-key.pem")
+        let originalSigner = try Data(contentsOf: signerKey)
+        try Data(contentsOf: other.appendingPathComponent("receipt-signer-key.pem")).write(to: signerKey)
+        #expect(throws: TestCA.FileError.self) { try TestCA.load(from: dir) }
+        try originalSigner.write(to: signerKey)
+        _ = try TestCA.load(from: dir)
+        try FileManager.default.removeItem(at: other.appendingPathComponent("receipt-root.pem"))
+        do {
+            _ = try TestCA.load(from: other)
+            Issue.record("a CA without its receipt chain loaded")
+        } catch {
+            #expect(error.reason.contains("create a new one"))
+        }
         try Data("{\"name\":\"\"}".utf8).write(to: dir.appendingPathComponent("ca.json"))
         #expect(throws: TestCA.FileError.self) { try TestCA.load(from: dir) }
     }

@@ -120,10 +120,18 @@ struct DefaultsTests {
         #expect(config.apps[0].appIDs == ["ABCDE12345.com.example.shop"])
     }
 
+    @Test("an app verifies receipts and does not require the macOS key policy unless told")
+    func appReceiptsAndMacOS() throws {
+        let config = try ConfigFixture.parse(minimalPlus: "apps: [{team_id: ABCDE12345, bundle_ids: [com.example.shop]}]")
+        #expect(config.apps[0].receipts == .verify)
+        #expect(config.apps[0].requireMacOSSecurity == false)
+    }
+
     @Test("apps, trust roots default to empty")
     func appsAndTrust() {
         #expect(config.apps.isEmpty)
         #expect(config.trust.extraRoots.isEmpty)
+        #expect(config.trust.extraReceiptRoots.isEmpty)
     }
 
     @Test("attest defaults to /v1/attest/challenge, /v1/attest/register, 5m, X-App-Attest-Verified-Key-Id")

@@ -48,7 +48,8 @@ struct FullConfigTests {
             environments: [development, production]
             validation_categories: [app_store, testflight, developer_id]
             min_bundle_version: 4.10
-        trust: {extra_roots: [roots/test.pem, ../other/root.pem]}
+          - {team_id: ABCDE12345, bundle_ids: [com.example.mac], receipts: ignore, require_macos_security: true}
+        trust: {extra_roots: [roots/test.pem, ../other/root.pem], extra_receipt_roots: [roots/receipt-root.pem]}
         attest: {challenge_path: /c, register_path: /r, challenge_ttl: 1h, verified_key_header: X-Key}
         store: {kind: memory, shards: 4096, data_dir: ./data, snapshot_interval: 10s}
         logging: {level: debug, access_log: false}
@@ -161,10 +162,12 @@ struct FullConfigTests {
                     environments: [.development, .production],
                     validationCategories: [.appStore, .testflight, .developerID],
                     minBundleVersion: BundleVersion("4.10")
-                )
+                ),
+                AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], receipts: .ignore, requireMacOSSecurity: true),
             ]
         )
         #expect(config.trust.extraRoots == ["/etc/attest-gateway/roots/test.pem", "/etc/other/root.pem"])
+        #expect(config.trust.extraReceiptRoots == ["/etc/attest-gateway/roots/receipt-root.pem"])
         #expect(
             config.attest
                 == AttestConfig(

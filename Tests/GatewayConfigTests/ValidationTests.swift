@@ -412,6 +412,27 @@ struct ValidationTests {
         )
     }
 
+    @Test("apps: receipts is verify or ignore, require_macos_security a boolean; trust.extra_receipt_roots a list of files")
+    func receiptsAndMacOS() {
+        let yaml =
+            ConfigFixture.minimal + """
+
+                apps:
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.a], receipts: verfy}
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.b], require_macos_security: yes}
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.c], receipts: [verify]}
+                trust: {extra_receipt_roots: roots/receipt-root.pem}
+                """
+        #expect(
+            ConfigFixture.errors(yaml) == [
+                "gateway.yaml:8:66: apps[0].receipts must be one of \"verify\" or \"ignore\", got \"verfy\" (did you mean \"verify\"?)",
+                "gateway.yaml:9:80: apps[1].require_macos_security must be true or false, got \"yes\"",
+                "gateway.yaml:10:66: apps[2].receipts must be one of \"verify\" or \"ignore\", got a list",
+                "gateway.yaml:11:30: trust.extra_receipt_roots must be a list, got \"roots/receipt-root.pem\"",
+            ]
+        )
+    }
+
     @Test("keys merged in with << are checked like written ones; explicit keys win")
     func mergeKeys() throws {
         let yaml = """

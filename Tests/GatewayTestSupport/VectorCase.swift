@@ -65,10 +65,29 @@ public struct VectorCase: Sendable, CustomStringConvertible {
 
     public static var attestations: [VectorCase] { all.filter { $0.kind == "attestation" } }
     public static var assertions: [VectorCase] { all.filter { $0.kind == "assertion" } }
+    /// The 20 real receipts of `receipts-veehaitch-devicecheck-appattest.json` (7 `ATTEST`, 13 `RECEIPT`).
+    public static var receipts: [VectorCase] { all.filter { $0.kind == "receipt" } }
+
+    /// Each distinct real attestation that carries a receipt (17: the Oliver-Binns one has none),
+    /// as the first valid case holding it.
+    public static var attestationsWithReceipts: [VectorCase] {
+        var seen: Set<String> = []
+        return attestations.filter { v in
+            guard v.expect == "valid", (v.json["receipt_length"] as? Int ?? 0) > 0 else { return false }
+            return seen.insert(v.string("attestation_b64")!).inserted
+        }
+    }
 
     public static func attestationCase(named name: String) -> VectorCase? { all.first { $0.name == name } }
 
     public var instant: Date { ISO8601DateFormatter().date(from: string("verification_time")!)! }
+    /// An ISO 8601 time field with or without fraction digits (`creation_time` has 1 to 3).
+    public func date(_ key: String) -> Date? {
+        guard let text = string(key) else { return nil }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: text) ?? ISO8601DateFormatter().date(from: text)
+    }
     public var appID: AppID { try! AppID(string("app_id")!) }
 }
 

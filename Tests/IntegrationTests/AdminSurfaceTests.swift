@@ -38,7 +38,7 @@ struct AdminSurfaceTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         store: {kind: memory, shards: 8}
         routes:
           - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}

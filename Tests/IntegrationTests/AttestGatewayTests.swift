@@ -103,7 +103,7 @@ struct AttestGatewayTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: {challenge_ttl: \(ttl), challenge_rate: {per_client: off}}    # one address plays every device
         store: {kind: memory, shards: 8\(dataDir.map { ", data_dir: \($0), snapshot_interval: 1s" } ?? "")}
         routes:
@@ -355,6 +355,63 @@ struct AttestGatewayTests {
         #expect(try ok.send(ok.sign(target: "/api/purchase", body: [], challenge: try ok.challenge())).status == 200)
     }
 
+    @Test("receipts at registration: a bad one is refused with receipt_invalid and explained; receipts: ignore; the macOS key policy")
+    func receiptsAndMacOSPolicy() throws {
+        let yaml = config().replacingOccurrences(
+            of: "  - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}",
+            with: """
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.lax], environments: [development], receipts: ignore}
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.mac], environments: [development], require_macos_security: true}
+                """)
+        let gw = try GatewayProcess(config: yaml)
+        defer { gw.stop() }
+        #expect(gw.stderr.contains("TRUSTING EXTRA ROOTS for receipts besides Apple Root CA - G3"))
+        let port = HTTPCall.port(gw, "public")
+        func register(_ d: ContractDevice, _ m: AttestationMutations = .none) throws -> HTTPCall {
+            let c = try d.challenge(purpose: "register")
+            let att = try d.device.attest(clientDataHash: SHA256.hash(Array(c.utf8)), mutations: m)
+            let body = "{\"keyId\":\"\(d.keyID)\",\"attestation\":\"\(Base64.encode(att))\",\"challenge\":\"\(c)\"}"
+            return try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array(body.utf8))
+        }
+        let otherApp = AttestationMutations(receiptEdit: { $0.appID = "ABCDE12345.com.example.other" })
+
+        // A genuine receipt (signed by the test CA's receipt chain, whose root is listed) registers.
+        #expect(try register(ContractDevice(ca: ca, appID: Self.appID, port: port)).status == 201)
+        // A receipt for another app: refused, nothing stored, the reason in explain.
+        let bad = try register(ContractDevice(ca: ca, appID: Self.appID, port: port), otherApp)
+        #expect(bad.status == 401)
+        #expect(bad.error == "receipt_invalid")
+        #expect(bad.json?["action"] as? String == "none")
+        let id = try #require(bad.json?["requestId"] as? String)
+        let explained = try curl([gw.url("admin", "/explain/\(id)")])
+        #expect(explained.1.contains("\"step\":\"receipt\""))
+        #expect(explained.1.contains("\"reason\":\"app_id_mismatch\""), "\(explained.1)")
+        // Another CA's receipt chain is not trusted; no receipt at all is malformed.
+        let rogue = try TestCA()
+        #expect(try register(ContractDevice(ca: ca, appID: Self.appID, port: port), AttestationMutations(
+            receipt: try rogue.issueReceipt(payload: [0x31, 0x00]))).error == "receipt_invalid")
+        #expect(try register(ContractDevice(ca: ca, appID: Self.appID, port: port), AttestationMutations(receipt: [])).error == "receipt_invalid")
+        // receipts: ignore registers the same bad receipt.
+        #expect(try register(ContractDevice(ca: ca, appID: "ABCDE12345.com.example.lax", port: port), otherApp).status == 201)
+
+        // require_macos_security: a simulated Mac registers, an iPhone is refused with 403.
+        let mac = try ContractDevice(ca: ca, appID: "ABCDE12345.com.example.mac", port: port)
+        mac.device.keyAccessControl = SimulatedDevice.macOSKeyAccessControl
+        #expect(try mac.register().status == 201)
+        // The key's policy is recorded where its registration is logged.
+        #expect(gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"key_access_control\":\"macos_full_security") })
+        #expect(gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"receipt\":\"verified ATTEST created") })
+        let phone = try register(ContractDevice(ca: ca, appID: "ABCDE12345.com.example.mac", port: port))
+        #expect(phone.status == 403)
+        #expect(phone.error == "macos_security_required")
+
+        let metrics = try curl([gw.url("admin", "/metrics")]).1
+        #expect(metrics.contains("attest_gateway_registrations_total{result=\"refused\",reason=\"receipt_invalid\"} 3"))
+        #expect(metrics.contains("attest_gateway_registrations_total{result=\"refused\",reason=\"macos_security_required\"} 1"))
+        #expect(metrics.contains("attest_gateway_registrations_total{result=\"registered\",reason=\"new_key\"} 3"))
+    }
+
     @Test("parallel requests on one device: the same challenge, or the same counter, gives exactly one accept")
     func parallelExactlyOne() throws {
         let gw = try GatewayProcess(config: config())
@@ -530,14 +587,21 @@ extension ContractDevice {
     func rebind(port: UInt16) { self.port = port }
 }
 
-/// A directory for one suite's files holding the root of a fresh test CA, `root.pem`, to list in
+/// A directory for one suite's files holding the roots of a fresh test CA, `root.pem` and
+/// `receipt-root.pem` (its receipt chain's root, for `trust.extra_receipt_roots`), to list in
 /// `trust.extra_roots` (the gateway never trusts a test root implicitly).
 func makeTrustedTestCADirectory(_ prefix: String) throws -> (ca: TestCA, dir: URL) {
     let ca = try TestCA()
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     try ca.rootPEM.write(to: dir.appendingPathComponent("root.pem"), atomically: true, encoding: .utf8)
+    try ca.receiptRootPEM.write(to: dir.appendingPathComponent("receipt-root.pem"), atomically: true, encoding: .utf8)
     return (ca, dir)
+}
+
+/// The receipt root a test CA directory keeps beside its `root.pem` (`TestCA.receiptRootFile`).
+func receiptRoot(besideRoot root: String) -> String {
+    URL(fileURLWithPath: root).deletingLastPathComponent().appendingPathComponent("receipt-root.pem").path
 }
 
 /// A lock-protected value for test threads.

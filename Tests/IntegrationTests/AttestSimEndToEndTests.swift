@@ -35,7 +35,7 @@ struct AttestSimEndToEndTests {
           - {name: default, match: {path_prefix: /}, upstream: demo}
         apps:
           - {team_id: "ABCDE12345", bundle_ids: [com.example.attestsim], environments: [development, production]}
-        trust: {extra_roots: ["\(root)"]}
+        trust: {extra_roots: ["\(root)"], extra_receipt_roots: ["\(receiptRoot(besideRoot: root))"]}
         attest: {challenge_ttl: 2s, challenge_rate: {per_client: off}}    # one address plays every device
         """
     }

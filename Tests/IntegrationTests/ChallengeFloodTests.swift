@@ -34,7 +34,7 @@ struct ChallengeFloodTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: {challenge_ttl: 5m, challenge_rate: \(challengeRate)}
         store: {kind: memory, shards: 8, max_anonymous_challenges: 256, max_key_bound_challenges: 256}
         routes:
@@ -106,7 +106,9 @@ struct ChallengeFloodTests {
         let made = try runProcess(AttestSimEndToEndTests.attestSim, ["ca", "--out", simCA.path])
         try #require(made.status == 0, "\(made.stderr)")
         let gw = try GatewayProcess(config: config(challengeRate: "{per_client: 20/s, burst: 40}")
-            .replacingOccurrences(of: dir.appendingPathComponent("root.pem").path, with: simCA.appendingPathComponent("root.pem").path))
+            .replacingOccurrences(of: dir.appendingPathComponent("root.pem").path, with: simCA.appendingPathComponent("root.pem").path)
+            .replacingOccurrences(
+                of: dir.appendingPathComponent("receipt-root.pem").path, with: simCA.appendingPathComponent("receipt-root.pem").path))
         defer { gw.stop() }
         let url = gw.url("public", "")
         let flood = Process()
@@ -384,7 +386,7 @@ struct AdmissionTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: \(attest)
         routes:
           - {name: default, match: {path_prefix: /}, upstream: demo}

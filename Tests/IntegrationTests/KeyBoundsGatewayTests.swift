@@ -30,7 +30,8 @@ struct KeyBoundsGatewayTests {
         upstreams:
           - {name: demo, url: demo}
         apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop, com.example.shop.Clip], environments: [development]}
+          # receipts: ignore: the size tests send filler receipts, not CMS
+          - {team_id: ABCDE12345, bundle_ids: [com.example.shop, com.example.shop.Clip], environments: [development], receipts: ignore}
         trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
         store: \(store)
         routes:

@@ -33,7 +33,7 @@ struct RedisFleetTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(root)]}
+        trust: {extra_roots: [\(root)], extra_receipt_roots: [\(receiptRoot(besideRoot: root))]}
         attest: {challenge_ttl: 5m}
         store: \(store)
         routes:

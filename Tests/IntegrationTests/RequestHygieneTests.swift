@@ -27,7 +27,7 @@ final class HygieneGateway: @unchecked Sendable {
     let repeating: ScriptedServer
     let gateway: GatewayProcess
 
-    init(trustRoot: String) throws {
+    init(trustRoot: String, receiptRoot: String) throws {
         let recorded = self.recorded
         upstream = try ScriptedServer { c in
             while let r = c.readRequest() {
@@ -51,7 +51,7 @@ final class HygieneGateway: @unchecked Sendable {
                   - {name: repeating, url: "http://127.0.0.1:\(repeating.port)", response_timeout: 10s}
                 apps:
                   - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-                trust: {extra_roots: [\(trustRoot)]}
+                trust: {extra_roots: [\(trustRoot)], extra_receipt_roots: [\(receiptRoot)]}
                 store: {kind: memory, shards: 4}
                 routes:
                   - name: purchase
@@ -128,7 +128,10 @@ struct RequestHygieneTests {
         (ca, dir) = try makeTrustedTestCADirectory("gw-hygiene")
     }
 
-    func gateway() throws -> HygieneGateway { try HygieneGateway(trustRoot: dir.appendingPathComponent("root.pem").path) }
+    func gateway() throws -> HygieneGateway {
+        try HygieneGateway(trustRoot: dir.appendingPathComponent("root.pem").path,
+                           receiptRoot: dir.appendingPathComponent("receipt-root.pem").path)
+    }
 
     @Test("method case: post, Post, pOST and odd methods are 400 bad_method on HTTP/1.1 and h2c; none reaches the upstream")
     func methodCase() throws {

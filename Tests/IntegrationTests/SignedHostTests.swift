@@ -28,7 +28,7 @@ struct SignedHostTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         store: {kind: memory, shards: 8}
         routes:
           - {name: tenant-a, match: {host: a.example, path_prefix: /api}, upstream: demo, assertion: {mode: enforce}}

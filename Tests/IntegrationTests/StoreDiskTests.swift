@@ -76,7 +76,7 @@ struct StoreDiskTests {
           - {name: demo, url: demo}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         store: {kind: memory, shards: 8, data_dir: \(dataDir), snapshot_interval: \(snapshotInterval)}
         routes:
           - name: signed-body

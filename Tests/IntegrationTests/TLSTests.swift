@@ -545,6 +545,7 @@ struct TLSTests {
         defer { pki.remove() }
         let ca = try TestCA()
         try ca.rootPEM.write(toFile: pki.path("attest-root.pem"), atomically: true, encoding: .utf8)
+        try ca.receiptRootPEM.write(toFile: pki.path("receipt-root.pem"), atomically: true, encoding: .utf8)
         let gw = try GatewayProcess(config: """
             workers: 2
             listeners:
@@ -558,7 +559,7 @@ struct TLSTests {
               - {name: demo, url: demo}
             apps:
               - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-            trust: {extra_roots: [\(pki.path("attest-root.pem"))]}
+            trust: {extra_roots: [\(pki.path("attest-root.pem"))], extra_receipt_roots: [\(pki.path("receipt-root.pem"))]}
             routes:
               - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
               - {name: all, match: {path_prefix: /}, upstream: demo}
@@ -630,10 +631,11 @@ struct TLSTests {
         defer { pki.remove() }
         let ca = try TestCA()
         try ca.rootPEM.write(toFile: pki.path("attest-root.pem"), atomically: true, encoding: .utf8)
+        try ca.receiptRootPEM.write(toFile: pki.path("receipt-root.pem"), atomically: true, encoding: .utf8)
         let gw = try Self.gateway(pki, extra: """
             apps:
               - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-            trust: {extra_roots: [\(pki.path("attest-root.pem"))]}
+            trust: {extra_roots: [\(pki.path("attest-root.pem"))], extra_receipt_roots: [\(pki.path("receipt-root.pem"))]}
             """, routes: """
               - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
             """)

@@ -34,6 +34,20 @@ extension ConfigDecoder {
                 app.minBundleVersion = decodeBundleVersion(node, fields.path("min_bundle_version"))
                 if app.minBundleVersion == nil { valid = false }
             }
+            if let node = fields["receipts"] {
+                if let mode = choice(node, fields.path("receipts"), as: AppConfig.ReceiptMode.self) {
+                    app.receipts = mode
+                } else {
+                    valid = false
+                }
+            }
+            if let node = fields["require_macos_security"] {
+                if let required = bool(node, fields.path("require_macos_security")) {
+                    app.requireMacOSSecurity = required
+                } else {
+                    valid = false
+                }
+            }
             if valid { apps.append(app) }
         }
         checkUnique(appIDs, what: "app id")

@@ -179,10 +179,19 @@ extension ConfigDecoder {
 
     func decodeTrust(_ node: YAMLNode, path: String) -> TrustConfig? {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.trust) else { return nil }
-        guard let rootsNode = fields["extra_roots"] else { return TrustConfig() }
-        guard let items = list(rootsNode, fields.path("extra_roots")) else { return nil }
-        let roots = items.enumerated().compactMap { filePath($1, Self.element(fields.path("extra_roots"), $0)) }
-        return roots.count == items.count ? TrustConfig(extraRoots: roots) : nil
+        var valid = true
+        func paths(_ key: String) -> [String] {
+            guard let rootsNode = fields[key] else { return [] }
+            guard let items = list(rootsNode, fields.path(key)) else {
+                valid = false
+                return []
+            }
+            let roots = items.enumerated().compactMap { filePath($1, Self.element(fields.path(key), $0)) }
+            if roots.count != items.count { valid = false }
+            return roots
+        }
+        let trust = TrustConfig(extraRoots: paths("extra_roots"), extraReceiptRoots: paths("extra_receipt_roots"))
+        return valid ? trust : nil
     }
 
     func decodeAttest(_ node: YAMLNode, path: String) -> AttestConfig? {

@@ -23,8 +23,11 @@ enum ConfigKeys {
     static let route = ["name", "match", "upstream", "max_body", "assertion"]
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
-    static let app = ["team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version"]
-    static let trust = ["extra_roots"]
+    static let app = [
+        "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
+        "require_macos_security",
+    ]
+    static let trust = ["extra_roots", "extra_receipt_roots"]
     static let attest = [
         "challenge_path", "register_path", "challenge_ttl", "verified_key_header", "challenge_rate", "registration_rate",
     ]

@@ -27,19 +27,37 @@ public struct AppConfig: Sendable, Equatable {
     public var validationCategories: Set<ValidationCategory>?
     /// nil: no minimum. Otherwise the attested `apple_bundle_version_01` must be at least this.
     public var minBundleVersion: BundleVersion?
+    /// What registration does with the attestation's receipt. Default `verify`.
+    public var receipts: ReceiptMode
+    /// Keys must carry macOS 27's key access-control policy (Full Security mode and System Integrity
+    /// Protection, extension 1.2.840.113635.100.8.6). Default false.
+    public var requireMacOSSecurity: Bool
+
+    /// `apps[].receipts`.
+    public enum ReceiptMode: String, Sendable, CaseIterable {
+        /// Apple's receipt checks (signature, chain to Apple Root CA - G3, fields); a bad receipt
+        /// refuses the registration with `receipt_invalid`.
+        case verify
+        /// The receipt is stored as sent, unchecked.
+        case ignore
+    }
 
     public init(
         teamID: String,
         bundleIDs: [String],
         environments: Set<Environment> = [.production],
         validationCategories: Set<ValidationCategory>? = nil,
-        minBundleVersion: BundleVersion? = nil
+        minBundleVersion: BundleVersion? = nil,
+        receipts: ReceiptMode = .verify,
+        requireMacOSSecurity: Bool = false
     ) {
         self.teamID = teamID
         self.bundleIDs = bundleIDs
         self.environments = environments
         self.validationCategories = validationCategories
         self.minBundleVersion = minBundleVersion
+        self.receipts = receipts
+        self.requireMacOSSecurity = requireMacOSSecurity
     }
 
     /// `TEAMID.bundle.id` for each bundle id: the strings whose SHA-256 is the rpIdHash.
