@@ -304,8 +304,8 @@ extension GatewayRouter {
                     return
                 }
                 let id = self.attest.explain.record(
-                    e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, method: h.method, target: h.target,
-                    peer: request.peer?.host)
+                    e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
+                    method: h.method, target: h.target, peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                     ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
                 ])

@@ -227,6 +227,7 @@ struct AttestEndpointsWiringTests {
             let id = try #require(answer.response.headers[AttestHeaders.requestID], sourceLocation: sourceLocation)
             let entry = try #require(h.explain.entry(id), sourceLocation: sourceLocation)
             #expect(entry.status == status && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            #expect(entry.verdict == .refused, "\(what)", sourceLocation: sourceLocation)
         case .forwardUnverified(let recordedStatus):
             guard case .afterBody = answer else {
                 Issue.record("\(what): not forwarded", sourceLocation: sourceLocation)
@@ -238,6 +239,9 @@ struct AttestEndpointsWiringTests {
             #expect(h.explain.count == recorded + 1, "\(what): not recorded for explain", sourceLocation: sourceLocation)
             let entry = try #require(h.explain.recent(1).first, sourceLocation: sourceLocation)
             #expect(entry.status == recordedStatus && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            // The entry says the request went on: its status is the one a refusal sends, not the one the client got.
+            #expect(entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
+            #expect(ExplainLog.json(entry).description.contains("\"verdict\":\"\(verdict.verdict.rawValue)\""), "\(what)", sourceLocation: sourceLocation)
             if case .refused(let error) = outcome { #expect(entry.explanation.error == error, "\(what)", sourceLocation: sourceLocation) }
         case .forwardVerified:
             guard case .afterBody = answer else {
