@@ -155,7 +155,14 @@ let package = Package(
                 "GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire",
                 "GatewayTestSupport",
             ]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire", "GatewayStore", "GatewayConfig"]),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "Gateway", "GatewayPolicy", "GatewayProxy", "GatewayHTTP", "GatewayWire", "GatewayStore", "GatewayConfig",
+                // The route verdict's wiring (AttestEndpointsWiringTests): a loop, a signing device, recorded metrics.
+                "GatewayIO", "AppAttest", "AppAttestSimulator", "GatewayCrypto", .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
         .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(
             name: "AttestSimTests",

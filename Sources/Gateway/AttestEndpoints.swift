@@ -247,40 +247,40 @@ extension GatewayRouter {
 
     // MARK: - Protected routes (mode enforce or shadow)
 
-    /// A protected route's decision, made from the head before any of the body is read. An enforced
-    /// request whose assertion headers already fail step 1 (`AssertionGate.readHeaders`: missing,
-    /// or malformed) is refused now, with the answer the gate would give after the body: no
+    /// A protected route's decision, made from the head before any of the body is read: whether the
+    /// request is enforced (`RouteVerdict.mode`: the route's mode and rollout), and step 1 of the
+    /// gate (`AssertionGate.readHeaders`). A refusal the head already decides and the verdict
+    /// refuses (`RouteVerdict.beforeBody`: an enforced request whose assertion headers are missing
+    /// or malformed) is answered now, with the answer the gate would give after the body: no
     /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
-    /// remaining DATA). Everything else (shadow, a rollout that does not enforce this key, headers
-    /// that read well) is buffered for `protected`, which goes on from the headers read here.
+    /// remaining DATA). Everything else is buffered for `protected`, which goes on from the headers
+    /// read here.
     func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, route r: GatewayRuntime.CompiledRoute,
                            runtime rt: GatewayRuntime) -> RouteDecision
     {
         let keyText = h.headers[AttestHeaders.keyID]
-        let share = r.assertion.rollout.basisPoints
-        // The key id is decoded for the rollout share only on a partial rollout (the gate decodes it anyway).
-        let enforce =
-            r.assertion.mode == .enforce
-            && (share >= 10_000 || Rollout.enforces(keyID: keyText.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: share))
+        guard let mode = RouteVerdict.mode(route: r.assertion, keyID: keyText) else {
+            return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
+        }
         let headers = AssertionGate.readHeaders(
             keyID: keyText, challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
             route: r.assertion)
-        if enforce, case .failure(let e) = headers {
-            attestMetrics.verdict(route: r.name, mode: "enforce", verdict: "refused", reason: e.error.code)
+        if case .failure(let e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
+            record(verdict, route: r)
             let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
-            return .respond(routeName: r.name, refusal(e, route: r.name, mode: "enforce", about: summary, surface: .route))
+            return .respond(routeName: r.name, refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route))
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
-            self.protected(request, route: r, runtime: rt, enforce: enforce, headers: headers, done: done)
+            self.protected(request, route: r, runtime: rt, mode: mode, headers: headers, done: done)
         }
     }
 
+    /// The gate's outcome carried out as its `RouteVerdict` says.
     func protected(
-        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, enforce: Bool,
+        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, mode: RouteVerdict.Mode,
         headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
     ) {
         let h = request.head
-        let mode = enforce ? "enforce" : "shadow"
         let gateRequest = GateRequest(
             method: h.method, target: h.target, body: request.body, keyID: h.headers[AttestHeaders.keyID],
             challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
@@ -288,9 +288,11 @@ extension GatewayRouter {
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
             [unowned self] outcome in
+            let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome)
+            self.record(verdict, route: r)
             switch outcome {
             case .accepted(let a):
-                self.attestMetrics.verdict(route: r.name, mode: mode, verdict: "accepted", reason: "ok")
+                // Accepted in either mode: forwarded as verified (`verdict.action == .forwardVerified`).
                 let keyID = a.keyID.description
                 var response = HTTPFields()
                 if let next = a.nextChallenge {
@@ -301,23 +303,24 @@ extension GatewayRouter {
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders.adding(verifiedHeader, keyID),
                                   responseHeaders: response))
             case .refused(let e):
-                let failOpen = e.error == .storeUnavailable && r.assertion.onStoreError == .failOpen
-                if enforce && !failOpen {
-                    self.attestMetrics.verdict(route: r.name, mode: mode, verdict: "refused", reason: e.error.code)
-                    done(.respond(self.refusal(e, route: r.name, mode: mode, request: request, surface: .route)))
+                guard case .forwardUnverified(let recordedStatus) = verdict.action else {
+                    done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
                     return
                 }
-                let verdict = failOpen && enforce ? "fail_open" : "would_refuse"
-                self.attestMetrics.verdict(route: r.name, mode: mode, verdict: verdict, reason: e.error.code)
                 let id = self.attest.explain.record(
-                    e, status: e.error.status(on: .route), route: r.name, mode: mode, method: h.method, target: h.target,
-                    peer: request.peer?.host)
-                GatewayEvents.log("info", "assertion \(verdict)", [
-                    ("route", r.name), ("mode", mode), ("reason", e.error.code), ("step", e.step), ("request_id", id),
+                    e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
+                    method: h.method, target: h.target, peer: request.peer?.host)
+                GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
+                    ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
                 ])
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
             }
         }
+    }
+
+    /// The verdict metric `{route, mode, verdict, reason}`.
+    private func record(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) {
+        attestMetrics.verdict(route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict.rawValue, reason: verdict.reason)
     }
 }
 

@@ -17,10 +17,14 @@ final class ExplainLog: Sendable {
     struct Entry: Sendable {
         let id: String
         let atMillis: Int64
-        /// The HTTP status the client was sent; for a shadow would-refusal, the one enforcement sends.
+        /// The HTTP status the client was sent; for a request forwarded anyway (`verdict`
+        /// `would_refuse` or `fail_open`), the one a refusal sends.
         let status: Int
         let route: String
         let mode: String
+        /// `refused` (the client got `status`), or the request was forwarded: `would_refuse`
+        /// (shadowed), `fail_open` (the store could not answer on an `on_store_error: fail_open` route).
+        let verdict: RouteVerdict.Label
         let method: String
         /// Query values redacted, at most `maxValueBytes`.
         let target: String
@@ -56,15 +60,17 @@ final class ExplainLog: Sendable {
     }
 
     /// Records a decision and returns its request id (16 hex digits, random). `status` is what the
-    /// client was sent.
-    func record(_ e: Explanation, status: Int, route: String, mode: String, method: String, target: String, peer: String?)
-        -> String
-    {
+    /// client was sent, or for a request forwarded anyway (`verdict` `would_refuse` or `fail_open`),
+    /// what a refusal sends.
+    func record(
+        _ e: Explanation, status: Int, route: String, mode: String, verdict: RouteVerdict.Label = .refused,
+        method: String, target: String, peer: String?
+    ) -> String {
         var rng = SystemRandomNumberGenerator()
         let id = Hex.encode(withUnsafeBytes(of: rng.next() as UInt64) { Array($0) })
         let now = clock()
         let entry = Entry(
-            id: id, atMillis: now, status: status, route: route, mode: mode, method: Self.cap(method, 32),
+            id: id, atMillis: now, status: status, route: route, mode: mode, verdict: verdict, method: Self.cap(method, 32),
             target: Self.cap(Explanation.redactQuery(target), Self.maxValueBytes), peer: peer, explanation: Self.bounded(e))
         ring.withLock { r in
             expire(&r, now: now)
@@ -165,6 +171,7 @@ final class ExplainLog: Sendable {
         o.set("time", RFC3339.format(millis: e.atMillis))
         o.set("route", e.route)
         o.set("mode", e.mode)
+        o.set("verdict", e.verdict.rawValue)
         o.set("method", e.method)
         o.set("target", e.target)
         o.set("client", e.peer)

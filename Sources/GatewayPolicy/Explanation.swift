@@ -59,8 +59,9 @@ public struct Explanation: Error, Sendable {
     public static let redacted = "<redacted>"
 
     /// The decision as `explain` shows it. `status` is the HTTP status the client was sent (for a
-    /// shadow would-refusal, the one enforcement would send): on a protected route that is
-    /// `GateError.routeStatus`, on the endpoints `GateError.status`.
+    /// request forwarded anyway, `RouteVerdict` `would_refuse` or `fail_open`, the one a refusal
+    /// would send): on a protected route that is `GateError.routeStatus`, on the endpoints
+    /// `GateError.status`.
     public func json(status: Int) -> JSONObject {
         var o = JSONObject()
         o.set("step", step)

@@ -37,8 +37,11 @@ struct RegistrationBoundsTests {
             issued.withLock { $0 = try? r.get() }
         }
         let challenge = ChallengeText.encode(try #require(issued.withLock { $0 }).token)
+        // Attested at the instant it is verified: a credential certificate issued at `Date()` would
+        // not be valid yet at `now` (whole seconds, taken earlier) once a second boundary passed.
         let attestation = try device.attest(
-            clientDataHash: SHA256.hash(Array(challenge.utf8)), mutations: AttestationMutations(issuingCA: issuer, receipt: receipt))
+            clientDataHash: SHA256.hash(Array(challenge.utf8)), at: Date(timeIntervalSince1970: Double(at) / 1000),
+            mutations: AttestationMutations(issuingCA: issuer, receipt: receipt))
         let body = "{\"keyId\":\"\(Base64.encode(device.keyID))\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(challenge)\"}"
         let answer = Mutex<RegistrationResult?>(nil)
         let done = DispatchSemaphore(value: 0)

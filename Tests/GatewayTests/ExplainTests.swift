@@ -38,6 +38,7 @@ struct ExplainTests {
                 let shown = try #require(object(ExplainLog.json(entry).description))
                 #expect(shown["status"] as? Int == response.status, "\(error) on \(surface)")
                 #expect(shown["error"] as? String == error.code)
+                #expect(shown["verdict"] as? String == "refused", "\(error) on \(surface)")
                 let body = try #require(object(String(decoding: response.body, as: UTF8.self)))
                 #expect(body["requestId"] as? String == id)
                 #expect(body["error"] as? String == error.code)

@@ -1,0 +1,122 @@
+import GatewayConfig
+
+/// What a protected route does with one request: forward it as verified, forward it unverified (a
+/// shadowed refusal, or a store failure on an `on_store_error: fail_open` route), or refuse it with
+/// a status; and the labels the verdict metric (`attest_gateway_assertion_verdicts_total`) and the
+/// explain log carry. The one home of enforce vs shadow, rollout and fail-open: a pure decision over
+/// the route's `AssertionPolicy`, the request's key id and the gate's outcome. The composition root
+/// (`Gateway/AttestEndpoints.swift`) only carries it out.
+///
+/// Two moments, one rule: `mode(route:keyID:)` is decided once from the head (before any body is
+/// read), then `init(route:mode:outcome:)` from the gate's outcome. A refusal the head alone already
+/// decides (`AssertionGate.readHeaders`) is the refusal the gate would give after the body, so
+/// `beforeBody(route:mode:refusal:)` answers it at once exactly when the verdict is a refusal.
+public struct RouteVerdict: Sendable, Equatable {
+    /// The `mode` label: how this request is treated. An enforce route whose `rollout` leaves the
+    /// key out treats it as `shadow`.
+    public enum Mode: String, Sendable, CaseIterable {
+        case enforce
+        case shadow
+    }
+
+    /// The `verdict` label.
+    public enum Label: String, Sendable, CaseIterable {
+        case accepted
+        case refused
+        /// Shadowed: counted, logged and recorded for explain, and forwarded.
+        case wouldRefuse = "would_refuse"
+        /// Enforced, the store could not answer, and the route fails open: forwarded unverified.
+        case failOpen = "fail_open"
+    }
+
+    public enum Action: Sendable, Equatable {
+        /// To the upstream without the assertion headers, with the verified-key header (and the next
+        /// challenge to the client).
+        case forwardVerified
+        /// To the upstream without the assertion headers and without the verified-key header; the
+        /// refusal is logged and recorded for explain with `recordedStatus`, the status enforcement
+        /// would send.
+        case forwardUnverified(recordedStatus: Int)
+        /// The JSON refusal, with this status, recorded for explain.
+        case refuse(status: Int)
+    }
+
+    /// What the gate decided of the request (`GateOutcome`, without its values).
+    public enum Outcome: Sendable, Equatable {
+        case accepted
+        case refused(GateError)
+    }
+
+    public let mode: Mode
+    public let verdict: Label
+    public let action: Action
+    /// The `reason` label: `ok`, or the refusal's code.
+    public let reason: String
+
+    /// Decided from the head: `enforce` when the route enforces and its rollout share takes the key
+    /// (`Rollout.enforces`: a stable share picked from the key id's bytes; a request without a
+    /// usable key id only at 100 %), `shadow` otherwise; nil on a route without assertion checks.
+    /// The key id is decoded only on a partial rollout (the gate decodes it anyway).
+    public static func mode(route: AssertionPolicy, keyID: String?) -> Mode? {
+        switch route.mode {
+        case .off: return nil
+        case .shadow: return .shadow
+        case .enforce:
+            let share = route.rollout.basisPoints
+            if share >= 10_000 { return .enforce }
+            return Rollout.enforces(keyID: keyID.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: share) ? .enforce : .shadow
+        }
+    }
+
+    /// The verdict on the gate's outcome for a request treated as `mode`. Enforced refusals are
+    /// refused with their route status (`GateError.status(on: .route)`), except `store_unavailable`
+    /// on a `fail_open` route, which is forwarded unverified; shadowed refusals are forwarded
+    /// unverified (`on_store_error` only matters where a refusal would be enforced); an accepted
+    /// assertion is forwarded as verified in either mode.
+    public init(route: AssertionPolicy, mode: Mode, outcome: Outcome) {
+        self.mode = mode
+        switch outcome {
+        case .accepted:
+            verdict = .accepted
+            action = .forwardVerified
+            reason = "ok"
+        case .refused(let error):
+            let status = error.status(on: .route)
+            reason = error.code
+            switch mode {
+            case .enforce where error == .storeUnavailable && route.onStoreError == .failOpen:
+                verdict = .failOpen
+                action = .forwardUnverified(recordedStatus: status)
+            case .enforce:
+                verdict = .refused
+                action = .refuse(status: status)
+            case .shadow:
+                verdict = .wouldRefuse
+                action = .forwardUnverified(recordedStatus: status)
+            }
+        }
+    }
+
+    /// The same, with the gate's outcome as it gives it.
+    public init(route: AssertionPolicy, mode: Mode, outcome: GateOutcome) {
+        switch outcome {
+        case .accepted: self.init(route: route, mode: mode, outcome: Outcome.accepted)
+        case .refused(let e): self.init(route: route, mode: mode, outcome: Outcome.refused(e.error))
+        }
+    }
+
+    /// Both moments at once (the head's `mode`, then the outcome): nil on a route without checks.
+    public init?(route: AssertionPolicy, keyID: String?, outcome: Outcome) {
+        guard let mode = Self.mode(route: route, keyID: keyID) else { return nil }
+        self.init(route: route, mode: mode, outcome: outcome)
+    }
+
+    /// A refusal of step 1 read from the head alone (`AssertionGate.readHeaders`): its verdict when it
+    /// is answered now, before any of the body is read (a refusal); nil when the body is read and the
+    /// request goes on (shadowed: the gate refuses it the same after the body, and it is forwarded).
+    public static func beforeBody(route: AssertionPolicy, mode: Mode, refusal: GateError) -> RouteVerdict? {
+        let verdict = RouteVerdict(route: route, mode: mode, outcome: .refused(refusal))
+        guard case .refuse = verdict.action else { return nil }
+        return verdict
+    }
+}

@@ -1,0 +1,306 @@
+import AppAttest
+import AppAttestSimulator
+import Foundation
+import GatewayConfig
+import GatewayCrypto
+import GatewayIO
+import GatewayPolicy
+import GatewayStore
+import GatewayWire
+import MetricsTestKit
+import Synchronization
+import Testing
+
+@testable import Gateway
+@testable import GatewayHTTP
+@testable import GatewayProxy
+
+/// The composition root carries out the `RouteVerdict` and decides nothing itself: for each kind of
+/// verdict (refused before the body, refused after it, would_refuse, fail_open, accepted, under
+/// enforce, shadow and a partial rollout) the router's answer, the verdict metric's labels and the
+/// explain record are what the verdict says. One loop, the demo upstream (it answers what it would
+/// have forwarded), a memory store behind a switch that makes it unreachable.
+@Suite("AttestEndpoints carries out the RouteVerdict: answer, metric labels, explain record")
+struct AttestEndpointsWiringTests {
+    static let shop = "ABCDE12345.com.example.shop"
+    static let host = "gw.example"
+    static let verifiedHeader = "X-App-Attest-Verified-Key-Id"
+
+    static let routes: [String: AssertionPolicy] = [
+        "enforced": AssertionPolicy(mode: .enforce),
+        "shadowed": AssertionPolicy(mode: .shadow),
+        "quarter": AssertionPolicy(mode: .enforce, rollout: Percentage(basisPoints: 2_500)),
+        "open": AssertionPolicy(mode: .enforce, onStoreError: .failOpen),
+    ]
+
+    static let yaml = """
+        listeners:
+          - {name: public, address: 127.0.0.1:0}
+        upstreams:
+          - {name: demo, url: demo}
+        apps:
+          - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
+        routes:
+          - {name: enforced, match: {path_prefix: /enforced}, upstream: demo, assertion: {mode: enforce}}
+          - {name: shadowed, match: {path_prefix: /shadowed}, upstream: demo, assertion: {mode: shadow}}
+          - {name: quarter, match: {path_prefix: /quarter}, upstream: demo, assertion: {mode: enforce, rollout: 25%}}
+          - {name: open, match: {path_prefix: /open}, upstream: demo, assertion: {mode: enforce, on_store_error: fail_open}}
+        """
+
+    /// The memory store, or (switched) a store that cannot be reached.
+    final class SwitchableStore: AttestStore {
+        let inner = MemoryAttestStore(shards: 1)
+        let down = Atomic<Bool>(false)
+        static let error = StoreError(.unavailable, "connection refused (test)")
+
+        func issueChallenge(
+            _ request: ChallengeRequest, nowMillis: Int64, completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
+        ) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.issueChallenge(request, nowMillis: nowMillis, completion: completion)
+        }
+
+        func challengeState(
+            _ token: ChallengeToken, nowMillis: Int64, completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void
+        ) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.challengeState(token, nowMillis: nowMillis, completion: completion)
+        }
+
+        func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.deviceKey(id, completion: completion)
+        }
+
+        func register(
+            _ registration: Registration, nowMillis: Int64,
+            completion: @escaping @Sendable (Result<RegistrationOutcome, StoreError>) -> Void
+        ) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.register(registration, nowMillis: nowMillis, completion: completion)
+        }
+
+        func commitAssertion(
+            _ commit: AssertionCommit, nowMillis: Int64, completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
+        ) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.commitAssertion(commit, nowMillis: nowMillis, completion: completion)
+        }
+
+        var statistics: StoreStatistics { inner.statistics }
+    }
+
+    /// What the router did with a request: answered from the head, or after reading the body.
+    enum Answer {
+        case beforeBody(LocalResponse)
+        case afterBody(LocalResponse)
+
+        var response: LocalResponse {
+            switch self {
+            case .beforeBody(let r), .afterBody(let r): r
+            }
+        }
+
+        var json: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any] ?? [:]
+        }
+
+        /// The fields the demo upstream was sent.
+        var forwardedHeaders: [String: String]? { json["route"] == nil ? nil : json["headers"] as? [String: String] }
+    }
+
+    final class Harness {
+        let loop = EventLoop(index: 0)
+        let metrics = TestMetrics()
+        let explain = ExplainLog()
+        let store = SwitchableStore()
+        let router: GatewayRouter
+        let device: SimulatedDevice
+
+        init() throws {
+            let config = try GatewayConfig.parse(yaml: AttestEndpointsWiringTests.yaml, baseDirectory: "/")
+            let runtime = try GatewayRuntime(config, coreCount: 1)
+            let attest = AttestContext(
+                store: store, requiresKeyID: false, explain: explain, metrics: AttestMetrics(factory: metrics, persistent: false),
+                limitEvents: LimitEvents())
+            let gatewayMetrics = GatewayMetrics(factory: metrics)
+            let loop = self.loop
+            router = loop.queue.sync {
+                GatewayRouter(loop: loop, runtime: runtime, events: GatewayEvents(accessLog: false), metrics: gatewayMetrics, attest: attest)
+            }
+            device = SimulatedDevice(appID: try AppID(AttestEndpointsWiringTests.shop), ca: try TestCA())
+        }
+
+        deinit { loop.shutdown() }
+
+        /// The device's key, registered in the store (attestation is the registrar's, tested apart).
+        func registerDevice() throws {
+            let keyID = try #require(KeyID(device.keyID))
+            let record = DeviceKeyRecord(
+                keyID: keyID, publicKey: device.publicKey.x962, counter: 0, appID: AttestEndpointsWiringTests.shop,
+                environment: .development, validationCategory: nil, bundleVersion: nil, firstSeenMillis: 0, lastSeenMillis: 0)
+            let registration = Registration(record: record, receipt: [], challenge: try #require(ChallengeText.decode(try challenge())))
+            let done = Mutex<Bool>(false)
+            store.inner.register(registration, nowMillis: AttestContext.nowMillis()) { r in
+                if case .success(.registered) = r { done.withLock { $0 = true } }
+            }
+            #expect(done.withLock { $0 })
+        }
+
+        func challenge() throws -> String {
+            let issued = Mutex<IssuedChallenge?>(nil)
+            store.inner.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 60_000), nowMillis: AttestContext.nowMillis()) {
+                r in issued.withLock { $0 = try? r.get() }
+            }
+            return ChallengeText.encode(try #require(issued.withLock { $0 }).token)
+        }
+
+        /// The assertion headers of a request the device signs for `target` (client data v2).
+        func signedHeaders(target: String, body: [UInt8], keyID: [UInt8]? = nil) throws -> [(String, String)] {
+            let challenge = try challenge()
+            let clientData = ClientData.forRequest(
+                .v2, challenge: challenge, method: "POST", target: target, authority: AttestEndpointsWiringTests.host, body: body)
+            let assertion = device.assert(clientDataHash: SHA256.hash(clientData))
+            return [
+                (AttestHeaders.keyID, Base64.encode(keyID ?? device.keyID)), (AttestHeaders.challenge, challenge),
+                (AttestHeaders.assertion, Base64.encode(assertion)),
+            ]
+        }
+
+        /// `POST target` through the router, on its loop (the memory store answers there, inline).
+        func send(_ target: String, headers: [(String, String)], body: [UInt8] = Array("{\"n\":1}".utf8)) throws -> Answer {
+            let head = HTTPRequestHead(
+                method: "POST", target: target, minorVersion: 1,
+                headers: HTTPFields([("Host", AttestEndpointsWiringTests.host)] + headers), framing: .contentLength(UInt64(body.count)))
+            let peer = try SocketAddress(host: "192.0.2.7", port: 40_000)
+            let router = self.router
+            return try loop.queue.sync { () throws -> Answer in
+                switch router.route(head, path: target, peer: peer) {
+                case .respond(_, let response):
+                    return .beforeBody(response)
+                case .buffer(_, _, let handler):
+                    var outcome: BufferedOutcome?
+                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http")) { outcome = $0 }
+                    guard case .respond(let response)? = outcome else { throw WiringError.notAnswered }
+                    return .afterBody(response)
+                case .forward:
+                    throw WiringError.notAnswered
+                }
+            }
+        }
+
+        func verdicts(_ route: String, _ v: RouteVerdict) -> Int64 {
+            let dimensions = [("route", route), ("mode", v.mode.rawValue), ("verdict", v.verdict.rawValue), ("reason", v.reason)]
+            return (try? metrics.expectCounter(AttestMetrics.verdicts, dimensions))?.totalValue ?? 0
+        }
+    }
+
+    enum WiringError: Error { case notAnswered }
+
+    /// Sends a request to `route` and checks the router did what `RouteVerdict` decides for its key
+    /// and the gate's outcome: refused (before the body exactly when the head decided) with the
+    /// verdict's status, or forwarded with or without the verified header; one count under the
+    /// verdict's labels; a refusal (or would-be refusal) recorded for explain with the verdict's
+    /// mode and status.
+    func expectCarriedOut(
+        _ h: Harness, route: String, headers: [(String, String)], outcome: RouteVerdict.Outcome, decidedByHead: Bool = false,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let policy = try #require(Self.routes[route])
+        let keyID = headers.first { $0.0 == AttestHeaders.keyID }?.1
+        let verdict = try #require(RouteVerdict(route: policy, keyID: keyID, outcome: outcome))
+        let counted = h.verdicts(route, verdict)
+        let recorded = h.explain.count
+        let answer = try h.send("/\(route)/x", headers: headers)
+        let what = "\(route) \(outcome): \(verdict)"
+        #expect(h.verdicts(route, verdict) == counted + 1, "\(what): the verdict metric", sourceLocation: sourceLocation)
+        switch verdict.action {
+        case .refuse(let status):
+            let beforeBody = if case .beforeBody = answer { true } else { false }
+            #expect(beforeBody == decidedByHead, "\(what): answered before the body: \(beforeBody)", sourceLocation: sourceLocation)
+            #expect(answer.response.status == status, "\(what)", sourceLocation: sourceLocation)
+            guard case .refused(let error) = outcome else {
+                Issue.record("\(what): refused an accepted request", sourceLocation: sourceLocation)
+                return
+            }
+            #expect(answer.json["error"] as? String == error.code, "\(what)", sourceLocation: sourceLocation)
+            let id = try #require(answer.response.headers[AttestHeaders.requestID], sourceLocation: sourceLocation)
+            let entry = try #require(h.explain.entry(id), sourceLocation: sourceLocation)
+            #expect(entry.status == status && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            #expect(entry.verdict == .refused, "\(what)", sourceLocation: sourceLocation)
+        case .forwardUnverified(let recordedStatus):
+            guard case .afterBody = answer else {
+                Issue.record("\(what): not forwarded", sourceLocation: sourceLocation)
+                return
+            }
+            let forwarded = try #require(answer.forwardedHeaders, "\(what): not forwarded", sourceLocation: sourceLocation)
+            #expect(forwarded[Self.verifiedHeader] == nil, "\(what)", sourceLocation: sourceLocation)
+            #expect(forwarded[AttestHeaders.assertion] == nil && forwarded[AttestHeaders.keyID] == nil, "\(what)", sourceLocation: sourceLocation)
+            #expect(h.explain.count == recorded + 1, "\(what): not recorded for explain", sourceLocation: sourceLocation)
+            let entry = try #require(h.explain.recent(1).first, sourceLocation: sourceLocation)
+            #expect(entry.status == recordedStatus && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            // The entry says the request went on: its status is the one a refusal sends, not the one the client got.
+            #expect(entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
+            #expect(ExplainLog.json(entry).description.contains("\"verdict\":\"\(verdict.verdict.rawValue)\""), "\(what)", sourceLocation: sourceLocation)
+            if case .refused(let error) = outcome { #expect(entry.explanation.error == error, "\(what)", sourceLocation: sourceLocation) }
+        case .forwardVerified:
+            guard case .afterBody = answer else {
+                Issue.record("\(what): not forwarded", sourceLocation: sourceLocation)
+                return
+            }
+            let forwarded = try #require(answer.forwardedHeaders, "\(what): not forwarded", sourceLocation: sourceLocation)
+            #expect(forwarded[Self.verifiedHeader] == Base64.encode(h.device.keyID), "\(what)", sourceLocation: sourceLocation)
+            #expect(answer.response.headers[AttestHeaders.nextChallenge] != nil, "\(what)", sourceLocation: sourceLocation)
+            #expect(h.explain.count == recorded, "\(what): an accepted request was recorded for explain", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// A key at a known rollout position (first four bytes, big-endian).
+    static func key(at position: UInt32) -> [UInt8] {
+        [UInt8(position >> 24), UInt8((position >> 16) & 0xff), UInt8((position >> 8) & 0xff), UInt8(position & 0xff)]
+            + [UInt8](repeating: 0x5a, count: 28)
+    }
+
+    @Test("refusals: from the head, after the body, shadowed, and on either side of a partial rollout")
+    func refusals() throws {
+        let h = try Harness()
+        let body = Array("{\"n\":1}".utf8)
+        let inside = Self.key(at: 7), outside = Self.key(at: 9_000)
+        for route in ["enforced", "shadowed", "quarter", "open"] {
+            let target = "/\(route)/x"
+            // No assertion headers: decided by the head (refused there when enforced).
+            try expectCarriedOut(h, route: route, headers: [], outcome: .refused(.assertionMissing), decidedByHead: true)
+            // Well-formed headers of an unknown key: decided by the gate after the body.
+            try expectCarriedOut(h, route: route, headers: try h.signedHeaders(target: target, body: body), outcome: .refused(.keyUnknown))
+            // A malformed assertion of a key inside and outside the rollout share.
+            for key in [inside, outside] {
+                let malformed = [(AttestHeaders.keyID, Base64.encode(key)), (AttestHeaders.challenge, try h.challenge()), (AttestHeaders.assertion, "AAAA")]
+                try expectCarriedOut(h, route: route, headers: malformed, outcome: .refused(.malformed), decidedByHead: true)
+                try expectCarriedOut(
+                    h, route: route, headers: try h.signedHeaders(target: target, body: body, keyID: key), outcome: .refused(.keyUnknown))
+            }
+        }
+    }
+
+    @Test("the store unreachable: fail_closed refuses with 503, fail_open forwards unverified, shadow would refuse")
+    func storeUnavailable() throws {
+        let h = try Harness()
+        try h.registerDevice()
+        let body = Array("{\"n\":1}".utf8)
+        let headers = try ["enforced", "shadowed", "quarter", "open"].map { try h.signedHeaders(target: "/\($0)/x", body: body) }
+        h.store.down.store(true, ordering: .relaxed)
+        for (route, signed) in zip(["enforced", "shadowed", "quarter", "open"], headers) {
+            try expectCarriedOut(h, route: route, headers: signed, outcome: .refused(.storeUnavailable))
+        }
+    }
+
+    @Test("accepted: forwarded with the verified key id and the next challenge, enforced or shadowed")
+    func accepted() throws {
+        let h = try Harness()
+        try h.registerDevice()
+        for route in ["enforced", "shadowed", "quarter", "open"] {
+            try expectCarriedOut(h, route: route, headers: try h.signedHeaders(target: "/\(route)/x", body: Array("{\"n\":1}".utf8)), outcome: .accepted)
+        }
+        #expect((try? h.metrics.expectCounter(AttestMetrics.challengesIssued, [("purpose", "next")]))?.totalValue == 4)
+    }
+}
