@@ -185,19 +185,16 @@ enum RouteTarget {
     case missing
 }
 
-/// The in-process `demo` upstream: answers what it would have been sent, as JSON, so that a newcomer
-/// can see routing and forwarding at work without installing anything.
+/// The in-process `demo` upstream: answers what it would have been sent (the head an upstream gets,
+/// `BufferedRequest.upstreamFields`), as JSON, so that a newcomer can see routing and forwarding at
+/// work without installing anything.
 enum DemoUpstream {
     static func answer(
         _ request: BufferedRequest, route: String, upstream: String, editHeaders: HeaderEdit,
         responseHeaders: HTTPFields
     ) -> LocalResponse {
-        var fields = request.head.headers
-        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"],
-                                        dropFoldableNames: request.dropFoldableNames)
-        editHeaders.apply(&fields)
         var headers = JSONObject()
-        for f in fields { headers.set(f.name, f.value) }
+        for f in request.upstreamFields(edit: editHeaders, upstream: upstream) { headers.set(f.name, f.value) }
         var out = JSONObject()
         out.set("upstream", upstream)
         out.set("route", route)

@@ -620,20 +620,15 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         responseHeadSent = true
         if let extra = forward?.responseHeaders, extra.count > 0 {
             let full = r.materialize(buf)
-            var fields = full.headers
-            ForwardedHeaders.rewriteResponse(&fields)
-            for e in extra { fields.set(e.name, e.value) }
-            if dropContentLength {
-                fields.remove("Content-Length")
-                if chunkedDownstream { fields.append("Transfer-Encoding", "chunked") }
-            }
+            var fields = DownstreamResponseHead.fields(full, routeFields: extra, dropContentLength: dropContentLength)
+            if chunkedDownstream { fields.append("Transfer-Encoding", "chunked") }
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
         } else {
             let chunked = chunkedDownstream
             downstream.writeHead {
-                r.writeForwarded(from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength, chunked: chunked,
-                                 connection: connection, to: &$0)
+                DownstreamResponseHead.writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked,
+                                                  connection: connection, to: &$0)
             }
         }
     }
@@ -929,68 +924,4 @@ private func replace<T>(_ property: inout T, with value: T) -> T {
     var value = value
     swap(&property, &value)
     return value  // the old value, destroyed by the caller once the access has ended
-}
-
-/// The current request head's bytes: one buffer per connection, grown to the largest head seen
-/// (released after an exchange when above 8 KiB), copied into once per request. The ranges of
-/// `HTTPRequestHeadLines` point into it; it cannot change while lent (`with`), which traps.
-final class HeadBytes {
-    private var base: UnsafeMutableRawPointer?
-    private var capacity = 0
-    private var count = 0
-    private var lent = 0
-
-    func set(_ bytes: UnsafeRawBufferPointer) {
-        precondition(lent == 0, "HeadBytes changed while lent")
-        if bytes.count > capacity {
-            base?.deallocate()
-            capacity = (bytes.count + 63) & ~63  // idle keep-alive connections keep it: no slack
-            base = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
-        }
-        if let src = bytes.baseAddress, let base { base.copyMemory(from: src, byteCount: bytes.count) }
-        count = bytes.count
-    }
-
-    @inline(__always)
-    func with<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        lent += 1
-        defer { lent -= 1 }
-        return try body(UnsafeRawBufferPointer(start: base, count: count))
-    }
-
-    /// Appends `prefix`, then the bytes at `range` of this buffer, then `literal`, after the head
-    /// (a rewritten target or field needs bytes the head does not have); returns where they are.
-    @discardableResult
-    func append(prefix: UInt8?, copying range: Range<Int>?, literal: StaticString = "") -> Range<Int> {
-        precondition(lent == 0, "HeadBytes changed while lent")
-        var extra: [UInt8] = []
-        if let prefix { extra.append(prefix) }
-        if let range, let base { extra += UnsafeRawBufferPointer(start: base + range.lowerBound, count: range.count) }
-        extra += UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
-        let start = count
-        let needed = count + extra.count
-        if needed > capacity {
-            let grown = UnsafeMutableRawPointer.allocate(byteCount: (needed + 63) & ~63, alignment: 8)
-            if let base { grown.copyMemory(from: base, byteCount: count) }
-            base?.deallocate()
-            base = grown
-            capacity = (needed + 63) & ~63
-        }
-        extra.withUnsafeBytes { e in if let src = e.baseAddress { base!.advanced(by: start).copyMemory(from: src, byteCount: e.count) } }
-        count = needed
-        return start..<needed
-    }
-
-    /// After an exchange: a buffer grown by a large head is not kept for the connection's life.
-    func trim() {
-        precondition(lent == 0, "HeadBytes changed while lent")
-        count = 0
-        if capacity > 8192 {
-            base?.deallocate()
-            base = nil
-            capacity = 0
-        }
-    }
-
-    deinit { base?.deallocate() }
 }

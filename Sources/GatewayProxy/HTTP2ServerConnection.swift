@@ -68,6 +68,16 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     private var timerDue: Int64 = .max
     /// The client's address as text (logs, X-Forwarded-For).
     lazy var peerHost: String = transport.peer?.host ?? "-"
+    /// A stream's head laid out as bytes for the upstream writer (one stream at a time), and its
+    /// field ranges' storage, reused.
+    let upstreamHeadBytes = HeadBytes()
+    var spareHeadFields: [HTTPFieldRange] = []
+
+    func takeSpareHeadFields() -> [HTTPFieldRange] {
+        var spare: [HTTPFieldRange] = []
+        swap(&spare, &spareHeadFields)
+        return spare
+    }
 
     /// Output is pulled from the session while less than this is queued on the transport.
     static let outputLowWater = 32 * 1024
@@ -585,9 +595,15 @@ final class HTTP2Stream: ConnectionDelegate {
         let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
         let proto = conn.scheme
         let dropFoldable = conn.limits.dropFoldableNames
-        u.connection.writeHead {
-            f.writeUpstreamHead(head, client: client, proto: proto, framing: framing, dropFoldableNames: dropFoldable, to: &$0)
+        // The head laid out as bytes in the connection's buffer, for the one upstream head writer.
+        let bytes = conn.upstreamHeadBytes
+        let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
+        bytes.with { buf in
+            u.connection.writeHead {
+                f.writeUpstreamHead(lines, buf, client: client, proto: proto, framing: framing, dropFoldableNames: dropFoldable, to: &$0)
+            }
         }
+        conn.spareHeadFields = lines.fields
         upstreamHeadSent = true
         if wasBuffered {
             if !buffered.isEmpty { u.connection.write(buffered) }
@@ -645,10 +661,8 @@ final class HTTP2Stream: ConnectionDelegate {
         let submitted: Result<Void, HTTP2SessionError>
         if let extra = forward?.responseHeaders, extra.count > 0 {
             // Fields set by the route: through strings, as `HTTPFields.set` defines them.
-            var fields = u.connection.inbound.withReadableBytes { r.materialize($0).headers }
-            ForwardedHeaders.rewriteResponse(&fields)
-            for e in extra { fields.set(e.name, e.value) }
-            if dropContentLength { fields.remove("Content-Length") }
+            let full = u.connection.inbound.withReadableBytes { r.materialize($0) }
+            let fields = DownstreamResponseHead.fields(full, routeFields: extra, dropContentLength: dropContentLength)
             submitted = Result { () throws(HTTP2SessionError) in
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             }
@@ -656,9 +670,9 @@ final class HTTP2Stream: ConnectionDelegate {
             // The usual case: the header list is built from the upstream's bytes, no string per field.
             submitted = u.connection.inbound.withReadableBytes { buf in
                 Result { () throws(HTTP2SessionError) in
-                    try session.submitResponse(
-                        streamID: id, head: r, from: buf, via: ForwardedHeaders.via, dropContentLength: dropContentLength,
-                        endStream: endStream)
+                    try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
+                        DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, to: &$0)
+                    }
                 }
             }
         }

@@ -79,7 +79,7 @@ public struct HeadWriter {
     /// The field line `f` of `buf` as "name: value" CRLF (OWS around the value dropped): one copy
     /// when the line is already written that way, as most are.
     @inline(__always)
-    mutating func appendFieldLine(_ buf: UnsafeRawBufferPointer, _ f: HTTPFieldRange) {
+    public mutating func appendFieldLine(_ buf: UnsafeRawBufferPointer, _ f: HTTPFieldRange) {
         let colon = f.name.upperBound
         if f.value.lowerBound == colon + 2 && buf[colon + 1] == 0x20 {
             append(UnsafeRawBufferPointer(rebasing: buf[f.name.lowerBound..<f.value.upperBound]))
