@@ -1,4 +1,5 @@
 import GatewayHTTP
+import GatewayIO
 
 /// The current request head's bytes: one buffer per connection, grown to the largest head seen
 /// (released after an exchange when above 8 KiB), copied into once per request. The ranges of
@@ -110,5 +111,44 @@ extension HeadBytes {
         lines.foldableNames = foldable
         lines.fields = fields
         return lines
+    }
+}
+
+extension HeadBytes {
+    /// An absolute-form target (RFC 9112 §3.2.2, `POST http://shop/api/x HTTP/1.1`): its authority
+    /// replaces Host for routing and upstream (the Host field's value becomes the authority's bytes;
+    /// an HTTP/1.0 request without Host gets one), and the target goes on in origin-form (`/api/x`;
+    /// `/` when the path is empty).
+    func takeAuthority(_ h: inout HTTPRequestHeadLines) {
+        let head = h
+        guard let authority = with({ head.authority($0) }) else { return }
+        let rest = authority.upperBound..<h.target.upperBound
+        let slash = !rest.isEmpty && with { $0[rest.lowerBound] } == UInt8(ascii: "/")
+        h.target = slash ? rest : append(prefix: UInt8(ascii: "/"), copying: rest)
+        if let host = h.host, let i = h.fields.firstIndex(where: { $0.value == host }) {
+            h.fields[i].value = authority
+        } else {
+            let name = append(prefix: nil, copying: nil, literal: "Host")
+            h.fields.append(HTTPFieldRange(name: name, value: authority))
+        }
+        h.host = authority
+        h.absoluteForm = false
+    }
+}
+
+extension HeadBytes {
+    /// Parses a request head from `inbound` into `head`, as ranges into these bytes, a copy of the
+    /// head's (the field array reused); returns the head's length, nil while it is incomplete. (Only
+    /// an `Int` crosses the generic `withReadableBytes`: a struct result would be copied through
+    /// value witnesses.)
+    func parse(_ parser: HTTP1Parser, _ inbound: ByteBuffer, _ fields: inout [HTTPFieldRange],
+               _ hostMemo: inout HTTP1Parser.HostMemo, into head: inout HTTPRequestHeadLines) throws -> Int?
+    {
+        try inbound.withReadableBytes { buf in
+            guard let (lines, end) = try parser.parseRequestHeadLines(buf, reusing: &fields, hostMemo: &hostMemo) else { return nil }
+            set(UnsafeRawBufferPointer(rebasing: buf[0..<end]))
+            head = lines
+            return end
+        }
     }
 }

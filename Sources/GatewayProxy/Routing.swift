@@ -1,7 +1,7 @@
 import GatewayHTTP
 import GatewayIO
 
-/// A response the gateway writes itself (errors, local endpoints, the demo upstream).
+/// A response the gateway writes itself (errors: `ErrorResponse`; local endpoints, the demo upstream).
 public struct LocalResponse: Sendable {
     public var status: Int
     public var headers: HTTPFields
@@ -11,14 +11,6 @@ public struct LocalResponse: Sendable {
         self.status = status
         self.headers = headers
         self.body = body
-    }
-
-    /// `{"error":"<code>", …}` with `Content-Type: application/json` (the gateway's only error shape).
-    public static func error(_ status: Int, _ code: String, extra: [(String, String)] = []) -> LocalResponse {
-        var body = "{\"error\":\"\(code)\""
-        for (k, v) in extra { body += ",\"\(k)\":\"\(v)\"" }
-        body += "}\n"
-        return LocalResponse(status: status, headers: HTTPFields([("Content-Type", "application/json")]), body: Array(body.utf8))
     }
 
     public static func json(_ status: Int, _ text: String, headers: HTTPFields = HTTPFields()) -> LocalResponse {

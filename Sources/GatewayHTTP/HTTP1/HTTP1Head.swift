@@ -43,7 +43,7 @@ public enum BodyFraming: Sendable, Equatable {
 }
 
 public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
         case badRequestLine = "bad_request_line"
         case badStatusLine = "bad_status_line"
         case badHeader = "bad_header"

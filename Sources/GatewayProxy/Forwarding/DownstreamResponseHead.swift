@@ -1,4 +1,5 @@
 import GatewayHTTP
+import GatewayIO
 
 /// What the client sees of an upstream's response head, for HTTP/1.1 and HTTP/2 clients alike:
 /// - the fields as received, in order, except the hop-by-hop ones (the fixed list and every field
@@ -12,6 +13,40 @@ import GatewayHTTP
 /// - HTTP/1.1 only: `Transfer-Encoding: chunked` and `Connection` as the client's side needs them.
 /// The byte writers are held to the string path by tests (`ResponseForwardingTests`).
 enum DownstreamResponseHead {
+    /// Writes the head for an HTTP/1.1 client (its request's `requestMinor`) to `downstream`. A body
+    /// without a length goes chunked to an HTTP/1.1 client, and until the connection closes to an
+    /// HTTP/1.0 one; `Connection` says `close` when the connection closes after the response
+    /// (`close`, or that HTTP/1.0 body), `keep-alive` to a persistent HTTP/1.0 client. Without route
+    /// fields the upstream's field lines are copied as bytes (`writeHTTP1`); with them, through
+    /// `HTTPFields`. Returns whether the body goes chunked and whether the connection closes after it.
+    static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields, requestMinor: Int,
+                          close: Bool, to downstream: Connection) -> (chunked: Bool, close: Bool)
+    {
+        var chunked = false
+        var close = close
+        var dropContentLength = false
+        switch r.framing {
+        case .none, .contentLength:
+            break
+        case .chunked, .untilClose:
+            dropContentLength = true
+            if requestMinor == 1 { chunked = true } else { close = true }
+        }
+        let connection: String? = close ? "close" : requestMinor == 0 ? "keep-alive" : nil
+        if routeFields.count > 0 {
+            let full = r.materialize(buf)
+            var fields = fields(full, routeFields: routeFields, dropContentLength: dropContentLength)
+            if chunked { fields.append("Transfer-Encoding", "chunked") }
+            if let connection { fields.set("Connection", connection) }
+            downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
+        } else {
+            downstream.writeHead {
+                writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection, to: &$0)
+            }
+        }
+        return (chunked, close)
+    }
+
     /// The HTTP/1.1 head for the client, from the upstream's bytes: status line (the reason as
     /// received), the kept fields, Via, then `Transfer-Encoding: chunked` when `chunked` and
     /// `Connection: <connection>` when given.
