@@ -140,7 +140,7 @@ func listContains(_ l: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt
     return found
 }
 
-@inline(__always)
+@usableFromInline @inline(__always)
 func asciiCaseInsensitiveEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
     guard a.count == b.count else { return false }
     var i = 0

@@ -82,9 +82,10 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
         bodyDone = true
     }
 
-    func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields) -> Bool {
+    func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool {
         (chunkedDownstream, closeAfterResponse) = DownstreamResponseHead.sendHTTP1(
-            r, from: buf, routeFields: routeFields, requestMinor: requestMinor, close: closeAfterResponse || draining, to: downstream)
+            r, from: buf, routeFields: exchange.forward?.responseHeaders, requestMinor: requestMinor, close: closeAfterResponse || draining,
+            to: downstream)
         responseStatus = r.status
         responseHeadSent = true
         phase = .streamingResponse

@@ -350,7 +350,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         discardRequestBody()
     }
 
-    func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields) -> Bool {
+    func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool {
         let dropContentLength: Bool
         switch r.framing {
         case .chunked, .untilClose: dropContentLength = true
@@ -361,7 +361,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         responseStatus = r.status
         responseHeadSent = true
         do {
-            if routeFields.count > 0 {
+            if let routeFields = exchange.forward?.responseHeaders, routeFields.count > 0 {
                 // Fields set by the route: through strings, as `HTTPFields.set` defines them.
                 let fields = DownstreamResponseHead.fields(r.materialize(buf), routeFields: routeFields, dropContentLength: dropContentLength)
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)

@@ -15,9 +15,9 @@ protocol UpstreamExchangeHost: ConnectionDelegate {
     func upstreamRequestDidStart()
     /// The response head came before the request body ended: stop forwarding the body.
     func requestAnsweredEarly()
-    /// Writes the response head for the client (the upstream's bytes in `buf`, `routeFields` set by
-    /// the route); false when the client can no longer take it.
-    func sendResponseHead(_ head: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields) -> Bool
+    /// Writes the response head for the client (the upstream's bytes in `buf`; the route's response
+    /// fields are the exchange's `forward`'s); false when the client can no longer take it.
+    func sendResponseHead(_ head: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool
     /// Response body bytes for the client; false when it can no longer take them.
     func sendResponseBody(_ data: UnsafeRawBufferPointer) -> Bool
     /// Enough is queued for the client: the upstream is not read until `resumeUpstream`.
@@ -195,9 +195,8 @@ final class UpstreamExchange {
     /// The client's body ended: its last chunk goes, and the response is awaited.
     func requestBodyDidEnd<H: UpstreamExchangeHost>(_ host: H) {
         requestEnded = true
-        guard let u = upstream else { return }
-        if case .chunked = requestFraming { u.connection.write(HTTP1Serializer.lastChunk) }
-        if response == nil { arm(.response, responseTimeout, host) }
+        if case .chunked = requestFraming { upstream?.connection.write(HTTP1Serializer.lastChunk) }
+        if upstream != nil && response == nil { arm(.response, responseTimeout, host) }
     }
 
     /// Request bytes the upstream has not taken yet (back-pressure on the client).
@@ -226,7 +225,7 @@ final class UpstreamExchange {
             fail(.upstreamBadResponse, host)
             return
         }
-        guard let (r, end) = final, let f = forward else { return }
+        guard let (r, end) = final else { return }
         response = (r.status, r.keepAlive)
         upstreamSeconds = Double(EventLoop.monotonicNanos() - upstreamStarted) / 1e9
         if !requestEnded {
@@ -236,8 +235,7 @@ final class UpstreamExchange {
         responseFraming = r.framing
         replace(&responseBody, with: BodyReader(r.framing))
         // The head's ranges point into the upstream's inbound bytes: used before they are consumed.
-        let routeFields = f.responseHeaders
-        let sent = u.connection.inbound.withReadableBytes { host.sendResponseHead(r, from: $0, routeFields: routeFields) }
+        let sent = u.connection.inbound.withReadableBytes { host.sendResponseHead(r, from: $0) }
         u.connection.inbound.consume(end)
         u.recycle(r)
         guard sent else {

@@ -57,8 +57,9 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
     private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String { latin1String(buf, r) }
 }
 
-/// `bytes` equal to the ASCII `name`, ignoring ASCII case.
-@inline(__always)
+/// `bytes` equal to the ASCII `name`, ignoring ASCII case. (Inlinable: the proxy's writers call it
+/// per field.)
+@inlinable @inline(__always)
 public func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
     guard bytes.count == name.utf8CodeUnitCount else { return false }
     return asciiCaseInsensitiveEqual(

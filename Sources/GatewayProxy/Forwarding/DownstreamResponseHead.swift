@@ -19,7 +19,7 @@ enum DownstreamResponseHead {
     /// (`close`, or that HTTP/1.0 body), `keep-alive` to a persistent HTTP/1.0 client. Without route
     /// fields the upstream's field lines are copied as bytes (`writeHTTP1`); with them, through
     /// `HTTPFields`. Returns whether the body goes chunked and whether the connection closes after it.
-    static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields, requestMinor: Int,
+    static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields?, requestMinor: Int,
                           close: Bool, to downstream: Connection) -> (chunked: Bool, close: Bool)
     {
         var chunked = false
@@ -33,7 +33,7 @@ enum DownstreamResponseHead {
             if requestMinor == 1 { chunked = true } else { close = true }
         }
         let connection: String? = close ? "close" : requestMinor == 0 ? "keep-alive" : nil
-        if routeFields.count > 0 {
+        if let routeFields, routeFields.count > 0 {
             let full = r.materialize(buf)
             var fields = fields(full, routeFields: routeFields, dropContentLength: dropContentLength)
             if chunked { fields.append("Transfer-Encoding", "chunked") }
@@ -141,31 +141,15 @@ struct ForwardingFilter {
     /// become the first field with its first member (`HTTPFields.collapseContentLength`).
     func forEachKept(dropContentLength: Bool, _ body: (HTTPFieldRange) -> Void) -> Bool {
         if !dropContentLength && classes.contentLengthList { return forEachKeptCollapsing(body) }
-        var viaBytes = 0
-        var viaCount = 0
-        for i in fields.indices {
-            let f = fields[i]
-            let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
-            guard keeps(i, n) else { continue }
-            if isVia(i, n) {
-                viaBytes += f.value.count
-                viaCount += 1
-                continue
-            }
-            if dropContentLength && isContentLength(i, n) { continue }
-            body(f)
-        }
-        return viaCount > 0 && viaBytes + 2 * (viaCount - 1) > 0
+        return forEachKept(body) { f in if !dropContentLength { body(f) } }
     }
 
     /// `forEachKept` for a head with a repeated Content-Length (rare): the first field goes on with
     /// its first value, the others not.
     private func forEachKeptCollapsing(_ body: (HTTPFieldRange) -> Void) -> Bool {
         var sent = false
-        return forEachKept(dropContentLength: true) { f in
-            // Kept fields come in order: the first Content-Length is written where it stood.
-            body(f)
-        } onContentLength: { f in
+        // Kept fields come in order: the first Content-Length is written where it stood.
+        return forEachKept(body) { f in
             guard !sent else { return }
             sent = true
             body(HTTPFieldRange(name: f.name, value: HTTPFields.firstListMember(buf, f.value)))
@@ -173,8 +157,8 @@ struct ForwardingFilter {
     }
 
     /// The kept fields in order, Content-Length ones handed to `onContentLength` instead of `body`.
-    private func forEachKept(dropContentLength: Bool, _ body: (HTTPFieldRange) -> Void,
-                             onContentLength: (HTTPFieldRange) -> Void) -> Bool
+    @inline(__always)
+    private func forEachKept(_ body: (HTTPFieldRange) -> Void, onContentLength: (HTTPFieldRange) -> Void) -> Bool
     {
         var viaBytes = 0
         var viaCount = 0
