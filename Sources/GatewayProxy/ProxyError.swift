@@ -18,6 +18,8 @@ public enum ProxyError: Hashable, Sendable, CustomStringConvertible {
     case methodOverride
     /// The body is larger than the route's `max_body` (413).
     case bodyTooLarge
+    /// Plain HTTP on a TLS listener (400, written in clear before the close: `TLSSession.plainHTTPRejection`).
+    case httpsRequired
     /// The request head did not arrive within `limits.header_timeout` (408).
     case headerTimeout
     /// The request body stopped for `limits.body_timeout` (408).
@@ -54,6 +56,7 @@ public enum ProxyError: Hashable, Sendable, CustomStringConvertible {
         case .ambiguousPath: ("ambiguous_path", 400)
         case .methodOverride: ("method_override", 400)
         case .bodyTooLarge: ("body_too_large", 413)
+        case .httpsRequired: ("https_required", 400)
         case .headerTimeout: ("header_timeout", 408)
         case .bodyTimeout: ("body_timeout", 408)
         case .noRoute: ("no_route", 404)
@@ -93,7 +96,7 @@ public enum ProxyError: Hashable, Sendable, CustomStringConvertible {
     /// answered and not listed.)
     public static let allCases: [ProxyError] =
         HTTPParseError.Kind.allCases.filter { $0 != .badStatusLine }.map { .request($0) } + [
-            .ambiguousPath, .methodOverride, .bodyTooLarge, .headerTimeout, .bodyTimeout, .noRoute,
+            .ambiguousPath, .methodOverride, .bodyTooLarge, .httpsRequired, .headerTimeout, .bodyTimeout, .noRoute,
             .upstreamUnavailable, .upstreamConnectTimeout, .upstreamTLS, .upstreamBusy, .upstreamClosed,
             .upstreamBadResponse, .upstreamTimeout, .clientClosed, .clientGone, .clientReset, .streamReset,
         ]

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCrypto
 import GatewayHTTP
 @testable import GatewayProxy
 import Testing
@@ -47,5 +48,15 @@ struct ProxyErrorTests {
         #expect(full.headers.map(\.name) == ["X-Request-Id", "Retry-After", "Content-Type"])
         let withID = ProxyError.upstreamTimeout.response(requestId: "abc")
         #expect(withID.headers["X-Request-Id"] == "abc" && String(decoding: withID.body, as: UTF8.self).contains("\"requestId\":\"abc\""))
+    }
+
+    @Test("plain HTTP on a TLS port gets https_required as the HTTP/1.1 connection writes a closing answer")
+    func httpsRequired() {
+        let r = ProxyError.httpsRequired.response()
+        var fields = r.headers
+        fields.set("Content-Length", String(r.body.count))
+        fields.set("Connection", "close")
+        let expected = HTTP1Serializer.responseHead(status: r.status, headers: fields) + r.body
+        #expect(TLSSession.plainHTTPRejection == expected, "\(String(decoding: expected, as: UTF8.self))")
     }
 }
