@@ -4,10 +4,10 @@ import Testing
 
 /// Upstream failures as ops see them, over HTTP/1.1 and HTTP/2 alike (one `UpstreamExchange` serves
 /// both): the answer, `attest_gateway_upstream_errors_total{upstream,reason}`, and `error` in the
-/// access line.
+/// access line (there for every error the proxy answers).
 @Suite("Upstream failures are answered, counted and logged (real process)", .serialized, .timeLimit(.minutes(2)))
 struct UpstreamFailureTests {
-    @Test("502 upstream_unavailable and 504 upstream_timeout: counted and in the access line, HTTP/1.1 and HTTP/2")
+    @Test("502 upstream_unavailable and 504 upstream_timeout counted and logged, a 400 logged, over HTTP/1.1 and HTTP/2")
     func countedAndLogged() throws {
         // An upstream that reads the request and never answers (the gateway gives up after 1 s)…
         let silent = try ScriptedServer { conn in
@@ -38,13 +38,17 @@ struct UpstreamFailureTests {
             #expect(dead.0 == 502 && dead.1.contains("\"error\":\"upstream_unavailable\""), "\(version) \(dead)")
             let slow = try curl([version, gw.url("public", "/silent")])
             #expect(slow.0 == 504 && slow.1.contains("\"error\":\"upstream_timeout\""), "\(version) \(slow)")
+            // Refused by the proxy before any upstream: answered, logged with its code, not counted.
+            let ambiguous = try curl([version, "--path-as-is", gw.url("public", "/dead/a%2Fb")])
+            #expect(ambiguous.0 == 400 && ambiguous.1.contains("\"error\":\"ambiguous_path\""), "\(version) \(ambiguous)")
         }
         let metrics = try curl([gw.url("admin", "/metrics")]).1
         #expect(metrics.contains("attest_gateway_upstream_errors_total{upstream=\"dead\",reason=\"upstream_unavailable\"} 2"), "\(metrics)")
         #expect(metrics.contains("attest_gateway_upstream_errors_total{upstream=\"silent\",reason=\"upstream_timeout\"} 2"), "\(metrics)")
         usleep(200_000)
         let lines = gw.stdout.split(separator: "\n").map(String.init)
-        for (route, error) in [("dead", "upstream_unavailable"), ("silent", "upstream_timeout")] {
+        #expect(!metrics.contains("reason=\"ambiguous_path\""))
+        for (route, error) in [("dead", "upstream_unavailable"), ("silent", "upstream_timeout"), ("-", "ambiguous_path")] {
             for proto in ["http1", "h2"] {
                 #expect(lines.contains { $0.contains("\"route\":\"\(route)\"") && $0.contains("\"error\":\"\(error)\"") && $0.contains("\"\(proto)\"") },
                         "\(route) \(proto): \(lines)")
