@@ -34,8 +34,7 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
         return peer.withAddressBytes { access.admits(address: $0) }
     }
 
-    static let unauthorized = LocalResponse.json(
-        401, "{\"error\":\"unauthorized\"}",
+    static let unauthorized = AdminError.unauthorized.response(
         headers: HTTPFields([("WWW-Authenticate", "Bearer realm=\"attest-gateway admin\""), ("Cache-Control", "no-store")]))
 
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
@@ -44,18 +43,15 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
             return .respond(routeName: "admin", Self.unauthorized)
         }
         guard head.method == "GET" || head.method == "HEAD" else {
-            return .respond(routeName: "admin", LocalResponse.error(405, "method_not_allowed"))
+            return .respond(routeName: "admin", AdminError.methodNotAllowed.response())
         }
         switch path {
         case "/healthz":
             return .respond(routeName: "admin", LocalResponse.json(200, "{\"status\":\"ok\"}"))
         case "/readyz":
             if server.isReady { return .respond(routeName: "admin", LocalResponse.json(200, "{\"status\":\"ready\"}")) }
-            var o = JSONObject()
-            o.set("error", "not_ready")
-            o.set("ready", false)
-            o.set("reasons", .array(server.readinessReasons.map { .string($0) }))
-            return .respond(routeName: "admin", LocalResponse.json(503, o.description))
+            let reasons = JSONObject.Value.array(server.readinessReasons.map { .string($0) })
+            return .respond(routeName: "admin", AdminError.notReady.response(extra: [("ready", .bool(false)), ("reasons", reasons)]))
         case "/metrics" where exposition != nil:
             let body = exposition!()
             return .respond(
@@ -70,15 +66,44 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
         case let p where p.hasPrefix("/explain/"):
             let id = String(p.dropFirst("/explain/".count))
             guard let e = explain.entry(id) else {
-                return .respond(routeName: "admin", LocalResponse.error(404, "unknown_request_id"))
+                return .respond(routeName: "admin", AdminError.unknownRequestID.response())
             }
             return .respond(routeName: "admin", LocalResponse.json(200, ExplainLog.json(e).description, headers: Self.noStore))
         default:
-            return .respond(routeName: "admin", LocalResponse.error(404, "no_route"))
+            return .respond(routeName: "admin", ProxyError.noRoute.response())
         }
     }
 
     static let noStore = HTTPFields([("Cache-Control", "no-store")])
 
     func exchangeDidFinish(_ record: ExchangeRecord) {}
+}
+
+/// The admin listener's errors, in one table (code, status); like proxy errors they carry no client
+/// action. An unknown path is the proxy's `no_route`. docs/errors.md lists them.
+enum AdminError: CaseIterable {
+    /// `admin.token_file` is set and the request has no valid `Authorization: Bearer <token>`.
+    case unauthorized
+    /// Admin paths answer GET and HEAD only.
+    case methodNotAllowed
+    /// `/explain/<id>`: no refusal with that id is kept (never issued, or pushed out).
+    case unknownRequestID
+    /// `/readyz`: the store is not restored, the gateway not serving, or draining (`reasons`).
+    case notReady
+
+    var entry: (code: String, status: Int) {
+        switch self {
+        case .unauthorized: ("unauthorized", 401)
+        case .methodNotAllowed: ("method_not_allowed", 405)
+        case .unknownRequestID: ("unknown_request_id", 404)
+        case .notReady: ("not_ready", 503)
+        }
+    }
+
+    var code: String { entry.code }
+    var status: Int { entry.status }
+
+    func response(extra: [(String, JSONObject.Value)] = [], headers: HTTPFields = HTTPFields()) -> LocalResponse {
+        ErrorResponse.make(status: status, code: code, extra: extra, headers: headers)
+    }
 }

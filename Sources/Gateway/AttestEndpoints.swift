@@ -112,13 +112,10 @@ extension GatewayRouter {
     private static let registrationLimited = (1...60).map { makeRateLimited(.registration, retryAfter: $0) }
 
     private static func makeRateLimited(_ limit: AttestMetrics.Limit, retryAfter seconds: Int) -> LocalResponse {
-        var o = JSONObject()
-        o.set("error", GateError.rateLimited.code)
-        o.set("action", GateError.rateLimited.action.rawValue)
-        o.set("limit", limit.rawValue)
-        o.set("retryAfter", seconds)
-        return LocalResponse.json(
-            GateError.rateLimited.status, o.description,
+        let e = GateError.rateLimited
+        return ErrorResponse.make(
+            status: e.status, code: e.code, action: e.action.rawValue,
+            extra: [("limit", .string(limit.rawValue)), ("retryAfter", .int(Int64(seconds)))],
             headers: HTTPFields([("Retry-After", String(seconds)), ("Cache-Control", "no-store")]))
     }
 
@@ -227,7 +224,7 @@ extension GatewayRouter {
     }
 
     private func refuseEndpoint(_ route: String, _ error: GateError) -> RouteDecision {
-        .respond(routeName: route, LocalResponse.error(error.status, error.code, extra: [("action", error.action.rawValue)]))
+        .respond(routeName: route, ErrorResponse.make(status: error.status, code: error.code, action: error.action.rawValue))
     }
 
     static let noStore = HTTPFields([("Cache-Control", "no-store")])
@@ -333,14 +330,12 @@ enum Refusals {
     ) -> LocalResponse {
         let status = e.error.status(on: surface)
         let id = log.record(e, status: status, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
-        var o = JSONObject()
-        o.set("error", e.error.code)
-        o.set("action", e.error.action.rawValue)
-        o.set("requestId", id)
-        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { o.set("detail", d.1) }
-        var headers = HTTPFields([(AttestHeaders.requestID, id), ("Cache-Control", "no-store")])
+        var extra: [(String, JSONObject.Value)] = []
+        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { extra.append(("detail", .string(d.1))) }
+        var headers = HTTPFields([("Cache-Control", "no-store")])
         if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
-        return LocalResponse.json(status, o.description, headers: headers)
+        return ErrorResponse.make(status: status, code: e.error.code, action: e.error.action.rawValue, requestId: id, extra: extra,
+                                  headers: headers)
     }
 }
 

@@ -166,7 +166,7 @@ final class AttestMetrics: Sendable {
     static let routeReasons: [GateError] = [
         .assertionMissing, .malformed, .keyUnknown, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed,
         .bundleVersionTooOld, .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed,
-        .challengeWrongPurpose, .challengeWrongKey, .challengeNotBound, .appIDMismatch, .badSignature, .counterReplay,
+        .challengeWrongPurpose, .challengeWrongKey, .challengeNotBound, .verification(.appIDMismatch), .verification(.badSignature), .verification(.counterReplay),
         .storeUnavailable,
     ]
 
@@ -174,9 +174,9 @@ final class AttestMetrics: Sendable {
     /// algorithm, the app policy and the store.
     static let registrationReasons: [GateError] = [
         .malformed, .badJSON, .missingField, .challengeUnknown, .challengeExpired, .challengeConsumed, .challengeWrongPurpose,
-        .challengeWrongKey, .unsupportedFormat, .chainUntrusted, .certificateExpired, .certificateNotYetValid, .nonceMismatch,
-        .keyIDMismatch, .publicKeyMismatch, .appIDMismatch, .counterNotZero, .environmentMismatch, .credentialIDMismatch,
-        .invalidPublicKey, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
+        .challengeWrongKey, .verification(.unsupportedFormat), .verification(.chainUntrusted), .verification(.certificateExpired), .verification(.certificateNotYetValid), .verification(.nonceMismatch),
+        .verification(.keyIDMismatch), .verification(.publicKeyMismatch), .verification(.appIDMismatch), .verification(.counterNotZero), .verification(.environmentMismatch), .verification(.credentialIDMismatch),
+        .verification(.invalidPublicKey), .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
         .storeUnavailable, .receiptTooLarge, .keyAppConflict, .reregistrationLimited, .keyCapacity, .receiptInvalid,
         .macOSSecurityRequired,
     ]

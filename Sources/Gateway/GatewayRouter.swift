@@ -104,7 +104,7 @@ final class GatewayRouter: RequestRouter {
         if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), peer: peer, runtime: rt) }
         if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), peer: peer, runtime: rt) }
         guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
-            return .respond(routeName: "-", LocalResponse.error(404, "no_route"))
+            return .respond(routeName: "-", ProxyError.noRoute.response())
         }
         // A POST to a plain route on a path protected for other methods: its body is read first.
         if rt.guardsBodyOverride, method.utf8.count == 4, method == "POST", rt.routes[index].assertion.mode == .off,
@@ -124,7 +124,7 @@ final class GatewayRouter: RequestRouter {
     private func bodyOverrideGuard(_ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime) -> RouteDecision {
         .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
             if RequestSyntax.bodyHasMethodOverride(request.body) {
-                done(.respond(LocalResponse.error(400, "method_override")))
+                done(.respond(ProxyError.methodOverride.response()))
             } else {
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields()))
             }
@@ -152,7 +152,7 @@ final class GatewayRouter: RequestRouter {
         case .pool(let pool):
             return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
         case .missing:
-            return .respond(routeName: r.name, LocalResponse.error(502, "upstream_unavailable"))
+            return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
     }
 
@@ -168,7 +168,7 @@ final class GatewayRouter: RequestRouter {
         case .pool(let pool):
             return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
         case .missing:
-            return .respond(LocalResponse.error(502, "upstream_unavailable"))
+            return .respond(ProxyError.upstreamUnavailable.response())
         }
     }
 
@@ -185,19 +185,16 @@ enum RouteTarget {
     case missing
 }
 
-/// The in-process `demo` upstream: answers what it would have been sent, as JSON, so that a newcomer
-/// can see routing and forwarding at work without installing anything.
+/// The in-process `demo` upstream: answers what it would have been sent (the head an upstream gets,
+/// `BufferedRequest.upstreamFields`), as JSON, so that a newcomer can see routing and forwarding at
+/// work without installing anything.
 enum DemoUpstream {
     static func answer(
         _ request: BufferedRequest, route: String, upstream: String, editHeaders: HeaderEdit,
         responseHeaders: HTTPFields
     ) -> LocalResponse {
-        var fields = request.head.headers
-        ForwardedHeaders.rewriteRequest(&fields, peer: request.peer, proto: request.scheme, host: request.head.headers["Host"],
-                                        dropFoldableNames: request.dropFoldableNames)
-        editHeaders.apply(&fields)
         var headers = JSONObject()
-        for f in fields { headers.set(f.name, f.value) }
+        for f in request.upstreamFields(edit: editHeaders, upstream: upstream) { headers.set(f.name, f.value) }
         var out = JSONObject()
         out.set("upstream", upstream)
         out.set("route", route)

@@ -93,10 +93,11 @@ public final class TLSSession {
     private var sniffed: [UInt8] = []
     private var sniffing: Bool
 
-    /// What the gateway may write in clear to a plain-HTTP client before closing.
+    /// What the gateway may write in clear to a plain-HTTP client before closing: the proxy's
+    /// `https_required` answer (`ProxyError.httpsRequired`; a test holds the two equal).
     public static let plainHTTPRejection: [UInt8] = Array(
-        ("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 26\r\nConnection: close\r\n\r\n"
-            + "{\"error\":\"https_required\"}").utf8)
+        ("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 27\r\nConnection: close\r\n\r\n"
+            + "{\"error\":\"https_required\"}\n").utf8)
 
     init(server: TLSServerContext) {
         guard let ssl = SSL_new(server.contexts[0]) else { OpenSSLFatal.fail("SSL_new") }

@@ -56,7 +56,7 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
 
     /// One Content-Length where a message has several, or a list in one (`5, 5`): the first field,
     /// with its first member, stays in place; the others go. (The values were checked to agree where
-    /// they frame a body; the proxy passes a response's length on once: `ForwardingFilter`.)
+    /// they frame a body; the proxy passes a response's length on once: its `ForwardingFilter`.)
     public mutating func collapseContentLength() {
         guard let first = fields.firstIndex(where: { $0.name.equalsIgnoringASCIICase("Content-Length") }) else { return }
         guard count(of: "Content-Length") > 1 || fields[first].value.utf8.contains(UInt8(ascii: ",")) else { return }
@@ -79,7 +79,7 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
 
     /// The first member of the list in `r` (up to the first comma, OWS trimmed); the whole value
     /// when that member is empty.
-    static func firstListMember(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Range<Int> {
+    public static func firstListMember(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> Range<Int> {
         var e = r.lowerBound
         while e < r.upperBound, buf[e] != UInt8(ascii: ",") { e += 1 }
         var s = r.lowerBound
@@ -140,7 +140,7 @@ func listContains(_ l: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt
     return found
 }
 
-@inline(__always)
+@usableFromInline @inline(__always)
 func asciiCaseInsensitiveEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
     guard a.count == b.count else { return false }
     var i = 0

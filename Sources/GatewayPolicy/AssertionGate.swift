@@ -180,7 +180,7 @@ public final class AssertionGate {
             return completion(.refused(e))
         }
         guard let publicKey = publicKey(for: record) else {
-            return completion(.refused(Explanation(step: "key_lookup", error: .invalidPublicKey, fields: base)))
+            return completion(.refused(Explanation(step: "key_lookup", error: .verification(.invalidPublicKey), fields: base)))
         }
         // 4. Apple's assertion algorithm over the bound client data.
         let version: ClientDataVersion = route.clientData == .v1 ? .v1 : .v2
@@ -244,7 +244,7 @@ public final class AssertionGate {
                     completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: base)))
                 case .success(.counterReplay(let stored)):
                     completion(.refused(Explanation(
-                        step: "commit", error: .counterReplay,
+                        step: "commit", error: .verification(.counterReplay),
                         fields: base + [("counter_stored_at_commit", String(stored))])))
                 case .success(.challengeRejected(let why)):
                     completion(.refused(Explanation(

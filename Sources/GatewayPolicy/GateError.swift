@@ -21,81 +21,120 @@ public enum RefusalSurface: String, Sendable, CaseIterable {
 }
 
 /// Every reason the gateway refuses a registration or a protected request: a stable code (JSON
-/// `error`, metric `reason`, log and `explain`), an HTTP status and a client action.
-public enum GateError: String, Sendable, CaseIterable, Error {
+/// `error`, metric `reason`, log and `explain`), an HTTP status and a client action, in one table
+/// (`entry`). Apple's algorithm's own codes are the verifier's (`AppAttestError.Code`), wrapped in
+/// `verification`, not copied: a code added there gets a row here by the compiler's exhaustiveness
+/// check. docs/errors.md lists every code (`ErrorsDocTests` holds it to `allCases`).
+public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable, CustomStringConvertible {
     // The request itself.
-    case assertionMissing = "assertion_missing"
-    case malformed
-    case badJSON = "bad_json"
-    case missingField = "missing_field"
-    case methodNotAllowed = "method_not_allowed"
+    case assertionMissing
+    case badJSON
+    case missingField
+    case methodNotAllowed
     /// The challenge endpoint on a Redis Cluster store: the request must name the key (`keyId`).
-    case keyIDRequired = "key_id_required"
+    case keyIDRequired
     // Keys and apps.
-    case keyUnknown = "key_unknown"
-    case appNotAllowed = "app_not_allowed"
-    case environmentNotAllowed = "environment_not_allowed"
-    case validationCategoryNotAllowed = "validation_category_not_allowed"
-    case bundleVersionTooOld = "bundle_version_too_old"
+    case keyUnknown
+    case appNotAllowed
+    case environmentNotAllowed
+    case validationCategoryNotAllowed
+    case bundleVersionTooOld
     /// `apps[].require_macos_security`: the key's credential certificate does not carry macOS 27's
     /// key access-control policy (Full Security mode and System Integrity Protection).
-    case macOSSecurityRequired = "macos_security_required"
+    case macOSSecurityRequired
     /// Registration: the attestation's receipt failed Apple's receipt checks (`apps[].receipts: verify`);
     /// which one is in `explain` (`reason`, `detail`).
-    case receiptInvalid = "receipt_invalid"
+    case receiptInvalid
     // Challenges.
-    case challengeMissing = "challenge_missing"
-    case challengeUnknown = "challenge_unknown"
-    case challengeExpired = "challenge_expired"
-    case challengeConsumed = "challenge_consumed"
-    case challengeWrongPurpose = "challenge_wrong_purpose"
-    case challengeWrongKey = "challenge_wrong_key"
+    case challengeMissing
+    case challengeUnknown
+    case challengeExpired
+    case challengeConsumed
+    case challengeWrongPurpose
+    case challengeWrongKey
     /// `bind: body` with a challenge: the signed body does not contain the challenge it presents.
-    case challengeNotBound = "challenge_not_bound"
-    // Apple's algorithm (AppAttestError codes, same spelling).
-    case unsupportedFormat = "unsupported_format"
-    case chainUntrusted = "chain_untrusted"
-    case certificateExpired = "certificate_expired"
-    case certificateNotYetValid = "certificate_not_yet_valid"
-    case nonceMismatch = "nonce_mismatch"
-    case keyIDMismatch = "key_id_mismatch"
-    case publicKeyMismatch = "public_key_mismatch"
-    case appIDMismatch = "app_id_mismatch"
-    case counterNotZero = "counter_not_zero"
-    case environmentMismatch = "environment_mismatch"
-    case credentialIDMismatch = "credential_id_mismatch"
-    case badSignature = "bad_signature"
-    case counterReplay = "counter_replay"
-    case invalidPublicKey = "invalid_public_key"
+    case challengeNotBound
+    /// Apple's algorithm failed a step: the verifier's code, its spelling (`malformed`,
+    /// `bad_signature`, `counter_replay`, `chain_untrusted`, …).
+    case verification(AppAttestError.Code)
     // The store.
-    case storeUnavailable = "store_unavailable"
-    case challengeCapacity = "challenge_capacity"
+    case storeUnavailable
+    case challengeCapacity
     // Admission (`attest.challenge_rate`, `attest.registration_rate`).
-    case rateLimited = "rate_limited"
+    case rateLimited
     // Registration bounds (issue 19: receipts and keys are bounded).
     /// The attestation's `attStmt.receipt` is larger than `limits.max_receipt` (real ones are ≈ 4 KB).
-    case receiptTooLarge = "receipt_too_large"
+    case receiptTooLarge
     /// The key id is registered to another app id.
-    case keyAppConflict = "key_app_conflict"
+    case keyAppConflict
     /// The key was re-registered `store.max_reregistrations` times in its window (`Retry-After`).
-    case reregistrationLimited = "reregistration_limited"
+    case reregistrationLimited
     /// The store holds `store.max_keys` keys: a new key is refused (`Retry-After`); known keys work.
-    case keyCapacity = "key_capacity"
+    case keyCapacity
 
-    public var code: String { rawValue }
+    /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
+    /// `malformed`, so that one code means one thing.
+    public static let malformed = GateError.verification(.malformed)
 
-    public var status: Int {
+    /// The table: code, status (on the endpoints; `routeStatus` on protected routes), action.
+    private var entry: (code: String, status: Int, action: ClientAction) {
         switch self {
-        case .malformed, .badJSON, .missingField, .keyIDRequired: 400
-        case .methodNotAllowed: 405
-        case .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld, .macOSSecurityRequired: 403
-        case .storeUnavailable, .challengeCapacity, .keyCapacity: 503
-        case .rateLimited, .reregistrationLimited: 429
-        case .receiptTooLarge: 413
-        case .keyAppConflict: 409
-        default: 401
+        case .assertionMissing: ("assertion_missing", 401, .rechallenge)
+        case .badJSON: ("bad_json", 400, .none)
+        case .missingField: ("missing_field", 400, .none)
+        case .methodNotAllowed: ("method_not_allowed", 405, .none)
+        case .keyIDRequired: ("key_id_required", 400, .none)
+        case .keyUnknown: ("key_unknown", 401, .reattest)
+        case .appNotAllowed: ("app_not_allowed", 403, .none)
+        case .environmentNotAllowed: ("environment_not_allowed", 403, .reattest)
+        case .validationCategoryNotAllowed: ("validation_category_not_allowed", 403, .none)
+        case .bundleVersionTooOld: ("bundle_version_too_old", 403, .none)
+        case .macOSSecurityRequired: ("macos_security_required", 403, .none)
+        case .receiptInvalid: ("receipt_invalid", 401, .none)
+        case .challengeMissing: ("challenge_missing", 401, .rechallenge)
+        case .challengeUnknown: ("challenge_unknown", 401, .rechallenge)
+        case .challengeExpired: ("challenge_expired", 401, .rechallenge)
+        case .challengeConsumed: ("challenge_consumed", 401, .rechallenge)
+        case .challengeWrongPurpose: ("challenge_wrong_purpose", 401, .rechallenge)
+        case .challengeWrongKey: ("challenge_wrong_key", 401, .rechallenge)
+        case .challengeNotBound: ("challenge_not_bound", 401, .none)
+        case .verification(let code): (code.rawValue, Self.status(of: code), Self.action(of: code))
+        case .storeUnavailable: ("store_unavailable", 503, .none)
+        case .challengeCapacity: ("challenge_capacity", 503, .none)
+        case .rateLimited: ("rate_limited", 429, .retryLater)
+        case .receiptTooLarge: ("receipt_too_large", 413, .none)
+        case .keyAppConflict: ("key_app_conflict", 409, .reattest)
+        case .reregistrationLimited: ("reregistration_limited", 429, .none)
+        case .keyCapacity: ("key_capacity", 503, .none)
         }
     }
+
+    /// The verifier's codes: a malformed input is a bad request (400), any other failed step 401.
+    private static func status(of code: AppAttestError.Code) -> Int {
+        switch code {
+        case .malformed: 400
+        case .unsupportedFormat, .chainUntrusted, .certificateExpired, .certificateNotYetValid, .nonceMismatch, .keyIDMismatch,
+            .publicKeyMismatch, .appIDMismatch, .counterNotZero, .environmentMismatch, .credentialIDMismatch, .badSignature,
+            .counterReplay, .invalidPublicKey:
+            401
+        }
+    }
+
+    /// A new key helps when a certificate's dates or the key itself are the problem; nothing else
+    /// the app can retry fixes a failed step (tampering, replay, another app).
+    private static func action(of code: AppAttestError.Code) -> ClientAction {
+        switch code {
+        case .certificateExpired, .certificateNotYetValid, .invalidPublicKey: .reattest
+        case .malformed, .unsupportedFormat, .chainUntrusted, .nonceMismatch, .keyIDMismatch, .publicKeyMismatch, .appIDMismatch,
+            .counterNotZero, .environmentMismatch, .credentialIDMismatch, .badSignature, .counterReplay:
+            .none
+        }
+    }
+
+    public var code: String { entry.code }
+    public var status: Int { entry.status }
+    public var action: ClientAction { entry.action }
+    public var description: String { code }
 
     /// On a protected route every refusal is 401 (403 for a disallowed app or environment, 503 for
     /// the store): a malformed assertion is an authentication failure there, not a bad request.
@@ -110,23 +149,28 @@ public enum GateError: String, Sendable, CaseIterable, Error {
         }
     }
 
-    public var action: ClientAction {
-        switch self {
-        case .assertionMissing, .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed,
-            .challengeWrongPurpose, .challengeWrongKey:
-            .rechallenge
-        case .keyUnknown, .environmentNotAllowed, .invalidPublicKey, .certificateExpired, .certificateNotYetValid,
-            .keyAppConflict:
-            .reattest
-        case .rateLimited:
-            .retryLater
-        default:
-            .none
-        }
+    /// Every code, in the order docs/errors.md lists them.
+    public static let allCases: [GateError] = [
+        .assertionMissing, .badJSON, .missingField, .methodNotAllowed, .keyIDRequired,
+        .keyUnknown, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
+        .macOSSecurityRequired, .receiptInvalid,
+        .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed, .challengeWrongPurpose,
+        .challengeWrongKey, .challengeNotBound,
+    ] + AppAttestError.Code.allCases.map(GateError.verification) + [
+        .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
+        .reregistrationLimited, .keyCapacity,
+    ]
+
+    /// The error whose code is `rawValue` (a metric reason, a code read back from a log).
+    public init?(rawValue: String) {
+        guard let e = Self.allCases.first(where: { $0.code == rawValue }) else { return nil }
+        self = e
     }
 
+    public var rawValue: String { code }
+
     public init(_ error: AppAttestError) {
-        self = GateError(rawValue: error.code.rawValue) ?? .malformed
+        self = .verification(error.code)
     }
 
     public init(_ rejection: ChallengeRejection) {

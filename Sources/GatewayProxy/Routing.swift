@@ -1,7 +1,7 @@
 import GatewayHTTP
 import GatewayIO
 
-/// A response the gateway writes itself (errors, local endpoints, the demo upstream).
+/// A response the gateway writes itself (errors: `ErrorResponse`; local endpoints, the demo upstream).
 public struct LocalResponse: Sendable {
     public var status: Int
     public var headers: HTTPFields
@@ -11,14 +11,6 @@ public struct LocalResponse: Sendable {
         self.status = status
         self.headers = headers
         self.body = body
-    }
-
-    /// `{"error":"<code>", …}` with `Content-Type: application/json` (the gateway's only error shape).
-    public static func error(_ status: Int, _ code: String, extra: [(String, String)] = []) -> LocalResponse {
-        var body = "{\"error\":\"\(code)\""
-        for (k, v) in extra { body += ",\"\(k)\":\"\(v)\"" }
-        body += "}\n"
-        return LocalResponse(status: status, headers: HTTPFields([("Content-Type", "application/json")]), body: Array(body.utf8))
     }
 
     public static func json(_ status: Int, _ text: String, headers: HTTPFields = HTTPFields()) -> LocalResponse {
@@ -42,8 +34,8 @@ public final class Forward {
     public let routeName: String
     public let pool: UpstreamPool
     public let maxBody: Int
-    /// Applied to the upstream request's fields after the proxy's own rewriting (hop-by-hop removal,
-    /// X-Forwarded-*), e.g. to remove assertion headers and add the verified key id.
+    /// Applied to the upstream request's fields with the proxy's own rewriting (`UpstreamRequestHead`),
+    /// e.g. to remove assertion headers and add the verified key id.
     public let editHeaders: HeaderEdit
     /// Added to the downstream response after the upstream's fields.
     public let responseHeaders: HTTPFields
@@ -64,170 +56,6 @@ extension BodyFraming {
     /// framing it arrived with; none when it had none and is empty.
     static func whole(_ original: BodyFraming, count: Int) -> BodyFraming {
         original == .none && count == 0 ? .none : .contentLength(UInt64(count))
-    }
-}
-
-extension Forward {
-    /// Writes the request head sent upstream: the client's fields rewritten (hop-by-hop fields
-    /// removed, X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it;
-    /// the upstream request is HTTP/1.1), edited by the route, then framed as `framing` says; in one
-    /// pass over the client's fields, into the loop's head buffer. Tests hold it, byte for byte, to
-    /// the same rules applied on a field list (`UpstreamHeadTests`).
-    func writeUpstreamHead(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
-                           dropFoldableNames: Bool = true, to out: inout HeadWriter)
-    {
-        out.appendLatin1(head.method)
-        out.append(0x20)
-        out.appendLatin1(head.target)
-        out.append(" HTTP/1.1\r\n")
-        // What the rewrite needs to know of the client's fields, in one pass.
-        var hasListed = false
-        var connectionValues: [String] = []
-        var hasForwarding = false
-        var hostValue: String? = nil
-        var foldableNames = false
-        for f in head.headers {
-            let name = f.name
-            if !foldableNames && FoldedNames.isFoldable(name) { foldableNames = true }
-            if HopByHop.isListed(name) {
-                hasListed = true
-                if name.utf8.count == 10 && name.equalsIgnoringASCIICase("Connection") { connectionValues.append(f.value) }
-            } else if ForwardedHeaders.isForwardingField(name) {
-                hasForwarding = true
-            } else if hostValue == nil && name.utf8.count == 4 && name.equalsIgnoringASCIICase("Host") {
-                hostValue = f.value
-            }
-        }
-        let edit = editHeaders
-        let dropContentLength: Bool
-        switch framing {
-        case .chunked, .contentLength: dropContentLength = true
-        case .none, .untilClose: dropContentLength = false
-        }
-        let dropTransferEncoding: Bool = if case .contentLength = framing { true } else { false }
-        /// The filters that apply after the rewrite: the route's removals (and for the client's
-        /// fields, the gateway-owned ones), then the framing fields.
-        func emit(_ name: String, _ value: String, editable: Bool = true, fromClient: Bool = false) {
-            if fromClient ? edit.removesClientField(name) : editable && edit.removes(name) { return }
-            if dropContentLength || dropTransferEncoding {
-                switch name.utf8.count {
-                case 14 where dropContentLength: if name.equalsIgnoringASCIICase("Content-Length") { return }
-                case 17 where dropTransferEncoding: if name.equalsIgnoringASCIICase("Transfer-Encoding") { return }
-                default: break
-                }
-            }
-            out.appendField(name, value)
-        }
-        var priorFor = ""
-        var priorForSeen = false
-        var priorVia = ""
-        var priorViaSeen = false
-        var keepTrailersTE = false
-        for f in head.headers {
-            let name = f.name
-            if foldableNames && FoldedNames.isFoldable(name) && (dropFoldableNames || FoldedNames.isInterpretedWhenFolded(name)) {
-                continue
-            }
-            if hasListed {
-                if HopByHop.isListed(name) {
-                    if name.utf8.count == 2 && name.equalsIgnoringASCIICase("TE") && listContains(f.value, "trailers") {
-                        keepTrailersTE = true
-                    }
-                    continue
-                }
-                if !connectionValues.isEmpty && !name.equalsIgnoringASCIICase("Host")
-                    && connectionValues.contains(where: { listContains($0, name) })
-                {
-                    continue
-                }
-            }
-            if hasForwarding && ForwardedHeaders.isForwardingField(name) {
-                if name.equalsIgnoringASCIICase("X-Forwarded-For") {
-                    priorFor = priorForSeen ? priorFor + ", " + f.value : f.value
-                    priorForSeen = true
-                } else if name.equalsIgnoringASCIICase("Via") {
-                    priorVia = priorViaSeen ? priorVia + ", " + f.value : f.value
-                    priorViaSeen = true
-                }
-                continue
-            }
-            if name.utf8.count == 6 && name.equalsIgnoringASCIICase("Expect") { continue }
-            emit(name, f.value, fromClient: true)
-        }
-        if keepTrailersTE { emit("TE", "trailers") }
-        emit("X-Forwarded-For", priorFor.isEmpty ? client : priorFor + ", " + client)
-        emit("X-Forwarded-Proto", proto)
-        if let hostValue { emit("X-Forwarded-Host", hostValue) }
-        emit("Via", priorVia.isEmpty ? ForwardedHeaders.via : priorVia + ", " + ForwardedHeaders.via)
-        if hostValue == nil { emit("Host", pool.target.address.description) }
-        for (name, value) in edit.add { emit(name, value, editable: false) }
-        out.appendFraming(framing)
-        out.crlf()
-    }
-}
-
-extension Forward {
-    /// `writeUpstreamHead` for a head kept as ranges of `buf` (the HTTP/1.1 proxy's path): the same
-    /// rules in the same order, with the client's field lines copied as bytes. Tests hold the two to
-    /// the same output, byte for byte (`UpstreamHeadTests`).
-    func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
-    {
-        var client = client
-        var proto = proto
-        client.withUTF8 { c in
-            proto.withUTF8 { p in
-                head.writeUpstream(from: buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p), framing: framing,
-                                   remove: editHeaders.removeNames, clientRemove: editHeaders.clientRemoveNames,
-                                   dropFoldableNames: dropFoldableNames, add: editHeaders.add,
-                                   defaultHost: { pool.target.address.description }, to: &out)
-            }
-        }
-    }
-}
-
-/// The route's edit of the fields sent upstream: every field named in `remove` goes (any case, `_`
-/// or `.` as `-`: `FieldNames`), then `add` is appended (e.g. the verified key id). The client's fields are also held
-/// to the gateway-owned list (`GatewayOwnedFields`), which no edit can let through.
-public struct HeaderEdit: Sendable {
-    public var remove: [String] {
-        didSet {
-            removeNames = FieldNames(remove)
-            clientRemoveNames = GatewayOwnedFields.names(with: remove)
-        }
-    }
-    public var add: [(String, String)]
-    /// `remove` as bytes, for the byte path.
-    public private(set) var removeNames: FieldNames
-    /// What a client's field is held to: the gateway-owned names and `remove`.
-    public private(set) var clientRemoveNames: FieldNames
-
-    public init(remove: [String] = [], add: [(String, String)] = []) {
-        self.remove = remove
-        self.add = add
-        removeNames = FieldNames(remove)
-        clientRemoveNames = GatewayOwnedFields.names(with: remove)
-    }
-
-    /// Whether a field the gateway writes (X-Forwarded-*, Via, a default Host) is removed.
-    func removes(_ name: String) -> Bool { removeNames.contains(name) }
-
-    /// Whether a client's field is removed: gateway-owned, or named in `remove`.
-    func removesClientField(_ name: String) -> Bool { clientRemoveNames.contains(name) }
-
-    /// `remove` then `add`, on fields that the forwarding rewrite has made
-    /// (`ForwardedHeaders.rewriteRequest`, which removed the gateway-owned ones).
-    public func apply(_ fields: inout HTTPFields) {
-        if !remove.isEmpty { fields.removeAll { removeNames.contains($0.name) } }
-        for (name, value) in add { fields.append(name, value) }
-    }
-
-    /// The same removals, then `extra` appended.
-    /// (Per protected request: the byte names of the removals are carried over, not rebuilt.)
-    public func adding(_ name: String, _ value: String) -> HeaderEdit {
-        var edit = self
-        edit.add.append((name, value))
-        return edit
     }
 }
 

@@ -34,6 +34,7 @@ public struct UpstreamTarget: Sendable {
     }
 }
 
+/// Why an acquire failed; the answer is its `proxyError` (ProxyError.swift).
 public enum UpstreamFailure: Error, Equatable, Sendable {
     case connectFailed(String)
     case connectTimeout
@@ -41,17 +42,6 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
     case closed
     /// The TLS handshake with the upstream failed (certificate verification, protocol…); the detail is for logs.
     case tls(String)
-
-    /// Status and JSON error code for the downstream answer.
-    public var answer: (Int, String) {
-        switch self {
-        case .connectFailed: (502, "upstream_unavailable")
-        case .connectTimeout: (504, "upstream_connect_timeout")
-        case .poolExhausted: (503, "upstream_busy")
-        case .closed: (502, "upstream_closed")
-        case .tls: (502, "upstream_tls")
-        }
-    }
 }
 
 /// A keep-alive pool of connections to one upstream, on one loop (no locks: loops do not share

@@ -2,11 +2,11 @@ import CGatewayNGHTTP2
 @testable import GatewayHTTP
 import Testing
 
-/// The proxy submits upstream response heads to HTTP/2 from the upstream's bytes
-/// (`submitResponse(streamID:head:from:…)`); these tests hold that path to the string path it
-/// replaces (materialize, hop-by-hop strip, Via rewrite, Content-Length removal, `submitResponse`
-/// with `HTTPFields`): the same header list, in the same order, byte for byte.
-@Suite("HTTP/2 response heads from upstream bytes")
+/// The proxy submits upstream response heads to HTTP/2 by filling the session's header block
+/// (`submitResponse(streamID:status:endStream:fields:)`, its fields from the upstream's bytes:
+/// GatewayProxyTests); these tests hold that path to `submitResponse` with `HTTPFields`: the same
+/// HEADERS, the same refusals, and the block's HTTP/2 rules.
+@Suite("HTTP/2 response heads filled field by field")
 struct HTTP2ResponseHeadTests {
     static let heads: [String] = ResponseHeadLinesTests.heads.filter { !$0.hasPrefix("HTTP/1.1 100") } + [
         "HTTP/1.1 200 OK\r\nHost: upstream\r\nX-Empty:\r\nX-Tab: a\tb\r\nVia: 1.0 far\r\nConnection: via\r\nContent-Length: 1\r\n\r\n",
@@ -14,37 +14,6 @@ struct HTTP2ResponseHeadTests {
         "HTTP/1.1 200 OK\r\nX-Obs: \u{FF}\u{80}\r\nVia: 1.1 \u{E9}\r\nContent-Length: 0\r\n\r\n",
         ResponseHeadLinesTests.many,
     ]
-
-    /// The string path: what `HTTP2Stream` sent before the byte path (and still sends when a route
-    /// sets response headers).
-    static func stringPath(_ head: HTTPResponseHead, dropContentLength: Bool) -> [(String, String)] {
-        var fields = head.headers
-        HopByHop.strip(&fields, isRequest: false)
-        fields.collapseContentLength()
-        if fields.contains("Via") {
-            let via = fields.values("Via").joined(separator: ", ")
-            fields.remove("Via")
-            fields.append("Via", via.isEmpty ? "1.1 test" : "\(via), 1.1 test")
-        } else {
-            fields.append("Via", "1.1 test")
-        }
-        if dropContentLength { fields.remove("Content-Length") }
-        return HTTP2ServerSession.responseFields(status: head.status, fields)
-    }
-
-    @Test("the header list built from bytes equals the string path's", arguments: heads)
-    func sameFields(_ text: String) throws {
-        let raw = ResponseHeadLinesTests.bytes(text)
-        let (lines, _) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") })
-        let head = raw.withUnsafeBytes { lines.materialize($0) }
-        for drop in [false, true] {
-            var block = HTTP2HeaderBlock()
-            block.appendStatus(lines.status)
-            raw.withUnsafeBytes { lines.appendHTTP2Fields(from: $0, via: "1.1 test", dropContentLength: drop, to: &block) }
-            let expected = Self.stringPath(head, dropContentLength: drop)
-            #expect(block.pairs.map { "\($0.0): \($0.1)" } == expected.map { "\($0.0): \($0.1)" }, "\(text.debugDescription) drop=\(drop)")
-        }
-    }
 
     @Test("HTTP/2 rules: names lowercased; host, non-token names and bad values dropped; Latin-1 kept as bytes")
     func rules() {
@@ -66,11 +35,13 @@ struct HTTP2ResponseHeadTests {
         #expect(block.bytes.contains(0xE9))  // one byte, not UTF-8's two
     }
 
-    @Test("through a session: the HEADERS frame of the byte path decodes to the string path's", arguments: heads)
+    @Test("through a session: the HEADERS frame of a filled block decodes to the HTTPFields path's", arguments: heads)
     func sameFrames(_ text: String) throws {
         let raw = ResponseHeadLinesTests.bytes(text)
         let (lines, _) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") })
         let head = raw.withUnsafeBytes { lines.materialize($0) }
+        var fields = head.headers
+        HopByHop.strip(&fields, isRequest: false)
         func headers(_ submit: (HTTP2ServerSession) throws -> Void) throws -> [(String, String)] {
             let session = try HTTP2ServerSession()
             let events = session.receive(H2.start() + H2.request(stream: 1, H2.get))
@@ -78,21 +49,17 @@ struct HTTP2ResponseHeadTests {
             try submit(session)
             return HeaderDecoder().decode(H2.frames(session.pullOutput()))[1] ?? []
         }
-        let bytePath = try headers { s in
-            try raw.withUnsafeBytes {
-                try s.submitResponse(streamID: 1, head: lines, from: $0, via: "1.1 test", dropContentLength: true, endStream: true)
+        let filled = try headers { s in
+            try s.submitResponse(streamID: 1, status: head.status, endStream: true) { block in
+                for f in fields { block.append(name: f.name, value: f.value) }
             }
         }
-        let stringPath = try headers { s in
-            var fields = HTTPFields()
-            for (n, v) in Self.stringPath(head, dropContentLength: true).dropFirst() { fields.append(n, v) }
-            try s.submitResponse(streamID: 1, status: head.status, headers: fields, endStream: true)
-        }
-        #expect(!bytePath.isEmpty)
-        #expect(bytePath.map { "\($0.0): \($0.1)" } == stringPath.map { "\($0.0): \($0.1)" })
+        let stringPath = try headers { s in try s.submitResponse(streamID: 1, status: head.status, headers: fields, endStream: true) }
+        #expect(!filled.isEmpty)
+        #expect(filled.map { "\($0.0): \($0.1)" } == stringPath.map { "\($0.0): \($0.1)" })
     }
 
-    @Test("the byte path refuses what submitResponse refuses: unknown stream, second response")
+    @Test("a filled block is refused where submitResponse refuses: unknown stream, second response")
     func refusals() throws {
         let raw = Array("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)
         let (lines, _) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") })
@@ -101,7 +68,11 @@ struct HTTP2ResponseHeadTests {
         func submit(_ id: Int32) throws(HTTP2SessionError) {
             let r: Result<Void, HTTP2SessionError> = raw.withUnsafeBytes { buf in
                 Result { () throws(HTTP2SessionError) in
-                    try session.submitResponse(streamID: id, head: lines, from: buf, via: "v", dropContentLength: false, endStream: true)
+                    try session.submitResponse(streamID: id, status: lines.status, endStream: true) { block in
+                        for f in lines.fields {
+                            block.append(name: UnsafeRawBufferPointer(rebasing: buf[f.name]), value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                        }
+                    }
                 }
             }
             try r.get()

@@ -161,9 +161,9 @@ struct RequestSyntaxTests {
             #expect(Self.parse(text) == .error(kind), "\(text.debugDescription)")
         }
         // The error codes clients see.
-        #expect(HTTPParseError(.badMethod, at: 0, "").status == 400 && HTTPParseError.Kind.badMethod.rawValue == "bad_method")
-        #expect(HTTPParseError(.badTarget, at: 0, "").status == 400 && HTTPParseError.Kind.badTarget.rawValue == "bad_target")
-        #expect(HTTPParseError(.badHost, at: 0, "").status == 400 && HTTPParseError.Kind.badHost.rawValue == "bad_host")
+        #expect(HTTPParseError.Kind.badMethod.rawValue == "bad_method")
+        #expect(HTTPParseError.Kind.badTarget.rawValue == "bad_target")
+        #expect(HTTPParseError.Kind.badHost.rawValue == "bad_host")
     }
 
     @Test("the byte path: an absolute-form target's authority, and whether a field name has a _")

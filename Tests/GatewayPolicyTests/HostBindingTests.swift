@@ -205,7 +205,7 @@ struct HostBindingTests {
     @Test func aRequestSignedForOneHostIsRefusedOnAnother() throws {
         let h = try Harness()
         let elsewhere = try #require(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "b.example", route: .v2)))
-        #expect(elsewhere.error == .badSignature)
+        #expect(elsewhere.error == .verification(.badSignature))
         #expect(elsewhere.step == "verify")
         let fields = Dictionary(elsewhere.fields, uniquingKeysWith: { a, _ in a })
         #expect(fields["authority"] == "b.example")
@@ -224,8 +224,8 @@ struct HostBindingTests {
             Issue.record("https with :443 refused")
             return
         }
-        #expect(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:443", scheme: "http", route: .v2))?.error == .badSignature)
-        #expect(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:8080", route: .v2))?.error == .badSignature)
+        #expect(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:443", scheme: "http", route: .v2))?.error == .verification(.badSignature))
+        #expect(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:8080", route: .v2))?.error == .verification(.badSignature))
     }
 
     @Test func theRouteNotTheClientChoosesTheVersion() throws {
@@ -235,10 +235,10 @@ struct HostBindingTests {
             Issue.record("a v1 route refused v1 client data")
             return
         }
-        #expect(Self.refusal(try h.send(version: .v2, signedFor: "b.example", host: "b.example", route: .v1))?.error == .badSignature)
+        #expect(Self.refusal(try h.send(version: .v2, signedFor: "b.example", host: "b.example", route: .v1))?.error == .verification(.badSignature))
         // A v2 route refuses v1 client data: a client cannot downgrade it by signing the older form.
         let downgraded = try #require(Self.refusal(try h.send(version: .v1, signedFor: "", host: "b.example", route: .v2)))
-        #expect(downgraded.error == .badSignature)
+        #expect(downgraded.error == .verification(.badSignature))
         // A v1 route does not even need a Host.
         guard case .accepted = try h.send(version: .v1, signedFor: "", host: nil, route: .v1) else {
             Issue.record("a v1 route refused a request without Host")

@@ -54,7 +54,7 @@ struct PolicyTests {
     @Test func errorsMapToStatusAndAction() {
         #expect(GateError.keyUnknown.status == 401 && GateError.keyUnknown.action == .reattest)
         #expect(GateError.challengeConsumed.action == .rechallenge)
-        #expect(GateError.badSignature.action == ClientAction.none)
+        #expect(GateError.verification(.badSignature).action == ClientAction.none)
         #expect(GateError.appNotAllowed.status == 403)
         #expect(GateError.environmentNotAllowed.status == 403 && GateError.environmentNotAllowed.action == .reattest)
         #expect(GateError.storeUnavailable.status == 503)

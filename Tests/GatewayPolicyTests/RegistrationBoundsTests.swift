@@ -67,7 +67,7 @@ struct RegistrationBoundsTests {
         let big = try #require(refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024 + 1), issuer: rogue)))
         #expect(big.error == .receiptTooLarge)
         #expect(big.fields.contains { $0 == ("receipt_bytes", "16385") })
-        #expect(refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024), issuer: rogue))?.error == .chainUntrusted)
+        #expect(refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024), issuer: rogue))?.error == .verification(.chainUntrusted))
         #expect(store.statistics.keys == 0)
         // At the limit, with a trusted chain: registered.
         guard case .registered = try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024)) else {

@@ -106,14 +106,14 @@ struct RouteVerdictTests {
     @Test(arguments: [
         // (mode, share, key position or nil, outcome, on_store_error) → (mode label, verdict label, action)
         (.enforce, 10_000, nil, .refused(.assertionMissing), .failClosed, "enforce", "refused", .refuse(status: 401)),
-        (.enforce, 10_000, 5, .refused(.malformed), .failClosed, "enforce", "refused", .refuse(status: 401)),
+        (.enforce, 10_000, 5, .refused(GateError.malformed), .failClosed, "enforce", "refused", .refuse(status: 401)),
         (.enforce, 10_000, 5, .refused(.appNotAllowed), .failOpen, "enforce", "refused", .refuse(status: 403)),
         (.enforce, 10_000, 5, .accepted, .failClosed, "enforce", "accepted", .forwardVerified),
         (.enforce, 10_000, 5, .refused(.storeUnavailable), .failClosed, "enforce", "refused", .refuse(status: 503)),
         (.enforce, 10_000, 5, .refused(.storeUnavailable), .failOpen, "enforce", "fail_open", .forwardUnverified(recordedStatus: 503)),
         (.enforce, 10_000, 5, .refused(.challengeCapacity), .failOpen, "enforce", "refused", .refuse(status: 503)),
-        (.enforce, 2_500, 5, .refused(.badSignature), .failClosed, "enforce", "refused", .refuse(status: 401)),
-        (.enforce, 2_500, 9_999, .refused(.badSignature), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
+        (.enforce, 2_500, 5, .refused(GateError.verification(.badSignature)), .failClosed, "enforce", "refused", .refuse(status: 401)),
+        (.enforce, 2_500, 9_999, .refused(GateError.verification(.badSignature)), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
         (.enforce, 2_500, 9_999, .refused(.storeUnavailable), .failOpen, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 503)),
         (.enforce, 2_500, nil, .refused(.assertionMissing), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
         (.enforce, 0, 0, .accepted, .failClosed, "shadow", "accepted", .forwardVerified),

@@ -1,12 +1,15 @@
+import Foundation
 @testable import GatewayHTTP
 import GatewayIO
 @testable import GatewayProxy
 import GatewayTestSupport
 import Testing
 
-/// The proxy writes the upstream request head in one pass (`Forward.appendUpstreamHead`); these tests
-/// hold it to the field-list path it replaces (`upstreamFields` then `HTTP1Serializer`), byte for byte.
-@Suite("Upstream request heads written in one pass")
+/// The one writer of upstream request heads (`UpstreamRequestHead`, Forwarding/) against a readable
+/// model of its rules (`ForwardingModel` below: field lists, one rule per step), byte for byte, over
+/// random heads: from an HTTP/1.1 head's bytes, from a head of strings laid out as bytes (HTTP/2
+/// streams), and as the demo upstream reads it back.
+@Suite("Upstream request heads: the one writer against the rules")
 struct UpstreamHeadTests {
     static let pool: [(String, String)] = [
         ("Host", "example.com"), ("host", "other"), ("Accept", "*/*"), ("User-Agent", "t/1"),
@@ -36,7 +39,7 @@ struct UpstreamHeadTests {
     ]
     static let framings: [BodyFraming] = [.none, .contentLength(0), .contentLength(12_345_678_901), .chunked, .untilClose]
 
-    @Test("random client fields, route edits and framings: the same bytes as the field-list path")
+    @Test("random client fields, route edits and framings: the same bytes as the rules")
     func sameBytes() throws {
         let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))
         let loop = EventLoop(index: 0)
@@ -56,18 +59,12 @@ struct UpstreamHeadTests {
             let proto = i % 2 == 0 ? "http" : "https"
             let drop = i % 4 < 2
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
+            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, framing: framing, edit: edit,
+                                               dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
             var expected: [UInt8] = [7]
-            HTTP1Serializer.appendRequestHead(
-                method: head.method, target: head.target,
-                headers: f.upstreamFields(head, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop),
-                to: &expected)
-            var got: [UInt8] = [7]
-            HeadWriter.appendHead(to: &got) {
-                f.writeUpstreamHead(head, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &$0)
-            }
-            #expect(got == expected, "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
-            if got != expected { return }
-            // The byte path (the HTTP/1.1 proxy's): the same head as ranges of its bytes.
+            HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: model, to: &expected)
+            let context = "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing) drop=\(drop)"
+            // An HTTP/1.1 head: ranges of the bytes it arrived in.
             let (raw, lines) = Self.rawHead(head, junk: i % 7)
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
@@ -75,8 +72,29 @@ struct UpstreamHeadTests {
                     f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
                 }
             }
-            #expect(fromBytes == expected, "bytes: \(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing)")
+            #expect(fromBytes == expected, "bytes: \(context)")
             if fromBytes != expected { return }
+            // A head of strings (an HTTP/2 stream's), laid out as bytes for the same writer.
+            let laidOut = HeadBytes()
+            let h2Lines = laidOut.set(head, reusing: [])
+            var fromStrings: [UInt8] = [7]
+            HeadWriter.appendHead(to: &fromStrings) { w in
+                laidOut.with {
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
+                }
+            }
+            #expect(fromStrings == expected, "strings: \(context)")
+            if fromStrings != expected { return }
+            // The demo upstream shows the same fields (its body framed by length).
+            if i % 10 == 0 {
+                let body = [UInt8](repeating: 0x61, count: i % 3)
+                let request = BufferedRequest(head: head, path: "/", body: body, peer: try SocketAddress(host: "192.0.2.1", port: 1),
+                                              scheme: proto, dropFoldableNames: drop)
+                let demo = request.upstreamFields(edit: edit, upstream: "127.0.0.1:8081")
+                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, framing: .whole(.none, count: body.count),
+                                                    edit: edit, dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
+                #expect(demo == wanted, "demo: \(context)")
+            }
         }
     }
 
@@ -131,8 +149,10 @@ struct UpstreamHeadTests {
         let head = HTTPRequestHead(method: "GET", target: "/", minorVersion: 1, headers: HTTPFields(client), framing: .none)
         for drop in [true, false] {
             var out: [UInt8] = []
-            HeadWriter.appendHead(to: &out) {
-                f.writeUpstreamHead(head, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &$0)
+            let laidOut = HeadBytes()
+            let h2Lines = laidOut.set(head, reusing: [])
+            HeadWriter.appendHead(to: &out) { w in
+                laidOut.with { f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
             }
             let (raw, lines) = Self.rawHead(head, junk: 0)
             var fromBytes: [UInt8] = []
@@ -163,33 +183,76 @@ struct UpstreamHeadTests {
     }
 }
 
-extension Forward {
-    // The reference: the rewrite as a field list (what the proxy did before writing heads in one
-    // pass), for the byte-for-byte comparison above.
-    /// The fields of the request sent upstream: the client's, rewritten (hop-by-hop fields removed,
-    /// X-Forwarded-*, Via), without `Expect`, with a `Host` (HTTP/1.0 clients may omit it; the upstream
-    /// request is HTTP/1.1, which requires one), edited by the route, then framed as `framing` says.
-    func upstreamFields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming,
-                        dropFoldableNames: Bool) -> HTTPFields
+/// The forwarding rules of `UpstreamRequestHead`, one step at a time over a field list of strings:
+/// the reference the writer is held to.
+enum ForwardingModel {
+    static func fields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming, edit: HeaderEdit,
+                       dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
     {
-        var fields = head.headers
-        fields.reserveCapacity(fields.count + 6)  // X-Forwarded-*, Via, Host, framing: one allocation
-        ForwardedHeaders.rewriteRequest(&fields, client: client, proto: proto, host: head.headers["Host"],
-                                        dropFoldableNames: dropFoldableNames)
-        fields.remove("Expect")
-        if !fields.contains("Host") { fields.append("Host", pool.target.address.description) }
-        editHeaders.apply(&fields)
-        switch framing {
-        case .chunked:
-            fields.remove("Content-Length")
-            fields.append("Transfer-Encoding", "chunked")
-        case .contentLength(let n):
-            fields.remove("Transfer-Encoding")
-            fields.set("Content-Length", String(n))
-        case .none, .untilClose:
-            break
+        let client_ = head.headers.fields
+        func lower(_ s: String) -> String { s.lowercased() }
+        /// A name as CGI-style backends read it: ASCII lowercase, anything but letters, digits and `-` as `-`.
+        func folded(_ s: String) -> String {
+            String(s.unicodeScalars.map { c -> Character in
+                let v = c.value
+                if (0x41...0x5a).contains(v) { return Character(Unicode.Scalar(v + 0x20)!) }
+                if (0x61...0x7a).contains(v) || (0x30...0x39).contains(v) || v == 0x2d { return Character(c) }
+                return "-"
+            })
         }
-        return fields
+        func inList(_ names: [String], prefixes: [String] = [], _ name: String) -> Bool {
+            let n = folded(name)
+            return names.contains { folded($0) == n } || prefixes.contains { n.count > $0.count && n.hasPrefix(folded($0)) }
+        }
+        let foldable = { (n: String) in n.unicodeScalars.contains { !(0x30...0x39).contains($0.value) && !(0x41...0x5a).contains($0.value) && !(0x61...0x7a).contains($0.value) && $0 != "-" } }
+        let hopByHop = ["connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+                        "trailer", "transfer-encoding", "upgrade"]
+        let interpretedWhenFolded = hopByHop + ["host", "content-length", "expect", "via", "forwarded"]
+        let forwarding = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "forwarded", "via"]
+        let connectionLists = client_.filter { lower($0.name) == "connection" }.map(\.value)
+        func tokens(_ list: String) -> [String] {
+            list.split(separator: ",").map { lower($0.trimmingCharacters(in: .init(charactersIn: " \t"))) }.filter { !$0.isEmpty }
+        }
+        func namedInConnection(_ n: String) -> Bool { lower(n) != "host" && connectionLists.contains { tokens($0).contains(lower(n)) } }
+        let removedByRoute = { (n: String) in inList(edit.remove, n) }
+        let ownedOrRemoved = { (n: String) in
+            inList(GatewayOwnedFields.names + edit.remove, prefixes: GatewayOwnedFields.prefixes, n)
+        }
+        let dropLength: Bool = switch framing { case .chunked, .contentLength: true; case .none, .untilClose: false }
+        let dropCoding: Bool = if case .contentLength = framing { true } else { false }
+        func framingKeeps(_ n: String) -> Bool { !(dropLength && lower(n) == "content-length") && !(dropCoding && lower(n) == "transfer-encoding") }
+
+        var out = HTTPFields()
+        // 2. The client's fields that go on, in order.
+        for f in client_ {
+            let n = f.name
+            if foldable(n) && (dropFoldableNames || interpretedWhenFolded.contains(folded(n))) { continue }
+            if hopByHop.contains(lower(n)) || namedInConnection(n) { continue }
+            if forwarding.contains(lower(n)) || lower(n) == "expect" { continue }
+            if ownedOrRemoved(n) || !framingKeeps(n) { continue }
+            out.append(n, f.value)
+        }
+        // 3. The gateway's fields (each unless the route removes it).
+        func add(_ n: String, _ v: String) { if !removedByRoute(n) && framingKeeps(n) { out.append(n, v) } }
+        if client_.contains(where: { lower($0.name) == "te" && tokens($0.value).contains("trailers") }) { add("TE", "trailers") }
+        func prior(_ name: String) -> String {
+            client_.filter { lower($0.name) == name && !namedInConnection($0.name) }.map(\.value).joined(separator: ", ")
+        }
+        let priorFor = prior("x-forwarded-for")
+        add("X-Forwarded-For", priorFor.isEmpty ? client : priorFor + ", " + client)
+        add("X-Forwarded-Proto", proto)
+        let host = client_.first { lower($0.name) == "host" }?.value
+        if let host { add("X-Forwarded-Host", host) }
+        let priorVia = prior("via")
+        add("Via", priorVia.isEmpty ? "1.1 attest-gateway" : priorVia + ", 1.1 attest-gateway")
+        if host == nil { add("Host", defaultHost) }
+        // 4. The route's fields, then the framing.
+        for (n, v) in edit.add where framingKeeps(n) { out.append(n, v) }
+        switch framing {
+        case .chunked: out.append("Transfer-Encoding", "chunked")
+        case .contentLength(let n): out.append("Content-Length", String(n))
+        case .none, .untilClose: break
+        }
+        return out
     }
 }
-

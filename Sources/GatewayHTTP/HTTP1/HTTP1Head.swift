@@ -42,8 +42,10 @@ public enum BodyFraming: Sendable, Equatable {
     case untilClose
 }
 
+/// Why a message could not be read: what is wrong (`kind`, the code a server answers with; the
+/// proxy's `ProxyError` table gives its status), where, and a detail for logs.
 public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
         case badRequestLine = "bad_request_line"
         case badStatusLine = "bad_status_line"
         case badHeader = "bad_header"
@@ -74,16 +76,4 @@ public struct HTTPParseError: Error, Equatable, Sendable, CustomStringConvertibl
     }
 
     public var description: String { "\(kind.rawValue) at byte \(offset): \(detail)" }
-
-    /// The status a server answers with (then closes): 431 for oversized heads, 414 for long targets,
-    /// 501 for unknown transfer codings, 505 for versions, 400 otherwise.
-    public var status: Int {
-        switch kind {
-        case .requestLineTooLong: 414
-        case .headersTooLarge, .tooManyHeaders: 431
-        case .unsupportedTransferCoding: 501
-        case .unsupportedVersion: 505
-        default: 400
-        }
-    }
 }

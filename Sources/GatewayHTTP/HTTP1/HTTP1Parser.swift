@@ -1,6 +1,7 @@
 /// Strict, bounded HTTP/1.1 head parsing (RFC 9112), with no I/O. The caller keeps bytes in a buffer
 /// and asks for a head; `nil` means "need more data". Anything ambiguous is an error, which a server
-/// answers (`HTTPParseError.status`) and then closes: no request smuggling through lenient framing.
+/// answers (with the status of the proxy's `ProxyError` table) and then closes: no request smuggling
+/// through lenient framing.
 ///
 /// Refused: bare CR or LF, obs-fold, whitespace before a colon, invalid tokens, control characters in
 /// values, Transfer-Encoding together with Content-Length, differing Content-Length values, transfer

@@ -1,54 +1,58 @@
 /// Writes a message head into a caller's fixed buffer: each append is a bounds check, a copy and an
 /// index bump, where an `Array` append also checks uniqueness and capacity (about 90 instructions
 /// per append, and a head takes 20 to 40 of them). A head larger than the buffer sets `overflowed`
-/// and stops writing; the caller then writes it again into something larger (`appendHead`).
+/// and stops writing; the caller then writes it again into something larger (`appendHead`). The
+/// small appends are inlinable: the proxy's writers (another module) call them per field.
 public struct HeadWriter {
     public let base: UnsafeMutableRawPointer
     public let capacity: Int
-    public private(set) var count = 0
+    @usableFromInline var written = 0
+    @usableFromInline var didOverflow = false
+    /// The bytes written so far.
+    @inlinable public var count: Int { written }
     /// Something did not fit: what was written is incomplete and must not be sent.
-    public private(set) var overflowed = false
+    @inlinable public var overflowed: Bool { didOverflow }
 
     public init(_ buffer: UnsafeMutableRawBufferPointer) {
         base = buffer.baseAddress!
         capacity = buffer.count
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ byte: UInt8) {
-        guard count < capacity else {
-            overflowed = true
+        guard written < capacity else {
+            didOverflow = true
             return
         }
-        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
-        count += 1
+        base.storeBytes(of: byte, toByteOffset: written, as: UInt8.self)
+        written += 1
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
         guard n > 0, let src = bytes.baseAddress else { return }
-        guard capacity - count >= n else {
-            overflowed = true
+        guard capacity - written >= n else {
+            didOverflow = true
             return
         }
-        (base + count).copyMemory(from: src, byteCount: n)
-        count += n
+        (base + written).copyMemory(from: src, byteCount: n)
+        written += n
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ s: StaticString) {
         append(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func crlf() {
-        guard capacity - count >= 2 else {
-            overflowed = true
+        guard capacity - written >= 2 else {
+            didOverflow = true
             return
         }
-        base.storeBytes(of: 0x0a0d, toByteOffset: count, as: UInt16.self)  // CR LF, little-endian
-        count += 2
+        base.storeBytes(of: 0x0a0d, toByteOffset: written, as: UInt16.self)  // CR LF, little-endian
+        written += 2
     }
 
     /// Latin-1 bytes of `s` (see `HTTP1Serializer.appendLatin1`): its UTF-8 bytes when all are ASCII,
@@ -78,8 +82,8 @@ public struct HeadWriter {
 
     /// The field line `f` of `buf` as "name: value" CRLF (OWS around the value dropped): one copy
     /// when the line is already written that way, as most are.
-    @inline(__always)
-    mutating func appendFieldLine(_ buf: UnsafeRawBufferPointer, _ f: HTTPFieldRange) {
+    @inlinable @inline(__always)
+    public mutating func appendFieldLine(_ buf: UnsafeRawBufferPointer, _ f: HTTPFieldRange) {
         let colon = f.name.upperBound
         if f.value.lowerBound == colon + 2 && buf[colon + 1] == 0x20 {
             append(UnsafeRawBufferPointer(rebasing: buf[f.name.lowerBound..<f.value.upperBound]))
@@ -93,6 +97,7 @@ public struct HeadWriter {
 
     /// The framing field of a request sent with `framing`: `Transfer-Encoding: chunked`, a
     /// `Content-Length`, or nothing.
+    @inlinable
     public mutating func appendFraming(_ framing: BodyFraming) {
         switch framing {
         case .chunked: append("Transfer-Encoding: chunked\r\n")
@@ -105,6 +110,7 @@ public struct HeadWriter {
     }
 
     /// A decimal number without a String.
+    @inlinable
     public mutating func appendDecimal(_ n: UInt64) {
         var divisor: UInt64 = 1
         while n / divisor >= 10 { divisor *= 10 }
@@ -115,6 +121,7 @@ public struct HeadWriter {
     }
 
     /// "HTTP/1.x NNN " (the reason phrase and CRLF follow).
+    @inlinable
     public mutating func appendStatusLineStart(status: Int, minorVersion: Int = 1) {
         append(minorVersion == 0 ? "HTTP/1.0 " : "HTTP/1.1 ")
         if (100...999).contains(status) {

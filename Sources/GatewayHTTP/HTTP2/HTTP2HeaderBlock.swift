@@ -4,8 +4,9 @@ import CGatewayNGHTTP2
 /// side, `spans` locating them. It applies the rules of a response head that HTTP/2 can carry (RFC
 /// 9113 §8.2): names lowercased, fields whose name is not a token, `host`, or whose value has NUL, CR,
 /// LF or leading/trailing SP/HTAB are dropped. Latin-1 text stays the same bytes (the HTTP/1.1 parser
-/// reads bytes as Latin-1). One per session: after the first responses it allocates nothing.
-struct HTTP2HeaderBlock {
+/// reads bytes as Latin-1). One per session: after the first responses it allocates nothing. A proxy
+/// fills one through `HTTP2ServerSession.submitResponse(streamID:status:endStream:fields:)`.
+public struct HTTP2HeaderBlock {
     private(set) var bytes: [UInt8] = []
     /// (name start, name length, value start, value length) in `bytes`.
     private(set) var spans: [(Int, Int, Int, Int)] = []
@@ -34,7 +35,7 @@ struct HTTP2HeaderBlock {
     /// A field from strings (local answers, fields set by configuration), dropped when HTTP/2 cannot
     /// carry it; returns whether it was kept.
     @discardableResult
-    mutating func append(name: String, value: String) -> Bool {
+    public mutating func append(name: String, value: String) -> Bool {
         let n = bytes.count
         HTTP1Serializer.appendLatin1(name, &bytes)
         let v = bytes.count
@@ -44,7 +45,7 @@ struct HTTP2HeaderBlock {
 
     /// A field from raw bytes (a proxied response head), dropped when HTTP/2 cannot carry it.
     @discardableResult
-    mutating func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
+    public mutating func append(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) -> Bool {
         let n = bytes.count
         bytes.append(contentsOf: name)
         let v = bytes.count
@@ -53,19 +54,19 @@ struct HTTP2HeaderBlock {
     }
 
     /// Starts a field whose value is appended piece by piece (`appendValue`), then `commit`ted.
-    mutating func beginField(name: StaticString) -> (Int, Int) {
+    public mutating func beginField(name: StaticString) -> (Int, Int) {
         let n = bytes.count
         bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
         return (n, bytes.count)
     }
 
-    mutating func appendValue(_ piece: UnsafeRawBufferPointer) { bytes.append(contentsOf: piece) }
-    mutating func appendValue(_ piece: String) { HTTP1Serializer.appendLatin1(piece, &bytes) }
+    public mutating func appendValue(_ piece: UnsafeRawBufferPointer) { bytes.append(contentsOf: piece) }
+    public mutating func appendValue(_ piece: String) { HTTP1Serializer.appendLatin1(piece, &bytes) }
 
     /// Validates the field whose name starts at `nameStart` and value at `valueStart` (running to the
     /// end of `bytes`): lowercases the name and keeps the field, or removes its bytes.
     @discardableResult
-    mutating func commit(nameStart n: Int, valueStart v: Int) -> Bool {
+    public mutating func commit(nameStart n: Int, valueStart v: Int) -> Bool {
         let end = bytes.count
         let ok: Bool = bytes.withUnsafeMutableBufferPointer { buf in
             guard v > n, let b = buf.baseAddress else { return false }
@@ -126,27 +127,5 @@ struct HTTP2HeaderBlock {
 
     private func latin1String(_ b: [UInt8], _ start: Int, _ count: Int) -> String {
         b.withUnsafeBufferPointer { GatewayHTTP.latin1String($0.baseAddress! + start, count) }
-    }
-}
-
-extension HTTPResponseHeadLines {
-    /// Appends to `block` the fields a proxy sends downstream over HTTP/2, read straight from the
-    /// upstream's bytes: the same fields, in the same order, as materializing the head, applying
-    /// `HopByHop.strip`, the `Via` rewrite (received values joined with ", ", then `via`, last),
-    /// removing Content-Length when `dropContentLength`, then the HTTP/2 rules of `HTTP2HeaderBlock`.
-    func appendHTTP2Fields(from buf: UnsafeRawBufferPointer, via: String, dropContentLength: Bool,
-                           to block: inout HTTP2HeaderBlock)
-    {
-        let filter = ForwardingFilter(self, buf)
-        let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
-            block.append(name: UnsafeRawBufferPointer(rebasing: buf[f.name]), value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
-        }
-        let (n, v) = block.beginField(name: "via")
-        if hasVia {
-            filter.forEachVia(separator: { block.appendValue(", ") }) { block.appendValue($0) }
-            block.appendValue(", ")
-        }
-        block.appendValue(via)
-        block.commit(nameStart: n, valueStart: v)
     }
 }

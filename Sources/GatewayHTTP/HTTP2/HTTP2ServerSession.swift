@@ -274,22 +274,20 @@ public final class HTTP2ServerSession {
         try submit(stream, endStream: endStream)
     }
 
-    /// Queues a proxied response head read straight from the upstream's bytes (`buf`, the buffer
-    /// `head` was parsed from), without a string per field: the fields are those of the materialized
-    /// head after `HopByHop.strip`, the `Via` rewrite (received values joined with ", ", then `via`,
-    /// last) and, with `dropContentLength`, without Content-Length; then as `submitResponse`.
+    /// Queues a response head whose fields `fields` appends to the session's header block (after
+    /// `:status`), under the block's HTTP/2 rules: a proxy writes a response read from an upstream's
+    /// bytes this way, without a string per field. Then as `submitResponse(streamID:status:headers:…)`.
     public func submitResponse(
-        streamID: Int32, head: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, via: String,
-        dropContentLength: Bool, endStream: Bool
+        streamID: Int32, status: Int, endStream: Bool, fields: (inout HTTP2HeaderBlock) -> Void
     ) throws(HTTP2SessionError) {
         let stream = try openStream(streamID)
         guard !stream.responseSubmitted else {
             throw HTTP2SessionError(.responseAlreadySubmitted, "stream \(streamID) already has a response")
         }
-        guard (200...999).contains(head.status) else { throw HTTP2SessionError(.invalidStatus, "status \(head.status)") }
+        guard (200...999).contains(status) else { throw HTTP2SessionError(.invalidStatus, "status \(status)") }
         block.reset()
-        block.appendStatus(head.status)
-        head.appendHTTP2Fields(from: buf, via: via, dropContentLength: dropContentLength, to: &block)
+        block.appendStatus(status)
+        fields(&block)
         try submit(stream, endStream: endStream)
     }
 

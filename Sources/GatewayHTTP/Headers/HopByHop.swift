@@ -21,7 +21,8 @@ public enum HopByHop {
         if keepTrailersTE { headers.append("TE", "trailers") }
     }
 
-    /// The same for a name given as bytes.
+    /// The same for a name given as bytes (inlinable: the proxy's writers ask it per field).
+    @inlinable
     public static func isListed(_ name: UnsafeRawBufferPointer) -> Bool {
         switch name.count {
         case 2: equalsIgnoringCase(name, "TE")

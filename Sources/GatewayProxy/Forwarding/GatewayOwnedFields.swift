@@ -2,16 +2,16 @@ import GatewayHTTP
 
 /// The request fields only the gateway may send an upstream: a client's copy never reaches one, in
 /// any spelling a backend would read as the same field (ASCII case, `_` or `.` for `-`:
-/// `FieldNames`), on every route, whatever the listener's `underscores_in_headers`. This is the one list; the forwarding
-/// writers (`Forward.writeUpstreamHead`, both paths), `ForwardedHeaders.rewriteRequest` and so the
-/// in-process demo upstream all read it through `HeaderEdit`. docs/configuration.md ("What reaches
+/// `FieldNames`), on every route, whatever the listener's `underscores_in_headers`. This is the one
+/// list; the one writer of upstream heads (`UpstreamRequestHead`, for HTTP/1.1, HTTP/2 and the
+/// in-process demo upstream) reads it through `HeaderEdit`. docs/configuration.md ("What reaches
 /// the backend") shows it; add a name here, and only here, when the gateway starts setting one.
 ///
 /// Besides these: the configured `attest.verified_key_header` (set on verified requests; a
 /// route removal on every route, `GatewayRuntime`), the assertion headers on protected routes,
 /// and the forwarding fields that are rewritten rather than dropped (`X-Forwarded-For` is extended,
 /// `X-Forwarded-Proto`, `X-Forwarded-Host` and `Via` are the gateway's, `Forwarded` goes:
-/// `ForwardedHeaders`).
+/// `UpstreamRequestHead`).
 public enum GatewayOwnedFields {
     /// Whole names.
     public static let names: [String] = [

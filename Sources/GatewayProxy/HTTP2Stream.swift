@@ -1,0 +1,435 @@
+import GatewayHTTP
+import GatewayIO
+
+/// One HTTP/2 stream's request: the same request syntax, routing and body rules as
+/// `HTTP1ServerConnection`, with the session in place of the downstream socket; the upstream half is
+/// its `UpstreamExchange`, whose host it is (and so the delegate of its upstream connection).
+/// Request body bytes are given back to the client's flow-control window (`consume`) only once the
+/// upstream took them. Loop-confined.
+final class HTTP2Stream {
+    let id: Int32
+    let head: HTTPRequestHead
+    unowned let conn: HTTP2ServerConnection
+    private var session: HTTP2ServerSession { conn.session }
+    private let exchange: UpstreamExchange
+
+    private enum BodyTarget { case upstream, buffer, discard }
+
+    private var path = "/"
+    private var routeName = "-"
+    private let started = EventLoop.monotonicNanos()
+    private var requestBodyBytes = 0
+    private var responseBytes = 0
+    private var responseStatus = 0
+    private var bodyTarget: BodyTarget = .discard
+    private var bodyLimit = 0
+    private var requestEnded = false
+    /// Request body received before the upstream request started (bounded by the stream window:
+    /// none of it is consumed yet).
+    private var pending: [UInt8] = []
+    /// Body bytes written to the upstream and not yet acknowledged to the client (`consume`).
+    private var unconsumed = 0
+    /// Body bytes written to the upstream so far.
+    private var forwardedBodyBytes = 0
+    /// With a declared content-length: its last byte, held back until END_STREAM (see `writeBody`).
+    private var heldLastByte: UInt8?
+    /// `content-length: 0` on a stream still open: the upstream request waits for END_STREAM.
+    private var awaitingEmptyEnd = false
+    private var buffered: [UInt8] = []
+    private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
+    private var waitingForHandler = false
+
+    private var responseHeadSent = false
+    private var responseDone = false
+    private var finished = false
+    private var error: ProxyError?
+
+    init(id: Int32, head: HTTPRequestHead, connection: HTTP2ServerConnection) {
+        self.id = id
+        self.head = head
+        self.conn = connection
+        exchange = UpstreamExchange(loop: connection.loop, parser: connection.responseParser)
+        exchange.begin(method: head.method, framing: head.framing)
+    }
+
+    // MARK: - Request
+
+    func start() {
+        // The request syntax HTTP/1.1's parser holds requests to (`RequestSyntax`), before routing.
+        guard RequestSyntax.isCanonicalMethod(head.method) else { return fail(.request(.badMethod)) }
+        guard let host = head.headers.fields.first?.value, RequestSyntax.isValidHost(host) else { return fail(.request(.badHost)) }
+        guard let normalized = PathNormalizer.normalize(head.target) else { return fail(.ambiguousPath) }
+        if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) { return fail(.methodOverride) }
+        path = normalized
+        switch conn.router.route(head, path: normalized, peer: conn.transport.peer) {
+        case .respond(let name, let r):
+            routeName = name
+            respond(r)
+        case .forward(let f):
+            routeName = f.routeName
+            guard checkDeclaredLength(f.maxBody) else { return }
+            bodyTarget = .upstream
+            bodyLimit = f.maxBody
+            sendContinueIfExpected()
+            if case .contentLength(0) = head.framing, !requestEnded {
+                // Complete as the upstream would read it; only END_STREAM says no DATA follows
+                // (RFC 9113 §8.1.1). The END_STREAM of a HEADERS frame is the very next event.
+                exchange.route(to: f)
+                awaitingEmptyEnd = true
+                exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
+                return
+            }
+            exchange.start(f, body: nil, self)
+        case .buffer(let maxBody, let name, let handler):
+            routeName = name
+            guard checkDeclaredLength(maxBody) else { return }
+            bodyTarget = .buffer
+            bodyLimit = maxBody
+            bufferedHandler = handler
+            sendContinueIfExpected()
+            exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
+        }
+    }
+
+    /// `expect: 100-continue` (RFC 9110 §10.1.1): the body is wanted, as on HTTP/1.1 (the upstream
+    /// request goes without `Expect`).
+    private func sendContinueIfExpected() {
+        guard head.framing != .none, head.expectsContinue else { return }  // no body (a GET): no field lookup
+        try? session.submitInterimResponse(streamID: id, status: 100)
+    }
+
+    private func checkDeclaredLength(_ limit: Int) -> Bool {
+        if case .contentLength(let n) = head.framing, n > UInt64(limit) {
+            fail(.bodyTooLarge)
+            return false
+        }
+        return true
+    }
+
+    func requestData(_ bytes: [UInt8]) {
+        requestBodyBytes += bytes.count
+        switch bodyTarget {
+        case .discard:
+            session.consume(streamID: id, count: bytes.count)
+        case .buffer:
+            guard requestBodyBytes <= bodyLimit else {
+                session.consume(streamID: id, count: bytes.count)
+                fail(.bodyTooLarge)
+                return
+            }
+            exchange.madeProgress()
+            if waitingForHandler || exchange.forward != nil {
+                // Bytes after the handler started cannot be: the body ended. Kept for the forward.
+                session.consume(streamID: id, count: bytes.count)
+                return
+            }
+            buffered.append(contentsOf: bytes)
+            session.consume(streamID: id, count: bytes.count)
+        case .upstream:
+            guard requestBodyBytes <= bodyLimit else {
+                pending.append(contentsOf: bytes)
+                fail(.bodyTooLarge)
+                return
+            }
+            exchange.madeProgress()
+            if exchange.upstream != nil {
+                writeBody(bytes)
+            } else {
+                pending.append(contentsOf: bytes)
+            }
+        }
+    }
+
+    func requestEnd() {
+        requestEnded = true
+        switch bodyTarget {
+        case .discard:
+            break
+        case .buffer:
+            guard let handler = bufferedHandler else { return }
+            bufferedHandler = nil
+            waitingForHandler = true
+            exchange.cancelTimer()
+            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme,
+                                          dropFoldableNames: conn.limits.dropFoldableNames)
+            handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
+        case .upstream:
+            if awaitingEmptyEnd {
+                awaitingEmptyEnd = false
+                exchange.send(body: nil, self)
+                return
+            }
+            guard exchange.upstream != nil else { return }  // the request starts with the body ended
+            if let last = heldLastByte {
+                heldLastByte = nil
+                withUnsafeBytes(of: last) { exchange.writeBody($0) }
+                unconsumed += 1
+                acknowledgeWritten()
+            }
+            exchange.requestBodyDidEnd(self)
+        }
+    }
+
+    private func bufferedOutcome(_ outcome: BufferedOutcome) {
+        guard !finished, waitingForHandler else { return }
+        waitingForHandler = false
+        switch outcome {
+        case .respond(let r):
+            respond(r)
+        case .forward(let f):
+            // Read whole for a local decision: it goes with its length.
+            routeName = f.routeName
+            let body = buffered
+            buffered = []
+            exchange.start(f, body: body, self)
+        }
+        conn.pump()
+    }
+
+    /// Writes request body bytes upstream. With a declared content-length, the body's last byte
+    /// waits for END_STREAM (`requestEnd`): an upstream that has every declared byte holds a
+    /// complete request, and only END_STREAM shows that the DATA add up to the length (RFC 9113
+    /// §8.1.1). nghttp2 refuses DATA beyond the length before delivering it, and an END_STREAM short
+    /// of it, with RST_STREAM PROTOCOL_ERROR: the stream then closes, its upstream request still
+    /// incomplete, and the upstream connection is closed (the request aborted, never executed).
+    private func writeBody(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        var count = bytes.count
+        if !requestEnded, case .contentLength(let n) = head.framing, forwardedBodyBytes + count >= n {
+            count -= 1  // the last byte (nghttp2 delivers no DATA beyond n)
+            heldLastByte = bytes[count]
+        }
+        bytes.withUnsafeBytes { exchange.writeBody(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        forwardedBodyBytes += count
+        unconsumed += count
+        acknowledgeWritten()
+    }
+
+    /// Reopens the client's window for what the upstream took (its queue is at or below the mark).
+    private func acknowledgeWritten() {
+        guard unconsumed > 0, exchange.upstream != nil, exchange.upstreamOutboundBytes <= conn.limits.highWaterMark else { return }
+        session.consume(streamID: id, count: unconsumed)
+        unconsumed = 0
+    }
+
+    /// Stops forwarding the request body: what was held is given back to the client's windows.
+    private func discardRequestBody() {
+        bodyTarget = .discard
+        let held = pending.count + unconsumed + buffered.count + (heldLastByte == nil ? 0 : 1)
+        heldLastByte = nil
+        pending = []
+        unconsumed = 0
+        if held > 0 { session.consume(streamID: id, count: held) }
+    }
+
+    /// The response buffer fell below the high-water mark.
+    func resumeUpstream() { exchange.resumeUpstream() }
+
+    // MARK: - Answers and errors
+
+    /// A local answer (JSON errors, local endpoints) for a stream with no response yet.
+    private func respond(_ r: LocalResponse) {
+        guard !responseHeadSent, !finished else { return }
+        if !requestEnded {
+            // The body is not wanted: what comes is dropped (its window given back, nothing kept).
+            discardRequestBody()
+            // More than one stream window still to come (or an unknown length): once the answer is
+            // out, the client is told to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1). A rest
+            // that fits in the window is let through: some clients (curl 7.88) report an upload
+            // error instead of the response when a reset cuts their upload.
+            let rest: UInt64 = if case .contentLength(let n) = head.framing { n &- UInt64(requestBodyBytes) } else { .max }
+            if rest > UInt64(session.settings.initialWindowSize) { session.stopRequestAfterResponse(streamID: id) }
+        }
+        exchange.cancelTimer()
+        var fields = r.headers
+        fields.set("Content-Length", String(r.body.count))
+        let noBody = head.method == "HEAD" || r.status == 204 || r.status == 304 || r.body.isEmpty
+        responseStatus = r.status
+        responseHeadSent = true
+        responseDone = true
+        do {
+            try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: noBody)
+            if !noBody {
+                try session.sendResponseBody(streamID: id, r.body, endStream: true)
+                responseBytes += r.body.count
+            }
+        } catch {
+            // The stream or the connection is already gone; its close is reported separately.
+        }
+    }
+
+    /// The request failed. Before the response head an error with a status is answered; after it,
+    /// or without a status, the stream is reset (RST_STREAM INTERNAL_ERROR: the client sees the
+    /// response cut short). Either way `error` is the stream's in the access log and metrics.
+    private func fail(_ e: ProxyError) {
+        guard !finished else { return }
+        exchange.stop()
+        error = e
+        if !responseHeadSent, e.status != nil {
+            // Per-exchange request ids (X-Request-Id) go here when exchanges have them.
+            respond(e.response(requestId: nil))
+            return
+        }
+        discardRequestBody()
+        responseDone = true
+        conn.resetStream(id, reason: e.code)
+    }
+
+    func clientReset(_ code: HTTP2ErrorCode) {
+        error = error ?? .clientReset
+    }
+
+    /// The session closed the stream: the last event for it.
+    func streamClosed(_ code: HTTP2ErrorCode) {
+        guard !finished else { return }
+        if !responseDone || code != .noError { error = error ?? .streamReset }
+        finish()
+    }
+
+    /// The downstream connection closed with this stream open.
+    func connectionGone() {
+        guard !finished else { return }
+        if !responseDone { error = error ?? .clientClosed }
+        finish()
+    }
+
+    private func finish() {
+        finished = true
+        bufferedHandler = nil
+        exchange.stop()
+        let now = EventLoop.monotonicNanos()
+        conn.router.exchangeDidFinish(ExchangeRecord(
+            route: routeName, method: head.method, target: head.target, status: responseStatus,
+            requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
+            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: conn.peerHost,
+            error: error?.code, protocolName: "h2"))
+        exchange.end()
+    }
+
+    /// The connection's timer check: the exchange's deadline (body, acquire, response), fired when
+    /// passed; returns the one still ahead (.max: none).
+    func checkTimer(now: Int64) -> Int64 {
+        guard !finished else { return .max }
+        return exchange.checkTimer(now: now, self)
+    }
+}
+
+// MARK: - The exchange's host
+
+extension HTTP2Stream: UpstreamExchangeHost {
+    func writeUpstreamHead(_ forward: Forward, framing: BodyFraming, to out: inout HeadWriter) {
+        let client = conn.transport.peer == nil ? "unknown" : conn.peerHost
+        // The stream's head laid out as bytes in the connection's buffer, for the one upstream writer.
+        let bytes = conn.upstreamHeadBytes
+        let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
+        bytes.with { buf in
+            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, framing: framing,
+                                      dropFoldableNames: conn.limits.dropFoldableNames, to: &out)
+        }
+        conn.spareHeadFields = lines.fields
+    }
+
+    func upstreamRequestDidStart() {
+        if bodyTarget == .buffer {
+            bodyTarget = .discard  // sent whole by the exchange
+            return
+        }
+        let early = pending
+        pending = []
+        writeBody(early)
+        if requestEnded {
+            exchange.requestBodyDidEnd(self)
+        } else {
+            exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
+        }
+        conn.pump()  // window updates for the body written (after an acquire that waited)
+    }
+
+    func requestAnsweredEarly() {
+        // Answered before the request body ended: stop forwarding it.
+        discardRequestBody()
+    }
+
+    func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool {
+        let dropContentLength: Bool
+        switch r.framing {
+        case .chunked, .untilClose: dropContentLength = true
+        case .contentLength, .none: dropContentLength = false
+        }
+        let endStream: Bool
+        if case .none = r.framing { endStream = true } else { endStream = false }
+        responseStatus = r.status
+        responseHeadSent = true
+        do {
+            if let routeFields = exchange.forward?.responseHeaders, routeFields.count > 0 {
+                // Fields set by the route: through strings, as `HTTPFields.set` defines them.
+                let fields = DownstreamResponseHead.fields(r.materialize(buf), routeFields: routeFields, dropContentLength: dropContentLength)
+                try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
+            } else {
+                // The usual case: the header list is built from the upstream's bytes, no string per field.
+                try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
+                    DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, to: &$0)
+                }
+            }
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    func sendResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
+        guard !data.isEmpty else { return true }
+        responseBytes += data.count
+        do {
+            try session.sendResponseBody(streamID: id, data, endStream: false)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    var downstreamIsFull: Bool { session.shouldPauseUpstream(streamID: id) }  // resumed on .responseWritable
+
+    func responseDidComplete() {
+        if responseDone { return }
+        responseDone = true
+        // A response without a body ended the stream with its HEADERS frame.
+        if case .none = exchange.responseFraming { return }
+        try? session.sendResponseBody(streamID: id, [], endStream: true)
+    }
+
+    func exchangeDidFail(_ e: ProxyError) {
+        if e == .clientGone {
+            // The session cannot take the response any more (stream or connection closed under us).
+            error = error ?? e
+            responseDone = true
+        } else {
+            fail(e)
+        }
+        conn.pump()
+    }
+
+    func scheduleTimerCheck(at due: Int64) { conn.schedule(at: due) }
+
+    // MARK: ConnectionDelegate (the upstream connection)
+
+    func connectionDidRead(_ c: Connection) {
+        exchange.upstreamDidRead(self)
+        conn.pump()
+    }
+
+    func connectionDidReadEOF(_ c: Connection) {
+        exchange.upstreamDidEnd(self)
+        conn.pump()
+    }
+
+    func connectionDidDrain(_ c: Connection) {
+        acknowledgeWritten()
+        conn.pump()
+    }
+
+    func connectionDidClose(_ c: Connection, error: Socket.Error?) {
+        exchange.upstreamDidEnd(self)
+        conn.pump()
+    }
+}
