@@ -392,8 +392,11 @@ public final class GatewayServer: @unchecked Sendable {
                 slots[i] = slot
             } catch {
                 abandon()
+                let holder = running.first { $0.config.address.conflicts(with: l.address) }.map { "listener \($0.config.name)" }
+                    ?? (runtime.config.admin.address.conflicts(with: l.address) ? "the admin listener" : nil)
                 throw GatewayRuntime.CompileError(
-                    config, at: "listeners[\(i)].address", "listeners[\(i)].address (listener \(l.name)): cannot listen: \(error)")
+                    config, at: "listeners[\(i)].address",
+                    "listeners[\(i)].address (listener \(l.name)): cannot listen: \(error)\(Self.heldHint(holder))")
             }
         }
         if config.admin.address != runtime.config.admin.address {
@@ -401,12 +404,20 @@ public final class GatewayServer: @unchecked Sendable {
                 plan.admin = try openAdmin(at: SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port))
             } catch {
                 abandon()
-                throw GatewayRuntime.CompileError(config, at: "admin.address", "admin.address: cannot listen: \(error)")
+                let holder = running.first { $0.config.address.conflicts(with: config.admin.address) }.map { "listener \($0.config.name)" }
+                throw GatewayRuntime.CompileError(config, at: "admin.address", "admin.address: cannot listen: \(error)\(Self.heldHint(holder))")
             }
         }
         plan.closed = running
         plan.slots = slots.map { $0! }
         return plan
+    }
+
+    /// When an address cannot be bound because a listener this reload would close holds it (a new
+    /// host on the same port, or an address moved between a listener and the admin listener).
+    private static func heldHint(_ holder: String?) -> String {
+        guard let holder else { return "" }
+        return " (\(holder) holds it until this reload would close it: restart, or move it through another address in two reloads)"
     }
 
     /// Stops `server` accepting now and drains it in the background: idle connections close, busy

@@ -168,6 +168,17 @@ struct ReloadTests {
         #expect(Self.field(adminLine, "error")?.contains("admin.address: cannot listen: bind 127.0.0.1:\(holder.port)") == true,
                 "\(gw.stderr)")
         #expect(try curl([gw.url("admin", "/healthz")]).0 == 200)
+
+        // One worker, a listener moved from 127.0.0.1:P to the wildcard on the same port: the old
+        // socket holds the port until the reload would close it; the error says so.
+        let p = try freeLoopbackPort()
+        let one = try GatewayProcess(config: Self.config(listeners: "  - {name: public, address: 127.0.0.1:\(p)}"))
+        defer { one.stop() }
+        let moved = try Self.reload(one, Self.config(listeners: "  - {name: public, address: 0.0.0.0:\(p)}"))
+        #expect(Self.field(moved, "error")?.contains(
+            "cannot listen: bind 0.0.0.0:\(p): Address already in use (listener public holds it until this reload would close it: "
+                + "restart, or move it through another address in two reloads)") == true, "\(one.stderr)")
+        #expect(try curl(["http://127.0.0.1:\(p)/demo/1"]).0 == 200)
     }
 
     @Test("protocols and limits changed on the same address: same socket, new connections get them, open ones are kept")
@@ -192,6 +203,35 @@ struct ReloadTests {
         #expect(try curl(["http://127.0.0.1:\(port)\(longTarget)"]).0 == 414)
         // The connection accepted before the reload keeps its limits.
         #expect(try open.request("GET \(longTarget) HTTP/1.1\r\nHost: x\r\n\r\n").status == 200)
+    }
+
+    @Test("tls turned on, then off, by SIGHUP on the same address: the socket stays, new connections follow, the open one keeps its protocol")
+    func tlsOnSameAddress() throws {
+        let pki = try TLSTestPKI()
+        defer { pki.remove() }
+        let leaf = try pki.leaf("a", names: ["a.test"])
+        let plain = Self.config()
+        let gw = try GatewayProcess(config: plain)
+        defer { gw.stop() }
+        let port = Self.port(gw, "public")
+        let open = try HTTPTestConnection(port: port)
+        #expect(try open.request("GET /demo/1 HTTP/1.1\r\nHost: x\r\n\r\n").status == 200)
+
+        let line = try Self.reload(gw, Self.config(
+            listeners: "  - {name: public, address: 127.0.0.1:0, tls: {certificate: \(leaf.cert), private_key: \(leaf.key)}}"))
+        #expect(Self.field(line, "listeners_updated") == "public", "\(gw.stderr)")
+        let https = try curl(["--cacert", pki.path("ca.pem"), "--resolve", "a.test:\(port):127.0.0.1", "https://a.test:\(port)/demo/x"])
+        #expect(https.0 == 200 && https.1.contains("\"X-Forwarded-Proto\":\"https\""), "\(https)")
+        let refused = try curl(["http://127.0.0.1:\(port)/demo/y"])
+        #expect(refused.0 == 400 && refused.1.contains("https_required"))
+        // Accepted as plain TCP before the reload: still plain, still served.
+        let kept = try open.request("GET /demo/2 HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(kept.status == 200 && kept.text.contains("\"X-Forwarded-Proto\":\"http\""))
+
+        _ = try Self.reload(gw, plain)
+        #expect(try curl(["http://127.0.0.1:\(port)/demo/z"]).0 == 200)
+        let metrics = try curl([gw.url("admin", "/metrics")]).1
+        #expect(metrics.contains("attest_gateway_tls_handshakes_total{listener=\"public\",version=\"TLSv1.3\",resumed=\"false\"} 1"))
     }
 
     @Test("admin.address moved by SIGHUP: the new address answers, the old one is closed")
