@@ -41,8 +41,12 @@ enum ReloadChanges {
             out.append(PendingKey(key: "workers", running: workers(started.config.workers, started.workers),
                                   file: workers(file.workers, fileWorkers)))
         }
-        out += store(started.config.store, file.store)
-        if started.storePassword != filePassword, case .redis = file.store.backend, case .redis = started.config.store.backend {
+        let store = store(started.config.store, file.store)
+        out += store
+        // The same url and password_file, another password in the file (rotated in place).
+        if started.storePassword != filePassword, case .redis = file.store.backend, case .redis = started.config.store.backend,
+            !store.contains(where: { $0.key == "store.url" || $0.key == "store.password_file" })
+        {
             out.append(PendingKey(key: "store.password_file", change: "holds another password than the one read at start"))
         }
         return out
