@@ -7,10 +7,25 @@ import Synchronization
 /// The access log (one JSON line per finished exchange, stdout) and the gateway's event log
 /// (stderr). Shared by all loops; each line is one write(2), so lines never interleave.
 public final class GatewayEvents: Sendable {
-    public let accessLog: Bool
+    /// `logging.access_log`; switched by a reload (`adopt`).
+    public var accessLog: Bool { accessLogOn.load(ordering: .relaxed) }
+    private let accessLogOn: Atomic<Bool>
 
     public init(accessLog: Bool) {
-        self.accessLog = accessLog
+        accessLogOn = Atomic(accessLog)
+    }
+
+    /// A reloaded `logging` section, in force for every line logged from now on: the event log's
+    /// level, then the access log's settings (`adoptAccessLog`).
+    public func adopt(_ logging: LoggingConfig) {
+        Self.setLevel(logging.level)
+        adoptAccessLog(logging)
+    }
+
+    /// The reload hook of the access log's settings: `access_log: true|false` today. Whatever the
+    /// access log gains (a file, a format, buffering) is switched here, so that SIGHUP applies it.
+    func adoptAccessLog(_ logging: LoggingConfig) {
+        accessLogOn.store(logging.accessLog, ordering: .relaxed)
     }
 
     func exchangeDidFinish(_ r: ExchangeRecord) {

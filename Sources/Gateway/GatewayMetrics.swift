@@ -15,6 +15,7 @@ public final class GatewayMetrics: Sendable {
     private let refusedConnections: Counter
     private let reloadsOK: Counter
     private let reloadsFailed: Counter
+    private let reloadPendingRestart: Meter
     private let h2Counters = Mutex<[String: Counter]>([:])
 
     public static let requestsTotal = "attest_gateway_requests_total"
@@ -25,6 +26,7 @@ public final class GatewayMetrics: Sendable {
     public static let refusedConnectionsName = "attest_gateway_connections_refused_total"
     public static let poolConnections = "attest_gateway_upstream_pool_connections"
     public static let configReloads = "attest_gateway_config_reloads_total"
+    public static let configReloadPendingRestart = "attest_gateway_config_reload_pending_restart"
     public static let h2StreamsReset = "attest_gateway_h2_streams_reset_total"
     public static let h2Goaways = "attest_gateway_h2_goaway_total"
     public static let tlsHandshakes = "attest_gateway_tls_handshakes_total"
@@ -40,6 +42,7 @@ public final class GatewayMetrics: Sendable {
         refusedConnections = Counter(label: Self.refusedConnectionsName, dimensions: [], factory: factory)
         reloadsOK = Counter(label: Self.configReloads, dimensions: [("result", "success")], factory: factory)
         reloadsFailed = Counter(label: Self.configReloads, dimensions: [("result", "failure")], factory: factory)
+        reloadPendingRestart = Meter(label: Self.configReloadPendingRestart, dimensions: [], factory: factory)
     }
 
     func connectionOpened() { activeConnections.increment() }
@@ -47,6 +50,9 @@ public final class GatewayMetrics: Sendable {
     /// Connections closed at accept: over `limits.max_connections`, or out of descriptors.
     func connectionRefused() { refusedConnections.increment() }
     func reloaded(success: Bool) { (success ? reloadsOK : reloadsFailed).increment() }
+    /// Whether the file (as last reloaded) sets a key only a restart applies (`workers`, `store.*`)
+    /// to another value than the process runs with.
+    func pendingRestart(_ pending: Bool) { reloadPendingRestart.set(pending ? 1 : 0) }
 
     /// An HTTP/2 stream reset: `client_<code>` when the client sent RST_STREAM, else why we reset it
     /// (`upstream_closed`, `upstream_bad_response`, `upstream_timeout`, …: the exchange error codes).

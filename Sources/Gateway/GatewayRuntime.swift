@@ -106,10 +106,11 @@ public final class GatewayRuntime: Sendable {
         return limits
     }
 
-    /// - Parameter previous: the running runtime on reload (its ticket keys are kept).
+    /// - Parameter previous: the running runtime on reload (its ticket keys are kept, and its
+    ///   `workers`: the event loops are started once, so a changed `workers` waits for a restart).
     public init(_ config: GatewayConfig, coreCount: Int, previous: GatewayRuntime? = nil) throws(CompileError) {
         self.config = config
-        workers = config.workers.resolved(coreCount: coreCount)
+        workers = previous?.workers ?? config.workers.resolved(coreCount: coreCount)
         var listenerTLS: [String: TLSServerContext] = [:]
         var ticketKeys: [String: TLSTicketKeys] = [:]
         for l in config.listeners {

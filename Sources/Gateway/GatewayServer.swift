@@ -14,7 +14,13 @@ public final class GatewayServer: @unchecked Sendable {
     public let loops: [EventLoop]
     public private(set) var runtime: GatewayRuntime
     private var routers: [GatewayRouter] = []
-    private var servers: [(name: String, server: HTTPServer)] = []
+    private var routerTable: RouterTable?
+    /// The configured listeners, in file order. A reload keeps a listener's socket while its address
+    /// is unchanged, opens the new ones and drains the ones it removes or moves.
+    private var servers: [ListenerSlot] = []
+    /// Listeners (and admin listeners) a reload removed or moved: their sockets are closed, their
+    /// connections finish until `limits.drain_timeout`. Touched on `signalQueue` only.
+    private var retiring: [HTTPServer] = []
     private var admin: HTTPServer?
     private var adminRouter: AdminRouter?
     /// Set once the state is restored (after the admin listener opened).
@@ -26,6 +32,10 @@ public final class GatewayServer: @unchecked Sendable {
     private let configPath: String?
     private let state = Mutex<State>(.starting)
     private var signalSources: [any DispatchSourceSignal] = []
+    /// Where signals are handled: reload, drain, and the end of a retired listener's drain.
+    private let signalQueue = DispatchQueue(label: "gateway.signals")
+    /// What the process started with, for the keys only a restart applies (`workers`, `store.*`).
+    private let started: ReloadChanges.Started
     /// Per TLS listener, the timer rotating its session ticket keys every `tls.ticket_rotation` (the
     /// keys survive reloads; a reload that changes the interval re-arms the timer).
     private var ticketRotations: [String: (every: Duration, timer: any DispatchSourceTimer)] = [:]
@@ -33,6 +43,7 @@ public final class GatewayServer: @unchecked Sendable {
     private let stopped = DispatchSemaphore(value: 0)
     /// `$NOTIFY_SOCKET` (systemd `Type=notify`): READY, RELOADING and STOPPING are reported there.
     private let systemd: SystemdNotifier?
+    private let refusedAdminLog: RateLimitedLog
 
     enum State { case starting, serving, draining, stopped }
 
@@ -55,6 +66,7 @@ public final class GatewayServer: @unchecked Sendable {
         }
         events = GatewayEvents(accessLog: config.logging.accessLog)
         self.metrics = metrics
+        started = ReloadChanges.Started(config: config, workers: rt.workers, storePassword: rt.storeSecurity?.password)
         var persistent = false
         if case .memory(let m) = config.store.backend { persistent = m.dataDirectory != nil }
         let attestMetrics = AttestMetrics(factory: metrics.factory, persistent: persistent)
@@ -67,11 +79,77 @@ public final class GatewayServer: @unchecked Sendable {
         // The admin listener comes first, so that /healthz answers and /readyz says "not ready" while
         // the store restores its state.
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
+        refusedAdminLog = RateLimitedLog(interval: 30)
         let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess)
         self.adminRouter = adminRouter
-        let refusedAdminLog = RateLimitedLog(interval: 30)
-        admin = try HTTPServer(
-            address: adminAddress, loops: [loops[0]], limits: DownstreamLimits(),
+        admin = try openAdmin(at: adminAddress)
+        Self.warnAboutExtraRoots(rt)
+        Self.logWarnings(rt)
+        let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
+        self.store = store
+        let attest = AttestContext(
+            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
+            limitEvents: store.limitEvents)
+        for loop in loops {
+            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
+        }
+        let routerByLoop = Dictionary(uniqueKeysWithValues: zip(loops.map { ObjectIdentifier($0) }, routers))
+        routerTable = RouterTable(routerByLoop)
+        for l in config.listeners {
+            servers.append(try openListener(l, at: Self.resolve(l.address), rt))
+        }
+        metrics.pendingRestart(false)
+        store.startMaintenance()
+        armTicketRotation(rt)
+        state.withLock { $0 = .serving }
+    }
+
+    /// A listener's address as written, resolved (`:PORT` is every IPv4 interface).
+    private static func resolve(_ a: SocketAddressSpec) throws(SocketAddress.ParseError) -> SocketAddress {
+        try SocketAddress.resolve(host: a.host.isEmpty ? "0.0.0.0" : a.host, port: a.port)
+    }
+
+    /// How listener `l` serves new connections under `rt`: protocols, TLS, limits, SETTINGS.
+    private static func profile(_ l: ListenerConfig, _ rt: GatewayRuntime) -> HTTPServer.Profile {
+        var served: ServedProtocols = []
+        if l.protocols.contains(.http1) { served.insert(.http1) }
+        if l.protocols.contains(.h2c) { served.insert(.h2c) }
+        let tls = rt.listenerTLS[l.name]
+        return HTTPServer.Profile(
+            limits: rt.downstreamLimits(for: l), maxConnections: rt.config.limits.maxConnections, scheme: tls == nil ? "http" : "https",
+            protocols: served, http2Settings: rt.http2Settings[l.name] ?? HTTP2Settings(), tls: tls)
+    }
+
+    /// Opens listener `l`'s socket(s) at `address`, accepting at once with the loops' routers.
+    private func openListener(_ l: ListenerConfig, at address: SocketAddress, _ rt: GatewayRuntime) throws(Socket.Error) -> ListenerSlot {
+        let routerTable = routerTable!
+        let metrics = metrics
+        let label = ListenerLabel(l.name)
+        let server = try HTTPServer(
+            address: address, loops: loops, profile: Self.profile(l, rt),
+            prepare: { server in
+                server.onHTTP2StreamReset = { reason in metrics.http2StreamReset(reason: reason) }
+                server.onHTTP2Goaway = { reason in metrics.http2Goaway(reason: reason) }
+                // Set on every listener: a reload may turn TLS on without a new socket.
+                server.onTLSHandshake = { _, info in
+                    metrics.tlsHandshake(listener: label.name, version: info.version.rawValue, resumed: info.resumed)
+                }
+                server.onTLSFailure = { _, reason in metrics.tlsHandshakeFailed(listener: label.name, reason: reason) }
+                server.onAccept = { _ in metrics.connectionOpened() }
+                server.onClose = { _ in metrics.connectionClosed() }
+                server.onRefuse = { _ in metrics.connectionRefused() }
+            }
+        ) { loop in routerTable.router(for: loop) }
+        return ListenerSlot(config: l, requested: address, server: server, label: label)
+    }
+
+    /// The admin listener at `address`, on the first loop; connections from outside `admin.allow`
+    /// are closed at accept.
+    private func openAdmin(at address: SocketAddress) throws(Socket.Error) -> HTTPServer {
+        let adminRouter = adminRouter!
+        let refusedAdminLog = refusedAdminLog
+        return try HTTPServer(
+            address: address, loops: [loops[0]], limits: DownstreamLimits(),
             admit: { peer in
                 guard adminRouter.admits(peer) else {
                     refusedAdminLog.log("admin.allow") { suppressed in
@@ -84,51 +162,16 @@ public final class GatewayServer: @unchecked Sendable {
                 return true
             }
         ) { _ in adminRouter }
-        Self.warnAboutExtraRoots(rt)
-        Self.logWarnings(rt)
-        let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
-        self.store = store
-        let attest = AttestContext(
-            store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
-            limitEvents: store.limitEvents)
-        for loop in loops {
-            routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
-        }
-        let routerByLoop = Dictionary(uniqueKeysWithValues: zip(loops.map { ObjectIdentifier($0) }, routers))
-        let routerTable = RouterTable(routerByLoop)
-        for l in config.listeners {
-            let address = try SocketAddress.resolve(host: l.address.host.isEmpty ? "0.0.0.0" : l.address.host, port: l.address.port)
-            var served: ServedProtocols = []
-            if l.protocols.contains(.http1) { served.insert(.http1) }
-            if l.protocols.contains(.h2c) { served.insert(.h2c) }
-            let tls = rt.listenerTLS[l.name]
-            let server = try HTTPServer(
-                address: address, loops: loops, limits: rt.downstreamLimits(for: l), maxConnections: config.limits.maxConnections,
-                scheme: tls == nil ? "http" : "https", protocols: served,
-                http2Settings: rt.http2Settings[l.name] ?? HTTP2Settings(), tls: tls
-            ) { loop in routerTable.router(for: loop) }
-            server.onHTTP2StreamReset = { reason in metrics.http2StreamReset(reason: reason) }
-            server.onHTTP2Goaway = { reason in metrics.http2Goaway(reason: reason) }
-            if tls != nil {
-                let name = l.name
-                server.onTLSHandshake = { _, info in
-                    metrics.tlsHandshake(listener: name, version: info.version.rawValue, resumed: info.resumed)
-                }
-                server.onTLSFailure = { _, reason in metrics.tlsHandshakeFailed(listener: name, reason: reason) }
-            }
-            server.onAccept = { _ in metrics.connectionOpened() }
-            server.onClose = { _ in metrics.connectionClosed() }
-            server.onRefuse = { _ in metrics.connectionRefused() }
-            servers.append((l.name, server))
-        }
-        store.startMaintenance()
-        armTicketRotation(rt)
-        state.withLock { $0 = .serving }
     }
 
-    /// Starts (or, when its interval changed, restarts) each TLS listener's ticket key rotation timer.
+    /// Starts (or, when its interval changed, restarts) each TLS listener's ticket key rotation timer,
+    /// and stops those of listeners that are gone or no longer TLS.
     /// Each rotation is logged with the listener's rotation count.
     private func armTicketRotation(_ rt: GatewayRuntime) {
+        for name in ticketRotations.keys where rt.ticketKeys[name] == nil {
+            ticketRotations[name]?.timer.cancel()
+            ticketRotations[name] = nil
+        }
         for l in rt.config.listeners {
             guard let tls = l.tls, let keys = rt.ticketKeys[l.name] else { continue }
             if let running = ticketRotations[l.name], running.every == tls.ticketRotation { continue }
@@ -183,7 +226,7 @@ public final class GatewayServer: @unchecked Sendable {
 
     /// Bound addresses (port 0 resolved), by listener name; "admin" for the admin listener.
     public var addresses: [String: SocketAddress] {
-        var out = Dictionary(uniqueKeysWithValues: servers.map { ($0.name, $0.server.address) })
+        var out = Dictionary(uniqueKeysWithValues: servers.map { ($0.config.name, $0.server.address) })
         if let a = admin { out["admin"] = a.address }
         return out
     }
@@ -213,7 +256,7 @@ public final class GatewayServer: @unchecked Sendable {
 
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
     public func run() {
-        let q = DispatchQueue(label: "gateway.signals")
+        let q = signalQueue
         for sig in [SIGTERM, SIGINT, SIGHUP] {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: q)
@@ -230,60 +273,168 @@ public final class GatewayServer: @unchecked Sendable {
         stopped.wait()
     }
 
-    /// Reads the configuration file again; an invalid one is logged and the running one kept.
-    /// Routes, upstreams and limits of routes change in place; listeners need a restart.
+    /// Reads the configuration file again and applies it, or refuses it as a whole (logged, the
+    /// running configuration kept): an invalid file, a file it names that cannot be read, or a new
+    /// listener address that cannot be bound. Applied: routes, upstreams, apps, trust, attest, limits
+    /// (new connections), admin access, logging, and listeners: one whose address is unchanged keeps
+    /// its socket and serves new connections with its new protocols, TLS and limits; a new address
+    /// is bound first, then the listener it replaces (or a removed one) stops accepting and drains.
+    /// The admin listener moves likewise. `workers` and `store.*` need a restart: each key that
+    /// differs is logged as a warning, and `attest_gateway_config_reload_pending_restart` is 1 until
+    /// the file matches the process again. "configuration reloaded" is logged once all is applied.
     public func reload() {
         guard let path = configPath else { return }
         systemd?.reloading()
         defer { systemd?.ready(status: statusLine()) }
         let next: GatewayRuntime
+        let plan: ListenerPlan
         do {
             let config = try GatewayConfig.load(path: path)
             next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount, previous: runtime)
-            // HTTP/2 settings, certificates and ticket rotation apply at once (below: new connections get
-            // them); the rest of a listener needs a restart.
-            func restartOnly(_ l: ListenerConfig) -> ListenerConfig {
-                var l = l
-                l.http2 = HTTP2ListenerConfig()
-                l.tls?.ticketRotation = .zero
-                l.tls?.certificates = []
-                return l
-            }
-            // The admin token (admin.token_file, read again just now) and protect_metrics apply at once.
-            if config.listeners.map(restartOnly) != runtime.config.listeners.map(restartOnly)
-                || config.admin.address != runtime.config.admin.address
-            {
-                GatewayEvents.log("warning", "listener changes take effect after a restart")
-            }
-            // A password rotated in store.password_file is a store change too (the file was just read again).
-            if config.store != runtime.config.store || next.storeSecurity?.password != runtime.storeSecurity?.password {
-                GatewayEvents.log("warning", "store changes take effect after a restart")
-            }
+            plan = try openListeners(next)
         } catch {
             metrics.reloaded(success: false)
             GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])
             return
         }
+        // Nothing fails from here on: all of it is applied.
+        let previous = runtime
+        events.adopt(next.config.logging)
+        Self.logRoutes(next, configPath: configPath)
         runtime = next
         metrics.declare(next)
         attestMetrics.declare(routes: next.routes)
-        // New TLS handshakes use the certificates just read; open connections keep their sessions.
-        for (name, server) in servers {
-            if let context = next.listenerTLS[name], server.tls != nil { server.replaceTLSContext(context) }
-            if let settings = next.http2Settings[name] { server.replaceHTTP2Settings(settings) }
-        }
-        armTicketRotation(next)
         adminRouter?.adopt(next.adminAccess)
         Self.warnAboutExtraRoots(next)
         Self.logWarnings(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }
+        // A listener on an unchanged address keeps its socket: new connections get its new profile
+        // (protocols, TLS and the certificates just read, limits, HTTP/2 SETTINGS); open ones keep theirs.
+        var updated: [String] = []
+        for (slot, l) in plan.kept {
+            if slot.config != l { updated.append(l.name) }
+            slot.adopt(l, profile: Self.profile(l, next))
+        }
+        servers = plan.slots
+        for slot in plan.opened {
+            GatewayEvents.log("info", "listener opened", [("listener", slot.config.name), ("address", slot.server.address.description)])
+        }
+        for slot in plan.closed {
+            GatewayEvents.log("info", "listener closed; draining", [
+                ("listener", slot.config.name), ("address", slot.server.address.description),
+                ("connections", String(slot.server.connectionCount)),
+            ])
+            retire(slot.server, name: slot.config.name)
+        }
+        if let moved = plan.admin, let old = admin {
+            admin = moved
+            retire(old, name: "admin")
+            GatewayEvents.log("info", "admin listener moved", [("from", old.address.description), ("address", moved.address.description)])
+        }
+        armTicketRotation(next)
         // HTTP/2 clients finish their streams, then reconnect onto the new configuration (its
         // SETTINGS and certificates). HTTP/1.1 connections read the new routes already and are left alone.
         var goaways = 0
-        for (_, server) in servers where server.protocols.contains(.h2c) { goaways += server.goawayHTTP2(reason: "reload") }
+        for slot in servers { goaways += slot.server.goawayHTTP2(reason: "reload") }
+        let pending = ReloadChanges.pendingRestart(
+            started: started, file: next.config, fileWorkers: next.config.workers.resolved(coreCount: ProcessInfo.processInfo.activeProcessorCount),
+            filePassword: next.storeSecurity?.password)
+        for key in pending { GatewayEvents.log("warning", key.description, [("key", key.key)]) }
+        metrics.pendingRestart(!pending.isEmpty)
         metrics.reloaded(success: true)
-        GatewayEvents.log(
-            "info", "configuration reloaded", [("routes", String(next.routes.count)), ("h2_goaways", String(goaways))])
+        var changed = ReloadChanges.applied(previous.config, next.config)
+        if !plan.opened.isEmpty || !plan.closed.isEmpty || !updated.isEmpty { changed.insert("listeners", at: 0) }
+        var fields = [("routes", String(next.routes.count)), ("h2_goaways", String(goaways)),
+                      ("changed", changed.isEmpty ? "none" : changed.joined(separator: ", "))]
+        if !plan.opened.isEmpty { fields.append(("listeners_opened", plan.opened.map(\.config.name).joined(separator: ", "))) }
+        if !plan.closed.isEmpty { fields.append(("listeners_closed", plan.closed.map(\.config.name).joined(separator: ", "))) }
+        if !updated.isEmpty { fields.append(("listeners_updated", updated.joined(separator: ", "))) }
+        if !pending.isEmpty { fields.append(("pending_restart", pending.map(\.key).joined(separator: ", "))) }
+        GatewayEvents.log("info", "configuration reloaded", fields)
+    }
+
+    /// The listeners of `rt`'s configuration against the running ones: a running listener whose
+    /// resolved address is unchanged (port 0: and whose name is) is kept with its socket; the
+    /// others are opened now, and so is the admin listener when `admin.address` changed (all of
+    /// them accept at once, with the running routes until the reload is applied). When a socket
+    /// cannot be opened, those opened before it are closed again and the reload fails.
+    private func openListeners(_ rt: GatewayRuntime) throws(GatewayRuntime.CompileError) -> ListenerPlan {
+        let config = rt.config
+        var plan = ListenerPlan()
+        var running = servers
+        var slots: [ListenerSlot?] = []
+        var toOpen: [(index: Int, config: ListenerConfig, address: SocketAddress)] = []
+        for (i, l) in config.listeners.enumerated() {
+            let address: SocketAddress
+            do {
+                address = try Self.resolve(l.address)
+            } catch {
+                throw GatewayRuntime.CompileError(config, at: "listeners[\(i)].address", "listeners[\(i)].address (listener \(l.name)): \(error)")
+            }
+            let same = running.indices.filter { running[$0].requested == address && (address.port != 0 || running[$0].config.name == l.name) }
+            if let j = same.first(where: { running[$0].config.name == l.name }) ?? same.first {
+                let slot = running.remove(at: j)
+                plan.kept.append((slot, l))
+                slots.append(slot)
+            } else {
+                toOpen.append((i, l, address))
+                slots.append(nil)
+            }
+        }
+        func abandon() {
+            for slot in plan.opened { retire(slot.server, name: slot.config.name) }
+            if let a = plan.admin { retire(a, name: "admin") }
+        }
+        for (i, l, address) in toOpen {
+            do {
+                let slot = try openListener(l, at: address, rt)
+                plan.opened.append(slot)
+                slots[i] = slot
+            } catch {
+                abandon()
+                let holder = running.first { $0.config.address.conflicts(with: l.address) }.map { "listener \($0.config.name)" }
+                    ?? (runtime.config.admin.address.conflicts(with: l.address) ? "the admin listener" : nil)
+                throw GatewayRuntime.CompileError(
+                    config, at: "listeners[\(i)].address",
+                    "listeners[\(i)].address (listener \(l.name)): cannot listen: \(error)\(Self.heldHint(holder))")
+            }
+        }
+        if config.admin.address != runtime.config.admin.address {
+            do {
+                plan.admin = try openAdmin(at: SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port))
+            } catch {
+                abandon()
+                let holder = running.first { $0.config.address.conflicts(with: config.admin.address) }.map { "listener \($0.config.name)" }
+                throw GatewayRuntime.CompileError(config, at: "admin.address", "admin.address: cannot listen: \(error)\(Self.heldHint(holder))")
+            }
+        }
+        plan.closed = running
+        plan.slots = slots.map { $0! }
+        return plan
+    }
+
+    /// When an address cannot be bound because a listener this reload would close holds it (a new
+    /// host on the same port, or an address moved between a listener and the admin listener).
+    private static func heldHint(_ holder: String?) -> String {
+        guard let holder else { return "" }
+        return " (\(holder) holds it until this reload would close it: restart, or move it through another address in two reloads)"
+    }
+
+    /// Stops `server` accepting now and drains it in the background: idle connections close, busy
+    /// ones finish their exchange, until `limits.drain_timeout`; then the rest are cut. On
+    /// `signalQueue` (reload).
+    private func retire(_ server: HTTPServer, name: String) {
+        server.beginDrain()
+        retiring.append(server)
+        let until = EventLoop.monotonicMillis() + runtime.config.limits.drainTimeout.millis
+        DispatchQueue.global().async { [self] in
+            let cut = server.finishDrain(until: until)
+            signalQueue.async { [self] in
+                retiring.removeAll { $0 === server }
+                guard state.withLock({ $0 == .serving }) else { return }
+                GatewayEvents.log("info", "listener drained", [("listener", name), ("connections_cut", String(cut))])
+            }
+        }
     }
 
     /// Stops accepting, lets in-flight requests finish up to the drain deadline, then stops.
@@ -297,8 +448,11 @@ public final class GatewayServer: @unchecked Sendable {
         systemd?.stopping()
         let deadline = runtime.config.limits.drainTimeout.millis
         GatewayEvents.log("info", "draining", [("deadline_ms", String(deadline))])
+        for slot in servers { slot.server.beginDrain() }
+        let until = EventLoop.monotonicMillis() + deadline
         var cut = 0
-        for (_, s) in servers { cut += s.drain(deadlineMillis: deadline) }
+        // Listeners a reload retired are draining already: they end by the same deadline.
+        for s in servers.map(\.server) + retiring { cut += s.finishDrain(until: until) }
         admin?.drain(deadlineMillis: 0)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
         for (_, r) in ticketRotations { r.timer.cancel() }
@@ -309,6 +463,53 @@ public final class GatewayServer: @unchecked Sendable {
         GatewayEvents.log("info", "stopped", [("connections_cut", String(cut))])
         stopped.signal()
     }
+}
+
+/// A listener's name in metric labels (TLS handshakes): a reload may rename a listener that keeps
+/// its socket. Read once per handshake.
+final class ListenerLabel: Sendable {
+    private let value: Mutex<String>
+    init(_ name: String) { value = Mutex(name) }
+    var name: String { value.withLock { $0 } }
+    func rename(_ name: String) { value.withLock { $0 = name } }
+}
+
+/// A configured listener: its configuration and its server (sockets). Touched on the signal queue.
+final class ListenerSlot {
+    private(set) var config: ListenerConfig
+    /// The configured address, resolved (port 0 as written): what a reload compares.
+    let requested: SocketAddress
+    let server: HTTPServer
+    let label: ListenerLabel
+
+    init(config: ListenerConfig, requested: SocketAddress, server: HTTPServer, label: ListenerLabel) {
+        self.config = config
+        self.requested = requested
+        self.server = server
+        self.label = label
+    }
+
+    /// The listener's configuration as reloaded, on the same socket: connections accepted from now
+    /// on are served with `profile`.
+    func adopt(_ l: ListenerConfig, profile: HTTPServer.Profile) {
+        config = l
+        label.rename(l.name)
+        server.adopt(profile)
+    }
+}
+
+/// What a reload does to the listeners, sockets already opened.
+private struct ListenerPlan {
+    /// The reloaded configuration's listeners, in file order.
+    var slots: [ListenerSlot] = []
+    /// Running listeners that keep their socket, with their new configuration.
+    var kept: [(ListenerSlot, ListenerConfig)] = []
+    /// Listeners opened for this reload (new, or moved to another address).
+    var opened: [ListenerSlot] = []
+    /// Running listeners the reloaded configuration no longer has at their address.
+    var closed: [ListenerSlot] = []
+    /// The admin listener at its new address (`admin.address` changed).
+    var admin: HTTPServer?
 }
 
 /// Hands each loop its router (built on that loop).

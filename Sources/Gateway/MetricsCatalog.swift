@@ -64,6 +64,8 @@ public enum MetricsCatalog {
               help: "Upstream pool connections by state (busy, idle), summed over event loops."),
         .init(name: GatewayMetrics.configReloads, type: "counter", labels: ["result"], presence: .always,
               help: "Configuration reloads (SIGHUP) by result (success, failure)."),
+        .init(name: GatewayMetrics.configReloadPendingRestart, type: "gauge", labels: [], presence: .always,
+              help: "1 while the configuration file sets workers or store.* otherwise than the running process (a reload applied the rest; a restart applies these), else 0."),
         .init(name: GatewayMetrics.h2StreamsReset, type: "counter", labels: ["reason"], presence: .http2,
               help: "HTTP/2 streams reset, by who and why (client_<code>, or the gateway's error code)."),
         .init(name: GatewayMetrics.h2Goaways, type: "counter", labels: ["reason"], presence: .http2,

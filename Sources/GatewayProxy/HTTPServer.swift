@@ -10,30 +10,56 @@ import Synchronization
 /// `HTTP2ServerConnection`. Plain TCP: h2c with prior knowledge, HTTP/1.1, or, when both are served,
 /// whichever the first bytes call for (the HTTP/2 preface or not). TLS: the handshake first (bounded
 /// by the header timeout), then ALPN `h2` → HTTP/2, anything else → HTTP/1.1. Tracks live
-/// connections for gauges and graceful drain.
+/// connections for gauges and graceful drain. What new connections are served with (`Profile`:
+/// protocols, TLS, limits, SETTINGS) can be replaced on reload without touching the socket.
 public final class HTTPServer: @unchecked Sendable {
+    /// How the listener serves the connections it accepts from now on; open connections keep the
+    /// profile they were accepted with. Read once per accepted connection.
+    public struct Profile: Sendable {
+        public var limits: DownstreamLimits
+        /// `limits.max_connections` for the whole listener.
+        public var maxConnections: Int
+        /// `http` or `https` (the scheme requests are forwarded as).
+        public var scheme: String
+        /// Never empty (`.http1` when given none).
+        public var protocols: ServedProtocols
+        /// The SETTINGS new HTTP/2 connections advertise.
+        public var http2Settings: HTTP2Settings
+        /// The context new TLS handshakes use; nil: plain TCP. With TLS, ALPN decides the protocol
+        /// (the context offers `h2` only when `protocols` has `.h2c`).
+        public var tls: TLSServerContext?
+
+        public init(limits: DownstreamLimits, maxConnections: Int = 10_000, scheme: String = "http", protocols: ServedProtocols = .http1,
+                    http2Settings: HTTP2Settings = HTTP2Settings(), tls: TLSServerContext? = nil)
+        {
+            self.limits = limits
+            self.maxConnections = max(1, maxConnections)
+            self.scheme = scheme
+            self.protocols = protocols.isEmpty ? .http1 : protocols
+            self.http2Settings = http2Settings
+            self.tls = tls
+        }
+    }
+
     public let loops: [EventLoop]
     public private(set) var address: SocketAddress
     private var listeners: [Listener?]
     private var connections: [[Int: any ServerConnection]]
     private var nextConnectionID = 0
-    /// `limits.max_connections` for the whole listener, whichever loop the kernel hands a
-    /// connection to (SO_REUSEPORT hashes clients onto loops, so a per-loop share would refuse early).
-    private let maxConnections: Int
+    /// The whole listener's count, checked against `Profile.maxConnections` whichever loop the kernel
+    /// hands a connection to (SO_REUSEPORT hashes clients onto loops, so a per-loop share would refuse early).
     private let live = Atomic<Int>(0)
-    public let protocols: ServedProtocols
+    /// What connections accepted from now on are served with; replaced on reload (`adopt`).
+    private let profileBox: Mutex<Profile>
+    public var profile: Profile { profileBox.withLock { $0 } }
+    public var protocols: ServedProtocols { profile.protocols }
     /// The SETTINGS new HTTP/2 connections advertise; replaced on reload (`replaceHTTP2Settings`),
     /// while open connections keep theirs.
-    public var http2Settings: HTTP2Settings { http2SettingsBox.withLock { $0 } }
-    private let http2SettingsBox: Mutex<HTTP2Settings>
+    public var http2Settings: HTTP2Settings { profile.http2Settings }
     /// An HTTP/2 stream was reset (reason from a fixed list), on the connection's loop.
     public var onHTTP2StreamReset: ((String) -> Void)?
     /// An HTTP/2 GOAWAY was sent or received (reason from a fixed list), on the connection's loop.
     public var onHTTP2Goaway: ((String) -> Void)?
-    /// The context new TLS handshakes use (nil: plain TCP); replaced on reload, while sessions
-    /// already made keep theirs.
-    private let tlsContext: Mutex<TLSServerContext?>
-    private let handshakeTimeoutMillis: Int64
     /// A TLS handshake completed (for metrics: version, resumption).
     public var onTLSHandshake: ((EventLoop, TLSConnectionInfo) -> Void)?
     /// A TLS handshake failed; the reason is a `TLSFailure.Kind` raw value or `timeout`.
@@ -52,21 +78,32 @@ public final class HTTPServer: @unchecked Sendable {
     ///   - admit: asked for every accepted connection's peer before anything else; false closes it.
     ///     Set here (not later) so that no connection is accepted before it applies.
     ///   - makeRouter: called once per loop, on that loop.
-    public init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
-                scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
-                tls: TLSServerContext? = nil, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
+    public convenience init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
+                            scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
+                            tls: TLSServerContext? = nil, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
+                            makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
+    {
+        try self.init(
+            address: address, loops: loops,
+            profile: Profile(limits: limits, maxConnections: maxConnections, scheme: scheme, protocols: protocols,
+                             http2Settings: http2Settings, tls: tls),
+            admit: admit, makeRouter: makeRouter)
+    }
+
+    /// Opens the listening socket(s) (one per loop) at `address` and starts accepting.
+    /// - Parameter prepare: called before the first socket opens, to set the callbacks (`onAccept`…)
+    ///   before any connection can arrive.
+    public init(address: SocketAddress, loops: [EventLoop], profile: Profile, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
+                prepare: ((HTTPServer) -> Void)? = nil,
                 makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
     {
         self.admit = admit
         self.loops = loops
         self.address = address
-        self.tlsContext = Mutex(tls)
-        self.handshakeTimeoutMillis = limits.headerTimeoutMillis
+        self.profileBox = Mutex(profile)
         self.listeners = Array(repeating: nil, count: loops.count)
         self.connections = Array(repeating: [:], count: loops.count)
-        self.maxConnections = max(1, maxConnections)
-        self.protocols = protocols.isEmpty ? .http1 : protocols
-        self.http2SettingsBox = Mutex(http2Settings)
+        prepare?(self)
         var bound = address
         var failure: Socket.Error?
         for (i, loop) in loops.enumerated() {
@@ -74,7 +111,7 @@ public final class HTTPServer: @unchecked Sendable {
                 do {
                     let router = makeRouter(loop)
                     let l = try Listener(address: bound, loop: loop, reusePort: loops.count > 1) { [unowned self] fd, peer in
-                        self.accepted(fd: fd, peer: peer, loopIndex: i, router: router, limits: limits, scheme: scheme)
+                        self.accepted(fd: fd, peer: peer, loopIndex: i, router: router)
                     }
                     l.onAcceptError = { [unowned self] _ in self.onRefuse?(loop) }
                     listeners[i] = l
@@ -94,35 +131,42 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// The context for new TLS handshakes (nil: plain TCP).
-    public var tls: TLSServerContext? { tlsContext.withLock { $0 } }
+    public var tls: TLSServerContext? { profile.tls }
 
     /// Swaps the TLS context (certificate reload): new handshakes use `context`; open connections keep
     /// their sessions. Callable from any thread.
     public func replaceTLSContext(_ context: TLSServerContext) {
-        tlsContext.withLock { $0 = context }
+        profileBox.withLock { $0.tls = context }
     }
 
     /// Swaps the HTTP/2 SETTINGS (reload): connections accepted from now on advertise `settings`;
     /// open ones keep what they advertised. Callable from any thread.
     public func replaceHTTP2Settings(_ settings: HTTP2Settings) {
-        http2SettingsBox.withLock { $0 = settings }
+        profileBox.withLock { $0.http2Settings = settings }
     }
 
-    private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, limits: DownstreamLimits,
-                          scheme: String)
-    {
+    /// Swaps the whole profile (reload of a listener whose address is unchanged: protocols, TLS on or
+    /// off, limits): connections accepted from now on are served with `profile`, on the same socket
+    /// (nothing is refused meanwhile); open ones keep theirs. Callable from any thread.
+    public func adopt(_ profile: Profile) {
+        profileBox.withLock { $0 = profile }
+    }
+
+    private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter) {
         let loop = loops[i]
         if let admit, !admit(peer) {
             Socket.close(fd)
             return
         }
-        guard listeners[i] != nil, live.wrappingAdd(1, ordering: .relaxed).newValue <= maxConnections else {
+        let profile = profileBox.withLock { $0 }
+        guard listeners[i] != nil, live.wrappingAdd(1, ordering: .relaxed).newValue <= profile.maxConnections else {
             if listeners[i] != nil { live.wrappingSubtract(1, ordering: .relaxed) }
             Socket.close(fd)
             onRefuse?(loop)
             return
         }
-        let context = tlsContext.withLock { $0 }
+        let context = profile.tls
+        let limits = profile.limits, scheme = profile.scheme, protocols = profile.protocols
         let conn: Connection
         do {
             conn = try Connection(fd: fd, loop: loop, peer: peer, tls: context?.makeSession())
@@ -143,12 +187,12 @@ public final class HTTPServer: @unchecked Sendable {
         }
         if context != nil {
             let gate = TLSHandshakeGate(
-                connection: conn, timeoutMillis: handshakeTimeoutMillis,
+                connection: conn, timeoutMillis: limits.headerTimeoutMillis,
                 ready: { [unowned self] c, info in
                     onTLSHandshake?(loop, info)
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
                     _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2c), slot: (i, id), router: router,
-                              limits: limits, scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+                              limits: limits, http2Settings: profile.http2Settings, scheme: scheme, acceptedAt: acceptedAt, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
@@ -161,22 +205,22 @@ public final class HTTPServer: @unchecked Sendable {
             let sniffer = ProtocolSniffer(connection: conn, limits: limits) { [unowned self] verdict in
                 var http2 = false
                 if case .http2 = verdict { http2 = true }
-                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
-                          closed: closed)
+                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+                          scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             }
             sniffer.onClose = closed
             connections[i][id] = sniffer
         case (false, true):
             // No handler owns the connection yet: a failed session start is accounted here.
-            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
-                        closed: closed)
+            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+                        scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             else {
                 live.wrappingSubtract(1, ordering: .relaxed)
                 return
             }
         default:
-            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
-                      closed: closed)
+            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+                      scheme: scheme, acceptedAt: acceptedAt, closed: closed)
         }
         onAccept?(loop)
     }
@@ -186,10 +230,11 @@ public final class HTTPServer: @unchecked Sendable {
     /// session could not be made.
     private func serve(
         _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, limits: DownstreamLimits,
-        scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
+        http2Settings: HTTP2Settings, scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
     ) -> Bool {
         if http2 {
-            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt) else { return false }
+            guard let h2 = startHTTP2(conn, router: router, limits: limits, settings: http2Settings, scheme: scheme, acceptedAt: acceptedAt)
+            else { return false }
             connections[slot.loop][slot.id] = h2
             h2.onClose = closed
             h2.transportDidRead()
@@ -205,12 +250,12 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
     /// it, then lets it read (which also queues the server's SETTINGS).
-    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String, acceptedAt: Int64)
-        -> HTTP2ServerConnection?
+    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, settings: HTTP2Settings,
+                            scheme: String, acceptedAt: Int64) -> HTTP2ServerConnection?
     {
         do {
             let h2 = try HTTP2ServerConnection(
-                transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme, acceptedAtMillis: acceptedAt)
+                transport: conn, router: router, limits: limits, settings: settings, scheme: scheme, acceptedAtMillis: acceptedAt)
             h2.onStreamReset = onHTTP2StreamReset
             h2.onGoaway = onHTTP2Goaway
             conn.delegate = h2
@@ -259,11 +304,25 @@ public final class HTTPServer: @unchecked Sendable {
     /// Returns the number of connections that had to be cut.
     @discardableResult
     public func drain(deadlineMillis: Int64) -> Int {
+        beginDrain()
+        return finishDrain(until: EventLoop.monotonicMillis() + deadlineMillis)
+    }
+
+    /// The first half of `drain`, which returns at once: stop accepting (the socket is closed when
+    /// this returns), close idle connections, tell busy ones to close after their current response
+    /// (HTTP/2: GOAWAY). Callable from any thread; calling it again does no harm.
+    public func beginDrain() {
         stopAccepting()
         for (i, loop) in loops.enumerated() {
             loop.queue.sync { for c in connections[i].values { c.beginDrain() } }
         }
-        let until = EventLoop.monotonicMillis() + deadlineMillis
+    }
+
+    /// The second half of `drain`: waits (blocking the caller) until no connection is left or the
+    /// monotonic clock reaches `until` (`EventLoop.monotonicMillis()`), then closes the rest.
+    /// Returns the number of connections that had to be cut.
+    @discardableResult
+    public func finishDrain(until: Int64) -> Int {
         while connectionCount > 0 && EventLoop.monotonicMillis() < until { usleep(20_000) }
         var cut = 0
         for (i, loop) in loops.enumerated() {

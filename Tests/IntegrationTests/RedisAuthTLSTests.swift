@@ -69,7 +69,7 @@ struct RedisAuthTLSTests {
         good.signal(SIGHUP)
         var warned = false
         for _ in 0..<100 where !warned {
-            warned = good.stderr.contains("store changes take effect after a restart")
+            warned = good.stderr.contains("reload: store.password_file holds another password than the one read at start; takes effect after a restart")
             if !warned { usleep(50_000) }
         }
         #expect(warned, "\(good.stderr)")
