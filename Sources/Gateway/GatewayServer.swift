@@ -101,6 +101,7 @@ public final class GatewayServer: @unchecked Sendable {
             var served: ServedProtocols = []
             if l.protocols.contains(.http1) { served.insert(.http1) }
             if l.protocols.contains(.h2c) { served.insert(.h2c) }
+            if l.protocols.contains(.h2) { served.insert(.h2) }
             let tls = rt.listenerTLS[l.name]
             let server = try HTTPServer(
                 address: address, loops: loops, limits: rt.downstreamLimits(for: l), maxConnections: config.limits.maxConnections,
@@ -119,6 +120,18 @@ public final class GatewayServer: @unchecked Sendable {
             server.onAccept = { _ in metrics.connectionOpened() }
             server.onClose = { _ in metrics.connectionClosed() }
             server.onRefuse = { _ in metrics.connectionRefused() }
+            if l.proxyProtocol {
+                let name = l.name
+                let refusedLog = RateLimitedLog(interval: 30)
+                server.onProxyProtocolFailure = { _, reason, peer in
+                    metrics.proxyProtocolFailed(listener: name, reason: reason)
+                    refusedLog.log("proxy_protocol|" + name) { suppressed in
+                        GatewayEvents.log("warning", "connection closed: no valid PROXY protocol header", [
+                            ("listener", name), ("reason", reason), ("peer", peer.host), ("suppressed", String(suppressed)),
+                        ])
+                    }
+                }
+            }
             servers.append((l.name, server))
         }
         store.startMaintenance()
@@ -280,7 +293,7 @@ public final class GatewayServer: @unchecked Sendable {
         // HTTP/2 clients finish their streams, then reconnect onto the new configuration (its
         // SETTINGS and certificates). HTTP/1.1 connections read the new routes already and are left alone.
         var goaways = 0
-        for (_, server) in servers where server.protocols.contains(.h2c) { goaways += server.goawayHTTP2(reason: "reload") }
+        for (_, server) in servers where !server.protocols.isDisjoint(with: [.h2, .h2c]) { goaways += server.goawayHTTP2(reason: "reload") }
         metrics.reloaded(success: true)
         GatewayEvents.log(
             "info", "configuration reloaded", [("routes", String(next.routes.count)), ("h2_goaways", String(goaways))])
