@@ -282,13 +282,14 @@ public final class GatewayRuntime: Sendable {
             bodyTimeoutMillis: l.bodyTimeout.millis)
     }
 
-    /// ALPN `h2,http/1.1` when the listener speaks HTTP/2, else `http/1.1` only.
+    /// ALPN `h2,http/1.1` when the listener serves both, `h2` or `http/1.1` when it serves one: a
+    /// client offering none of them fails the handshake (no_application_protocol).
     static func serverConfiguration(_ l: ListenerConfig, _ tls: TLSConfig) -> TLSServerConfiguration {
         TLSServerConfiguration(
             certificates: tls.certificates.map {
                 .init(certificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath, serverNames: $0.serverNames)
             },
-            alpnProtocols: l.protocols.contains(.h2) ? ["h2", "http/1.1"] : ["http/1.1"])
+            alpnProtocols: (l.protocols.contains(.h2) ? ["h2"] : []) + (l.protocols.contains(.http1) ? ["http/1.1"] : []))
     }
 
     /// The configured SETTINGS and flood limits over `HTTP2Settings`' defaults. The decoder has

@@ -159,7 +159,8 @@ public struct ProxyHeader: Sendable, Equatable {
 ///
 /// `done` is called once: with the header (the descriptor is then deregistered and open, for the
 /// caller to adopt), or with a failure reason (the descriptor is closed): `not_proxy_protocol`,
-/// `malformed`, `too_large`, `timeout`, `closed` (the peer left or the socket failed first).
+/// `malformed`, `too_large`, `timeout`, `closed` (the peer left or the socket failed first), or
+/// `drained` (`close()`: the server stops).
 public final class ProxyHeaderReader: FileEventHandler {
     public enum Outcome: Sendable, Equatable {
         case header(ProxyHeader)
@@ -211,8 +212,11 @@ public final class ProxyHeaderReader: FileEventHandler {
         }
     }
 
-    /// Closes the connection before its header arrived (drain); reported as `closed`.
-    public func close() { finish(.failed(reason: "closed")) }
+    /// Closes the connection before its header arrived (drain); reported as `drained`, which is no
+    /// failure of the peer.
+    public func close() { finish(.failed(reason: Self.drained)) }
+
+    public static let drained = "drained"
 
     private func finish(_ outcome: Outcome) {
         guard let report = done else { return }

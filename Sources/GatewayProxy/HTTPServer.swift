@@ -166,7 +166,7 @@ public final class HTTPServer: @unchecked Sendable {
                         closed()
                     }
                 case .failed(let reason):
-                    onProxyProtocolFailure?(loop, reason, peer)
+                    if reason != ProxyHeaderReader.drained { onProxyProtocolFailure?(loop, reason, peer) }
                     closed()
                 }
             }
@@ -208,9 +208,16 @@ public final class HTTPServer: @unchecked Sendable {
                 connection: conn, timeoutMillis: max(1, acceptedAt + handshakeTimeoutMillis - loop.timers.nowMillis),
                 ready: { [unowned self] c, info in
                     onTLSHandshake?(loop, info)
+                    let http2 = info.alpn == "h2" && protocols.contains(.h2)
+                    // An HTTP/2-only listener serves no HTTP/1.1, also to a client that chose no ALPN
+                    // protocol (one offering only http/1.1 fails the handshake on the context's list).
+                    guard http2 || protocols.contains(.http1) else {
+                        c.close()
+                        return
+                    }
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
-                    _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2), slot: (i, id), router: router,
-                              limits: limits, scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+                    _ = serve(c, http2: http2, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
+                              closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
