@@ -32,6 +32,7 @@ public final class GatewayMetrics: Sendable {
     public static let tlsHandshakes = "attest_gateway_tls_handshakes_total"
     public static let tlsHandshakeFailures = "attest_gateway_tls_handshake_failures_total"
     public static let upstreamTLSFailures = "attest_gateway_upstream_tls_failures_total"
+    public static let proxyProtocolFailures = "attest_gateway_proxy_protocol_failures_total"
     /// TLS counters by label set (`listener|version|resumed`, `listener|reason`): bounded by the
     /// listeners, two versions and the fixed failure reasons. One lock per handshake, not per request.
     private let tlsCounters = Mutex<[String: Counter]>([:])
@@ -84,6 +85,12 @@ public final class GatewayMetrics: Sendable {
         tlsCounter("\(listener)|\(reason)", Self.tlsHandshakeFailures, [("listener", listener), ("reason", reason)]).increment()
     }
 
+    /// A connection on a `proxy_protocol` listener closed without a valid PROXY header: `reason` is
+    /// `untrusted_peer`, `not_proxy_protocol`, `malformed`, `too_large`, `timeout` or `closed`.
+    func proxyProtocolFailed(listener: String, reason: String) {
+        tlsCounter("pp|\(listener)|\(reason)", Self.proxyProtocolFailures, [("listener", listener), ("reason", reason)]).increment()
+    }
+
     /// A failed TLS handshake with an https upstream (the request gets 502 `upstream_tls`).
     func upstreamTLSFailed(upstream: String, reason: String) {
         tlsCounter("up|\(upstream)|\(reason)", Self.upstreamTLSFailures, [("upstream", upstream), ("reason", reason)]).increment()
@@ -113,7 +120,7 @@ public final class GatewayMetrics: Sendable {
     func declare(_ rt: GatewayRuntime) {
         var protocols: [String] = []
         if rt.config.listeners.contains(where: { $0.protocols.contains(.http1) }) { protocols.append("http1") }
-        if rt.config.listeners.contains(where: { $0.protocols.contains(.h2c) }) { protocols.append("h2") }
+        if rt.config.listeners.contains(where: { $0.servesHTTP2 }) { protocols.append("h2") }
         let routes = rt.routes.map(\.name) + ["attest_challenge", "attest_register"]
         for route in routes {
             _ = factory.makeRecorder(label: Self.requestDuration, dimensions: [("route", route)], aggregate: true)

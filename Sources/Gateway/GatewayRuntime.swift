@@ -99,10 +99,13 @@ public final class GatewayRuntime: Sendable {
         public let burst: Int
     }
 
-    /// The downstream limits of a listener: `downstreamLimits` with its rule for foldable names.
+    /// The downstream limits of a listener: `downstreamLimits` with its rule for foldable names, its
+    /// trusted proxies and whether it reads a PROXY protocol header.
     public func downstreamLimits(for listener: ListenerConfig) -> DownstreamLimits {
         var limits = downstreamLimits
         limits.dropFoldableNames = listener.underscoresInHeaders == .drop
+        limits.trustedProxies = TrustedProxies(networks: listener.trustedProxies.map { ($0.address, $0.prefixLength) })
+        limits.proxyProtocol = listener.proxyProtocol
         return limits
     }
 
@@ -127,7 +130,7 @@ public final class GatewayRuntime: Sendable {
         self.listenerTLS = listenerTLS
         self.ticketKeys = ticketKeys
         var http2Settings: [String: HTTP2Settings] = [:]
-        for l in config.listeners where l.protocols.contains(.h2c) {
+        for l in config.listeners where l.servesHTTP2 {
             let settings = Self.http2Settings(l.http2)
             do {
                 try settings.validate()
@@ -252,6 +255,12 @@ public final class GatewayRuntime: Sendable {
         for (i, u) in config.upstreams.enumerated() where !routed.contains(u.name) {
             warnings.append("upstreams[\(i)] \"\(u.name)\" is named by no route: nothing is forwarded to it")
         }
+        for l in config.listeners {
+            guard let everyone = l.trustedProxies.first(where: { $0.prefixLength == 0 }) else { continue }
+            warnings.append(
+                "listener \"\(l.name)\" trusts \(everyone) as proxies: any client there can choose the address it is logged "
+                    + "and rate-limited as (X-Forwarded-For) and claim https (X-Forwarded-Proto); list only the balancers' networks")
+        }
         self.warnings = warnings
         let rates = config.attest.challengeRate
         clientLimit = rates.perClient.map { rate in
@@ -274,13 +283,14 @@ public final class GatewayRuntime: Sendable {
             bodyTimeoutMillis: l.bodyTimeout.millis)
     }
 
-    /// ALPN `h2,http/1.1` when the listener speaks HTTP/2, else `http/1.1` only.
+    /// ALPN `h2,http/1.1` when the listener serves both, `h2` or `http/1.1` when it serves one: a
+    /// client offering none of them fails the handshake (no_application_protocol).
     static func serverConfiguration(_ l: ListenerConfig, _ tls: TLSConfig) -> TLSServerConfiguration {
         TLSServerConfiguration(
             certificates: tls.certificates.map {
                 .init(certificatePath: $0.certificatePath, privateKeyPath: $0.privateKeyPath, serverNames: $0.serverNames)
             },
-            alpnProtocols: l.protocols.contains(.h2c) ? ["h2", "http/1.1"] : ["http/1.1"])
+            alpnProtocols: (l.protocols.contains(.h2) ? ["h2"] : []) + (l.protocols.contains(.http1) ? ["http/1.1"] : []))
     }
 
     /// The configured SETTINGS and flood limits over `HTTP2Settings`' defaults. The decoder has

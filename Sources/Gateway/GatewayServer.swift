@@ -114,6 +114,7 @@ public final class GatewayServer: @unchecked Sendable {
         var served: ServedProtocols = []
         if l.protocols.contains(.http1) { served.insert(.http1) }
         if l.protocols.contains(.h2c) { served.insert(.h2c) }
+        if l.protocols.contains(.h2) { served.insert(.h2) }
         let tls = rt.listenerTLS[l.name]
         return HTTPServer.Profile(
             limits: rt.downstreamLimits(for: l), maxConnections: rt.config.limits.maxConnections, scheme: tls == nil ? "http" : "https",
@@ -138,6 +139,16 @@ public final class GatewayServer: @unchecked Sendable {
                 server.onAccept = { _ in metrics.connectionOpened() }
                 server.onClose = { _ in metrics.connectionClosed() }
                 server.onRefuse = { _ in metrics.connectionRefused() }
+                // Set on every listener: a reload may turn proxy_protocol on without a new socket.
+                let refusedLog = RateLimitedLog(interval: 30)
+                server.onProxyProtocolFailure = { _, reason, peer in
+                    metrics.proxyProtocolFailed(listener: label.name, reason: reason)
+                    refusedLog.log("proxy_protocol|" + label.name) { suppressed in
+                        GatewayEvents.log("warning", "connection closed: no valid PROXY protocol header", [
+                            ("listener", label.name), ("reason", reason), ("peer", peer.host), ("suppressed", String(suppressed)),
+                        ])
+                    }
+                }
             }
         ) { loop in routerTable.router(for: loop) }
         return ListenerSlot(config: l, requested: address, server: server, label: label)

@@ -28,6 +28,8 @@ public enum MetricsCatalog {
         case upstreamTLS = "https upstream"
         /// With a listener serving HTTP/2, from the first stream reset or GOAWAY.
         case http2
+        /// With a `proxy_protocol` listener, from its first connection closed without a valid header.
+        case proxyProtocol = "proxy_protocol"
     }
 
     public static let families: [Family] = [
@@ -76,6 +78,8 @@ public enum MetricsCatalog {
               help: "Failed TLS handshakes by listener and reason."),
         .init(name: GatewayMetrics.upstreamTLSFailures, type: "counter", labels: ["upstream", "reason"], presence: .upstreamTLS,
               help: "Failed TLS handshakes with an https upstream, by upstream and reason."),
+        .init(name: GatewayMetrics.proxyProtocolFailures, type: "counter", labels: ["listener", "reason"], presence: .proxyProtocol,
+              help: "Connections to a proxy_protocol listener closed without a valid PROXY header, by listener and reason."),
 
         // App Attest (AttestMetrics).
         .init(name: AttestMetrics.verdicts, type: "counter", labels: ["route", "mode", "verdict", "reason"], presence: .always,

@@ -24,6 +24,9 @@ public struct GatewayConfig: Sendable, Equatable {
     public let attest: AttestConfig
     public let store: StoreConfig
     public let logging: LoggingConfig
+    /// The top-level `trusted_proxies` (each listener's own list, or this one, is in
+    /// `ListenerConfig.trustedProxies`). Default: none.
+    public let trustedProxies: [IPNetwork]
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -39,7 +42,8 @@ public struct GatewayConfig: Sendable, Equatable {
         attest: AttestConfig,
         store: StoreConfig,
         logging: LoggingConfig,
-        sourceMap: SourceMap
+        sourceMap: SourceMap,
+        trustedProxies: [IPNetwork] = []
     ) {
         self.workers = workers
         self.listeners = listeners
@@ -53,6 +57,7 @@ public struct GatewayConfig: Sendable, Equatable {
         self.store = store
         self.logging = logging
         self.sourceMap = sourceMap
+        self.trustedProxies = trustedProxies
     }
 
     /// The upstream a route names (always present in a loaded config).

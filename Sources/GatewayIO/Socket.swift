@@ -98,6 +98,19 @@ public enum Socket {
         }
     }
 
+    /// Reads what is queued without consuming it (`MSG_PEEK`): the bytes stay for the next read.
+    public static func peek(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        while true {
+            let n = cgw_recv_peek(fd, buffer.baseAddress, buffer.count)
+            if n > 0 { return .bytes(n) }
+            if n == 0 { return .eof }
+            let e = cgw_errno()
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
+            return .failed(e)
+        }
+    }
+
     public static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> IOResult {
         while true {
             let n = cgw_send(fd, buffer.baseAddress, buffer.count)

@@ -62,6 +62,55 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
         storage = ss
     }
 
+    /// An address from its bytes in network order: 4 (IPv4) or 16 (IPv6); nil for any other count.
+    public init?(addressBytes bytes: UnsafeRawBufferPointer, port: UInt16) {
+        var ss = sockaddr_storage()
+        switch bytes.count {
+        case 4:
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = port.bigEndian
+            withUnsafeMutableBytes(of: &sin.sin_addr) { $0.copyMemory(from: bytes) }
+            withUnsafeBytes(of: &sin) { src in withUnsafeMutableBytes(of: &ss) { $0.copyMemory(from: src) } }
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        case 16:
+            var sin6 = sockaddr_in6()
+            sin6.sin6_family = sa_family_t(AF_INET6)
+            sin6.sin6_port = port.bigEndian
+            withUnsafeMutableBytes(of: &sin6.sin6_addr) { $0.copyMemory(from: bytes) }
+            withUnsafeBytes(of: &sin6) { src in withUnsafeMutableBytes(of: &ss) { $0.copyMemory(from: src) } }
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+        default:
+            return nil
+        }
+        storage = ss
+    }
+
+    /// A numeric IPv4 (`203.0.113.7`) or IPv6 (`2001:db8::1`) address written as ASCII bytes, as
+    /// `inet_pton` reads them (no brackets, port or zone); nil for anything else. `family` limits it
+    /// to `AF_INET` or `AF_INET6` (0: either). No allocation: for per-request parsing.
+    public init?(numericHost text: UnsafeRawBufferPointer, port: UInt16 = 0, family: Int32 = 0) {
+        // INET6_ADDRSTRLEN (46) with its NUL: anything longer is no address.
+        guard !text.isEmpty, text.count < 46 else { return nil }
+        var raw = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))  // 48 bytes, zeroed: the NUL follows
+        var bytes = (UInt64(0), UInt64(0))
+        let parsed: Int32 = withUnsafeMutableBytes(of: &raw) { cstr in
+            cstr.copyMemory(from: text)
+            return withUnsafeMutableBytes(of: &bytes) { out in
+                let p = cstr.baseAddress!.assumingMemoryBound(to: CChar.self)
+                if family != AF_INET6 && inet_pton(AF_INET, p, out.baseAddress) == 1 { return AF_INET }
+                if family != AF_INET && inet_pton(AF_INET6, p, out.baseAddress) == 1 { return AF_INET6 }
+                return 0
+            }
+        }
+        guard parsed != 0 else { return nil }
+        let made: SocketAddress? = withUnsafeBytes(of: &bytes) { b in
+            SocketAddress(addressBytes: UnsafeRawBufferPointer(rebasing: b[0..<(parsed == AF_INET ? 4 : 16)]), port: port)
+        }
+        guard let made else { return nil }
+        self = made
+    }
+
     init(storage: sockaddr_storage, length: socklen_t) {
         self.storage = storage
         self.length = length
@@ -110,6 +159,11 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     public static func == (a: SocketAddress, b: SocketAddress) -> Bool { a.description == b.description }
+
+    /// Whether both name the same IP address (ports aside; IPv4 and IPv4-mapped IPv6 differ). No string is built.
+    public func hasSameAddress(as other: SocketAddress) -> Bool {
+        withAddressBytes { a in other.withAddressBytes { b in a.elementsEqual(b) } }
+    }
 }
 
 extension SocketAddress {

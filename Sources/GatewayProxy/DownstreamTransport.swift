@@ -47,6 +47,14 @@ public struct ServedProtocols: OptionSet, Sendable, Hashable {
     public static let http1 = ServedProtocols(rawValue: 1)
     /// HTTP/2 over cleartext TCP with prior knowledge (RFC 9113 §3.3): the client starts with the preface.
     public static let h2c = ServedProtocols(rawValue: 2)
+    /// HTTP/2 over TLS, chosen by ALPN `h2` (RFC 9113 §3.2).
+    public static let h2 = ServedProtocols(rawValue: 4)
+}
+
+extension ProxyHeaderReader: ServerConnection {
+    /// Nothing is in flight before the header: closed at once.
+    public func beginDrain() { close() }
+    public func closeNow() { close() }
 }
 
 /// The HTTP/2 connection preface a client sends first (RFC 9113 §3.4).

@@ -46,7 +46,7 @@ extension HTTP1ServerConnection {
         router.exchangeDidFinish(ExchangeRecord(
             route: routeName, method: method, target: target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
-            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: peerHost,
+            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: clientHost,
             error: error?.code, protocolName: "http1"))
     }
 }
@@ -58,7 +58,7 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
         let client = downstream.peer == nil ? "unknown" : peerHost
         let h = head
         headBytes.with { buf in
-            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, framing: framing,
+            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, framing: framing,
                                       dropFoldableNames: limits.dropFoldableNames, to: &out)
         }
     }

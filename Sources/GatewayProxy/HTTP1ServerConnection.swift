@@ -87,8 +87,19 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     var timerDue: Int64 = .max
     /// While lingering: the close happens by then whatever the client does.
     private var lingerEnd: Int64 = 0
-    /// The client's address as text, formatted once per connection (logs, X-Forwarded-For).
+    /// The peer's address as text, formatted once per connection (logs, X-Forwarded-For).
     lazy var peerHost: String = downstream.peer?.host ?? "-"
+    /// Whether the peer is one of the listener's trusted proxies: each request's client is then read
+    /// from its X-Forwarded-For (`ClientAddress`), and its forwarding fields are kept upstream.
+    lazy var peerTrusted: Bool = downstream.peer.map { limits.trustedProxies.contains($0) } ?? false
+    /// The current request's client when a trusted peer named another one (nil: the peer), and its
+    /// text (kept while the next request names the same address).
+    private var forwardedClient: SocketAddress?
+    private var forwardedClientHost = "-"
+    /// The current request's client address: the peer, or the client a trusted proxy named. The one
+    /// value the access line, the router (rate limits, `/explain`) and the buffered request read.
+    var clientAddress: SocketAddress? { forwardedClient ?? downstream.peer }
+    var clientHost: String { forwardedClient == nil ? peerHost : forwardedClientHost }
 
     /// - Parameter acceptedAtMillis: when the connection was accepted (the loop's wheel clock), if
     ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
@@ -220,6 +231,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         replace(&method, with: m)
         replace(&target, with: t)
         startExchange(h)
+        if peerTrusted { resolveClient(h) }
         guard let normalized = PathNormalizer.normalize(t) else {
             fail(.ambiguousPath)
             return
@@ -232,9 +244,21 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
         let decision = bytes.with { buf in
-            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: downstream.peer, head: { h.materialize(buf) })
+            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: clientAddress, head: { h.materialize(buf) })
         }
         dispatch(decision, head: h)
+    }
+
+    /// The client a trusted peer's X-Forwarded-For names for this request (`ClientAddress`).
+    private func resolveClient(_ h: HTTPRequestHeadLines) {
+        let trusted = limits.trustedProxies
+        guard let client = headBytes.with({ ClientAddress.resolve(h, $0, trusted: trusted) }) else {
+            forwardedClient = nil
+            return
+        }
+        if let previous = forwardedClient, previous.hasSameAddress(as: client) { return }
+        forwardedClient = client
+        forwardedClientHost = client.host
     }
 
     /// The current request's head as strings (for buffered routes, which hand it to a handler).
@@ -255,6 +279,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// An exchange whose head could not be read (answered with an error).
     private func startExchange() {
         dropHead()
+        forwardedClient = nil
         replace(&method, with: "-")
         replace(&target, with: "-")
         requestFraming = .none
@@ -406,8 +431,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             downstream.pauseReading()
             guard hasHead, let handler = bufferedHandler else { return }
             replace(&bufferedHandler, with: nil)
-            let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: downstream.peer, scheme: scheme,
-                                          dropFoldableNames: limits.dropFoldableNames)
+            let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: clientAddress, scheme: scheme,
+                                          dropFoldableNames: limits.dropFoldableNames,
+                                          forwardingPeer: peerTrusted ? ForwardingPeer(address: peerHost, trusted: true) : nil)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             phase = .awaitingResponse

@@ -66,8 +66,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     private var lingerStart: Int64?
     private var lastInputMillis: Int64 = 0
     private var timerDue: Int64 = .max
-    /// The client's address as text (logs, X-Forwarded-For).
+    /// The peer's address as text (logs, X-Forwarded-For).
     lazy var peerHost: String = transport.peer?.host ?? "-"
+    /// Whether the peer is one of the listener's trusted proxies: each stream's client is then read
+    /// from its X-Forwarded-For (`ClientAddress`), and its forwarding fields are kept upstream.
+    lazy var peerTrusted: Bool = transport.peer.map { limits.trustedProxies.contains($0) } ?? false
     /// A stream's head laid out as bytes for the upstream writer (one stream at a time), and its
     /// field ranges' storage, reused.
     let upstreamHeadBytes = HeadBytes()

@@ -39,6 +39,13 @@ final class HTTP2Stream {
     private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
     private var waitingForHandler = false
 
+    /// The stream's client when a trusted peer named another one (nil: the peer), and its text.
+    private var forwardedClient: SocketAddress?
+    private var forwardedClientHost = "-"
+    /// The stream's client address: the peer, or the client a trusted proxy named. The one value the
+    /// access line, the router (rate limits, `/explain`) and the buffered request read.
+    private var clientAddress: SocketAddress? { forwardedClient ?? conn.transport.peer }
+
     private var responseHeadSent = false
     private var responseDone = false
     private var finished = false
@@ -55,13 +62,14 @@ final class HTTP2Stream {
     // MARK: - Request
 
     func start() {
+        if conn.peerTrusted { resolveClient() }
         // The request syntax HTTP/1.1's parser holds requests to (`RequestSyntax`), before routing.
         guard RequestSyntax.isCanonicalMethod(head.method) else { return fail(.request(.badMethod)) }
         guard let host = head.headers.fields.first?.value, RequestSyntax.isValidHost(host) else { return fail(.request(.badHost)) }
         guard let normalized = PathNormalizer.normalize(head.target) else { return fail(.ambiguousPath) }
         if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) { return fail(.methodOverride) }
         path = normalized
-        switch conn.router.route(head, path: normalized, peer: conn.transport.peer) {
+        switch conn.router.route(head, path: normalized, peer: clientAddress) {
         case .respond(let name, let r):
             routeName = name
             respond(r)
@@ -89,6 +97,17 @@ final class HTTP2Stream {
             sendContinueIfExpected()
             exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
         }
+    }
+
+    /// The client a trusted peer's x-forwarded-for names (`ClientAddress`, over the head laid out as
+    /// bytes in the connection's buffer, as the upstream writer reads it).
+    private func resolveClient() {
+        let bytes = conn.upstreamHeadBytes
+        let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
+        let trusted = conn.limits.trustedProxies
+        forwardedClient = bytes.with { ClientAddress.resolve(lines, $0, trusted: trusted) }
+        conn.spareHeadFields = lines.fields
+        if let c = forwardedClient { forwardedClientHost = c.host }
     }
 
     /// `expect: 100-continue` (RFC 9110 §10.1.1): the body is wanted, as on HTTP/1.1 (the upstream
@@ -150,8 +169,9 @@ final class HTTP2Stream {
             bufferedHandler = nil
             waitingForHandler = true
             exchange.cancelTimer()
-            let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme,
-                                          dropFoldableNames: conn.limits.dropFoldableNames)
+            let request = BufferedRequest(head: head, path: path, body: buffered, peer: clientAddress, scheme: conn.scheme,
+                                          dropFoldableNames: conn.limits.dropFoldableNames,
+                                          forwardingPeer: conn.peerTrusted ? ForwardingPeer(address: conn.peerHost, trusted: true) : nil)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if awaitingEmptyEnd {
@@ -301,7 +321,8 @@ final class HTTP2Stream {
         conn.router.exchangeDidFinish(ExchangeRecord(
             route: routeName, method: head.method, target: head.target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
-            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: conn.peerHost,
+            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds,
+            peer: forwardedClient == nil ? conn.peerHost : forwardedClientHost,
             error: error?.code, protocolName: "h2"))
         exchange.end()
     }
@@ -323,7 +344,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         let bytes = conn.upstreamHeadBytes
         let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
         bytes.with { buf in
-            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, framing: framing,
+            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, trustedPeer: conn.peerTrusted, framing: framing,
                                       dropFoldableNames: conn.limits.dropFoldableNames, to: &out)
         }
         conn.spareHeadFields = lines.fields

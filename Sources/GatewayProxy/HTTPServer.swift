@@ -7,11 +7,14 @@ import Synchronization
 
 /// An HTTP listener on every event loop (SO_REUSEPORT when there are several), each accepted
 /// connection served with its loop's router by an `HTTP1ServerConnection` or an
-/// `HTTP2ServerConnection`. Plain TCP: h2c with prior knowledge, HTTP/1.1, or, when both are served,
-/// whichever the first bytes call for (the HTTP/2 preface or not). TLS: the handshake first (bounded
-/// by the header timeout), then ALPN `h2` → HTTP/2, anything else → HTTP/1.1. Tracks live
-/// connections for gauges and graceful drain. What new connections are served with (`Profile`:
-/// protocols, TLS, limits, SETTINGS) can be replaced on reload without touching the socket.
+/// `HTTP2ServerConnection`. With `limits.proxyProtocol`, the PROXY protocol header comes first
+/// (`ProxyHeaderReader`; only from a trusted peer), and its source is the connection's peer from
+/// then on. Plain TCP: h2c with prior knowledge, HTTP/1.1, or, when both are served, whichever the
+/// first bytes call for (the HTTP/2 preface or not). TLS: the handshake first, then ALPN `h2` →
+/// HTTP/2 (when `protocols` has `.h2`), anything else → HTTP/1.1. Everything before the first
+/// request (PROXY header, handshake, preface) is bounded by the header timeout from the accept.
+/// Tracks live connections for gauges and graceful drain. What new connections are served with
+/// (`Profile`: protocols, TLS, limits, SETTINGS) can be replaced on reload without touching the socket.
 public final class HTTPServer: @unchecked Sendable {
     /// How the listener serves the connections it accepts from now on; open connections keep the
     /// profile they were accepted with. Read once per accepted connection.
@@ -26,7 +29,7 @@ public final class HTTPServer: @unchecked Sendable {
         /// The SETTINGS new HTTP/2 connections advertise.
         public var http2Settings: HTTP2Settings
         /// The context new TLS handshakes use; nil: plain TCP. With TLS, ALPN decides the protocol
-        /// (the context offers `h2` only when `protocols` has `.h2c`).
+        /// (the context offers `h2` only when `protocols` has `.h2`).
         public var tls: TLSServerContext?
 
         public init(limits: DownstreamLimits, maxConnections: Int = 10_000, scheme: String = "http", protocols: ServedProtocols = .http1,
@@ -68,13 +71,17 @@ public final class HTTPServer: @unchecked Sendable {
     public var onClose: ((EventLoop) -> Void)?
     /// A connection closed at accept: over the connection limit, or accept itself failed (EMFILE…).
     public var onRefuse: ((EventLoop) -> Void)?
+    /// A connection on a `proxy_protocol` listener closed before its PROXY header was read: the
+    /// reason (`untrusted_peer`, or a `ProxyHeaderReader` failure: `not_proxy_protocol`, `malformed`,
+    /// `too_large`, `timeout`, `closed`) and the socket's peer.
+    public var onProxyProtocolFailure: ((EventLoop, String, SocketAddress) -> Void)?
     /// Whether a client may connect at all (`admin.allow`): asked at accept, before anything is read;
     /// a refused connection is closed at once and never reaches the router. nil: everyone.
     private let admit: (@Sendable (SocketAddress) -> Bool)?
 
     /// - Parameters:
     ///   - tls: the listener's TLS context (nil: plain TCP). `scheme` should then be `https`; ALPN
-    ///     decides the protocol (the context offers `h2` only when `protocols` has `.h2c`).
+    ///     decides the protocol (the context should offer `h2` only when `protocols` has `.h2`).
     ///   - admit: asked for every accepted connection's peer before anything else; false closes it.
     ///     Set here (not later) so that no connection is accepted before it applies.
     ///   - makeRouter: called once per loop, on that loop.
@@ -165,44 +172,106 @@ public final class HTTPServer: @unchecked Sendable {
             onRefuse?(loop)
             return
         }
-        let context = profile.tls
-        let limits = profile.limits, scheme = profile.scheme, protocols = profile.protocols
-        let conn: Connection
-        do {
-            conn = try Connection(fd: fd, loop: loop, peer: peer, tls: context?.makeSession())
-        } catch {
-            live.wrappingSubtract(1, ordering: .relaxed)
-            Socket.close(fd)
-            return
-        }
+        let limits = profile.limits, scheme = profile.scheme
         let id = nextConnectionID
         nextConnectionID += 1
         // The first request's head (or HTTP/2 request) is due within the header timeout of now,
-        // whatever comes first (TLS handshake, protocol sniffing).
+        // whatever comes first (PROXY header, TLS handshake, protocol sniffing).
         let acceptedAt = loop.timers.nowMillis
         let closed: () -> Void = { [unowned self] in
             connections[i][id] = nil
             live.wrappingSubtract(1, ordering: .relaxed)
             onClose?(loop)
         }
+        let slot = Slot(loop: i, id: id, acceptedAt: acceptedAt, closed: closed)
+        guard limits.proxyProtocol else {
+            if start(fd: fd, peer: peer, slot: slot, router: router, profile: profile) {
+                onAccept?(loop)
+            } else {
+                live.wrappingSubtract(1, ordering: .relaxed)
+            }
+            return
+        }
+        // PROXY protocol: only a trusted balancer may name another client; anyone else is closed
+        // before a byte is read.
+        guard limits.trustedProxies.contains(peer) else {
+            live.wrappingSubtract(1, ordering: .relaxed)
+            Socket.close(fd)
+            onProxyProtocolFailure?(loop, "untrusted_peer", peer)
+            return
+        }
+        let reader: ProxyHeaderReader
+        do {
+            reader = try ProxyHeaderReader(fd: fd, loop: loop, timeoutMillis: limits.headerTimeoutMillis) { [unowned self] outcome in
+                switch outcome {
+                case .header(let header):
+                    // The header's source is the client from now on (LOCAL, UNKNOWN: the balancer itself).
+                    if !start(fd: fd, peer: header.source ?? peer, slot: slot, router: router, profile: profile) {
+                        closed()
+                    }
+                case .failed(let reason):
+                    if reason != ProxyHeaderReader.drained { onProxyProtocolFailure?(loop, reason, peer) }
+                    closed()
+                }
+            }
+        } catch {
+            live.wrappingSubtract(1, ordering: .relaxed)
+            Socket.close(fd)
+            return
+        }
+        connections[i][id] = reader
+        onAccept?(loop)
+    }
+
+    /// A connection's place in `connections`, when it was accepted, and what releases it.
+    private struct Slot {
+        let loop: Int
+        let id: Int
+        let acceptedAt: Int64
+        let closed: () -> Void
+    }
+
+    /// Adopts `fd` (accepted, its PROXY header read if any) as a connection from `peer` and hands it
+    /// to the TLS handshake, the protocol sniffer or its protocol handler, which takes `slot`. False
+    /// when it could not be made (the descriptor is closed, the slot not taken).
+    private func start(fd: Int32, peer: SocketAddress, slot: Slot, router: any RequestRouter, profile: Profile) -> Bool {
+        let (i, id, acceptedAt, closed) = (slot.loop, slot.id, slot.acceptedAt, slot.closed)
+        let loop = loops[i]
+        let context = profile.tls
+        let limits = profile.limits, scheme = profile.scheme, protocols = profile.protocols
+        let conn: Connection
+        do {
+            conn = try Connection(fd: fd, loop: loop, peer: peer, tls: context?.makeSession())
+        } catch {
+            Socket.close(fd)
+            return false
+        }
         if context != nil {
             let gate = TLSHandshakeGate(
-                connection: conn, timeoutMillis: limits.headerTimeoutMillis,
+                connection: conn, timeoutMillis: max(1, acceptedAt + limits.headerTimeoutMillis - loop.timers.nowMillis),
                 ready: { [unowned self] c, info in
                     onTLSHandshake?(loop, info)
+                    let http2 = info.alpn == "h2" && protocols.contains(.h2)
+                    // An HTTP/2-only listener serves no HTTP/1.1, also to a client that chose no ALPN
+                    // protocol (one offering only http/1.1 fails the handshake on the context's list).
+                    guard http2 || protocols.contains(.http1) else {
+                        c.close()
+                        return
+                    }
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
-                    _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2c), slot: (i, id), router: router,
-                              limits: limits, http2Settings: profile.http2Settings, scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+                    _ = serve(c, http2: http2, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+                              scheme: scheme, acceptedAt: acceptedAt, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
             connections[i][id] = gate
-            onAccept?(loop)
-            return
+            return true
         }
         switch (protocols.contains(.http1), protocols.contains(.h2c)) {
         case (true, true):
-            let sniffer = ProtocolSniffer(connection: conn, limits: limits) { [unowned self] verdict in
+            var sniffing = limits  // what is left of the header timeout after a PROXY header
+            sniffing.headerTimeoutMillis = max(1, acceptedAt + limits.headerTimeoutMillis - loop.timers.nowMillis)
+            let sniffer = ProtocolSniffer(connection: conn, limits: sniffing) { [unowned self] verdict in
                 var http2 = false
                 if case .http2 = verdict { http2 = true }
                 _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
@@ -211,18 +280,15 @@ public final class HTTPServer: @unchecked Sendable {
             sniffer.onClose = closed
             connections[i][id] = sniffer
         case (false, true):
-            // No handler owns the connection yet: a failed session start is accounted here.
+            // No handler owns the connection yet: a failed session start is accounted by the caller.
             guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
                         scheme: scheme, acceptedAt: acceptedAt, closed: closed)
-            else {
-                live.wrappingSubtract(1, ordering: .relaxed)
-                return
-            }
+            else { return false }
         default:
             _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
                       scheme: scheme, acceptedAt: acceptedAt, closed: closed)
         }
-        onAccept?(loop)
+        return true
     }
 
     /// Hands `conn` to its protocol handler, which becomes its delegate and takes over its bookkeeping

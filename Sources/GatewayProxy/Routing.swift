@@ -59,16 +59,33 @@ extension BodyFraming {
     }
 }
 
+/// The connection's peer as the forwarding rules see it (`UpstreamRequestHead`): the address that
+/// goes last in `X-Forwarded-For`, and whether it is a trusted proxy (`TrustedProxies`).
+public struct ForwardingPeer: Sendable {
+    public var address: String
+    public var trusted: Bool
+
+    public init(address: String, trusted: Bool) {
+        self.address = address
+        self.trusted = trusted
+    }
+}
+
 public struct BufferedRequest {
     public let head: HTTPRequestHead
     public let path: String
     public let body: [UInt8]
+    /// The request's client (`ClientAddress`): the connection's peer, or the client a trusted proxy
+    /// named in X-Forwarded-For. What rate limits and `/explain` count and show.
     public let peer: SocketAddress?
     /// `http` or `https` (a TLS listener): for X-Forwarded-Proto.
     public let scheme: String
     /// The listener's rule for foldable names (`DownstreamLimits.dropFoldableNames`), for a local
     /// handler that forwards (the demo upstream).
     public var dropFoldableNames: Bool = true
+    /// The connection's peer when it is a trusted proxy (nil: `peer` is the connection's peer, not
+    /// trusted), for a local handler that forwards (the demo upstream).
+    public var forwardingPeer: ForwardingPeer? = nil
 }
 
 public enum BufferedOutcome {
@@ -94,6 +111,8 @@ public struct ExchangeRecord: Sendable {
 
 /// Per loop: decides each request's disposition and hears about finished exchanges.
 public protocol RequestRouter: AnyObject {
+    /// `peer` is the request's client (`ClientAddress`): the connection's peer, or the client a
+    /// trusted proxy named.
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision
     /// The HTTP/1.1 connection's entry: the method, the normalized path and the Host value (asked
     /// for only when a route matches on hosts) decide a plain route; `head` builds the whole head of
@@ -121,6 +140,12 @@ public struct DownstreamLimits: Sendable {
     /// The listener's rule (`listeners[].underscores_in_headers`): true (`drop`) leaves every client
     /// field with a foldable name (`_`, `.`…: `FoldedNames`) out of the upstream request.
     public var dropFoldableNames: Bool = true
+    /// The listener's `trusted_proxies`: peers whose X-Forwarded-For, -Proto and -Host are kept and
+    /// name the client (`ClientAddress`), and who alone may send a PROXY protocol header.
+    public var trustedProxies: TrustedProxies = .none
+    /// The listener's `proxy_protocol`: every connection starts with a PROXY protocol header (v1 or
+    /// v2) from a trusted peer, whose source becomes the connection's peer; any other is closed.
+    public var proxyProtocol: Bool = false
 
     public init(parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
                 bodyTimeoutMillis: Int64 = 30_000, highWaterMark: Int = 256 * 1024)

@@ -258,7 +258,7 @@ struct DiagnosticTests {
             """
         #expect(
             ConfigFixture.errors(yaml) == [
-                "gateway.yaml:1:58: listeners[0].protocols[0] must be one of \"http1\" or \"h2c\", got \"http2\" (did you mean \"http1\"?)",
+                "gateway.yaml:1:58: listeners[0].protocols[0] must be one of \"http1\", \"h2\" or \"h2c\", got \"http2\" (did you mean \"http1\"?)",
                 "gateway.yaml:7:23: routes[0].assertion.mode must be one of \"enforce\", \"shadow\" or \"off\", got \"enfroce\" (did you mean \"enforce\"?)",
                 "gateway.yaml:7:38: routes[0].assertion.bind must be one of \"request\" or \"body\", got \"bdy\" (did you mean \"body\"?)",
                 "gateway.yaml:7:59: routes[0].assertion.on_store_error must be one of \"fail_closed\" or \"fail_open\", got \"closed\"",

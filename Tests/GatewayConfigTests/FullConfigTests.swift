@@ -9,15 +9,18 @@ struct FullConfigTests {
         listeners:
           - name: public
             address: "[::]:8443"
-            protocols: [h2c, http1]
+            protocols: [h2, http1]
             tls: {certificate: certs/server.pem, private_key: /abs/server.key}
+            proxy_protocol: true
           - name: sni
             address: 127.0.0.1:9443
+            trusted_proxies: [192.168.0.0/16]
             tls:
               certificates:
                 - {certificate: a.pem, private_key: a.key}
                 - {certificate: b.pem, private_key: b.key, server_names: [API.example.com, "*.api.example.com"]}
         admin: {address: "[::1]:9999"}
+        trusted_proxies: [10.0.0.0/8, "2001:db8::/32", 127.0.0.1]
         limits:
           max_request_line: 4KiB
           max_header_bytes: 16KB
@@ -65,7 +68,12 @@ struct FullConfigTests {
     func listeners() {
         #expect(config.workers == .count(4))
         #expect(config.listeners[0].address == SocketAddressSpec(host: "::", port: 8443))
-        #expect(config.listeners[0].protocols == [.http1, .h2c])
+        #expect(config.listeners[0].protocols == [.http1, .h2])
+        #expect(config.trustedProxies.map(\.description) == ["10.0.0.0/8", "2001:db8::/32", "127.0.0.1/32"])
+        #expect(config.listeners[0].trustedProxies == config.trustedProxies)
+        #expect(config.listeners[0].proxyProtocol)
+        #expect(config.listeners[1].trustedProxies.map(\.description) == ["192.168.0.0/16"])
+        #expect(!config.listeners[1].proxyProtocol)
         #expect(
             config.listeners[0].tls
                 == TLSConfig(certificates: [

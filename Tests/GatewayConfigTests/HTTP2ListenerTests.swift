@@ -223,6 +223,52 @@ struct HTTP2ListenerTests {
             ])
     }
 
+    @Test("h2 is HTTP/2 on a TLS listener (ALPN), h2c on one without; each on the other kind is an error saying which to write")
+    func h2Names() throws {
+        func yaml(_ protocols: String, tls: Bool) -> String {
+            """
+            listeners:
+              - name: public
+                address: 0.0.0.0:8443
+                protocols: \(protocols)
+            \(tls ? "    tls: {certificate: s.pem, private_key: s.key}\n" : "")upstreams: [{name: demo, url: demo}]
+            routes: [{name: default, match: {path_prefix: /}, upstream: demo}]
+            """
+        }
+        let tls = try ConfigFixture.parse(yaml("[http1, h2]", tls: true))
+        #expect(tls.listeners[0].protocols == [.http1, .h2] && tls.listeners[0].servesHTTP2)
+        #expect(try ConfigFixture.parse(yaml("[h2]", tls: true)).listeners[0].protocols == [.h2])
+        let plain = try ConfigFixture.parse(yaml("[http1, h2c]", tls: false))
+        #expect(plain.listeners[0].protocols == [.http1, .h2c] && plain.listeners[0].servesHTTP2)
+        #expect(!(try ConfigFixture.parse(yaml("[http1]", tls: true))).listeners[0].servesHTTP2)
+        #expect(
+            ConfigFixture.errors(yaml("[http1, h2c]", tls: true)) == [
+                "gateway.yaml:4:24: listeners[0].protocols[1] is h2c, HTTP/2 over cleartext with prior knowledge, but this listener "
+                    + "has tls, where HTTP/2 is chosen by ALPN: write h2"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("[h2, http1]", tls: false)) == [
+                "gateway.yaml:4:17: listeners[0].protocols[0] is h2, HTTP/2 over TLS chosen by ALPN, but this listener has no tls: "
+                    + "write h2c (cleartext HTTP/2 with prior knowledge), or add tls"
+            ])
+        // http2 settings follow either name; on a TLS listener without h2 the hint says h2.
+        let withSettings = """
+            listeners:
+              - name: public
+                address: 0.0.0.0:8443
+                protocols: [http1, h2]
+                tls: {certificate: s.pem, private_key: s.key}
+                http2: {max_concurrent_streams: 9}
+            upstreams: [{name: demo, url: demo}]
+            routes: [{name: default, match: {path_prefix: /}, upstream: demo}]
+            """
+        #expect(try ConfigFixture.parse(withSettings).listeners[0].http2.maxConcurrentStreams == 9)
+        #expect(
+            ConfigFixture.errors(withSettings.replacingOccurrences(of: "[http1, h2]", with: "[http1]")) == [
+                "gateway.yaml:6:5: listeners[0].http2 is only allowed on a listener that serves HTTP/2: add h2 to listeners[0].protocols"
+            ])
+    }
+
     @Test("several bad values are all reported, in order")
     func several() {
         #expect(

@@ -58,18 +58,20 @@ struct UpstreamHeadTests {
             let framing = Self.framings[Int(rng.next() % UInt64(Self.framings.count))]
             let proto = i % 2 == 0 ? "http" : "https"
             let drop = i % 4 < 2
+            let trusted = i % 3 == 1
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
-            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, framing: framing, edit: edit,
+            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, framing: framing, edit: edit,
                                                dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
             var expected: [UInt8] = [7]
             HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: model, to: &expected)
-            let context = "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing) drop=\(drop)"
+            let context = "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing) drop=\(drop) trusted=\(trusted)"
             // An HTTP/1.1 head: ranges of the bytes it arrived in.
             let (raw, lines) = Self.rawHead(head, junk: i % 7)
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, framing: framing,
+                                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromBytes == expected, "bytes: \(context)")
@@ -80,7 +82,8 @@ struct UpstreamHeadTests {
             var fromStrings: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromStrings) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, framing: framing,
+                                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromStrings == expected, "strings: \(context)")
@@ -88,10 +91,14 @@ struct UpstreamHeadTests {
             // The demo upstream shows the same fields (its body framed by length).
             if i % 10 == 0 {
                 let body = [UInt8](repeating: 0x61, count: i % 3)
-                let request = BufferedRequest(head: head, path: "/", body: body, peer: try SocketAddress(host: "192.0.2.1", port: 1),
-                                              scheme: proto, dropFoldableNames: drop)
+                // With a trusted peer, `peer` is the client it named; the peer goes last in X-Forwarded-For.
+                let request = BufferedRequest(
+                    head: head, path: "/", body: body, peer: try SocketAddress(host: trusted ? "203.0.113.50" : "192.0.2.1", port: 1),
+                    scheme: proto, dropFoldableNames: drop,
+                    forwardingPeer: trusted ? ForwardingPeer(address: "192.0.2.1", trusted: true) : nil)
                 let demo = request.upstreamFields(edit: edit, upstream: "127.0.0.1:8081")
-                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, framing: .whole(.none, count: body.count),
+                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted,
+                                                    framing: .whole(.none, count: body.count),
                                                     edit: edit, dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
                 #expect(demo == wanted, "demo: \(context)")
             }
@@ -186,8 +193,10 @@ struct UpstreamHeadTests {
 /// The forwarding rules of `UpstreamRequestHead`, one step at a time over a field list of strings:
 /// the reference the writer is held to.
 enum ForwardingModel {
-    static func fields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming, edit: HeaderEdit,
-                       dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
+    /// `client`: the peer's address; `trustedPeer`: it is a trusted proxy, whose X-Forwarded-For
+    /// list, -Proto and -Host are kept (from any other peer they are replaced).
+    static func fields(_ head: HTTPRequestHead, client: String, proto: String, trustedPeer: Bool = false, framing: BodyFraming,
+                       edit: HeaderEdit, dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
     {
         let client_ = head.headers.fields
         func lower(_ s: String) -> String { s.lowercased() }
@@ -238,11 +247,13 @@ enum ForwardingModel {
         func prior(_ name: String) -> String {
             client_.filter { lower($0.name) == name && !namedInConnection($0.name) }.map(\.value).joined(separator: ", ")
         }
-        let priorFor = prior("x-forwarded-for")
+        let priorFor = trustedPeer ? prior("x-forwarded-for") : ""
         add("X-Forwarded-For", priorFor.isEmpty ? client : priorFor + ", " + client)
-        add("X-Forwarded-Proto", proto)
+        let priorProto = trustedPeer ? prior("x-forwarded-proto") : ""
+        add("X-Forwarded-Proto", priorProto.isEmpty ? proto : priorProto)
         let host = client_.first { lower($0.name) == "host" }?.value
-        if let host { add("X-Forwarded-Host", host) }
+        let priorHost = trustedPeer ? prior("x-forwarded-host") : ""
+        if !priorHost.isEmpty { add("X-Forwarded-Host", priorHost) } else if let host { add("X-Forwarded-Host", host) }
         let priorVia = prior("via")
         add("Via", priorVia.isEmpty ? "1.1 attest-gateway" : priorVia + ", 1.1 attest-gateway")
         if host == nil { add("Host", defaultHost) }

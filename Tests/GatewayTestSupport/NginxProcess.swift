@@ -16,7 +16,21 @@ import Glibc
 /// - `/zero.bin`: a sparse file of `zeroFileBytes` zero bytes (made with truncate, no disk used).
 /// - `/upload`: reads the whole request body (any size, chunked or not), then answers
 ///   `received=<length>` (nginx proxies it, de-chunked with a Content-Length, to its own `/upload-sink`).
+///
+/// With `front`, it is instead a reverse proxy in front of another server (the gateway): every
+/// request goes to `http://127.0.0.1:<front.upstreamPort>` with `front.directives` (e.g.
+/// `proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;`).
 public final class NginxProcess: @unchecked Sendable {
+    /// nginx as a reverse proxy in front of a server on loopback.
+    public struct Front: Sendable {
+        public var upstreamPort: UInt16
+        public var directives: [String]
+        public init(upstreamPort: UInt16, directives: [String]) {
+            self.upstreamPort = upstreamPort
+            self.directives = directives
+        }
+    }
+
     public static let candidates = ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx", "/usr/bin/nginx"]
     public static var binary: String? { candidates.first { FileManager.default.isExecutableFile(atPath: $0) } }
     public static var isInstalled: Bool { binary != nil }
@@ -32,8 +46,10 @@ public final class NginxProcess: @unchecked Sendable {
     public let prefix: URL
     public private(set) var port: UInt16 = 0
     private var stopped = false
+    private let front: Front?
 
-    public init(zeroFileBytes: Int64 = 0, timeout: TimeInterval = 15) throws {
+    public init(zeroFileBytes: Int64 = 0, front: Front? = nil, timeout: TimeInterval = 15) throws {
+        self.front = front
         guard let binary = Self.binary else {
             throw HTTPTestError("nginx not found (looked in \(Self.candidates.joined(separator: ", "))); run scripts/install-deps.sh")
         }
@@ -116,6 +132,33 @@ public final class NginxProcess: @unchecked Sendable {
 
     private func config(port: UInt16) -> String {
         let p = prefix.path
+        if let front {
+            return """
+                daemon off;
+                master_process off;
+                worker_processes 1;
+                error_log \(p)/logs/error.log warn;
+                pid \(p)/logs/nginx.pid;
+                events { worker_connections 1024; }
+                http {
+                    access_log off;
+                    client_body_temp_path \(p)/tmp/body;
+                    proxy_temp_path \(p)/tmp/proxy;
+                    fastcgi_temp_path \(p)/tmp/fastcgi;
+                    uwsgi_temp_path \(p)/tmp/uwsgi;
+                    scgi_temp_path \(p)/tmp/scgi;
+                    server {
+                        listen 127.0.0.1:\(port);
+                        location / {
+                            proxy_pass http://127.0.0.1:\(front.upstreamPort);
+                            proxy_http_version 1.1;
+                            proxy_set_header Connection "";
+                            \(front.directives.joined(separator: "\n                        "))
+                        }
+                    }
+                }
+                """
+        }
         let echo = [
             "method=$request_method", "uri=$request_uri", "host=$http_host", "xff=$http_x_forwarded_for",
             "xfproto=$http_x_forwarded_proto", "xfhost=$http_x_forwarded_host", "via=$http_via",

@@ -551,7 +551,7 @@ struct TLSTests {
             listeners:
               - name: secure
                 address: 127.0.0.1:0
-                protocols: [http1, h2c]
+                protocols: [http1, h2]
                 tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key"))}
             admin: {address: 127.0.0.1:0}
             limits: {header_timeout: 2s, drain_timeout: 2s}

@@ -61,6 +61,8 @@ static inline int cgw_getsockopt_error(int fd) {
     return err;
 }
 static inline ssize_t cgw_send(int fd, const void *buf, size_t len) { return send(fd, buf, len, MSG_NOSIGNAL); }
+/* Reads without consuming (a PROXY protocol header is looked at before it is taken). */
+static inline ssize_t cgw_recv_peek(int fd, void *buf, size_t len) { return recv(fd, buf, len, MSG_PEEK); }
 static inline ssize_t cgw_sendmsg_iov(int fd, const struct iovec *iov, int n) {
     struct msghdr m = {0}; m.msg_iov = (struct iovec *)iov; m.msg_iovlen = (size_t)n;
     return sendmsg(fd, &m, MSG_NOSIGNAL);

@@ -9,7 +9,11 @@ extension ConfigDecoder {
 
         let workers = top["workers"].flatMap { decodeWorkers($0) } ?? .auto
         let limits = top["limits"].flatMap { decodeLimits($0, path: "limits") } ?? LimitsConfig()
-        let listeners = required("listeners", in: top).flatMap { decodeListeners($0, path: "listeners") } ?? []
+        // nil when written and invalid (reported): the listeners then check nothing against it.
+        let trustedProxies: [IPNetwork]? =
+            if let node = top["trusted_proxies"] { networks(node, path: "trusted_proxies", nonEmpty: true) } else { [] }
+        let listeners =
+            required("listeners", in: top).flatMap { decodeListeners($0, path: "listeners", trustedProxies: trustedProxies) } ?? []
         let admin = top["admin"].flatMap { decodeAdmin($0, path: "admin") }
         let upstreams = required("upstreams", in: top).flatMap { decodeUpstreams($0, path: "upstreams") }
         let routes = required("routes", in: top).flatMap {
@@ -58,7 +62,8 @@ extension ConfigDecoder {
             attest: attest,
             store: store,
             logging: logging,
-            sourceMap: SourceMap(file: file, root: root)
+            sourceMap: SourceMap(file: file, root: root),
+            trustedProxies: trustedProxies ?? []
         )
     }
 
@@ -107,28 +112,38 @@ extension ConfigDecoder {
             valid = false
         }
         if let node = fields["allow"] {
-            if let items = list(node, fields.path("allow"), nonEmpty: true) {
-                var seen: [IPNetwork: SourcePosition] = [:]
-                for (i, item) in items.enumerated() {
-                    let path = ConfigDecoder.element(fields.path("allow"), i)
-                    guard let network = parsed(item, path, expected: "a network such as 10.0.0.0/8", NetworkSyntax.network) else {
-                        valid = false
-                        continue
-                    }
-                    if let first = seen[network] {
-                        report("\(path) repeats \(network) (first at \(first))", at: item.position)
-                        valid = false
-                        continue
-                    }
-                    seen[network] = item.position
-                    admin.allow.append(network)
-                }
+            if let networks = networks(node, path: fields.path("allow"), nonEmpty: true) {
+                admin.allow = networks
             } else {
                 valid = false
             }
         }
         guard valid else { return nil }
         return (admin, fields["address"]?.position ?? fields.position)
+    }
+
+    /// A list of IP networks (`admin.allow`, `trusted_proxies`): each in CIDR notation or one address
+    /// (`NetworkSyntax`), none twice. nil after reporting.
+    func networks(_ node: YAMLNode, path: String, nonEmpty: Bool) -> [IPNetwork]? {
+        guard let items = list(node, path, nonEmpty: nonEmpty) else { return nil }
+        var networks: [IPNetwork] = []
+        var valid = true
+        var seen: [IPNetwork: SourcePosition] = [:]
+        for (i, item) in items.enumerated() {
+            let itemPath = ConfigDecoder.element(path, i)
+            guard let network = parsed(item, itemPath, expected: "a network such as 10.0.0.0/8", NetworkSyntax.network) else {
+                valid = false
+                continue
+            }
+            if let first = seen[network] {
+                report("\(itemPath) repeats \(network) (first at \(first))", at: item.position)
+                valid = false
+                continue
+            }
+            seen[network] = item.position
+            networks.append(network)
+        }
+        return valid ? networks : nil
     }
 
     /// The admin endpoint, configured or by default, must not take a listener's address.

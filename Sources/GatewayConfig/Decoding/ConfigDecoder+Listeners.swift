@@ -5,7 +5,9 @@ struct DecodedListener {
 
 /// `listeners`: at least one, unique names, addresses that can all be bound together.
 extension ConfigDecoder {
-    func decodeListeners(_ node: YAMLNode, path: String) -> [DecodedListener]? {
+    /// - Parameter trustedProxies: the top-level `trusted_proxies`, which listeners without their
+    ///   own inherit; nil when it was invalid (reported already: nothing is checked against it).
+    func decodeListeners(_ node: YAMLNode, path: String, trustedProxies: [IPNetwork]? = []) -> [DecodedListener]? {
         guard let items = list(node, path, nonEmpty: true) else { return nil }
         var listeners: [DecodedListener] = []
         var names: [(name: String, position: SourcePosition)] = []
@@ -23,13 +25,17 @@ extension ConfigDecoder {
             }
             let tlsNode = fields["tls"]
             let tls = tlsNode.flatMap { decodeListenerTLS($0, path: fields.path("tls")) }
+            if let node = fields["protocols"], let chosen = protocols, !checkHTTP2Name(chosen, node, fields.path("protocols"), tls: tlsNode != nil) {
+                protocols = nil
+            }
             var http2 = HTTP2ListenerConfig()
             var http2Valid = true
             if let http2Node = fields["http2"] {
                 let http2Path = fields.path("http2")
-                if let protocols, !protocols.contains(.h2c) {
+                if let protocols, !protocols.contains(.h2c), !protocols.contains(.h2) {
                     report(
-                        "\(http2Path) is only allowed on a listener that serves HTTP/2: add h2c to \(fields.path("protocols"))",
+                        "\(http2Path) is only allowed on a listener that serves HTTP/2: add \(tlsNode == nil ? "h2c" : "h2") to "
+                            + fields.path("protocols"),
                         at: fields.keyPosition("http2") ?? http2Node.position
                     )
                     http2Valid = false
@@ -43,18 +49,87 @@ extension ConfigDecoder {
             if let node = fields["underscores_in_headers"] {
                 underscores = choice(node, fields.path("underscores_in_headers"), as: UnderscoresInHeaders.self)
             }
+            let proxies = decodeListenerProxies(fields, inherited: trustedProxies)
             guard let name, let address, let addressNode, let protocols, tlsNode == nil || tls != nil, http2Valid,
-                let underscores
+                let underscores, let proxies
             else {
                 continue
             }
             let config = ListenerConfig(
-                name: name, address: address, protocols: protocols, tls: tls, http2: http2, underscoresInHeaders: underscores)
+                name: name, address: address, protocols: protocols, tls: tls, http2: http2, underscoresInHeaders: underscores,
+                trustedProxies: proxies.trusted, proxyProtocol: proxies.proxyProtocol)
             listeners.append(DecodedListener(config: config, addressPosition: addressNode.position))
         }
         checkUnique(names, what: "listener name")
         checkAddresses(listeners)
         return listeners
+    }
+
+    /// HTTP/2 is `h2` on a TLS listener (ALPN) and `h2c` without TLS (prior knowledge): the other name
+    /// is reported at its element, saying which to write. False when one was.
+    private func checkHTTP2Name(_ protocols: Set<ListenerProtocol>, _ node: YAMLNode, _ path: String, tls: Bool) -> Bool {
+        guard case .sequence(let items, _) = node else { return true }
+        let wrong: ListenerProtocol = tls ? .h2c : .h2
+        guard protocols.contains(wrong) else { return true }
+        for (index, item) in items.enumerated() {
+            guard case .scalar(let s) = item, s.text == wrong.rawValue else { continue }
+            let at = Self.element(path, index)
+            if tls {
+                report(
+                    "\(at) is h2c, HTTP/2 over cleartext with prior knowledge, but this listener has tls, where HTTP/2 is "
+                        + "chosen by ALPN: write h2",
+                    at: s.position)
+            } else {
+                report(
+                    "\(at) is h2, HTTP/2 over TLS chosen by ALPN, but this listener has no tls: write h2c (cleartext HTTP/2 "
+                        + "with prior knowledge), or add tls",
+                    at: s.position)
+            }
+        }
+        return false
+    }
+
+    /// `trusted_proxies` (the listener's own, else `inherited`) and `proxy_protocol`, which needs
+    /// some: nil after reporting.
+    private func decodeListenerProxies(_ fields: MappingFields, inherited: [IPNetwork]?)
+        -> (trusted: [IPNetwork], proxyProtocol: Bool)?
+    {
+        var valid = true
+        var trusted = inherited ?? []
+        var trustedKnown = inherited != nil
+        if let node = fields["trusted_proxies"] {
+            if let own = networks(node, path: fields.path("trusted_proxies"), nonEmpty: false) {
+                if own.isEmpty, let inherited, inherited.isEmpty {
+                    report(
+                        "\(fields.path("trusted_proxies")) is empty and the top-level trusted_proxies lists none: it has no "
+                            + "effect (no peer is trusted by default); remove it",
+                        at: fields.keyPosition("trusted_proxies") ?? node.position)
+                    valid = false
+                }
+                trusted = own
+                trustedKnown = true
+            } else {
+                valid = false
+                trustedKnown = false
+            }
+        }
+        var proxyProtocol = false
+        if let node = fields["proxy_protocol"] {
+            if let value = bool(node, fields.path("proxy_protocol")) {
+                proxyProtocol = value
+            } else {
+                valid = false
+            }
+        }
+        if proxyProtocol, trustedKnown, trusted.isEmpty {
+            report(
+                "\(fields.path("proxy_protocol")) needs trusted proxies: list the load balancers that send the PROXY header in "
+                    + "\(fields.path("trusted_proxies")) or the top-level trusted_proxies (a header from any other peer would "
+                    + "let it choose its client address, so it is refused)",
+                at: fields.keyPosition("proxy_protocol") ?? fields.position)
+            valid = false
+        }
+        return valid ? (trusted, proxyProtocol) : nil
     }
 
     private func checkAddresses(_ listeners: [DecodedListener]) {

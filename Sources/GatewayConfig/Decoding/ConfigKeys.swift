@@ -3,8 +3,11 @@
 enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
+        "trusted_proxies",
     ]
-    static let listener = ["name", "address", "protocols", "tls", "http2", "underscores_in_headers"]
+    static let listener = [
+        "name", "address", "protocols", "tls", "http2", "underscores_in_headers", "trusted_proxies", "proxy_protocol",
+    ]
     static let listenerHTTP2 = [
         "max_concurrent_streams", "max_header_list_size", "initial_window_size", "connection_window_size",
         "max_frame_size", "max_continuations", "max_resets", "reset_window", "max_outbound_ack", "max_settings_entries",

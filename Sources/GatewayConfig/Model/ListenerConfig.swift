@@ -1,6 +1,9 @@
-/// The protocols a listener may offer: `http1` (HTTP/1.1) and `h2c` (HTTP/2 with prior knowledge, cleartext).
+/// The protocols a listener may offer: `http1` (HTTP/1.1); HTTP/2 as `h2` on a TLS listener (chosen
+/// by ALPN, RFC 9113 §3.2) or as `h2c` on a listener without TLS (cleartext, prior knowledge, RFC 9113
+/// §3.3). Each HTTP/2 name on the other kind of listener is a configuration error.
 public enum ListenerProtocol: String, Sendable, Hashable, CaseIterable {
     case http1
+    case h2
     case h2c
 }
 
@@ -13,11 +16,18 @@ public struct ListenerConfig: Sendable, Equatable {
     public var protocols: Set<ListenerProtocol>
     /// nil: plain TCP.
     public var tls: TLSConfig?
-    /// The HTTP/2 SETTINGS this listener advertises (`http2:`; only with `h2c` in `protocols`).
+    /// The HTTP/2 SETTINGS this listener advertises (`http2:`; only with `h2` or `h2c` in `protocols`).
     public var http2: HTTP2ListenerConfig
     /// What happens to client header fields whose names contain `_` or another character than
     /// letters, digits and `-` (`underscores_in_headers`).
     public var underscoresInHeaders: UnderscoresInHeaders
+    /// The peers whose X-Forwarded-For, -Proto and -Host are kept and name the client, and who alone
+    /// may send a PROXY protocol header: the listener's own `trusted_proxies`, else the top-level
+    /// one. Empty: no peer is trusted.
+    public var trustedProxies: [IPNetwork]
+    /// `proxy_protocol`: every connection starts with a PROXY protocol header (v1 or v2) from a peer
+    /// in `trustedProxies` (never empty then); its source is the connection's client.
+    public var proxyProtocol: Bool
 
     public init(
         name: String,
@@ -25,7 +35,9 @@ public struct ListenerConfig: Sendable, Equatable {
         protocols: Set<ListenerProtocol> = [.http1],
         tls: TLSConfig? = nil,
         http2: HTTP2ListenerConfig = HTTP2ListenerConfig(),
-        underscoresInHeaders: UnderscoresInHeaders = .drop
+        underscoresInHeaders: UnderscoresInHeaders = .drop,
+        trustedProxies: [IPNetwork] = [],
+        proxyProtocol: Bool = false
     ) {
         self.name = name
         self.address = address
@@ -33,7 +45,12 @@ public struct ListenerConfig: Sendable, Equatable {
         self.tls = tls
         self.http2 = http2
         self.underscoresInHeaders = underscoresInHeaders
+        self.trustedProxies = trustedProxies
+        self.proxyProtocol = proxyProtocol
     }
+
+    /// Whether the listener serves HTTP/2: `h2` (TLS) or `h2c` (cleartext).
+    public var servesHTTP2: Bool { protocols.contains(.h2) || protocols.contains(.h2c) }
 }
 
 /// `listeners[].underscores_in_headers`: CGI, WSGI and PHP backends read `X_Key` and `X-Key` as the

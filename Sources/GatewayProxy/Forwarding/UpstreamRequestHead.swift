@@ -20,10 +20,13 @@ import GatewayHTTP
 ///    - gateway-owned in any spelling (`GatewayOwnedFields`), or removed by the route (`HeaderEdit`);
 ///    - a framing field the framing below replaces (Content-Length when the request has a body,
 ///      Transfer-Encoding when it has a length).
-/// 3. The gateway's fields, each unless the route removes it: `X-Forwarded-For` (the client's list,
-///    then the client's address: a list is extended), `X-Forwarded-Proto` (`http`/`https` of the
-///    listener), `X-Forwarded-Host` (the client's Host, when it sent one), `Via` (the client's list,
-///    then ours: `via`), a `Host` naming the upstream when the client sent none (HTTP/1.0).
+/// 3. The gateway's fields, each unless the route removes it: `X-Forwarded-For` (the peer's
+///    address; from a trusted proxy, `trustedPeer`, its list extended with it), `X-Forwarded-Proto`
+///    (`http`/`https` of the listener; a trusted proxy's own kept), `X-Forwarded-Host` (the
+///    client's Host, when it sent one; a trusted proxy's own kept), `Via` (the client's list, then
+///    ours: `via`), a `Host` naming the upstream when the client sent none (HTTP/1.0). What a peer
+///    that is not a trusted proxy says in the first three is replaced: a client cannot pose as a
+///    proxy (`ClientAddress` reads the client address the same way).
 /// 4. The route's added fields (e.g. the verified key id), then the framing: `Transfer-Encoding:
 ///    chunked` or `Content-Length` as `framing` says (a buffered body goes with its length).
 ///
@@ -34,11 +37,12 @@ enum UpstreamRequestHead {
     static let via: StaticString = "1.1 attest-gateway"
 
     /// Writes the upstream request head of `head`, whose ranges point into `buf`. `client` (the
-    /// client's address) and `proto` are ASCII, written as they are; `defaultHost` is asked only
-    /// when the client sent no Host.
+    /// peer's address: the socket's, or a PROXY protocol header's) and `proto` are ASCII, written as
+    /// they are; `trustedPeer`: the peer is a trusted proxy (`TrustedProxies`), whose forwarding
+    /// fields are kept; `defaultHost` is asked only when the client sent no Host.
     static func write(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
-                      proto: UnsafeRawBufferPointer, framing: BodyFraming, edit: HeaderEdit, dropFoldableNames: Bool,
-                      defaultHost: () -> String, to out: inout HeadWriter)
+                      proto: UnsafeRawBufferPointer, trustedPeer: Bool = false, framing: BodyFraming, edit: HeaderEdit,
+                      dropFoldableNames: Bool, defaultHost: () -> String, to out: inout HeadWriter)
     {
         let fields = head.fields
         let remove = edit.removeNames
@@ -90,23 +94,31 @@ enum UpstreamRequestHead {
         func priorField(_ f: HTTPFieldRange, _ name: StaticString) -> Bool {
             equalsIgnoringCase(bytes(f.name), name) && !(hasConnection && namedInConnection(bytes(f.name)))
         }
-        /// The client's values of `name` joined with ", " and followed by ", " (a list extended);
-        /// nothing when there is none or their join is empty.
-        func writePrior(_ name: StaticString) {
-            guard hasForwarding else { return }
+        /// Whether the client sent `name` with a value (its values joined are not empty).
+        func hasPrior(_ name: StaticString) -> Bool {
+            guard hasForwarding else { return false }
             var count = 0
             var total = 0
             for f in fields where priorField(f, name) {
                 count += 1
                 total += f.value.count
             }
-            guard count > 0 && total + 2 * (count - 1) > 0 else { return }
+            return count > 0 && total + 2 * (count - 1) > 0
+        }
+        /// The client's values of `name` joined with ", " (when `hasPrior`).
+        func writeJoined(_ name: StaticString) {
             var k = 0
             for f in fields where priorField(f, name) {
                 if k > 0 { out.append(", ") }
                 out.append(bytes(f.value))
                 k += 1
             }
+        }
+        /// The client's values of `name` joined with ", " and followed by ", " (a list extended);
+        /// nothing when there is none or their join is empty.
+        func writePrior(_ name: StaticString) {
+            guard hasPrior(name) else { return }
+            writeJoined(name)
             out.append(", ")
         }
         var keepTrailersTE = false
@@ -130,19 +142,25 @@ enum UpstreamRequestHead {
         if keepTrailersTE && passes(UnsafeRawBufferPointer(staticString: "TE")) { out.append("TE: trailers\r\n") }
         if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-For")) {
             out.append("X-Forwarded-For: ")
-            writePrior("X-Forwarded-For")
+            if trustedPeer { writePrior("X-Forwarded-For") }
             out.append(client)
             out.crlf()
         }
         if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Proto")) {
             out.append("X-Forwarded-Proto: ")
-            out.append(proto)
+            if trustedPeer && hasPrior("X-Forwarded-Proto") { writeJoined("X-Forwarded-Proto") } else { out.append(proto) }
             out.crlf()
         }
-        if let host = head.host, passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Host")) {
-            out.append("X-Forwarded-Host: ")
-            out.append(bytes(host))
-            out.crlf()
+        if passes(UnsafeRawBufferPointer(staticString: "X-Forwarded-Host")) {
+            if trustedPeer && hasPrior("X-Forwarded-Host") {
+                out.append("X-Forwarded-Host: ")
+                writeJoined("X-Forwarded-Host")
+                out.crlf()
+            } else if let host = head.host {
+                out.append("X-Forwarded-Host: ")
+                out.append(bytes(host))
+                out.crlf()
+            }
         }
         if passes(UnsafeRawBufferPointer(staticString: "Via")) {
             out.append("Via: ")
@@ -176,14 +194,15 @@ extension Forward {
     /// The upstream request head of `head` (ranges of `buf`), framed as `framing`, with this route's
     /// edit: `UpstreamRequestHead.write`, the host defaulting to the upstream's address.
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
+                           trustedPeer: Bool = false, framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         var client = client
         var proto = proto
         client.withUTF8 { c in
             proto.withUTF8 { p in
                 UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                          framing: framing, edit: editHeaders, dropFoldableNames: dropFoldableNames,
+                                          trustedPeer: trustedPeer, framing: framing, edit: editHeaders,
+                                          dropFoldableNames: dropFoldableNames,
                                           defaultHost: { pool.target.address.description }, to: &out)
             }
         }
@@ -199,7 +218,7 @@ extension BufferedRequest {
     /// length), read back from what `UpstreamRequestHead` writes: the in-process demo upstream shows
     /// them, so it answers from the same rules as a real upstream sees.
     public func upstreamFields(edit: HeaderEdit, upstream: String) -> HTTPFields {
-        var client = peer?.host ?? "unknown"
+        var client = forwardingPeer.map { $0.address } ?? (peer?.host ?? "unknown")
         var proto = scheme
         var out: [UInt8] = []
         let bytes = HeadBytes()
@@ -209,6 +228,7 @@ extension BufferedRequest {
                 proto.withUTF8 { p in
                     HeadWriter.appendHead(to: &out) {
                         UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                                                  trustedPeer: forwardingPeer?.trusted ?? false,
                                                   framing: .whole(head.framing, count: body.count), edit: edit,
                                                   dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
                     }
