@@ -37,6 +37,11 @@ public final class BlockingStream {
     /// The address connected to.
     public let peer: SocketAddress
 
+    /// Whether the server has sent any plaintext yet (TLS): a TLS 1.3 server refuses a client
+    /// certificate (or its absence) after the client's handshake is done, so that refusal shows up as
+    /// a dropped connection at the first write or read.
+    private var heardFromServer = false
+
     private init(fd: Int32, peer: SocketAddress, session: TLSSession?, timeoutMillis: Int64) {
         self.fd = fd
         self.peer = peer
@@ -274,8 +279,16 @@ public final class BlockingStream {
                 throw Failure(.tls, "TLS with \(peer): \(error)")
             }
             offset += taken
-            try flushCiphertext()
+            do { try flushCiphertext() } catch { throw refusedSession(error) }
         }
+    }
+
+    /// A TLS connection lost before the server's first reply is the server refusing the session
+    /// (TLS 1.3: e.g. a client certificate it requires and did not get), not a network failure.
+    private func refusedSession(_ failure: Failure) -> Failure {
+        guard session != nil, !heardFromServer, failure.kind == .closed || failure.kind == .io else { return failure }
+        return Failure(.tls, "TLS with \(peer): the server dropped the session before its first reply (\(failure.description)); "
+            + "a server that requires a client certificate does so when none or an untrusted one was sent")
     }
 
     public func write(_ bytes: [UInt8]) throws(Failure) {
@@ -291,12 +304,15 @@ public final class BlockingStream {
         while true {
             let r = session.readPlaintext(into: buffer)
             // TLS 1.3 tickets and key updates may have queued records of our own.
-            try flushCiphertext()
+            do { try flushCiphertext() } catch { throw refusedSession(error) }
             switch r {
-            case .bytes(let n): return n
-            case .closed: throw Failure(.closed, "the server closed the TLS session")
+            case .bytes(let n):
+                heardFromServer = true
+                return n
+            case .closed: throw refusedSession(Failure(.closed, "the server closed the TLS session"))
             case .failed(let f): throw Failure(.tls, "TLS with \(peer): \(f)")
-            case .needMoreInput: try readCiphertext()
+            case .needMoreInput:
+                do { try readCiphertext() } catch { throw refusedSession(error) }
             }
         }
     }
