@@ -24,6 +24,10 @@ public struct GatewayConfig: Sendable, Equatable {
     public let attest: AttestConfig
     public let store: StoreConfig
     public let logging: LoggingConfig
+    /// The team's key for Apple's device services; nil (default): none (no risk metric).
+    public let apple: AppleConfig?
+    /// The risk metric's refresh (with `apple`).
+    public let risk: RiskConfig
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -39,7 +43,9 @@ public struct GatewayConfig: Sendable, Equatable {
         attest: AttestConfig,
         store: StoreConfig,
         logging: LoggingConfig,
-        sourceMap: SourceMap
+        sourceMap: SourceMap,
+        apple: AppleConfig? = nil,
+        risk: RiskConfig = RiskConfig()
     ) {
         self.workers = workers
         self.listeners = listeners
@@ -53,6 +59,8 @@ public struct GatewayConfig: Sendable, Equatable {
         self.store = store
         self.logging = logging
         self.sourceMap = sourceMap
+        self.apple = apple
+        self.risk = risk
     }
 
     /// The upstream a route names (always present in a loaded config).
