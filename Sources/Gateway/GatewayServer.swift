@@ -5,6 +5,7 @@ import GatewayCrypto
 import GatewayHTTP
 import GatewayIO
 import GatewayProxy
+import GatewayStore
 import Glibc
 import Synchronization
 
@@ -33,6 +34,10 @@ public final class GatewayServer: @unchecked Sendable {
     private let stopped = DispatchSemaphore(value: 0)
     /// `$NOTIFY_SOCKET` (systemd `Type=notify`): READY, RELOADING and STOPPING are reported there.
     private let systemd: SystemdNotifier?
+    /// With `apple`: the client of Apple's services (on the first loop), and the risk refresher.
+    private var appleClient: AppleClient?
+    private var riskRefresher: RiskRefresher?
+    private var riskMetrics: RiskMetrics?
 
     enum State { case starting, serving, draining, stopped }
 
@@ -123,7 +128,31 @@ public final class GatewayServer: @unchecked Sendable {
         }
         store.startMaintenance()
         armTicketRotation(rt)
+        adoptRiskRefresh(rt)
         state.withLock { $0 = .serving }
+    }
+
+    /// The risk refresher follows the configuration: started with `apple` (and `risk.refresh` on),
+    /// given the new settings on reload, paused when they go. Its metrics exist from the first
+    /// configuration with `apple`.
+    private func adoptRiskRefresh(_ rt: GatewayRuntime) {
+        let settings = RiskRefresher.Settings(rt)
+        if settings != nil || rt.apple != nil, riskMetrics == nil { riskMetrics = RiskMetrics(factory: metrics.factory) }
+        guard let settings else {
+            riskRefresher?.adopt(nil)
+            return
+        }
+        if riskRefresher == nil, let riskStore = store?.attestStore as? any RiskRefreshStore, let riskMetrics {
+            let client = AppleClient(loop: loops[0])
+            appleClient = client
+            riskRefresher = RiskRefresher(store: riskStore, client: client, metrics: riskMetrics)
+        }
+        riskRefresher?.adopt(settings)
+        GatewayEvents.log("info", "risk refresh on", [
+            ("refresh_ms", String(settings.schedule.refreshMillis)), ("concurrency", String(settings.concurrency)),
+            ("rate_per_second", String(settings.ratePerSecond)),
+            ("development", settings.services.development.authority), ("production", settings.services.production.authority),
+        ])
     }
 
     /// Starts (or, when its interval changed, restarts) each TLS listener's ticket key rotation timer.
@@ -211,6 +240,12 @@ public final class GatewayServer: @unchecked Sendable {
 
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
+    /// A key as the store has it (the admin's `/explain/key/<id>`); unavailable while restoring.
+    func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        guard let store else { return completion(.failure(StoreError(.unavailable, "the store is being restored"))) }
+        store.attestStore.deviceKey(id, completion: completion)
+    }
+
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
     public func run() {
         let q = DispatchQueue(label: "gateway.signals")
@@ -273,6 +308,7 @@ public final class GatewayServer: @unchecked Sendable {
             if let settings = next.http2Settings[name] { server.replaceHTTP2Settings(settings) }
         }
         armTicketRotation(next)
+        adoptRiskRefresh(next)
         adminRouter?.adopt(next.adminAccess)
         Self.warnAboutExtraRoots(next)
         Self.logWarnings(next)
@@ -300,6 +336,8 @@ public final class GatewayServer: @unchecked Sendable {
         var cut = 0
         for (_, s) in servers { cut += s.drain(deadlineMillis: deadline) }
         admin?.drain(deadlineMillis: 0)
+        riskRefresher?.stop()
+        appleClient?.close()
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
         for (_, r) in ticketRotations { r.timer.cancel() }
         for loop in loops { loop.shutdown() }
