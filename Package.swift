@@ -99,7 +99,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "attest-sim",
-            dependencies: ["AttestSim", "AppAttest", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["AttestSim", "AppAttest", "AppAttestSimulator", "GatewayCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict
         ),
 
@@ -147,7 +147,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"]
+            dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "AttestSim"]
         ),
         .testTarget(
             name: "GatewayPolicyTests",

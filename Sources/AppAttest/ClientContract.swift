@@ -164,4 +164,7 @@ public enum AttestHeaders {
     public static let nextChallenge = "X-App-Attest-Next-Challenge"
     public static let nextChallengeExpires = "X-App-Attest-Next-Challenge-Expires"
     public static let requestID = "X-Request-Id"
+    /// Set upstream on a verified request whose key has a risk metric (Apple's data service, issue
+    /// 13); a client's copy never reaches an upstream (`X-App-Attest-*` is the gateway's).
+    public static let riskMetric = "X-App-Attest-Risk-Metric"
 }

@@ -8,6 +8,8 @@ public enum AttestSimError: Error, Equatable, Sendable, CustomStringConvertible 
     case gateway(String)
     /// An exchange with the gateway failed before a response arrived.
     case transport(HTTPClientError)
+    /// A server of the simulator (the Apple stand-in) cannot listen.
+    case listen(String)
 
     public var description: String {
         switch self {
@@ -15,6 +17,7 @@ public enum AttestSimError: Error, Equatable, Sendable, CustomStringConvertible 
         case .file(let s): s
         case .gateway(let s): s
         case .transport(let e): e.description
+        case .listen(let s): s
         }
     }
 }

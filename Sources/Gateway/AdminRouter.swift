@@ -1,12 +1,17 @@
+import Foundation
 import GatewayHTTP
 import GatewayIO
+import GatewayPolicy
 import GatewayProxy
+import GatewayStore
 import GatewayWire
 import Synchronization
 
 /// The admin listener (loopback by default): `/healthz` (the process answers), `/readyz`
 /// (store restored and accepting writes, serving, not draining; a 503 lists its reasons), `/metrics` (Prometheus text format), and
-/// `/explain/<request-id>` (why a request was refused) with `/explain` (the latest refusals).
+/// `/explain/<request-id>` (why a request was refused) with `/explain` (the latest refusals), and
+/// `/explain/key/<key-id>` (what the store keeps of a key: its app, counter, receipt dates and
+/// Apple's risk metric).
 ///
 /// With `admin.token_file`, every path but the health endpoints (and `/metrics` unless
 /// `admin.protect_metrics`) answers `401 {"error":"unauthorized"}` without
@@ -63,6 +68,8 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
             var o = JSONObject()
             o.set("refusals", .array(items))
             return .respond(routeName: "admin", LocalResponse.json(200, o.description, headers: Self.noStore))
+        case let p where p.hasPrefix(Self.keyPrefix):
+            return keyDecision(String(p.dropFirst(Self.keyPrefix.count)))
         case let p where p.hasPrefix("/explain/"):
             let id = String(p.dropFirst("/explain/".count))
             guard let e = explain.entry(id) else {
@@ -75,6 +82,57 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
     }
 
     static let noStore = HTTPFields([("Cache-Control", "no-store")])
+
+    static let keyPrefix = "/explain/key/"
+
+    /// `/explain/key/<key-id>` (base64, base64url or hex): the key as the store has it, read from
+    /// the store (its answer comes back to the admin loop).
+    private func keyDecision(_ text: String) -> RouteDecision {
+        let (bytes, _) = BinaryEncoding.decode(text.removingPercentEncoding ?? text)
+        guard let bytes, let id = KeyID(bytes) else {
+            return .respond(routeName: "admin", AdminError.badKeyID.response())
+        }
+        let executor = EventLoopExecutor(loop: server.loops[0])
+        return .buffer(maxBody: 0, routeName: "admin") { [server] _, done in
+            let bound = LoopBound(done)
+            server.deviceKey(id) { result in
+                executor.run {
+                    switch result {
+                    case .failure(let e):
+                        bound.value(.respond(ErrorResponse.make(status: 503, code: GateError.storeUnavailable.code, extra: [("detail", .string(e.detail))])))
+                    case .success(nil):
+                        bound.value(.respond(AdminError.unknownKey.response()))
+                    case .success(let record?):
+                        bound.value(.respond(LocalResponse.json(200, Self.json(record).description, headers: Self.noStore)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// A key as `/explain/key/<id>` shows it (no public key, no receipt bytes).
+    static func json(_ r: DeviceKeyRecord) -> JSONObject {
+        var o = JSONObject()
+        o.set("keyId", r.keyID.description)
+        o.set("appId", r.appID)
+        o.set("environment", r.environment.name)
+        o.set("counter", r.counter)
+        o.set("firstSeen", RFC3339.format(millis: r.firstSeenMillis))
+        o.set("lastSeen", RFC3339.format(millis: r.lastSeenMillis))
+        guard let risk = r.risk else {
+            o.set("risk", .null)
+            return o
+        }
+        var k = JSONObject()
+        k.set("metric", risk.metric.map { .int(Int64($0)) } ?? .null)
+        k.set("stale", risk.stale)
+        k.set("receiptCreated", RFC3339.format(millis: risk.receiptCreatedMillis))
+        k.set("receiptNotBefore", risk.notBeforeMillis.map { RFC3339.format(millis: $0) })
+        k.set("receiptExpires", risk.expiresMillis.map { RFC3339.format(millis: $0) })
+        k.set("nextRefresh", risk.nextRefreshMillis.map { RFC3339.format(millis: $0) })
+        o.set("risk", .object(k))
+        return o
+    }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {}
 }
@@ -90,6 +148,10 @@ enum AdminError: CaseIterable {
     case unknownRequestID
     /// `/readyz`: the store is not restored, the gateway not serving, or draining (`reasons`).
     case notReady
+    /// `/explain/key/<id>`: the id is not a key id (32 bytes in base64, base64url or hex).
+    case badKeyID
+    /// `/explain/key/<id>`: no key with that id is registered.
+    case unknownKey
 
     var entry: (code: String, status: Int) {
         switch self {
@@ -97,6 +159,8 @@ enum AdminError: CaseIterable {
         case .methodNotAllowed: ("method_not_allowed", 405)
         case .unknownRequestID: ("unknown_request_id", 404)
         case .notReady: ("not_ready", 503)
+        case .badKeyID: ("bad_key_id", 400)
+        case .unknownKey: ("unknown_key", 404)
         }
     }
 

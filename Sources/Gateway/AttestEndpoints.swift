@@ -1,6 +1,7 @@
 import AppAttest
 import Dispatch
 import Foundation
+import GatewayConfig
 import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
@@ -289,7 +290,9 @@ extension GatewayRouter {
             self.record(verdict, route: r)
             switch outcome {
             case .accepted(let a):
-                // Accepted in either mode: forwarded as verified (`verdict.action == .forwardVerified`).
+                // Verified: forwarded as verified (`.forwardVerified`, or `.forwardVerifiedRecorded` for a
+                // key over the route's max_risk_metric that is flagged or shadowed), or refused for its
+                // risk metric (`.refuse`: on_risk: refuse on an enforced request).
                 let keyID = a.keyID.description
                 var response = HTTPFields()
                 if let next = a.nextChallenge {
@@ -297,8 +300,26 @@ extension GatewayRouter {
                     response.append(AttestHeaders.nextChallenge, ChallengeText.encode(next.token))
                     response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
                 }
-                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders.adding(verifiedHeader, keyID),
-                                  responseHeaders: response))
+                switch verdict.action {
+                case .refuse:
+                    let e = Self.riskExplanation(a, route: r.assertion)
+                    done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
+                    return
+                case .forwardVerifiedRecorded(let recordedStatus):
+                    let e = Self.riskExplanation(a, route: r.assertion)
+                    let id = self.attest.explain.record(
+                        e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
+                        method: h.method, target: h.target, peer: request.peer?.host)
+                    GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
+                        ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("key_id", keyID),
+                        ("risk_metric", a.risk?.metric.map { String($0) } ?? "-"), ("request_id", id),
+                    ])
+                case .forwardVerified, .forwardUnverified:
+                    break
+                }
+                var edit = rt.stripAttestHeaders.adding(verifiedHeader, keyID)
+                if let metric = a.risk?.metric { edit = edit.adding(AttestHeaders.riskMetric, String(metric)) }
+                done(self.forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: response))
             case .refused(let e):
                 guard case .forwardUnverified(let recordedStatus) = verdict.action else {
                     done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
@@ -313,6 +334,25 @@ extension GatewayRouter {
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
             }
         }
+    }
+
+    /// Why a verified request is refused (or flagged) for its key's risk metric, with the key's
+    /// receipt dates: what `explain` shows.
+    static func riskExplanation(_ a: AcceptedAssertion, route: AssertionPolicy) -> Explanation {
+        var e = Explanation(step: "risk", error: .riskMetricExceeded)
+        e.add("key_id", a.keyID.description)
+        e.add("app_id", a.appID)
+        if let risk = a.risk {
+            e.add("risk_metric", risk.metric.map { String($0) } ?? "none")
+            e.add("stale", String(risk.stale))
+            e.add("receipt_created", RFC3339.format(millis: risk.receiptCreatedMillis))
+            if let nb = risk.notBeforeMillis { e.add("receipt_not_before", RFC3339.format(millis: nb)) }
+            if let ex = risk.expiresMillis { e.add("receipt_expires", RFC3339.format(millis: ex)) }
+            if let next = risk.nextRefreshMillis { e.add("next_refresh", RFC3339.format(millis: next)) }
+        }
+        if let max = route.maxRiskMetric { e.add("max_risk_metric", String(max)) }
+        e.add("on_risk", route.onRisk.rawValue)
+        return e
     }
 
     /// The verdict metric `{route, mode, verdict, reason}`.

@@ -197,6 +197,14 @@ final class AttestMetrics: Sendable {
             if r.assertion.mode == .enforce, r.assertion.onStoreError == .failOpen {
                 verdictCounter(route: r.name, mode: "enforce", verdict: "fail_open", reason: GateError.storeUnavailable.code)
             }
+            if r.assertion.maxRiskMetric != nil {
+                // Keys over max_risk_metric: flagged (on_risk: flag), or refused where enforced.
+                let reason = GateError.riskMetricExceeded.code
+                for (mode, refused) in modes {
+                    let verdict = r.assertion.onRisk == .flag ? "flagged" : refused
+                    verdictCounter(route: r.name, mode: mode, verdict: verdict, reason: reason)
+                }
+            }
         }
         _ = counter(Self.registrations, [("result", "registered"), ("reason", "new_key")])
         _ = counter(Self.registrations, [("result", "registered"), ("reason", "existing_key")])

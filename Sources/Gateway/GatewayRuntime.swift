@@ -91,6 +91,9 @@ public final class GatewayRuntime: Sendable {
     public let clientLimit: AdmissionLimit<ClientRateLimiter>?
     /// `attest.registration_rate`: the process's bucket (carried over on reload) and its rate; nil when `off`.
     public let registrationLimit: AdmissionLimit<RateBucket>?
+    /// `apple` compiled (the key file read and checked now); kept from the previous runtime while
+    /// nothing of it changed (its token, TLS context and pools go on). nil without `apple`.
+    let apple: AppleServices?
 
     /// A token bucket (or table of them) with the rate and burst of this configuration.
     public struct AdmissionLimit<Buckets: Sendable>: Sendable {
@@ -227,7 +230,8 @@ public final class GatewayRuntime: Sendable {
         do {
             attest = try AttestPolicy(
                 apps: config.apps, extraRoots: roots, extraReceiptRoots: receiptRoots, challengeTTLMillis: config.attest.challengeTTL.millis,
-                maxReceiptBytes: config.limits.maxReceipt)
+                maxReceiptBytes: config.limits.maxReceipt,
+                firstRefreshSpreadMillis: min(RiskSchedule.firstRefreshSpreadMillis, (config.risk.refresh?.millis ?? .max) / 10))
         } catch {
             throw CompileError(config, at: "apps", "apps: \(error.description)")
         }
@@ -244,6 +248,16 @@ public final class GatewayRuntime: Sendable {
             }
         } else {
             storeSecurity = nil
+        }
+        if let a = config.apple {
+            do {
+                let fresh = try AppleServices(a)
+                apple = previous?.apple.flatMap { $0.fingerprint == fresh.fingerprint ? $0 : nil } ?? fresh
+            } catch {
+                throw CompileError(config, at: error.path, error.description)
+            }
+        } else {
+            apple = nil
         }
         var warnings: [String] = []
         if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {

@@ -5,6 +5,7 @@ import GatewayCrypto
 import GatewayHTTP
 import GatewayIO
 import GatewayProxy
+import GatewayStore
 import Glibc
 import Synchronization
 
@@ -44,6 +45,10 @@ public final class GatewayServer: @unchecked Sendable {
     /// `$NOTIFY_SOCKET` (systemd `Type=notify`): READY, RELOADING and STOPPING are reported there.
     private let systemd: SystemdNotifier?
     private let refusedAdminLog: RateLimitedLog
+    /// With `apple`: the client of Apple's services (on the first loop), and the risk refresher.
+    private var appleClient: AppleClient?
+    private var riskRefresher: RiskRefresher?
+    private var riskMetrics: RiskMetrics?
 
     enum State { case starting, serving, draining, stopped }
 
@@ -101,6 +106,7 @@ public final class GatewayServer: @unchecked Sendable {
         metrics.pendingRestart(false)
         store.startMaintenance()
         armTicketRotation(rt)
+        adoptRiskRefresh(rt)
         state.withLock { $0 = .serving }
     }
 
@@ -173,6 +179,29 @@ public final class GatewayServer: @unchecked Sendable {
                 return true
             }
         ) { _ in adminRouter }
+    }
+
+    /// The risk refresher follows the configuration: started with `apple` (and `risk.refresh` on),
+    /// given the new settings on reload, paused when they go. Its metrics exist from the first
+    /// configuration with `apple`.
+    private func adoptRiskRefresh(_ rt: GatewayRuntime) {
+        let settings = RiskRefresher.Settings(rt)
+        if settings != nil || rt.apple != nil, riskMetrics == nil { riskMetrics = RiskMetrics(factory: metrics.factory) }
+        guard let settings else {
+            riskRefresher?.adopt(nil)
+            return
+        }
+        if riskRefresher == nil, let riskStore = store?.attestStore as? any RiskRefreshStore, let riskMetrics {
+            let client = AppleClient(loop: loops[0])
+            appleClient = client
+            riskRefresher = RiskRefresher(store: riskStore, client: client, metrics: riskMetrics)
+        }
+        riskRefresher?.adopt(settings)
+        GatewayEvents.log("info", "risk refresh on", [
+            ("refresh_ms", String(settings.schedule.refreshMillis)), ("concurrency", String(settings.concurrency)),
+            ("rate_per_second", String(settings.ratePerSecond)),
+            ("development", settings.services.development.authority), ("production", settings.services.production.authority),
+        ])
     }
 
     /// Starts (or, when its interval changed, restarts) each TLS listener's ticket key rotation timer,
@@ -265,6 +294,12 @@ public final class GatewayServer: @unchecked Sendable {
 
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
+    /// A key as the store has it (the admin's `/explain/key/<id>`); unavailable while restoring.
+    func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        guard let store else { return completion(.failure(StoreError(.unavailable, "the store is being restored"))) }
+        store.attestStore.deviceKey(id, completion: completion)
+    }
+
     /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
     public func run() {
         let q = signalQueue
@@ -315,6 +350,7 @@ public final class GatewayServer: @unchecked Sendable {
         runtime = next
         metrics.declare(next)
         attestMetrics.declare(routes: next.routes)
+        adoptRiskRefresh(next)
         adminRouter?.adopt(next.adminAccess)
         Self.warnAboutExtraRoots(next)
         Self.logWarnings(next)
@@ -465,6 +501,8 @@ public final class GatewayServer: @unchecked Sendable {
         // Listeners a reload retired are draining already: they end by the same deadline.
         for s in servers.map(\.server) + retiring { cut += s.finishDrain(until: until) }
         admin?.drain(deadlineMillis: 0)
+        riskRefresher?.stop()
+        appleClient?.close()
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
         for (_, r) in ticketRotations { r.timer.cancel() }
         for loop in loops { loop.shutdown() }

@@ -30,6 +30,8 @@ public enum MetricsCatalog {
         case http2
         /// With a `proxy_protocol` listener, from its first connection closed without a valid header.
         case proxyProtocol = "proxy_protocol"
+        /// With `apple` (the risk metric's refresh).
+        case apple
     }
 
     public static let families: [Family] = [
@@ -83,7 +85,7 @@ public enum MetricsCatalog {
 
         // App Attest (AttestMetrics).
         .init(name: AttestMetrics.verdicts, type: "counter", labels: ["route", "mode", "verdict", "reason"], presence: .always,
-              help: "Protected requests by route, mode (enforce, shadow), verdict (accepted, refused, would_refuse, fail_open) and reason."),
+              help: "Protected requests by route, mode (enforce, shadow), verdict (accepted, refused, would_refuse, fail_open, flagged) and reason."),
         .init(name: AttestMetrics.registrations, type: "counter", labels: ["result", "reason"], presence: .always,
               help: "Device key registrations by result (registered, refused) and reason."),
         .init(name: AttestMetrics.challengesIssued, type: "counter", labels: ["purpose"], presence: .always,
@@ -120,6 +122,14 @@ public enum MetricsCatalog {
               help: "Failed system calls on the data directory, by file and errno."),
         .init(name: AttestMetrics.journalCorruptRecords, type: "counter", labels: [], presence: .dataDir,
               help: "Journal records the last restore could not use and skipped."),
+
+        // Apple's fraud assessment (RiskMetrics).
+        .init(name: RiskMetrics.refreshes, type: "counter", labels: ["result"], presence: .apple,
+              help: "Risk metric refreshes with Apple's App Attest data service, by result (refreshed, not_modified, stale, rate_limited, server_error, unauthorized, bad_request, invalid_receipt, unavailable, error)."),
+        .init(name: RiskMetrics.riskMetric, type: "histogram", labels: [], presence: .apple,
+              help: "Risk metrics in the receipts Apple returned (attested keys of the device for the app in 30 days)."),
+        .init(name: RiskMetrics.lag, type: "gauge", labels: [], presence: .apple,
+              help: "Seconds the oldest due risk refresh is late (0 when none is due)."),
 
         // The Redis store (RedisMetrics).
         .init(name: RedisMetrics.operationDuration, type: "histogram", labels: ["operation"], presence: .redis,

@@ -27,6 +27,10 @@ public struct GatewayConfig: Sendable, Equatable {
     /// The top-level `trusted_proxies` (each listener's own list, or this one, is in
     /// `ListenerConfig.trustedProxies`). Default: none.
     public let trustedProxies: [IPNetwork]
+    /// The team's key for Apple's device services; nil (default): none (no risk metric).
+    public let apple: AppleConfig?
+    /// The risk metric's refresh (with `apple`).
+    public let risk: RiskConfig
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -43,7 +47,9 @@ public struct GatewayConfig: Sendable, Equatable {
         store: StoreConfig,
         logging: LoggingConfig,
         sourceMap: SourceMap,
-        trustedProxies: [IPNetwork] = []
+        trustedProxies: [IPNetwork] = [],
+        apple: AppleConfig? = nil,
+        risk: RiskConfig = RiskConfig()
     ) {
         self.workers = workers
         self.listeners = listeners
@@ -58,6 +64,8 @@ public struct GatewayConfig: Sendable, Equatable {
         self.logging = logging
         self.sourceMap = sourceMap
         self.trustedProxies = trustedProxies
+        self.apple = apple
+        self.risk = risk
     }
 
     /// The upstream a route names (always present in a loaded config).

@@ -1,9 +1,11 @@
 import CGatewayOpenSSL
 
-/// An EC private key on P-256 or P-384, made by OpenSSL's key generator.
+/// An EC private key on P-256 or P-384, made by OpenSSL's key generator or read from PEM.
 ///
-/// For tests, benchmarks and the App Attest simulator only: the gateway verifies and never signs.
-/// Immutable after init; OpenSSL allows concurrent use of one EVP_PKEY for signing.
+/// The gateway signs with one key only: the team's key for Apple's device services (`apple.private_key`,
+/// a PKCS#8 `.p8` file), for the ES256 tokens of the App Attest data service (`ES256JWT`). Tests,
+/// benchmarks and the simulator generate keys. Immutable after init; OpenSSL allows concurrent use
+/// of one EVP_PKEY for signing.
 public final class ECPrivateKey: @unchecked Sendable {
     /// The curves App Attest uses: P-256 for device keys, P-384 for Apple's CA keys.
     public enum Curve: String, CaseIterable, Sendable {

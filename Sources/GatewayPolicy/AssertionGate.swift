@@ -37,6 +37,10 @@ public struct AcceptedAssertion: Sendable {
     public let keyID: KeyID
     public let counter: UInt32
     public let appID: String
+    /// The key's receipt dates and risk metric as read before the assertion was verified (nil
+    /// without a dated receipt): the route verdict's `max_risk_metric`, the upstream's
+    /// `X-App-Attest-Risk-Metric`, explain.
+    public let risk: KeyRisk?
     /// For `X-App-Attest-Next-Challenge`; nil when none could be issued (the request still passes).
     public let nextChallenge: IssuedChallenge?
 }
@@ -255,7 +259,8 @@ public final class AssertionGate {
                     let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
                     self.store.issueChallenge(next, nowMillis: nowMillis, completion: self.onLoop { (issued: Result<IssuedChallenge, StoreError>) in
                         completion(.accepted(AcceptedAssertion(
-                            keyID: keyID, counter: verified.signCount, appID: record.appID, nextChallenge: try? issued.get())))
+                            keyID: keyID, counter: verified.signCount, appID: record.appID, risk: record.risk,
+                            nextChallenge: try? issued.get())))
                     })
                 }
         })

@@ -33,12 +33,16 @@ public final class AttestPolicy: Sendable {
     /// `limits.max_receipt`: a registration whose `attStmt.receipt` is larger is refused
     /// (`receipt_too_large`) before its certificate chain is verified.
     public let maxReceiptBytes: Int
+    /// How far a key's first risk refresh is spread after its attest receipt's not-before
+    /// (`RiskSchedule.registered`): a tenth of `risk.refresh`, at most a minute.
+    public let firstRefreshSpreadMillis: Int64
 
     /// - Parameter extraReceiptRoots: roots trusted for receipts besides Apple Root CA - G3
     ///   (`trust.extra_receipt_roots`: the simulator's receipt root, in tests).
     public init(
         apps configs: [AppConfig], extraRoots: [X509Certificate], extraReceiptRoots: [X509Certificate] = [],
-        challengeTTLMillis: Int64, maxReceiptBytes: Int = LimitsConfig().maxReceipt
+        challengeTTLMillis: Int64, maxReceiptBytes: Int = LimitsConfig().maxReceipt,
+        firstRefreshSpreadMillis: Int64 = RiskSchedule.firstRefreshSpreadMillis
     ) throws(CompileError) {
         var apps: [String: App] = [:]
         var allIDs: [AppID] = []
@@ -69,6 +73,7 @@ public final class AttestPolicy: Sendable {
         receiptVerifier = ReceiptVerifier(extraRoots: extraReceiptRoots)
         self.challengeTTLMillis = challengeTTLMillis
         self.maxReceiptBytes = maxReceiptBytes
+        self.firstRefreshSpreadMillis = max(0, firstRefreshSpreadMillis)
     }
 
     /// `apps[].require_macos_security` at registration: the credential certificate must carry

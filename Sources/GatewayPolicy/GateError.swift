@@ -71,6 +71,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     case reregistrationLimited
     /// The store holds `store.max_keys` keys: a new key is refused (`Retry-After`); known keys work.
     case keyCapacity
+    // Apple's fraud assessment (issue 13).
+    /// A protected route with `max_risk_metric` and `on_risk: refuse`: the key's latest risk metric
+    /// (Apple's data service) is above it. The assertion itself verified.
+    case riskMetricExceeded
 
     /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
     /// `malformed`, so that one code means one thing.
@@ -106,6 +110,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .keyAppConflict: ("key_app_conflict", 409, .reattest)
         case .reregistrationLimited: ("reregistration_limited", 429, .none)
         case .keyCapacity: ("key_capacity", 503, .none)
+        case .riskMetricExceeded: ("risk_metric_exceeded", 403, .none)
         }
     }
 
@@ -158,7 +163,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         .challengeWrongKey, .challengeNotBound,
     ] + AppAttestError.Code.allCases.map(GateError.verification) + [
         .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
-        .reregistrationLimited, .keyCapacity,
+        .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
     ]
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

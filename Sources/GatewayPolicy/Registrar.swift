@@ -82,7 +82,10 @@ public enum Registrar {
         let record = DeviceKeyRecord(
             keyID: keyID, publicKey: verified.publicKey.x962, counter: verified.signCount, appID: verified.appID.description,
             environment: environment, validationCategory: verified.validationCategory?.rawValue,
-            bundleVersion: verified.bundleVersion, firstSeenMillis: nowMillis, lastSeenMillis: nowMillis)
+            bundleVersion: verified.bundleVersion, firstSeenMillis: nowMillis, lastSeenMillis: nowMillis,
+            risk: checked.receipt.map {
+                RiskSchedule.registered(receipt: $0, keyID: keyID, nowMillis: nowMillis, spreadMillis: policy.firstRefreshSpreadMillis)
+            })
         let registration = Registration(record: record, receipt: verified.receipt, challenge: token)
         let refusalFields = checked.fields
         let verifiedReceipt = checked.receipt

@@ -27,6 +27,9 @@ public struct RouteVerdict: Sendable, Equatable {
         case wouldRefuse = "would_refuse"
         /// Enforced, the store could not answer, and the route fails open: forwarded unverified.
         case failOpen = "fail_open"
+        /// Verified, and the key's risk metric is above the route's `max_risk_metric` with
+        /// `on_risk: flag`: forwarded as verified, counted, logged and recorded for explain.
+        case flagged
     }
 
     public enum Action: Sendable, Equatable {
@@ -39,6 +42,10 @@ public struct RouteVerdict: Sendable, Equatable {
         case forwardUnverified(recordedStatus: Int)
         /// The JSON refusal, with this status, recorded for explain.
         case refuse(status: Int)
+        /// As `forwardVerified` (the assertion verified), and the risk refusal it stands for is
+        /// logged and recorded for explain with `recordedStatus`: a flagged key (`on_risk: flag`), or
+        /// a shadowed `on_risk: refuse`.
+        case forwardVerifiedRecorded(recordedStatus: Int)
     }
 
     /// What the gate decided of the request (`GateOutcome`, without its values).
@@ -72,10 +79,27 @@ public struct RouteVerdict: Sendable, Equatable {
     /// refused with their route status (`GateError.status(on: .route)`), except `store_unavailable`
     /// on a `fail_open` route, which is forwarded unverified; shadowed refusals are forwarded
     /// unverified (`on_store_error` only matters where a refusal would be enforced); an accepted
-    /// assertion is forwarded as verified in either mode.
-    public init(route: AssertionPolicy, mode: Mode, outcome: Outcome) {
+    /// assertion is forwarded as verified in either mode, unless its key's risk metric
+    /// (`riskMetric`, nil while the key has none) is above the route's `max_risk_metric`: then
+    /// `on_risk: refuse` refuses it `403 risk_metric_exceeded` where the route enforces (shadowed:
+    /// forwarded, counted `would_refuse`), and `on_risk: flag` forwards it counted `flagged`.
+    public init(route: AssertionPolicy, mode: Mode, outcome: Outcome, riskMetric: UInt32? = nil) {
         self.mode = mode
         switch outcome {
+        case .accepted where Self.exceeds(route, riskMetric):
+            let status = GateError.riskMetricExceeded.status(on: .route)
+            reason = GateError.riskMetricExceeded.code
+            switch (route.onRisk, mode) {
+            case (.flag, _):
+                verdict = .flagged
+                action = .forwardVerifiedRecorded(recordedStatus: status)
+            case (.refuse, .enforce):
+                verdict = .refused
+                action = .refuse(status: status)
+            case (.refuse, .shadow):
+                verdict = .wouldRefuse
+                action = .forwardVerifiedRecorded(recordedStatus: status)
+            }
         case .accepted:
             verdict = .accepted
             action = .forwardVerified
@@ -97,18 +121,26 @@ public struct RouteVerdict: Sendable, Equatable {
         }
     }
 
-    /// The same, with the gate's outcome as it gives it.
+    /// Whether a key with `metric` is above the route's `max_risk_metric` (a key without a metric
+    /// yet, or a route without a maximum, never is).
+    public static func exceeds(_ route: AssertionPolicy, _ metric: UInt32?) -> Bool {
+        guard let max = route.maxRiskMetric, let metric else { return false }
+        return Int(metric) > max
+    }
+
+    /// The same, with the gate's outcome as it gives it (an accepted assertion carries its key's
+    /// risk metric).
     public init(route: AssertionPolicy, mode: Mode, outcome: GateOutcome) {
         switch outcome {
-        case .accepted: self.init(route: route, mode: mode, outcome: Outcome.accepted)
+        case .accepted(let a): self.init(route: route, mode: mode, outcome: Outcome.accepted, riskMetric: a.risk?.metric)
         case .refused(let e): self.init(route: route, mode: mode, outcome: Outcome.refused(e.error))
         }
     }
 
     /// Both moments at once (the head's `mode`, then the outcome): nil on a route without checks.
-    public init?(route: AssertionPolicy, keyID: String?, outcome: Outcome) {
+    public init?(route: AssertionPolicy, keyID: String?, outcome: Outcome, riskMetric: UInt32? = nil) {
         guard let mode = Self.mode(route: route, keyID: keyID) else { return nil }
-        self.init(route: route, mode: mode, outcome: outcome)
+        self.init(route: route, mode: mode, outcome: outcome, riskMetric: riskMetric)
     }
 
     /// A refusal of step 1 read from the head alone (`AssertionGate.readHeaders`): its verdict when it

@@ -27,6 +27,9 @@ public enum RedisStoreOperation: String, Sendable, CaseIterable {
     case register
     case commitAssertion = "commit_assertion"
     case statistics
+    /// The risk refresher's calls (`RiskRefreshStore`): claiming due keys, storing what a refresh found.
+    case claimRefreshes = "claim_refreshes"
+    case recordRefresh = "record_refresh"
 }
 
 /// `AttestStore` on Redis: the same semantics as `MemoryAttestStore`, shared by every gateway
@@ -90,17 +93,23 @@ public final class RedisAttestStore: AttestStore {
     private let issueSHA = Array(Hex.encode(SHA1.hash(RedisScripts.issue)).utf8)
     private let registerSHA = Array(Hex.encode(SHA1.hash(RedisScripts.register)).utf8)
     private let commitSHA = Array(Hex.encode(SHA1.hash(RedisScripts.commit)).utf8)
-    private static let evalsha = Array("EVALSHA".utf8)
-    private static let hmget = Array("HMGET".utf8)
-    /// The key record's fields but the receipt, in `DeviceKeyRecord` order.
-    private static let deviceKeyFields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls"].map { Array($0.utf8) }
+    let claimSHA = Array(Hex.encode(SHA1.hash(RedisScripts.claimRefreshes)).utf8)
+    let recordRefreshSHA = Array(Hex.encode(SHA1.hash(RedisScripts.recordRefresh)).utf8)
+    static let evalsha = Array("EVALSHA".utf8)
+    static let hmget = Array("HMGET".utf8)
+    /// The key record's fields but the receipt, in `DeviceKeyRecord` order, then its risk (`KeyRisk`).
+    static let deviceKeyFields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls", "rm", "rs", "rcr", "rnb", "rex", "rnx"]
+        .map { Array($0.utf8) }
     private let keyCountName: [UInt8]
+    /// The risk refresher's schedule: a sorted set of key ids by next refresh (Unix ms).
+    let refreshScheduleName: [UInt8]
 
     /// Starts the connections (they connect in the background; see `waitUntilConnected`).
     public init(options: Options, observer: (any RedisStoreObserver)? = nil) {
         self.options = options
         self.observer = observer
         keyCountName = Array((options.keyPrefix + "keys").utf8)
+        refreshScheduleName = Array((options.keyPrefix + "riskdue").utf8)
         let changed: @Sendable (Bool) -> Void = { up in observer?.connectionChanged(up: up) }
         if options.cluster {
             var seeds: [RedisNodeAddress] = []
@@ -189,7 +198,7 @@ public final class RedisAttestStore: AttestStore {
 
     /// Sends `commands` (answered together); on Cluster to the primary serving `key`'s slot (every
     /// key the commands touch hashes to that slot).
-    private func send(
+    func send(
         key: [UInt8], _ commands: [RedisCommand], _ completion: @escaping @Sendable (Result<[RedisValue], StoreError>) -> Void
     ) {
         let pool: [RedisConnection]
@@ -207,7 +216,7 @@ public final class RedisAttestStore: AttestStore {
     }
 
     /// Times `operation` and reports it to the observer around `completion`.
-    private func timed<T>(
+    func timed<T>(
         _ operation: RedisStoreOperation, _ completion: @escaping @Sendable (Result<T, StoreError>) -> Void
     ) -> @Sendable (Result<T, StoreError>) -> Void {
         guard let observer else { return completion }
@@ -223,7 +232,7 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    private static func protocolError(_ what: String, _ replies: [RedisValue]) -> StoreError {
+    static func protocolError(_ what: String, _ replies: [RedisValue]) -> StoreError {
         StoreError(.unavailable, "unexpected Redis reply to \(what): \(replies)")
     }
 
@@ -248,7 +257,7 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    private static func decimal(_ n: some BinaryInteger) -> [UInt8] { Array(String(n).utf8) }
+    static func decimal(_ n: some BinaryInteger) -> [UInt8] { Array(String(n).utf8) }
 
     // MARK: - AttestStore
 
@@ -356,17 +365,28 @@ public final class RedisAttestStore: AttestStore {
             case .failure(let e):
                 completion(.failure(e))
             case .success(let replies):
-                guard case .array(let f)? = replies.first, f.count == 8 else {
+                guard case .array(let f)? = replies.first, f.count == Self.deviceKeyFields.count else {
                     return completion(.failure(Self.protocolError("HMGET", replies)))
                 }
-                guard let point = f[0].bytes, let counter = f[1].integer else { return completion(.success(nil)) }
-                completion(.success(DeviceKeyRecord(
-                    keyID: id, publicKey: point, counter: UInt32(clamping: counter), appID: f[2].text ?? "",
-                    environment: f[3].text == "1" ? .production : .development,
-                    validationCategory: f[4].integer.map { UInt32(clamping: $0) }, bundleVersion: f[5].text,
-                    firstSeenMillis: f[6].integer ?? 0, lastSeenMillis: f[7].integer ?? 0)))
+                completion(.success(Self.deviceKeyRecord(id, f)))
             }
         }
+    }
+
+    /// A key record from the reply to `HMGET deviceKeyFields`; nil for a key that is not there.
+    static func deviceKeyRecord(_ id: KeyID, _ f: [RedisValue]) -> DeviceKeyRecord? {
+        guard let point = f[0].bytes, let counter = f[1].integer else { return nil }
+        var risk: KeyRisk?
+        if let created = f[10].integer {
+            risk = KeyRisk(
+                metric: f[8].integer.map { UInt32(clamping: $0) }, stale: f[9].text == "1", receiptCreatedMillis: created,
+                notBeforeMillis: f[11].integer, expiresMillis: f[12].integer, nextRefreshMillis: f[13].integer)
+        }
+        return DeviceKeyRecord(
+            keyID: id, publicKey: point, counter: UInt32(clamping: counter), appID: f[2].text ?? "",
+            environment: f[3].text == "1" ? .production : .development,
+            validationCategory: f[4].integer.map { UInt32(clamping: $0) }, bundleVersion: f[5].text,
+            firstSeenMillis: f[6].integer ?? 0, lastSeenMillis: f[7].integer ?? 0, risk: risk)
     }
 
     /// The receipt stored with the key's latest registration, or nil.
@@ -401,7 +421,8 @@ public final class RedisAttestStore: AttestStore {
         let keyRecordName = keyName(rec.keyID)
         let scriptKeys = options.cluster
             ? [Array("2".utf8), keyRecordName, challengeName(registration.challenge)]
-            : [Array("3".utf8), keyRecordName, challengeName(registration.challenge), keyCountName]
+            : [Array("4".utf8), keyRecordName, challengeName(registration.challenge), keyCountName, refreshScheduleName]
+        let risk = rec.risk.flatMap { $0.receiptCreatedMillis > 0 ? $0 : nil }
         var commands = [RedisCommand([Self.evalsha, registerSHA] + scriptKeys + [
             Self.decimal(nowMillis), rec.keyID.bytes, rec.publicKey, Self.decimal(rec.counter), Array(rec.appID.utf8),
             Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
@@ -410,6 +431,8 @@ public final class RedisAttestStore: AttestStore {
             Self.decimal(options.limits.maxReregistrations), Self.decimal(options.limits.reregistrationWindowMillis),
             Self.decimal(options.limits.maxKeys),
             Array((options.cluster && cachedKeys.load(ordering: .relaxed) >= options.limits.maxKeys ? "1" : "0").utf8),
+            risk.map { Self.decimal($0.receiptCreatedMillis) } ?? [], risk?.notBeforeMillis.map(Self.decimal) ?? [],
+            risk?.expiresMillis.map(Self.decimal) ?? [], risk?.nextRefreshMillis.map(Self.decimal) ?? [],
         ])]
         let replicas = options.waitReplicas
         let waitMillis = max(1, options.endpoint.timeoutMillis * 3 / 4)
@@ -425,6 +448,10 @@ public final class RedisAttestStore: AttestStore {
                 if options.cluster && status == "new" {
                     // The key count lives in its own slot: counted after the fact (a statistic only).
                     send(key: keyCountName, [RedisCommand([Array("INCR".utf8), keyCountName])]) { _ in }
+                }
+                if options.cluster && (status == "new" || status == "existing") {
+                    // So does the refresh schedule: the key's first refresh is set after the fact.
+                    scheduleRefresh(rec.keyID, at: risk?.nextRefreshMillis)
                 }
                 let outcome: RegistrationOutcome
                 switch status {

@@ -4,7 +4,10 @@
 /// Challenge hash fields: `p` purpose (0 any, 1 register, 2 assert), `k` bound key id (32 bytes,
 /// absent when unbound), `e` expiry (Unix ms, the caller's clock), `u` "1" once consumed.
 /// Key hash fields: `pk` point, `ctr` counter, `app`, `env` (0/1), `cat`, `bv`, `fs`, `ls` (Unix ms),
-/// `rc` receipt, `rn` re-registrations in the window that started at `rw` (Unix ms).
+/// `rc` receipt, `rn` re-registrations in the window that started at `rw` (Unix ms); the receipt's
+/// risk (`KeyRisk`): `rcr` creation time, `rnb` not-before, `rex` expiration, `rnx` next refresh
+/// (Unix ms), `rm` risk metric, `rs` "1" while stale. The risk refresher's schedule is the sorted
+/// set `ag:riskdue` (member: key id, score: next refresh in Unix ms).
 enum RedisScripts {
     /// KEYS[1] challenge. ARGV: purpose, bound key ("" = none), expiry ms, Redis expiry ms.
     /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
@@ -30,12 +33,16 @@ enum RedisScripts {
         end
         """
 
-    /// KEYS[1] key record, KEYS[2] challenge, KEYS[3] key count (single server only: on Cluster the
-    /// count is another slot, so the script gets two keys and the client `INCR`s the count after a
-    /// `new` answer, as a separate, non-atomic statistic).
+    /// KEYS[1] key record, KEYS[2] challenge, KEYS[3] key count and KEYS[4] the refresh schedule
+    /// (single server only: on Cluster both are other slots, so the script gets two keys and the
+    /// client `INCR`s the count after a `new` answer, as a separate, non-atomic statistic, and
+    /// schedules the refresh with its own `ZADD`).
     /// ARGV: now, key id, point, counter, app, env, category ("" none), bundle ("" none, else "v" ‖ text),
     /// first seen, last seen, receipt, max re-registrations per window, window ms, max keys,
-    /// "1" when the client saw the key count at the cap (Cluster: the script cannot read it).
+    /// "1" when the client saw the key count at the cap (Cluster: the script cannot read it),
+    /// then the receipt's creation time, not-before, expiration and first refresh (ms, "" none;
+    /// without a creation time the key has no dated receipt and is not refreshed). The risk metric
+    /// of a key registered again stays; it is no longer stale.
     /// Returns {'new'|'existing'|rejection, 0} | {'app_conflict', 0, registered app} |
     /// {'rereg_limited', ms until the window ends} | {'key_capacity', key count}.
     /// Re-registration window fields of the key: `rn` count, `rw` start (Unix ms).
@@ -76,6 +83,23 @@ enum RedisScripts {
           'rn', string.format('%d', rn), 'rw', string.format('%d', rw))
         if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'cat') else redis.call('HSET', KEYS[1], 'cat', ARGV[7]) end
         if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
+        redis.call('HDEL', KEYS[1], 'rs')
+        local dated = ARGV[16] ~= nil and ARGV[16] ~= ''
+        if dated then
+          redis.call('HSET', KEYS[1], 'rcr', ARGV[16])
+          if ARGV[17] == '' then redis.call('HDEL', KEYS[1], 'rnb') else redis.call('HSET', KEYS[1], 'rnb', ARGV[17]) end
+          if ARGV[18] == '' then redis.call('HDEL', KEYS[1], 'rex') else redis.call('HSET', KEYS[1], 'rex', ARGV[18]) end
+        else
+          redis.call('HDEL', KEYS[1], 'rcr', 'rnb', 'rex')
+        end
+        local refresh = ARGV[19] or ''
+        if refresh == '' or not dated then
+          redis.call('HDEL', KEYS[1], 'rnx')
+          if #KEYS > 3 then redis.call('ZREM', KEYS[4], ARGV[2]) end
+        else
+          redis.call('HSET', KEYS[1], 'rnx', refresh)
+          if #KEYS > 3 then redis.call('ZADD', KEYS[4], refresh, ARGV[2]) end
+        end
         redis.call('HSET', KEYS[2], 'u', '1')
         if existing then return {'existing', 0} end
         if #KEYS > 2 then redis.call('INCR', KEYS[3]) end
@@ -102,5 +126,46 @@ enum RedisScripts {
         return {'committed', cur}
         """
 
-    static let all = [issue, register, commit]
+    /// KEYS[1] the refresh schedule. ARGV: now, lease end, limit (ms, ms, count). Claims up to
+    /// `limit` members due at `now` (their score moves to the lease end: no other gateway takes them
+    /// while the lease runs). Returns {oldest due score or "", {member, …}}.
+    static let claimRefreshes = """
+        local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+        local out = {}
+        local oldest = ''
+        for i = 1, #due, 2 do
+          if oldest == '' then oldest = due[i + 1] end
+          out[#out + 1] = due[i]
+          redis.call('ZADD', KEYS[1], ARGV[2], due[i])
+        end
+        return {oldest, out}
+        """
+
+    /// KEYS[1] key record, KEYS[2] the refresh schedule (single server only). ARGV: the creation time
+    /// the refresh started from, new receipt ("" keep), metric ("" none), stale ("1"/"0"), creation
+    /// time, not-before, expiration, next refresh ("" none), key id. Writes only over the receipt the
+    /// refresh started from. Returns 'stored', 'key_gone' or 'superseded'.
+    static let recordRefresh = """
+        if redis.call('EXISTS', KEYS[1]) == 0 then
+          if #KEYS > 1 then redis.call('ZREM', KEYS[2], ARGV[9]) end
+          return 'key_gone'
+        end
+        if redis.call('HGET', KEYS[1], 'rcr') ~= ARGV[1] then return 'superseded' end
+        if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'rc', ARGV[2]) end
+        if ARGV[3] == '' then redis.call('HDEL', KEYS[1], 'rm') else redis.call('HSET', KEYS[1], 'rm', ARGV[3]) end
+        if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'rs', '1') else redis.call('HDEL', KEYS[1], 'rs') end
+        redis.call('HSET', KEYS[1], 'rcr', ARGV[5])
+        if ARGV[6] == '' then redis.call('HDEL', KEYS[1], 'rnb') else redis.call('HSET', KEYS[1], 'rnb', ARGV[6]) end
+        if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'rex') else redis.call('HSET', KEYS[1], 'rex', ARGV[7]) end
+        if ARGV[8] == '' then
+          redis.call('HDEL', KEYS[1], 'rnx')
+          if #KEYS > 1 then redis.call('ZREM', KEYS[2], ARGV[9]) end
+        else
+          redis.call('HSET', KEYS[1], 'rnx', ARGV[8])
+          if #KEYS > 1 then redis.call('ZADD', KEYS[2], ARGV[8], ARGV[9]) end
+        end
+        return 'stored'
+        """
+
+    static let all = [issue, register, commit, claimRefreshes, recordRefresh]
 }

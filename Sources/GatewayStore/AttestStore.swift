@@ -136,10 +136,14 @@ public struct DeviceKeyRecord: Sendable, Equatable {
     public var bundleVersion: String?
     public var firstSeenMillis: Int64
     public var lastSeenMillis: Int64
+    /// The key's receipt dates and Apple's risk metric (`KeyRisk`); nil when no verified receipt
+    /// was stored with it (`apps[].receipts: ignore`, or a key registered before receipts were dated).
+    public var risk: KeyRisk?
 
     public init(
         keyID: KeyID, publicKey: [UInt8], counter: UInt32, appID: String, environment: KeyEnvironment,
-        validationCategory: UInt32?, bundleVersion: String?, firstSeenMillis: Int64, lastSeenMillis: Int64
+        validationCategory: UInt32?, bundleVersion: String?, firstSeenMillis: Int64, lastSeenMillis: Int64,
+        risk: KeyRisk? = nil
     ) {
         self.keyID = keyID
         self.publicKey = publicKey
@@ -150,9 +154,13 @@ public struct DeviceKeyRecord: Sendable, Equatable {
         self.bundleVersion = bundleVersion
         self.firstSeenMillis = firstSeenMillis
         self.lastSeenMillis = lastSeenMillis
+        self.risk = risk
     }
 }
 
+/// `record.risk`, when given, holds the verified `ATTEST` receipt's dates and the first refresh of
+/// the risk metric (`nextRefreshMillis`); its metric is ignored: a key registered again keeps the
+/// metric it had (the store clears only `stale`).
 public struct Registration: Sendable, Equatable {
     public var record: DeviceKeyRecord
     public var receipt: [UInt8]

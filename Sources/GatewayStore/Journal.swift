@@ -6,13 +6,13 @@ import Synchronization
 ///
 /// Segment: header `AGJOURN1` (8 bytes), version (u32), reserved (u32), sequence (u64); then records
 /// `length (u32) ‖ CRC-32C of payload (u32) ‖ payload`. Payload type 1 is a registration, type 2 a
-/// counter advance, type 3 a key removal (see `JournalRecord`). All integers little-endian.
-/// Version 2 added the removal and the registration's re-registration window; version 1 segments
-/// (registrations without it) are still read.
+/// counter advance, type 3 a key removal, type 4 a risk refresh (see `JournalRecord`). All integers
+/// little-endian. Version 2 added the removal and the registration's re-registration window;
+/// version 3 the registration's receipt dates and the risk refresh. Versions 1 and 2 are still read.
 enum JournalFormat {
     static let magic: [UInt8] = Array("AGJOURN1".utf8)
-    static let version: UInt32 = 2
-    static let readableVersions: ClosedRange<UInt32> = 1...2
+    static let version: UInt32 = 3
+    static let readableVersions: ClosedRange<UInt32> = 1...3
     static let headerSize = 24
     static let maxPayload = 64 * 1024
 
@@ -56,16 +56,54 @@ enum JournalRecord {
         /// The key's re-registration window after this registration (absent in version 1: zeros).
         var reregistrations: UInt8 = 0
         var reregistrationWindow: UInt32 = 0
+        /// The receipt's dates and the first risk refresh, Unix seconds (absent before version 3: zeros).
+        var receiptCreated: UInt32 = 0
+        var receiptNotBefore: UInt32 = 0
+        var receiptExpires: UInt32 = 0
+        var nextRefresh: UInt32 = 0
+    }
+
+    /// What a risk refresh found: the key's risk fields, and where its new receipt was written
+    /// (`receiptLength` 0: the receipt stays).
+    struct Risk: Equatable {
+        var key: KeyBits
+        var metric: UInt32
+        var stale: Bool
+        var receiptCreated: UInt32
+        var receiptNotBefore: UInt32
+        var receiptExpires: UInt32
+        var nextRefresh: UInt32
+        var receiptOffset: UInt64 = 0
+        var receiptLength: UInt32 = 0
     }
 
     case registration(Registration)
     case advance(key: KeyBits, counter: UInt32, lastSeen: UInt32)
     /// The key was removed (idle eviction).
     case removal(key: KeyBits)
+    case risk(Risk)
 
     static let registrationType: UInt8 = 1
     static let advanceType: UInt8 = 2
     static let removalType: UInt8 = 3
+    static let riskType: UInt8 = 4
+    /// type (1) + key (32) + metric (4) + stale (1) + four times (16) + receipt offset (8) and length (4).
+    static let riskPayloadSize = 66
+
+    static func encodeRisk(_ r: Risk) -> [UInt8] {
+        var w = ByteWriter(capacity: riskPayloadSize)
+        w.u8(riskType)
+        w.raw(r.key)
+        w.u32(r.metric)
+        w.u8(r.stale ? 1 : 0)
+        w.u32(r.receiptCreated)
+        w.u32(r.receiptNotBefore)
+        w.u32(r.receiptExpires)
+        w.u32(r.nextRefresh)
+        w.u64(r.receiptOffset)
+        w.u32(r.receiptLength)
+        return w.bytes
+    }
     /// type (1) + key (32) + counter (4) + lastSeen (4).
     static let advancePayloadSize = 41
     /// type (1) + key (32).
@@ -92,6 +130,10 @@ enum JournalRecord {
         }
         w.u8(r.reregistrations)
         w.u32(r.reregistrationWindow)
+        w.u32(r.receiptCreated)
+        w.u32(r.receiptNotBefore)
+        w.u32(r.receiptExpires)
+        w.u32(r.nextRefresh)
         return w.bytes
     }
 
@@ -114,9 +156,15 @@ enum JournalRecord {
             var registration = Registration(
                 key: key, point: point, counter: counter, firstSeen: first, lastSeen: last, flags: flags,
                 category: category, receiptOffset: offset, receiptLength: length, appID: app, bundleVersion: bundle)
-            if r.remaining == 5 {  // version 2: the re-registration window
+            if r.remaining == 5 || r.remaining == 21 {  // version 2: the re-registration window
                 registration.reregistrations = r.u8()!
                 registration.reregistrationWindow = r.u32()!
+            }
+            if r.remaining == 16 {  // version 3: the receipt's dates and the first refresh
+                registration.receiptCreated = r.u32()!
+                registration.receiptNotBefore = r.u32()!
+                registration.receiptExpires = r.u32()!
+                registration.nextRefresh = r.u32()!
             }
             guard r.remaining == 0 else { return nil }
             return .registration(registration)
@@ -128,6 +176,14 @@ enum JournalRecord {
         case removalType:
             guard let key = r.raw(KeyBits.self), r.remaining == 0 else { return nil }
             return .removal(key: key)
+        case riskType:
+            guard let key = r.raw(KeyBits.self), let metric = r.u32(), let stale = r.u8(), stale <= 1, let created = r.u32(),
+                let notBefore = r.u32(), let expires = r.u32(), let next = r.u32(), let offset = r.u64(), let length = r.u32(),
+                r.remaining == 0
+            else { return nil }
+            return .risk(Risk(
+                key: key, metric: metric, stale: stale == 1, receiptCreated: created, receiptNotBefore: notBefore,
+                receiptExpires: expires, nextRefresh: next, receiptOffset: offset, receiptLength: length))
         default:
             return nil
         }
@@ -469,6 +525,44 @@ final class Journal: Sendable {
                 throw error
             }
             return (offset, UInt32(receipt.count))
+        }
+    }
+
+    /// Appends a risk refresh: with `receipt`, the receipt first (to the receipts file), then the
+    /// record pointing at it. Returns where the receipt was written (nil without one). On failure
+    /// nothing is referenced, as for a registration.
+    func appendRisk(_ risk: JournalRecord.Risk, receipt: [UInt8]?) throws -> (offset: UInt64, length: UInt32)? {
+        try state.withLock { (s) throws -> (offset: UInt64, length: UInt32)? in
+            if let fault = s.fault { throw fault.error }
+            if s.closed { throw Self.closedError }
+            var r = risk
+            var written: UInt64?
+            if let receipt {
+                let offset = s.receiptsEnd
+                do {
+                    try receipt.withUnsafeBytes { (raw) throws in try files.writeAll(s.receipts.fd, raw, path: s.receipts.path) }
+                } catch let f as FileFault {
+                    _ = try? files.truncate(s.receipts.fd, path: s.receipts.path, to: Int(offset))
+                    enterFault(&s, f.failure, suspect: Self.makesSuspect(f.failure))
+                    throw s.fault!.error
+                }
+                s.receiptsEnd += UInt64(receipt.count)
+                r.receiptOffset = offset
+                r.receiptLength = UInt32(receipt.count)
+                written = offset
+            }
+            let payload = JournalRecord.encodeRisk(r)
+            var frame = [UInt8](repeating: 0, count: 8 + payload.count)
+            payload.withUnsafeBytes { p in frame.withUnsafeMutableBytes { Self.frame(p, into: $0) } }
+            do {
+                try frame.withUnsafeBytes { (raw) throws in try write(&s, raw) }
+            } catch {
+                if let offset = written, (try? files.truncate(s.receipts.fd, path: s.receipts.path, to: Int(offset))) != nil {
+                    s.receiptsEnd = offset
+                }
+                throw error
+            }
+            return written.map { ($0, r.receiptLength) }
         }
     }
 

@@ -63,6 +63,8 @@ public final class MemoryAttestStore: AttestStore {
     let snapshotTimer = Mutex<Journal.TimerBox?>(nil)
     /// The data directory's `flock`, held from `open` to `close`.
     let directoryLock = Mutex<FileHandle?>(nil)
+    /// Where the risk refresher's next scan starts (shard, record): `claimDueRefreshes`.
+    let scanCursor = Mutex<(Int, Int)>((0, 0))
 
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
@@ -287,11 +289,15 @@ public final class MemoryAttestStore: AttestStore {
             return (r, s.string(r.appIndex), s.string(r.bundleIndex))
         }
         guard let (r, app, bundle) = found else { return completion(.success(nil)) }
-        completion(.success(DeviceKeyRecord(
+        completion(.success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle)))
+    }
+
+    static func deviceKeyRecord(_ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?) -> DeviceKeyRecord {
+        DeviceKeyRecord(
             keyID: id, publicKey: r.point.publicKey, counter: r.counter, appID: app ?? "",
             environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
             validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil, bundleVersion: bundle,
-            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000)))
+            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000, risk: r.risk)
     }
 
     /// The receipt stored with the key's latest registration, or nil (unknown key, or the receipts
@@ -363,10 +369,16 @@ public final class MemoryAttestStore: AttestStore {
         let key = KeyBits(rec.keyID)
         var flags: UInt8 = rec.environment == .production ? KeyRecord.flagProduction : 0
         if rec.validationCategory != nil { flags |= KeyRecord.flagCategory }
-        let entry = JournalRecord.Registration(
+        var entry = JournalRecord.Registration(
             key: key, point: point, counter: rec.counter, firstSeen: storedSeconds(rec.firstSeenMillis),
             lastSeen: storedSeconds(rec.lastSeenMillis), flags: flags, category: rec.validationCategory ?? 0,
             receiptOffset: 0, receiptLength: 0, appID: rec.appID, bundleVersion: rec.bundleVersion)
+        if let risk = rec.risk, risk.receiptCreatedMillis > 0 {
+            entry.receiptCreated = max(1, storedSeconds(risk.receiptCreatedMillis))
+            entry.receiptNotBefore = riskSeconds(risk.notBeforeMillis)
+            entry.receiptExpires = riskSeconds(risk.expiresMillis)
+            entry.nextRefresh = riskSeconds(risk.nextRefreshMillis)
+        }
         let receipt = registration.receipt
 
         func store(_ s: inout ShardState) -> RegisterStep {
@@ -531,7 +543,9 @@ public final class MemoryAttestStore: AttestStore {
     }
 
     /// Sets a registration (also journal replay): the higher counter and the earlier first-seen
-    /// stay, so applying a record twice changes nothing. Returns whether the key existed.
+    /// stay, so applying a record twice changes nothing. A key registered again keeps its risk
+    /// metric (no longer stale) and takes the new receipt's dates and first refresh. Returns
+    /// whether the key existed.
     @discardableResult
     static func apply(_ s: inout ShardState, _ r: JournalRecord.Registration) -> Bool {
         let app = s.intern(r.appID)
@@ -541,7 +555,8 @@ public final class MemoryAttestStore: AttestStore {
             key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
             receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
             firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags, reregistrations: r.reregistrations,
-            reregistrationWindow: r.reregistrationWindow))
+            reregistrationWindow: r.reregistrationWindow, receiptCreated: r.receiptCreated,
+            receiptNotBefore: r.receiptNotBefore, receiptExpires: r.receiptExpires, nextRefresh: r.nextRefresh))
         if !added, let i = s.find(r.key) {
             s.update(at: i) { x in
                 x.point = r.point
@@ -556,6 +571,11 @@ public final class MemoryAttestStore: AttestStore {
                 x.receiptLength = r.receiptLength
                 x.reregistrations = r.reregistrations
                 x.reregistrationWindow = r.reregistrationWindow
+                x.receiptCreated = r.receiptCreated
+                x.receiptNotBefore = r.receiptNotBefore
+                x.receiptExpires = r.receiptExpires
+                x.nextRefresh = r.nextRefresh
+                // `flags` came from the registration: the metric stays, no longer stale.
             }
         }
         return !added

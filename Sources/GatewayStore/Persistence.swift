@@ -302,7 +302,7 @@ extension MemoryAttestStore {
                 switch all[at + 8] {
                 case JournalRecord.advanceType: counterAt = keyAt + 32
                 case JournalRecord.registrationType: counterAt = keyAt + 32 + 64  // the same in versions 1 and 2
-                case JournalRecord.removalType: counterAt = nil  // attributed, carries no counter
+                case JournalRecord.removalType, JournalRecord.riskType: counterAt = nil  // attributed, carries no counter
                 default: return d
                 }
                 let key = all.loadUnaligned(fromByteOffset: keyAt, as: KeyBits.self)
@@ -384,6 +384,15 @@ extension MemoryAttestStore {
                     unmatched.removed(key)
                     if let i = states[s].find(key) { states[s].remove(at: i) }  // absent: already removed
                     out.applied += 1
+                case .risk(let risk):
+                    if apply(&states[Int(risk.key.w0 & mask)], risk: risk) {
+                        out.applied += 1
+                    } else {
+                        // Like an advance: a later removal explains it, else its registration was lost.
+                        var d = JournalDamage(kind: .unknownKey, segment: path, offset: at, length: 8 + length)
+                        d.keyID = risk.key.keyID
+                        unmatched.add(risk.key, d)
+                    }
                 }
                 at = next
             }

@@ -64,7 +64,7 @@ struct PointBits {
     }
 }
 
-/// One registered key: 144 bytes, no references. Strings are indices into the shard's intern table.
+/// One registered key: 160 bytes, no references. Strings are indices into the shard's intern table.
 struct KeyRecord {
     var key: KeyBits
     var point: PointBits
@@ -84,21 +84,58 @@ struct KeyRecord {
     var reregistrations: UInt8 = 0
     /// Start of the current re-registration window, Unix seconds; 0: no re-registration yet.
     var reregistrationWindow: UInt32 = 0
+    /// Apple's risk metric of the latest `RECEIPT` (`KeyRisk`); `noMetric` before the first refresh.
+    var riskMetric: UInt32 = KeyRecord.noMetric
+    /// The stored receipt's creation time (field 12), Unix seconds; 0: no dated receipt (then no refresh).
+    var receiptCreated: UInt32 = 0
+    /// Its not-before (field 19) and expiration (field 21), Unix seconds; 0: absent.
+    var receiptNotBefore: UInt32 = 0
+    var receiptExpires: UInt32 = 0
+    /// When the risk refresher takes the key next, Unix seconds; 0: never.
+    var nextRefresh: UInt32 = 0
 
     static let noString = UInt32.max
+    static let noMetric = UInt32.max
     static let flagProduction: UInt8 = 1
     static let flagCategory: UInt8 = 2
+    /// Apple's data service answered 404 for the latest receipt: the metric is the last one known.
+    static let flagStale: UInt8 = 4
 
-    /// The same registration (every field but the counter and the last-seen time, which requests move).
+    /// The same registration (every field but those requests and refreshes move: the counter, the
+    /// last-seen time, the receipt's risk and schedule).
     func sameRegistration(as other: KeyRecord) -> Bool {
-        var a = self
-        var b = other
-        a.counter = 0
-        a.lastSeen = 0
-        b.counter = 0
-        b.lastSeen = 0
+        var a = self.withoutMovingFields
+        var b = other.withoutMovingFields
         return withUnsafeBytes(of: &a) { x in withUnsafeBytes(of: &b) { y in x.elementsEqual(y) } }
     }
+
+    private var withoutMovingFields: KeyRecord {
+        var r = self
+        r.counter = 0
+        r.lastSeen = 0
+        r.riskMetric = 0
+        r.nextRefresh = 0
+        r.flags &= ~Self.flagStale
+        return r
+    }
+
+    /// The risk fields as the store contract gives them; nil without a dated receipt.
+    var risk: KeyRisk? {
+        guard receiptCreated != 0 else { return nil }
+        return KeyRisk(
+            metric: riskMetric == Self.noMetric ? nil : riskMetric, stale: flags & Self.flagStale != 0,
+            receiptCreatedMillis: Int64(receiptCreated) * 1000,
+            notBeforeMillis: receiptNotBefore == 0 ? nil : Int64(receiptNotBefore) * 1000,
+            expiresMillis: receiptExpires == 0 ? nil : Int64(receiptExpires) * 1000,
+            nextRefreshMillis: nextRefresh == 0 ? nil : Int64(nextRefresh) * 1000)
+    }
+}
+
+/// A time for a risk field: Unix seconds, rounded up (a not-before or next refresh is never moved
+/// earlier), 0 for none.
+@inline(__always) func riskSeconds(_ millis: Int64?) -> UInt32 {
+    guard let millis, millis > 0 else { return 0 }
+    return UInt32(clamping: (millis + 999) / 1000)
 }
 
 /// Seconds since the Unix epoch as stored (UInt32, good until 2106); negative times clamp to 0.

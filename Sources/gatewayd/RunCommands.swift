@@ -45,6 +45,7 @@ struct Run: ParsableCommand {
         let seconds = factory.defaultDurationHistogramBuckets.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
         factory.valueHistogramBuckets[GatewayMetrics.requestDuration] = seconds
         factory.valueHistogramBuckets[GatewayMetrics.upstreamDuration] = seconds
+        factory.valueHistogramBuckets[RiskMetrics.riskMetric] = RiskMetrics.buckets
         let server: GatewayServer
         do {
             server = try GatewayServer(

@@ -77,6 +77,9 @@ struct PrometheusTests {
             ("AttestGatewayChallengeFlood", ["attest_gateway_rate_limited_total", "limit=\"client\"", "attest_gateway_challenges_evicted_total", "budget=\"anonymous\""]),
             ("AttestGatewayKeyBoundChallengesReplaced", ["attest_gateway_challenges_evicted_total", "budget=\"key_bound\""]),
             ("AttestGatewayRegistrationBudgetExhausted", ["attest_gateway_rate_limited_total", "limit=\"registration\""]),
+            ("AttestGatewayRiskRefreshFailing", ["attest_gateway_receipt_refreshes_total", "unauthorized", "rate_limited"]),
+            ("AttestGatewayRiskRefreshLagging", ["attest_gateway_receipt_refresh_lag_seconds"]),
+            ("AttestGatewayRiskMetricHigh", ["attest_gateway_assertion_verdicts_total", "reason=\"risk_metric_exceeded\""]),
         ]
         for (alert, needles) in required {
             let e = expanded(alert)

@@ -51,6 +51,7 @@ enum Contract {
         "key_capacity": (503, 503, "none"),
         "receipt_invalid": (401, 401, "none"),
         "macos_security_required": (403, 403, "none"),
+        "risk_metric_exceeded": (403, 403, "none"),
     ]
 
     /// Checks a refusal's code, status on `surface` and action against the contract.

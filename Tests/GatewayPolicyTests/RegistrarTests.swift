@@ -298,7 +298,9 @@ struct RegistrarTests {
         // The endpoints' own refusals, decided before the gate or the registrar (KeyIDRequiredTests,
         // RateLimitTests, the integration tests).
         let endpoints: Set<String> = ["method_not_allowed", "key_id_required", "rate_limited"]
-        #expect(AssertionGateTests.gateCodes.union(Self.registrarCodes).union(endpoints) == all)
+        // The route's verdict after a verified assertion (RouteVerdictTests: max_risk_metric).
+        let verdict: Set<String> = ["risk_metric_exceeded"]
+        #expect(AssertionGateTests.gateCodes.union(Self.registrarCodes).union(endpoints).union(verdict) == all)
     }
 
     // MARK: Registered

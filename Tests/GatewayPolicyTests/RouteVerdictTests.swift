@@ -161,6 +161,72 @@ struct RouteVerdictTests {
     @Test("the labels are the metric's and explain's spellings")
     func labels() {
         #expect(RouteVerdict.Mode.allCases.map(\.rawValue) == ["enforce", "shadow"])
-        #expect(RouteVerdict.Label.allCases.map(\.rawValue) == ["accepted", "refused", "would_refuse", "fail_open"])
+        #expect(RouteVerdict.Label.allCases.map(\.rawValue) == ["accepted", "refused", "would_refuse", "fail_open", "flagged"])
+    }
+
+    // MARK: - The risk metric (issue 13): max_risk_metric, on_risk
+
+    /// What a verified request is, from the contract: a key with no metric, a route without a
+    /// maximum, or a metric at or under it: accepted; over it, `flag` forwards it verified and
+    /// counts it `flagged` (either mode), `refuse` refuses it 403 where enforced and forwards it
+    /// verified counted `would_refuse` where shadowed. Refusals of the gate are untouched by it.
+    static func expectedRisk(
+        _ mode: RouteVerdict.Mode, max: Int?, onRisk: AssertionPolicy.RiskAction, metric: UInt32?
+    ) -> (RouteVerdict.Action, RouteVerdict.Label, String) {
+        guard let max, let metric, Int(metric) > max else { return (.forwardVerified, .accepted, "ok") }
+        switch (onRisk, mode) {
+        case (.flag, _): return (.forwardVerifiedRecorded(recordedStatus: 403), .flagged, "risk_metric_exceeded")
+        case (.refuse, .enforce): return (.refuse(status: 403), .refused, "risk_metric_exceeded")
+        case (.refuse, .shadow): return (.forwardVerifiedRecorded(recordedStatus: 403), .wouldRefuse, "risk_metric_exceeded")
+        }
+    }
+
+    @Test("every (mode, rollout, max_risk_metric, on_risk, metric) of a verified request gives the contract's decision")
+    func riskTable() {
+        let maxima: [Int?] = [nil, 0, 2, 5]
+        let metrics: [UInt32?] = [nil, 0, 1, 2, 3, 5, 6, 1_000]
+        var checked = 0
+        var wrong: [String] = []
+        for mode in [AssertionPolicy.Mode.enforce, .shadow] {
+            for share in [10_000, 0] where !(mode == .shadow && share == 0) {
+                for max in maxima {
+                    for onRisk in AssertionPolicy.RiskAction.allCases {
+                        let route = AssertionPolicy(
+                            mode: mode, rollout: Percentage(basisPoints: share), maxRiskMetric: max, onRisk: onRisk)
+                        for metric in metrics {
+                            checked += 1
+                            let verdict = RouteVerdict(route: route, keyID: Self.key(at: 1), outcome: .accepted, riskMetric: metric)!
+                            let treated = Self.expectedMode(mode, share: share, position: 1)!
+                            let (action, label, reason) = Self.expectedRisk(treated, max: max, onRisk: onRisk, metric: metric)
+                            if verdict.mode != treated || verdict.action != action || verdict.verdict != label || verdict.reason != reason {
+                                wrong.append("\(mode) \(share) max \(String(describing: max)) \(onRisk) metric \(String(describing: metric)): \(verdict)")
+                            }
+                            // A refusal of the gate is the gate's, whatever the metric.
+                            let refused = RouteVerdict(route: route, keyID: Self.key(at: 1), outcome: .refused(.keyUnknown), riskMetric: metric)!
+                            if refused.reason != "key_unknown" { wrong.append("\(mode) refused: \(refused)") }
+                        }
+                    }
+                }
+            }
+        }
+        #expect(checked == 3 * maxima.count * 2 * metrics.count)
+        #expect(wrong.isEmpty, "first: \(wrong.prefix(5))")
+    }
+
+    @Test("risk, spelled out: no metric yet passes; flag counts and forwards; refuse is a 403 only where enforced")
+    func riskSpelledOut() throws {
+        let refuse = AssertionPolicy(mode: .enforce, maxRiskMetric: 3, onRisk: .refuse)
+        #expect(try #require(RouteVerdict(route: refuse, keyID: nil, outcome: .accepted, riskMetric: nil)).action == .forwardVerified)
+        #expect(try #require(RouteVerdict(route: refuse, keyID: nil, outcome: .accepted, riskMetric: 3)).action == .forwardVerified)
+        let over = try #require(RouteVerdict(route: refuse, keyID: nil, outcome: .accepted, riskMetric: 4))
+        #expect(over.action == .refuse(status: 403) && over.verdict == .refused && over.reason == "risk_metric_exceeded")
+        #expect(GateError.riskMetricExceeded.status(on: .route) == 403 && GateError.riskMetricExceeded.action == .none)
+        let flag = AssertionPolicy(mode: .enforce, maxRiskMetric: 3)
+        #expect(flag.onRisk == .flag)
+        let flagged = try #require(RouteVerdict(route: flag, keyID: nil, outcome: .accepted, riskMetric: 4))
+        #expect(flagged.action == .forwardVerifiedRecorded(recordedStatus: 403) && flagged.verdict == .flagged)
+        let shadow = AssertionPolicy(mode: .shadow, maxRiskMetric: 3, onRisk: .refuse)
+        let shadowed = try #require(RouteVerdict(route: shadow, keyID: nil, outcome: .accepted, riskMetric: 9))
+        #expect(shadowed.action == .forwardVerifiedRecorded(recordedStatus: 403) && shadowed.verdict == .wouldRefuse)
     }
 }

@@ -243,6 +243,13 @@ struct AttestEndpointsWiringTests {
             #expect(entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
             #expect(ExplainLog.json(entry).description.contains("\"verdict\":\"\(verdict.verdict.rawValue)\""), "\(what)", sourceLocation: sourceLocation)
             if case .refused(let error) = outcome { #expect(entry.explanation.error == error, "\(what)", sourceLocation: sourceLocation) }
+        case .forwardVerifiedRecorded(let recordedStatus):
+            // A key over the route's max_risk_metric, flagged or shadowed (the routes here have none;
+            // tests/IntegrationTests/RiskRefreshTests drives it with a real store and stand-in).
+            let forwarded = try #require(answer.forwardedHeaders, "\(what): not forwarded", sourceLocation: sourceLocation)
+            #expect(forwarded[Self.verifiedHeader] == Base64.encode(h.device.keyID), "\(what)", sourceLocation: sourceLocation)
+            let entry = try #require(h.explain.recent(1).first, sourceLocation: sourceLocation)
+            #expect(entry.status == recordedStatus && entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
         case .forwardVerified:
             guard case .afterBody = answer else {
                 Issue.record("\(what): not forwarded", sourceLocation: sourceLocation)

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayCrypto
 import GatewayTestSupport
 import Testing
 
@@ -78,10 +79,14 @@ struct MetricsEndpointTests {
         #expect(Set(s.types.keys) == expected, "on /metrics but not documented as present: \(Set(s.types.keys).subtracting(expected).sorted()); documented but missing: \(expected.subtracting(s.types.keys).sorted())")
     }
 
-    @Test("memory store with data_dir: every family has HELP and TYPE and is documented; the alerts' series exist at 0")
+    @Test("memory store with data_dir and apple: every family has HELP and TYPE and is documented; the alerts' series exist at 0")
     func freshWithDataDirectory() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("metrics-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let key = dir.appendingPathComponent("AuthKey_KEY1234567.p8").path
+        #expect(FileManager.default.createFile(
+            atPath: key, contents: Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
         let gw = try GatewayProcess(config: """
             workers: 1
             listeners: [{name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}]
@@ -93,15 +98,21 @@ struct MetricsEndpointTests {
               - name: purchase
                 match: {path_prefix: /api/purchase}
                 upstream: demo
-                assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open}
+                assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5}
               - {name: legacy, match: {path_prefix: /legacy}, upstream: legacy}
               - {name: default, match: {path_prefix: /}, upstream: demo}
             \(Self.appID)
-            store: {kind: memory, data_dir: \(dir.path)}
+            store: {kind: memory, data_dir: \(dir.path)/data}
+            apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(key)}
             """)
         defer { gw.stop() }
         let s = try Self.scrape(gw)
-        try Self.checkDocumented(s, present: ["always", "upstream", "data_dir"])
+        try Self.checkDocumented(s, present: ["always", "upstream", "data_dir", "apple"])
+        for result in ["refreshed", "not_modified", "stale", "rate_limited", "server_error", "unauthorized", "bad_request", "invalid_receipt", "unavailable", "error"] {
+            #expect(s.has("attest_gateway_receipt_refreshes_total", ["result": result]))
+        }
+        #expect(s.has("attest_gateway_receipt_refresh_lag_seconds", [:]))
+        #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": "shadow", "verdict": "flagged", "reason": "risk_metric_exceeded"]))
 
         // Every series an alert selects exists now (rates and increase() see the first event).
         let rules = try String(contentsOf: repositoryRoot.appendingPathComponent("deploy/prometheus/alerts.yaml"), encoding: .utf8)

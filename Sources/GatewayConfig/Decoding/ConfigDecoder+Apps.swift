@@ -54,7 +54,7 @@ extension ConfigDecoder {
         return apps
     }
 
-    private func decodeTeamID(_ node: YAMLNode, _ path: String) -> String? {
+    func decodeTeamID(_ node: YAMLNode, _ path: String) -> String? {
         guard let text = string(node, path) else { return nil }
         let valid = text.count == 10 && text.allSatisfy { $0.isASCII && ($0.isUppercase || $0.isNumber) }
         guard valid else {

@@ -29,6 +29,13 @@ extension ConfigDecoder {
         let attest = top["attest"].flatMap { decodeAttest($0, path: "attest") } ?? AttestConfig()
         let store = top["store"].flatMap { decodeStore($0, path: "store") } ?? StoreConfig()
         let logging = top["logging"].flatMap { decodeLogging($0, path: "logging") } ?? LoggingConfig()
+        let apple = top["apple"].flatMap { decodeApple($0, path: "apple") }
+        let decodedRisk = top["risk"].flatMap { decodeRisk($0, path: "risk") }
+        let risk = decodedRisk ?? RiskConfig()
+        // What the refresh needs is judged on what was written (not on defaults standing in for a bad value).
+        if top["risk"] == nil || decodedRisk != nil, top["apple"] == nil || apple != nil {
+            checkRisk(top: top, apple: apple, risk: risk, store: store, routes: routes)
+        }
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -63,7 +70,9 @@ extension ConfigDecoder {
             store: store,
             logging: logging,
             sourceMap: SourceMap(file: file, root: root),
-            trustedProxies: trustedProxies ?? []
+            trustedProxies: trustedProxies ?? [],
+            apple: apple,
+            risk: risk
         )
     }
 

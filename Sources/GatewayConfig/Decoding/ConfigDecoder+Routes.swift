@@ -4,6 +4,8 @@ struct DecodedRoutes {
     var firstAssertionMode: (path: String, mode: AssertionPolicy.Mode, position: SourcePosition)?
     /// Every route has its own `max_body` (then `limits.max_body`, their default, applies to none).
     var everyRouteSetsMaxBody = true
+    /// The first route with `assertion.max_risk_metric`, which needs the risk refresh (`apple`).
+    var firstMaxRiskMetric: (path: String, position: SourcePosition)?
 }
 
 /// `routes`: at least one, unique names, each naming an existing upstream.
@@ -34,6 +36,9 @@ extension ConfigDecoder {
                 if let decodedAssertion, decodedAssertion.policy.mode != .off, decoded.firstAssertionMode == nil {
                     let modePath = ConfigDecoder.child(fields.path("assertion"), "mode")
                     decoded.firstAssertionMode = (modePath, decodedAssertion.policy.mode, decodedAssertion.modePosition)
+                }
+                if let at = decodedAssertion?.riskPosition, decoded.firstMaxRiskMetric == nil {
+                    decoded.firstMaxRiskMetric = (ConfigDecoder.child(fields.path("assertion"), "max_risk_metric"), at)
                 }
             }
             guard let name, let match, let upstream, maxBodyNode == nil || maxBody != nil, let assertion else {
@@ -140,7 +145,9 @@ extension ConfigDecoder {
         return valid ? methods : nil
     }
 
-    func decodeAssertion(_ node: YAMLNode, path: String) -> (policy: AssertionPolicy, modePosition: SourcePosition)? {
+    func decodeAssertion(_ node: YAMLNode, path: String)
+        -> (policy: AssertionPolicy, modePosition: SourcePosition, riskPosition: SourcePosition?)?
+    {
         guard let fields = fields(of: node, path: path, keys: ConfigKeys.assertion) else { return nil }
         let modeNode = required("mode", in: fields)
         let mode = modeNode.flatMap { choice($0, fields.path("mode"), as: AssertionPolicy.Mode.self) }
@@ -151,12 +158,21 @@ extension ConfigDecoder {
         fields.read("rollout", into: &policy, \.rollout, valid: &valid) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
         fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
         fields.read("client_data", into: &policy, \.clientData, valid: &valid) { choice($0, $1, as: AssertionPolicy.ClientData.self) }
+        policy.maxRiskMetric = fields.optional("max_risk_metric", valid: &valid) { int($0, $1, in: AssertionPolicy.maxRiskMetricRange) }
+        fields.read("on_risk", into: &policy, \.onRisk, valid: &valid) { choice($0, $1, as: AssertionPolicy.RiskAction.self) }
+        if fields["max_risk_metric"] == nil, let at = fields.keyPosition("on_risk") {
+            report(
+                "\(fields.path("on_risk")) has no effect without \(fields.path("max_risk_metric")) (the risk metric above "
+                    + "which a key is flagged or refused); set it, or remove on_risk",
+                at: at)
+            valid = false
+        }
         // Strict, nothing ignored: a key that cannot change what this mode does is an error.
         if let mode {
             let inert: [(key: String, why: String)] =
                 switch mode {
                 case .off:
-                    ["bind", "challenge", "rollout", "on_store_error", "client_data"].map {
+                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk"].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }
                 case .shadow:
@@ -191,6 +207,6 @@ extension ConfigDecoder {
             valid = false
         }
         guard valid, let modeNode else { return nil }
-        return (policy, modeNode.position)
+        return (policy, modeNode.position, fields.keyPosition("max_risk_metric"))
     }
 }

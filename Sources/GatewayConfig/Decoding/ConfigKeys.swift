@@ -3,7 +3,7 @@
 enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
-        "trusted_proxies",
+        "trusted_proxies", "apple", "risk",
     ]
     static let listener = [
         "name", "address", "protocols", "tls", "http2", "underscores_in_headers", "trusted_proxies", "proxy_protocol",
@@ -25,7 +25,9 @@ enum ConfigKeys {
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
     static let route = ["name", "match", "upstream", "max_body", "assertion"]
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
-    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
+    static let assertion = [
+        "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk",
+    ]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
         "require_macos_security",
@@ -48,6 +50,8 @@ enum ConfigKeys {
     ] + storeKeys
     static let storeTLS = ["ca_file", "server_name", "client_certificate", "client_key"]
     static let logging = ["level", "access_log"]
+    static let apple = ["team_id", "key_id", "private_key", "attest_data_url", "ca_file", "connect_timeout", "response_timeout"]
+    static let risk = ["refresh", "concurrency", "rate", "stale_probe"]
 
     /// Section name to keys, for the documentation test.
     static let all: [(section: String, keys: [String])] = [
@@ -58,6 +62,6 @@ enum ConfigKeys {
         ("routes[].match", routeMatch),
         ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
-        ("logging", logging),
+        ("logging", logging), ("apple", apple), ("risk", risk),
     ]
 }

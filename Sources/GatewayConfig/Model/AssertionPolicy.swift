@@ -40,6 +40,15 @@ public struct AssertionPolicy: Sendable, Equatable {
         case failOpen = "fail_open"
     }
 
+    /// What a verified request from a key whose risk metric is above `maxRiskMetric` gets.
+    public enum RiskAction: String, Sendable, CaseIterable {
+        /// Forwarded (as verified, with its metric), and counted: Apple calls the metric an
+        /// investigation signal.
+        case flag
+        /// Refused `403 risk_metric_exceeded` where the route enforces (counted only where it shadows).
+        case refuse
+    }
+
     /// Required in YAML when the block is present.
     public var mode: Mode
     /// Default `.request`.
@@ -52,6 +61,11 @@ public struct AssertionPolicy: Sendable, Equatable {
     public var onStoreError: StoreErrorPolicy
     /// With `bind: request`: the client data format. Default `.v2`.
     public var clientData: ClientData
+    /// A key whose latest risk metric is above this is flagged or refused (`onRisk`); a key with no
+    /// metric yet passes. nil (default): no limit.
+    public var maxRiskMetric: Int?
+    /// Default `.flag`.
+    public var onRisk: RiskAction
 
     public init(
         mode: Mode,
@@ -59,7 +73,9 @@ public struct AssertionPolicy: Sendable, Equatable {
         challenge: Challenge = .required,
         rollout: Percentage = .hundred,
         onStoreError: StoreErrorPolicy = .failClosed,
-        clientData: ClientData = .v2
+        clientData: ClientData = .v2,
+        maxRiskMetric: Int? = nil,
+        onRisk: RiskAction = .flag
     ) {
         self.mode = mode
         self.bind = bind
@@ -67,7 +83,12 @@ public struct AssertionPolicy: Sendable, Equatable {
         self.rollout = rollout
         self.onStoreError = onStoreError
         self.clientData = clientData
+        self.maxRiskMetric = maxRiskMetric
+        self.onRisk = onRisk
     }
+
+    /// The largest `max_risk_metric` accepted.
+    public static let maxRiskMetricRange = 0...1_000_000
 
     /// The policy of a route without an `assertion` block.
     public static let off = AssertionPolicy(mode: .off)

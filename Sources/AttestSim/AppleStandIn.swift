@@ -1,0 +1,481 @@
+import AppAttest
+import AppAttestSimulator
+import Foundation
+import GatewayCrypto
+import GatewayWire
+import Glibc
+
+/// A local stand-in for Apple's App Attest data service (`attest-sim apple`), for machines that
+/// cannot reach Apple: HTTPS (a real TLS server, certificate issued by the test CA for the listen
+/// host), `POST /v1/attestationData` with Apple's request and response ("Assessing fraud risk"):
+///
+/// - the body is the base64 of the receipt; `Authorization` the bare ES256 token (no `Bearer`);
+/// - the token must verify with the team key's public key, say `alg` ES256 and the key's `kid`, the
+///   team id as `iss` and an `iat` within the last hour (else `401`);
+/// - the receipt must be one the test CA's receipt chain signed (else `400`); a `RECEIPT` asked for
+///   before its not-before gets `304`;
+/// - otherwise `200` and the base64 of a new `RECEIPT`, DER, signed by the receipt chain, shaped
+///   like Apple's (`ReceiptContents.refreshed`), with the key's risk metric (1 unless set) and a
+///   not-before `receiptNotBeforeSeconds` after its creation (Apple: a day);
+/// - a key marked as having no data gets `404`; scripted answers (a status and `Retry-After`) are
+///   given before anything else is looked at, in order.
+///
+/// Tests drive it in process (`setMetric`, `setNoData`, `script`, `requests`) or, for the binary,
+/// through `/_sim/` on the same listener (docs/attest-sim.md). DeviceCheck's endpoints (issue 14)
+/// join the same server. Blocking sockets, a thread per connection: a test tool, not the gateway.
+public final class AppleStandIn: @unchecked Sendable {
+    public struct Options: Sendable {
+        /// `HOST` to listen on (an IPv4 address or `localhost`) and the port (0: any).
+        public var host: String
+        public var port: UInt16
+        public var teamID: String
+        public var keyID: String
+        /// The public half of the team key (the `.p8` the gateway signs with).
+        public var teamKey: P256PublicKey
+        /// Field 19 of the receipts it returns: this long after their creation (Apple: one day).
+        public var receiptNotBeforeSeconds: Int64
+        /// The metric of a key nobody set one for.
+        public var defaultMetric: Int64
+
+        public init(
+            host: String = "127.0.0.1", port: UInt16 = 0, teamID: String, keyID: String, teamKey: P256PublicKey,
+            receiptNotBeforeSeconds: Int64 = 86_400, defaultMetric: Int64 = 1
+        ) {
+            self.host = host
+            self.port = port
+            self.teamID = teamID
+            self.keyID = keyID
+            self.teamKey = teamKey
+            self.receiptNotBeforeSeconds = receiptNotBeforeSeconds
+            self.defaultMetric = defaultMetric
+        }
+    }
+
+    /// One request to the data service, as answered.
+    public struct Logged: Sendable, Equatable {
+        public var atMillis: Int64
+        /// The key the receipt is about (base64 of SHA-256 of field 3's public key), when it parsed.
+        public var keyID: String?
+        public var status: Int
+        /// Why a 4xx was answered (empty for 200 and scripted answers).
+        public var reason: String
+    }
+
+    /// A scripted answer: `status` (with `Retry-After: retryAfter` when given), `count` times.
+    public struct Scripted: Sendable {
+        public var status: Int
+        public var retryAfter: Int?
+        public var count: Int
+
+        public init(status: Int, retryAfter: Int? = nil, count: Int = 1) {
+            self.status = status
+            self.retryAfter = retryAfter
+            self.count = count
+        }
+    }
+
+    public let options: Options
+    public let port: UInt16
+    /// The PEM chain served (leaf and the CA's intermediate); the CA's `root.pem` verifies it.
+    public let certificateChain: String
+    private let ca: TestCA
+    private let tls: TLSServerContext
+    private let listenFD: Int32
+    private let lock = NSLock()
+    private var metrics: [String: Int64] = [:]
+    private var noData: Set<String> = []
+    private var scripted: [Scripted] = []
+    private var log: [Logged] = []
+    private var stopped = false
+    private var open: Set<Int32> = []
+    private let group = DispatchGroup()
+    private let verifier: ReceiptVerifier
+    private let clock: @Sendable () -> Date
+
+    public static let path = "/v1/attestationData"
+
+    /// - Parameter workDirectory: where the TLS certificate and key are written (the CA directory).
+    public init(options: Options, ca: TestCA, workDirectory: URL, clock: @escaping @Sendable () -> Date = { Date() }) throws {
+        self.options = options
+        self.ca = ca
+        self.clock = clock
+        verifier = ReceiptVerifier(roots: [ca.receiptRoot])
+        let key = ECPrivateKey(curve: .p256)
+        let now = Date()
+        let leaf = try ca.issueTLSServerCertificate(
+            for: options.host == "localhost" ? ["localhost", "127.0.0.1"] : [options.host], key: key,
+            validity: TestCA.Validity(notBefore: now.addingTimeInterval(-3600), notAfter: now.addingTimeInterval(30 * 86_400)))
+        certificateChain = X509Certificate.pem([leaf, ca.intermediate])
+        let tag = UUID().uuidString.prefix(8)
+        let certPath = workDirectory.appendingPathComponent("apple-standin-\(tag).pem").path
+        let keyPath = workDirectory.appendingPathComponent("apple-standin-\(tag)-key.pem").path
+        guard FileManager.default.createFile(atPath: certPath, contents: Data(certificateChain.utf8)),
+            FileManager.default.createFile(atPath: keyPath, contents: Data(key.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
+        else { throw AttestSimError.file("cannot write the stand-in's TLS certificate in \(workDirectory.path)") }
+        tls = try TLSServerContext(configuration: TLSServerConfiguration(
+            certificates: [.init(certificatePath: certPath, privateKeyPath: keyPath)], alpnProtocols: ["http/1.1"]))
+        try? FileManager.default.removeItem(atPath: keyPath)
+        try? FileManager.default.removeItem(atPath: certPath)
+
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw AttestSimError.listen("socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = options.port.bigEndian
+        let host = options.host == "localhost" ? "127.0.0.1" : options.host
+        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
+            Glibc.close(fd)
+            throw AttestSimError.usage("--listen: \(options.host) is not an IPv4 address or localhost")
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sp in
+                bind(fd, sp, len) == 0 && listen(fd, 64) == 0 && getsockname(fd, sp, &len) == 0
+            }
+        }
+        guard bound else {
+            let why = String(cString: strerror(errno))
+            Glibc.close(fd)
+            throw AttestSimError.listen("cannot listen on \(options.host):\(options.port): \(why)")
+        }
+        listenFD = fd
+        port = UInt16(bigEndian: addr.sin_port)
+        group.enter()
+        Thread { [self] in
+            defer { group.leave() }
+            acceptLoop()
+        }.start()
+    }
+
+    deinit { stop() }
+
+    /// `https://HOST:PORT`: the gateway's `apple.attest_data_url`.
+    public var url: String { "https://\(options.host):\(port)" }
+
+    // MARK: - What tests set and read
+
+    /// The risk metric of key `keyID` (base64 of the 32-byte key id); nil: every key without its own.
+    public func setMetric(_ metric: Int64, keyID: String? = nil) {
+        lock.withLock {
+            if let keyID { metrics[keyID] = metric } else { metrics["*"] = metric }
+        }
+    }
+
+    /// Apple has no data (any more) for the key's receipts: `404` until cleared.
+    public func setNoData(_ on: Bool, keyID: String) {
+        lock.withLock {
+            if on { noData.insert(keyID) } else { noData.remove(keyID) }
+        }
+    }
+
+    /// Answers given before anything is looked at, in order, each `count` times.
+    public func script(_ answer: Scripted) { lock.withLock { scripted.append(answer) } }
+
+    /// The data service's requests so far, oldest first.
+    public var requests: [Logged] { lock.withLock { log } }
+
+    public func stop() {
+        let fds: [Int32]? = lock.withLock {
+            guard !stopped else { return nil }
+            stopped = true
+            return Array(open)
+        }
+        guard let fds else { return }
+        shutdown(listenFD, Int32(SHUT_RDWR))
+        Glibc.close(listenFD)
+        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
+        _ = group.wait(timeout: .now() + 10)
+    }
+
+    /// Blocks until `stop()` (the `attest-sim apple` command).
+    public func wait() { group.wait() }
+
+    // MARK: - Connections
+
+    private func acceptLoop() {
+        while true {
+            let c = accept(listenFD, nil, nil)
+            if c < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            let admitted = lock.withLock { () -> Bool in
+                guard !stopped else { return false }
+                open.insert(c)
+                return true
+            }
+            guard admitted else {
+                Glibc.close(c)
+                return
+            }
+            var tv = timeval(tv_sec: 60, tv_usec: 0)
+            setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            group.enter()
+            Thread { [self] in
+                defer {
+                    lock.withLock { _ = open.remove(c) }
+                    Glibc.close(c)
+                    group.leave()
+                }
+                serve(TLSSocket(fd: c, session: tls.makeSession()))
+            }.start()
+        }
+    }
+
+    /// HTTP/1.1 requests on one connection, kept alive, until the peer closes or asks to.
+    private func serve(_ socket: TLSSocket) {
+        var buffer: [UInt8] = []
+        while let request = HTTPMessage.readRequest(socket, &buffer) {
+            let response = answer(request)
+            var head = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
+            for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+            head += "Content-Length: \(response.body.count)\r\n\r\n"
+            guard socket.write(Array(head.utf8) + response.body) else { return }
+            if request.header("Connection")?.lowercased() == "close" { return }
+        }
+    }
+
+    struct Response {
+        var status: Int
+        var headers: [(String, String)] = []
+        var body: [UInt8] = []
+
+        static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
+            Response(status: status, headers: [("Content-Type", "text/plain")] + headers, body: Array(text.utf8))
+        }
+
+        static func json(_ status: Int, _ object: Any) -> Response {
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+            return Response(status: status, headers: [("Content-Type", "application/json")], body: [UInt8](data))
+        }
+    }
+
+    func answer(_ r: HTTPMessage) -> Response {
+        if r.target.hasPrefix("/_sim/") { return control(r) }
+        guard r.target == Self.path else { return .text(404, "Not Found") }
+        guard r.method == "POST" else { return .text(405, "Method Not Allowed") }
+        let now = clock()
+        let nowMillis = Int64(now.timeIntervalSince1970 * 1000)
+        func logged(_ response: Response, key: String?, reason: String) -> Response {
+            lock.withLock { log.append(Logged(atMillis: nowMillis, keyID: key, status: response.status, reason: reason)) }
+            return response
+        }
+        let receiptBytes = (try? Base64.decode(String(decoding: r.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))) ?? []
+        let parsed = receiptBytes.isEmpty ? nil : try? AppAttestReceipt.parseStored(receiptBytes)
+        let keyID = parsed.flatMap(Self.keyID)
+        if let s = nextScripted() {
+            var headers: [(String, String)] = []
+            if let after = s.retryAfter { headers.append(("Retry-After", String(after))) }
+            return logged(.text(s.status, Self.reason(s.status), headers: headers), key: keyID, reason: "scripted")
+        }
+        if let why = checkToken(r.header("Authorization"), now: now) {
+            return logged(.text(401, "Unauthorized"), key: keyID, reason: why)
+        }
+        guard !receiptBytes.isEmpty else { return logged(.text(400, "Bad Payload"), key: nil, reason: "the body is not base64") }
+        let verified: VerifiedReceipt
+        do {
+            verified = try verifier.verify(receiptBytes, expecting: .init(), at: now)
+        } catch {
+            return logged(.text(400, "Bad Payload"), key: keyID, reason: "not a receipt of the test CA: \(error)")
+        }
+        let receipt = verified.receipt
+        let key = Self.keyID(receipt) ?? ""
+        if receipt.kind == .receipt, let notBefore = receipt.notBefore, notBefore.millis > nowMillis {
+            return logged(Response(status: 304), key: key, reason: "before the receipt's not-before \(notBefore)")
+        }
+        let (metric, missing) = lock.withLock { (metrics[key] ?? metrics["*"] ?? options.defaultMetric, noData.contains(key)) }
+        if missing { return logged(.text(404, "No Data Found"), key: key, reason: "no data for the receipt") }
+        var contents = ReceiptContents(receipt).refreshed(riskMetric: metric, at: now)
+        contents.notBefore = now.addingTimeInterval(Double(options.receiptNotBeforeSeconds))
+        guard let signed = try? ca.issueReceipt(contents) else { return logged(.text(500, "Server Error"), key: key, reason: "signing failed") }
+        return logged(
+            Response(status: 200, headers: [("Content-Type", "base64")], body: Array(Base64.encode(signed).utf8)), key: key, reason: "")
+    }
+
+    private func nextScripted() -> Scripted? {
+        lock.withLock {
+            guard var first = scripted.first else { return nil }
+            first.count -= 1
+            if first.count <= 0 { scripted.removeFirst() } else { scripted[0] = first }
+            return first
+        }
+    }
+
+    /// nil when the token is Apple's: bare (no `Bearer`), ES256 with the team key, `kid`, `iss`,
+    /// `iat` within the last hour (a minute ahead tolerated); else why not.
+    func checkToken(_ value: String?, now: Date) -> String? {
+        guard let value, !value.isEmpty else { return "no Authorization" }
+        if value.lowercased().hasPrefix("bearer ") { return "the data service takes the bare token, not Bearer" }
+        let parts: (header: [UInt8], claims: [UInt8])
+        do {
+            parts = try ES256JWT.verify(value, publicKey: options.teamKey)
+        } catch {
+            return "token: \(error)"
+        }
+        guard let header = (try? JSONSerialization.jsonObject(with: Data(parts.header))) as? [String: Any],
+            let claims = (try? JSONSerialization.jsonObject(with: Data(parts.claims))) as? [String: Any]
+        else { return "token: header or claims are not JSON objects" }
+        guard header["alg"] as? String == "ES256" else { return "token: alg is not ES256" }
+        guard header["kid"] as? String == options.keyID else { return "token: kid is not \(options.keyID)" }
+        guard claims["iss"] as? String == options.teamID else { return "token: iss is not \(options.teamID)" }
+        guard let iat = (claims["iat"] as? NSNumber)?.int64Value else { return "token: no iat" }
+        let seconds = Int64(now.timeIntervalSince1970)
+        guard iat <= seconds + 60 else { return "token: iat is in the future" }
+        guard seconds - iat <= 3600 else { return "token: iat is more than an hour old" }
+        return nil
+    }
+
+    /// The key a receipt is about: base64 of SHA-256 of field 3's public key (the key id).
+    static func keyID(_ receipt: AppAttestReceipt) -> String? {
+        guard let cert = try? X509Certificate(der: receipt.attestedCertificate), let key = cert.p256PublicKey() else { return nil }
+        return Base64.encode(SHA256.hash(key.x962))
+    }
+
+    // MARK: - /_sim/: the binary's controls
+
+    /// `POST /_sim/metric {"metric":N[,"keyId":"…"]}`, `POST /_sim/no-data {"keyId":"…","on":true}`,
+    /// `POST /_sim/answer {"status":429[,"retryAfter":S][,"count":N]}`, `GET /_sim/requests`.
+    private func control(_ r: HTTPMessage) -> Response {
+        let body = (try? JSONSerialization.jsonObject(with: Data(r.body.isEmpty ? Array("{}".utf8) : r.body))) as? [String: Any]
+        switch (r.method, r.target) {
+        case ("GET", "/_sim/requests"):
+            return .json(200, ["requests": requests.map { ["at": $0.atMillis, "keyId": $0.keyID ?? NSNull(), "status": $0.status, "reason": $0.reason] as [String: Any] }])
+        case ("POST", "/_sim/metric"):
+            guard let metric = (body?["metric"] as? NSNumber)?.int64Value, metric >= 0 else { return .json(400, ["error": "metric"]) }
+            setMetric(metric, keyID: body?["keyId"] as? String)
+            return .json(200, ["ok": true])
+        case ("POST", "/_sim/no-data"):
+            guard let key = body?["keyId"] as? String else { return .json(400, ["error": "keyId"]) }
+            setNoData(body?["on"] as? Bool ?? true, keyID: key)
+            return .json(200, ["ok": true])
+        case ("POST", "/_sim/answer"):
+            guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else { return .json(400, ["error": "status"]) }
+            script(Scripted(
+                status: status, retryAfter: (body?["retryAfter"] as? NSNumber)?.intValue, count: (body?["count"] as? NSNumber)?.intValue ?? 1))
+            return .json(200, ["ok": true])
+        default:
+            return .json(404, ["error": "no such control"])
+        }
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 304: "Not Modified"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+}
+
+/// A TLS session over a blocking socket (server side): ciphertext in from `recv`, out with `send`.
+final class TLSSocket {
+    let fd: Int32
+    let session: TLSSession
+
+    init(fd: Int32, session: TLSSession) {
+        self.fd = fd
+        self.session = session
+    }
+
+    private func flush() -> Bool {
+        while session.pendingCiphertextCount > 0 {
+            var failed = false
+            session.sendCiphertext { bytes in
+                let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+                if n <= 0 { failed = true }
+                return max(0, n)
+            }
+            if failed { return false }
+        }
+        return true
+    }
+
+    /// Some plaintext, or nil at the end (closed, failed, timed out).
+    func read() -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let r = buffer.withUnsafeMutableBytes { session.readPlaintext(into: $0) }
+            guard flush() else { return nil }
+            switch r {
+            case .bytes(let n): return Array(buffer[0..<n])
+            case .closed, .failed: return nil
+            case .needMoreInput:
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                guard n > 0 else { return nil }
+                buffer.withUnsafeBytes { session.feed(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            }
+        }
+    }
+
+    func write(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let taken: Int
+            do {
+                taken = try bytes[offset...].withUnsafeBytes { try session.writePlaintext($0) }
+            } catch {
+                return false
+            }
+            offset += taken
+            guard flush() else { return false }
+        }
+        return true
+    }
+}
+
+/// A request read off a connection: the head and a Content-Length body.
+struct HTTPMessage {
+    var method: String
+    var target: String
+    var headers: [(String, String)]
+    var body: [UInt8]
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.0.caseInsensitiveCompare(name) == .orderedSame }?.1
+    }
+
+    /// The next request from `socket` (bytes past it stay in `buffer`), or nil at the end.
+    static func readRequest(_ socket: TLSSocket, _ buffer: inout [UInt8]) -> HTTPMessage? {
+        func headEnd() -> Int? {
+            guard buffer.count >= 4 else { return nil }
+            for i in 0...(buffer.count - 4) where buffer[i] == 13 && buffer[i + 1] == 10 && buffer[i + 2] == 13 && buffer[i + 3] == 10 {
+                return i
+            }
+            return nil
+        }
+        var end = headEnd()
+        while end == nil {
+            guard buffer.count < 64 * 1024, let more = socket.read() else { return nil }
+            buffer += more
+            end = headEnd()
+        }
+        let lines = String(decoding: buffer[0..<end!], as: UTF8.self).components(separatedBy: "\r\n")
+        buffer.removeFirst(end! + 4)
+        let start = lines[0].split(separator: " ")
+        guard start.count == 3 else { return nil }
+        var headers: [(String, String)] = []
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        var message = HTTPMessage(method: String(start[0]), target: String(start[1]), headers: headers, body: [])
+        let length = Int(message.header("Content-Length") ?? "0") ?? -1
+        guard length >= 0, length <= 1 << 20 else { return nil }
+        while buffer.count < length {
+            guard let more = socket.read() else { return nil }
+            buffer += more
+        }
+        message.body = Array(buffer[0..<length])
+        buffer.removeFirst(length)
+        return message
+    }
+}
