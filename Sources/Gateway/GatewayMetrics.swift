@@ -33,6 +33,16 @@ public final class GatewayMetrics: Sendable {
     public static let tlsHandshakeFailures = "attest_gateway_tls_handshake_failures_total"
     public static let upstreamTLSFailures = "attest_gateway_upstream_tls_failures_total"
     public static let proxyProtocolFailures = "attest_gateway_proxy_protocol_failures_total"
+    public static let upstreamServerUp = "attest_gateway_upstream_server_up"
+    public static let upstreamServerEjections = "attest_gateway_upstream_server_ejections_total"
+    public static let upstreamServerRequests = "attest_gateway_upstream_server_requests_total"
+    public static let upstreamServerFailures = "attest_gateway_upstream_server_failures_total"
+    public static let upstreamRetries = "attest_gateway_upstream_retries_total"
+    public static let upstreamDNSResolutions = "attest_gateway_upstream_dns_resolutions_total"
+    /// Per-server counters and gauges by label set: bounded by the configured servers. One lock per
+    /// event (a failure, a lookup) or per loop and second (request counts), never per request.
+    private let serverCounters = Mutex<[String: Counter]>([:])
+    private let serverGauges = Mutex<[String: Meter]>([:])
     /// TLS counters by label set (`listener|version|resumed`, `listener|reason`): bounded by the
     /// listeners, two versions and the fixed failure reasons. One lock per handshake, not per request.
     private let tlsCounters = Mutex<[String: Counter]>([:])
@@ -105,6 +115,52 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
+    /// A request to an upstream server failed (`reason`: `connect_failed`, `connect_timeout`, `tls`,
+    /// `closed`, `health_check`).
+    func upstreamServerFailed(upstream: String, server: String, reason: String) {
+        serverCounter(Self.upstreamServerFailures, [("upstream", upstream), ("server", server), ("reason", reason)]).increment()
+    }
+
+    func upstreamServerEjected(upstream: String, server: String) {
+        serverCounter(Self.upstreamServerEjections, [("upstream", upstream), ("server", server)]).increment()
+    }
+
+    func upstreamServerRequests(upstream: String, server: String, count: Int) {
+        serverCounter(Self.upstreamServerRequests, [("upstream", upstream), ("server", server)]).increment(by: count)
+    }
+
+    func upstreamRetries(upstream: String, count: Int) {
+        serverCounter(Self.upstreamRetries, [("upstream", upstream)]).increment(by: count)
+    }
+
+    func upstreamDNSResolution(upstream: String, server: String, success: Bool) {
+        serverCounter(
+            Self.upstreamDNSResolutions, [("upstream", upstream), ("server", server), ("result", success ? "success" : "failure")]
+        ).increment()
+    }
+
+    /// 1 while the server is in the balance, 0 while ejected or failing its health check.
+    func upstreamServerUp(upstream: String, server: String, up: Bool) {
+        let key = "\(upstream)|\(server)"
+        let gauge = serverGauges.withLock { cache -> Meter in
+            if let g = cache[key] { return g }
+            let g = Meter(label: Self.upstreamServerUp, dimensions: [("upstream", upstream), ("server", server)], factory: factory)
+            cache[key] = g
+            return g
+        }
+        gauge.set(up ? 1 : 0)
+    }
+
+    private func serverCounter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = label + "|" + dimensions.map(\.1).joined(separator: "|")
+        return serverCounters.withLock { cache in
+            if let c = cache[key] { return c }
+            let c = Counter(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = c
+            return c
+        }
+    }
+
     /// Why a request to an upstream failed (`upstream_errors_total{reason}`): the exchange error codes.
     static let upstreamErrorReasons = [
         "upstream_unavailable", "upstream_connect_timeout", "upstream_busy", "upstream_closed", "upstream_timeout",
@@ -144,7 +200,41 @@ public final class GatewayMetrics: Sendable {
                 gauges.busy.set(0)
                 gauges.idle.set(0)
             }
+            declareServers(u, url: url)
         }
+        // A server no longer configured has no `up` (a stale 1 would hide an upstream all down).
+        var configured = Set<String>()
+        for u in rt.config.upstreams { for s in u.servers { configured.insert("\(u.name)|\(s.label)") } }
+        let stale = serverGauges.withLock { cache -> [Meter] in
+            let gone = cache.filter { !configured.contains($0.key) }
+            for key in gone.keys { cache[key] = nil }
+            return Array(gone.values)
+        }
+        for g in stale { g.destroy() }
+    }
+
+    /// Per server of `u`: its gauge (1 for a server not yet shown), requests, ejections and failures
+    /// by every reason that applies, and lookups by result for a name re-resolved; per upstream, retries.
+    private func declareServers(_ u: UpstreamConfig, url: UpstreamURL) {
+        let name = u.name
+        var reasons = ["connect_failed", "connect_timeout", "closed"]
+        if url.scheme == .https { reasons.append("tls") }
+        if u.healthCheck != nil { reasons.append("health_check") }
+        for s in u.servers {
+            let server = s.label
+            if serverGauges.withLock({ $0["\(name)|\(server)"] == nil }) { upstreamServerUp(upstream: name, server: server, up: true) }
+            _ = serverCounter(Self.upstreamServerRequests, [("upstream", name), ("server", server)])
+            _ = serverCounter(Self.upstreamServerEjections, [("upstream", name), ("server", server)])
+            for reason in reasons {
+                _ = serverCounter(Self.upstreamServerFailures, [("upstream", name), ("server", server), ("reason", reason)])
+            }
+            if u.resolveInterval != nil, s.url.hostIsName {
+                for result in ["success", "failure"] {
+                    _ = serverCounter(Self.upstreamDNSResolutions, [("upstream", name), ("server", server), ("result", result)])
+                }
+            }
+        }
+        _ = serverCounter(Self.upstreamRetries, [("upstream", name)])
     }
 
     private func poolGauges(_ upstream: String) -> (busy: Meter, idle: Meter) {
@@ -278,9 +368,17 @@ final class LoopMetrics {
         }
     }
 
-    /// Publishes this loop's pool state when it changed since the last report.
-    func pool(_ name: String, _ pool: UpstreamPool) {
-        let now = (open: pool.openCount, idle: pool.idleCount)
+    /// Publishes this loop's view of an upstream: its pools' state (summed over its servers) when it
+    /// changed since the last report, and the requests sent to each server and retried since then.
+    func upstream(_ name: String, _ u: LoopUpstream) {
+        var now = (open: 0, idle: 0)
+        for (pool, server) in zip(u.pools, u.plan.servers) {
+            now.open += pool.openCount
+            now.idle += pool.idleCount
+            let sent = pool.takeRequestsSent()
+            if sent > 0 { shared.upstreamServerRequests(upstream: name, server: server.shared.label, count: sent) }
+        }
+        if let retries = u.balancer?.takeRetries(), retries > 0 { shared.upstreamRetries(upstream: name, count: retries) }
         if let last = lastPoolState[name], last == now { return }
         lastPoolState[name] = now
         shared.pool(upstream: name, loop: loop, open: now.open, idle: now.idle)

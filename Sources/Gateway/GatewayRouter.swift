@@ -6,11 +6,15 @@ import GatewayStore
 import GatewayWire
 
 /// The router of one event loop: matches routes against the current runtime and owns this loop's
-/// upstream pools and assertion gate. Loop-confined; a reload swaps `runtime` on the loop.
+/// upstream pools (one per server) and balancers, and its assertion gate. Loop-confined; a reload
+/// swaps `runtime` on the loop. The first loop's router also runs the upstreams' active health
+/// checks and schedules the re-resolution of server names (`UpstreamMaintenance`).
 final class GatewayRouter: RequestRouter {
     let loop: EventLoop
     private(set) var runtime: GatewayRuntime
-    private var pools: [String: UpstreamPool] = [:]
+    private var upstreams: [String: LoopUpstream] = [:]
+    /// The first loop only: health checks, DNS, the per-server gauges.
+    private var maintenance: UpstreamMaintenance?
     /// Where each route of `runtime` goes, resolved once per adopted runtime (not per request).
     private var routeTargets: [RouteTarget] = []
     /// The decision of each route without assertion checks that forwards to a pool, made once per
@@ -32,57 +36,79 @@ final class GatewayRouter: RequestRouter {
         attestMetrics = AttestLoopMetrics(shared: attest.metrics)
         executor = EventLoopExecutor(loop: loop)
         gate = AssertionGate(store: attest.store, executor: executor)
+        if loop.index == 0 { maintenance = UpstreamMaintenance(loop: loop, metrics: metrics) }
         rebuildPools(previous: [:])
-        reportPoolsEverySecond()
+        maintainEverySecond()
     }
 
-    /// Pool gauges move with every request; once a second per loop is enough for a scrape and keeps
-    /// them off the request path.
-    private func reportPoolsEverySecond() {
+    /// Once a second per loop, off the request path: pool gauges and per-server request counts
+    /// (they move with every request; a scrape needs no more), servers' new addresses taken; on
+    /// the first loop also the servers' gauges and due name lookups.
+    private func maintainEverySecond() {
         loop.timers.schedule(afterMillis: 1000) { [weak self] in
             guard let self else { return }
-            for (name, p) in self.pools { self.metrics.pool(name, p) }
-            self.reportPoolsEverySecond()
+            for (name, u) in self.upstreams {
+                u.syncAddresses()
+                self.metrics.upstream(name, u)
+            }
+            self.maintenance?.tick()
+            self.maintainEverySecond()
         }
     }
 
-    /// Adopts a new runtime: pools whose target is unchanged are kept, the rest replaced (their idle
-    /// connections closed; busy ones finish their exchange and are closed on release).
+    /// Adopts a new runtime: pools whose server and target are unchanged are kept, the rest replaced
+    /// (their idle connections closed; busy ones finish their exchange and are closed on release).
     func adopt(_ new: GatewayRuntime) {
         runtime = new
-        let old = pools
-        pools = [:]
+        let old = upstreams
+        upstreams = [:]
         rebuildPools(previous: old)
     }
 
-    private func rebuildPools(previous: [String: UpstreamPool]) {
-        for (name, target) in runtime.targets {
-            if let p = previous[name], p.target.address == target.address, p.target.maxConnections == target.maxConnections,
-                p.target.connectTimeoutMillis == target.connectTimeoutMillis,
-                p.target.responseTimeoutMillis == target.responseTimeoutMillis, p.target.tls === target.tls
-            {
-                pools[name] = p
-            } else {
-                let pool = UpstreamPool(target: target, loop: loop)
-                let shared = metrics.shared
-                pool.onTLSFailure = { f in
-                    shared.upstreamTLSFailed(upstream: name, reason: f.kind.rawValue)
-                    GatewayEvents.log("warning", "upstream TLS handshake failed", [("upstream", name), ("error", f.description)])
+    private func rebuildPools(previous: [String: LoopUpstream]) {
+        var kept = Set<ObjectIdentifier>()
+        for (name, plan) in runtime.upstreamPlans {
+            let pools = plan.servers.map { s -> UpstreamPool in
+                if let p = previous[name]?.pools.first(where: { $0.server === s.shared }), Self.sameTarget(p.target, s.target) {
+                    kept.insert(ObjectIdentifier(p))
+                    return p
                 }
-                pools[name] = pool
+                return makePool(s, upstream: name)
             }
+            upstreams[name] = LoopUpstream(plan: plan, pools: pools)
         }
-        for (name, p) in previous where pools[name] !== p { p.retire() }
+        for (_, u) in previous {
+            for p in u.pools where !kept.contains(ObjectIdentifier(p)) { p.retire() }
+        }
+        maintenance?.adopt(runtime, upstreams)
         routeTargets = runtime.routes.map { resolveTarget($0, runtime) }
         plainDecisions = runtime.routes.map { r -> RouteDecision? in
-            guard r.assertion.mode == .off, case .pool(let pool) = routeTargets[r.index] else { return nil }
-            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: runtime.stripVerifiedHeader))
+            guard r.assertion.mode == .off, case .upstream(let u) = routeTargets[r.index] else { return nil }
+            return .forward(u.forward(r, editHeaders: runtime.stripVerifiedHeader, responseHeaders: HTTPFields()))
         }
+    }
+
+    private static func sameTarget(_ a: GatewayProxy.UpstreamTarget, _ b: GatewayProxy.UpstreamTarget) -> Bool {
+        a.maxConnections == b.maxConnections && a.connectTimeoutMillis == b.connectTimeoutMillis
+            && a.responseTimeoutMillis == b.responseTimeoutMillis && a.idleTimeoutMillis == b.idleTimeoutMillis
+            && a.tls === b.tls && a.tlsServerName == b.tlsServerName
+    }
+
+    private func makePool(_ s: GatewayRuntime.UpstreamPlan.Server, upstream name: String) -> UpstreamPool {
+        let pool = UpstreamPool(target: s.target, loop: loop, server: s.shared)
+        let shared = metrics.shared
+        pool.onTLSFailure = { f in
+            shared.upstreamTLSFailed(upstream: name, reason: f.kind.rawValue)
+            GatewayEvents.log("warning", "upstream TLS handshake failed", [("upstream", name), ("error", f.description)])
+        }
+        let server = s.shared
+        pool.onServerEvent = { event in UpstreamMaintenance.report(event, server, metrics: shared) }
+        return pool
     }
 
     private func resolveTarget(_ r: GatewayRuntime.CompiledRoute, _ rt: GatewayRuntime) -> RouteTarget {
         if rt.demoUpstreams.contains(r.upstream) { return .demo }
-        return pools[r.upstream].map(RouteTarget.pool) ?? .missing
+        return upstreams[r.upstream].map(RouteTarget.upstream) ?? .missing
     }
 
     /// A route's target; a request that outlived a reload (its verification finished after it) is
@@ -91,7 +117,10 @@ final class GatewayRouter: RequestRouter {
         rt === runtime ? routeTargets[r.index] : resolveTarget(r, rt)
     }
 
-    func closeIdle() { for p in pools.values { p.closeIdle() } }
+    func closeIdle() {
+        maintenance?.stop()
+        for u in upstreams.values { for p in u.pools { p.closeIdle() } }
+    }
 
     /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
     /// hosts) Host, without the head's strings; `head` is built only for the routes that need it.
@@ -149,8 +178,8 @@ final class GatewayRouter: RequestRouter {
                 done(.respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
                                                   responseHeaders: responseHeaders)))
             }
-        case .pool(let pool):
-            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+        case .upstream(let u):
+            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders))
         case .missing:
             return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
@@ -165,8 +194,8 @@ final class GatewayRouter: RequestRouter {
         case .demo:
             return .respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
                                                 responseHeaders: responseHeaders))
-        case .pool(let pool):
-            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+        case .upstream(let u):
+            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders))
         case .missing:
             return .respond(ProxyError.upstreamUnavailable.response())
         }
@@ -181,8 +210,34 @@ final class GatewayRouter: RequestRouter {
 /// Where a route's requests go, as resolved for one runtime.
 enum RouteTarget {
     case demo
-    case pool(UpstreamPool)
+    case upstream(LoopUpstream)
     case missing
+}
+
+/// One upstream on one loop: a pool per server and, with several servers, the balancer that
+/// chooses among them.
+final class LoopUpstream {
+    let plan: GatewayRuntime.UpstreamPlan
+    let pools: [UpstreamPool]
+    let balancer: UpstreamBalancer?
+
+    init(plan: GatewayRuntime.UpstreamPlan, pools: [UpstreamPool]) {
+        self.plan = plan
+        self.pools = pools
+        balancer =
+            pools.count > 1 ? UpstreamBalancer(name: plan.name, pools: pools, algorithm: plan.algorithm, retries: plan.retries) : nil
+    }
+
+    /// A route's forward to this upstream, with the route's own timeouts.
+    func forward(_ r: GatewayRuntime.CompiledRoute, editHeaders: HeaderEdit, responseHeaders: HTTPFields) -> Forward {
+        Forward(
+            routeName: r.name, pool: pools[0], maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
+            balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis, connectTimeoutMillis: r.connectTimeoutMillis)
+    }
+
+    func syncAddresses() {
+        if let b = balancer { b.syncAddresses() } else { pools[0].syncAddress() }
+    }
 }
 
 /// The in-process `demo` upstream: answers what it would have been sent (the head an upstream gets,

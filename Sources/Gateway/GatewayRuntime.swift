@@ -20,6 +20,28 @@ public final class GatewayRuntime: Sendable {
         public let assertion: AssertionPolicy
         /// Position in `routes` (file order): routers keep per-route state in arrays indexed by it.
         public let index: Int
+        /// `timeouts.response` and `timeouts.connect` (nil: the upstream's).
+        public var responseTimeoutMillis: Int64? = nil
+        public var connectTimeoutMillis: Int64? = nil
+    }
+
+    /// An upstream with a connection (not `demo`), as each loop builds its pools and balancer.
+    public struct UpstreamPlan: Sendable {
+        public struct Server: Sendable {
+            /// The pool's target: the address at load, SNI the server's host (or `tls.server_name`).
+            public let target: GatewayProxy.UpstreamTarget
+            /// Health and current address, shared by the loops; kept across reloads while the
+            /// server, its weight and its health policy are unchanged.
+            public let shared: UpstreamServer
+        }
+
+        public let name: String
+        public let servers: [Server]
+        public let algorithm: UpstreamBalancer.Algorithm
+        public let retries: Int
+        public let healthCheck: UpstreamHealthChecker.Spec?
+        /// Servers given by name are resolved again this often (nil: never).
+        public let resolveIntervalMillis: Int64?
     }
 
     public struct CompileError: Error, CustomStringConvertible {
@@ -51,8 +73,10 @@ public final class GatewayRuntime: Sendable {
     /// `attest.challenge_path` and `attest.register_path`, read on every request.
     public let challengePath: String
     public let registerPath: String
-    /// Upstream name → target; demo upstreams have no entry.
+    /// Upstream name → target (the first server's); demo upstreams have no entry.
     public let targets: [String: GatewayProxy.UpstreamTarget]
+    /// Upstream name → its servers, balance, health checks; demo upstreams have no entry.
+    public let upstreamPlans: [String: UpstreamPlan]
     /// Per https upstream: SHA-256 of its configuration and of the bytes of its CA and client files.
     /// A reload reuses the running `TLSClientContext` (and so the pool, its connections and its TLS
     /// sessions) while this is unchanged; a certificate rotated in place still takes effect.
@@ -144,6 +168,7 @@ public final class GatewayRuntime: Sendable {
         }
         self.http2Settings = http2Settings
         var targets: [String: GatewayProxy.UpstreamTarget] = [:]
+        var plans: [String: UpstreamPlan] = [:]
         var fingerprints: [String: [UInt8]] = [:]
         var demo: Set<String> = []
         for u in config.upstreams {
@@ -168,22 +193,13 @@ public final class GatewayRuntime: Sendable {
                         }
                     }
                 }
-                let address: SocketAddress
-                do {
-                    address = try SocketAddress.resolve(host: url.host, port: url.port)
-                } catch {
-                    let i = config.upstreams.firstIndex { $0.name == u.name } ?? 0
-                    throw CompileError(config, at: "upstreams[\(i)].url", "upstreams[\(i)].url (upstream \(u.name)): \(error)")
-                }
-                targets[u.name] = GatewayProxy.UpstreamTarget(
-                    name: u.name, address: address,
-                    maxConnections: max(1, (u.maxConnections + workers - 1) / workers),
-                    connectTimeoutMillis: u.connectTimeout.millis, responseTimeoutMillis: u.responseTimeout.millis,
-                    idleTimeoutMillis: u.idleTimeout.millis,
-                    tls: client, tlsServerName: client == nil ? nil : (u.tls?.serverName ?? url.host))
+                let plan = try Self.plan(u, config: config, workers: workers, tls: client, previous: previous?.upstreamPlans[u.name])
+                plans[u.name] = plan
+                targets[u.name] = plan.servers[0].target
             }
         }
         self.targets = targets
+        upstreamPlans = plans
         upstreamTLSFingerprints = fingerprints
         demoUpstreams = demo
         routes = config.routes.enumerated().map { index, r in
@@ -205,7 +221,8 @@ public final class GatewayRuntime: Sendable {
                 name: r.name,
                 match: GatewayProxy.RouteMatch(
                     methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
-                upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index)
+                upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index,
+                responseTimeoutMillis: r.timeouts.response?.millis, connectTimeoutMillis: r.timeouts.connect?.millis)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
         guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)
@@ -364,6 +381,56 @@ public final class GatewayRuntime: Sendable {
 }
 
 extension GatewayRuntime {
+    /// An upstream's servers resolved now (a name that does not resolve fails the load, at its
+    /// position), each with its shared state: the previous runtime's for a server unchanged (its
+    /// health and re-resolved address go on), new otherwise.
+    static func plan(
+        _ u: UpstreamConfig, config: GatewayConfig, workers: Int, tls client: TLSClientContext?, previous: UpstreamPlan?
+    ) throws(CompileError) -> UpstreamPlan {
+        let i = config.upstreams.firstIndex { $0.name == u.name } ?? 0
+        let policy = PassiveHealth.Policy(
+            maxFails: u.maxFails, failTimeoutMillis: u.failTimeout.millis, maxFailTimeoutMillis: u.maxFailTimeout.millis)
+        var servers: [UpstreamPlan.Server] = []
+        for (k, s) in u.servers.enumerated() {
+            let item = "upstreams[\(i)].servers[\(k)]"
+            let path =
+                !config.sourceMap.has("upstreams[\(i)].servers") ? "upstreams[\(i)].url"
+                : config.sourceMap.has(item + ".url") ? item + ".url" : item
+            let address: SocketAddress
+            do {
+                address = try SocketAddress.resolve(host: s.url.host, port: s.url.port)
+            } catch {
+                throw CompileError(config, at: path, "\(path) (upstream \(u.name)): \(error)")
+            }
+            let target = GatewayProxy.UpstreamTarget(
+                name: u.name, address: address,
+                maxConnections: max(1, (u.maxConnections + workers - 1) / workers),
+                connectTimeoutMillis: u.connectTimeout.millis, responseTimeoutMillis: u.responseTimeout.millis,
+                idleTimeoutMillis: u.idleTimeout.millis,
+                tls: client, tlsServerName: client == nil ? nil : (u.tls?.serverName ?? s.url.host))
+            let shared: UpstreamServer
+            if let running = previous?.servers.first(where: { $0.shared.label == s.label })?.shared,
+                running.weight == s.weight, running.policy == policy
+            {
+                running.updateAddress(address)
+                shared = running
+            } else {
+                shared = UpstreamServer(
+                    upstream: u.name, label: s.label, host: s.url.host, port: s.url.port, weight: s.weight, address: address,
+                    policy: policy)
+            }
+            servers.append(UpstreamPlan.Server(target: target, shared: shared))
+        }
+        return UpstreamPlan(
+            name: u.name, servers: servers, algorithm: u.balance == .leastConnections ? .leastConnections : .roundRobin,
+            retries: u.servers.count > 1 ? u.retries : 0,
+            healthCheck: u.healthCheck.map {
+                UpstreamHealthChecker.Spec(
+                    path: $0.path, intervalMillis: $0.interval.millis, timeoutMillis: $0.timeout.millis, expectStatus: $0.expectStatus)
+            },
+            resolveIntervalMillis: u.resolveInterval?.millis)
+    }
+
     /// `127.0.0.0/8`, `::1` and `localhost`: reachable from this host only.
     static func isLoopback(_ host: String) -> Bool {
         let h = host.lowercased()

@@ -18,6 +18,8 @@ public enum MetricsCatalog {
         case always
         /// With an upstream other than `demo` (a url): its latency, errors and pool.
         case upstream
+        /// With an upstream server given by host name and re-resolved (`resolve_interval`).
+        case upstreamName = "upstream name"
         /// With `store: {kind: memory, data_dir: …}`: the data directory's snapshots and journal.
         case dataDir = "data_dir"
         /// With `store: {kind: redis}`.
@@ -66,6 +68,18 @@ public enum MetricsCatalog {
               help: "Connections closed at accept: over limits.max_connections, or accept failed (descriptors)."),
         .init(name: GatewayMetrics.poolConnections, type: "gauge", labels: ["upstream", "state"], presence: .upstream,
               help: "Upstream pool connections by state (busy, idle), summed over event loops."),
+        .init(name: GatewayMetrics.upstreamServerUp, type: "gauge", labels: ["upstream", "server"], presence: .upstream,
+              help: "1 while the upstream server is in the balance, 0 while ejected (passive health) or failing its health check."),
+        .init(name: GatewayMetrics.upstreamServerEjections, type: "counter", labels: ["upstream", "server"], presence: .upstream,
+              help: "Times the upstream server was ejected after max_fails failures in a row (or one on probation)."),
+        .init(name: GatewayMetrics.upstreamServerRequests, type: "counter", labels: ["upstream", "server"], presence: .upstream,
+              help: "Requests sent to the upstream server, retries included (published once a second)."),
+        .init(name: GatewayMetrics.upstreamServerFailures, type: "counter", labels: ["upstream", "server", "reason"], presence: .upstream,
+              help: "Failures of the upstream server by reason (connect_failed, connect_timeout, tls, closed, health_check)."),
+        .init(name: GatewayMetrics.upstreamRetries, type: "counter", labels: ["upstream"], presence: .upstream,
+              help: "Requests sent to another server of the upstream after one failed (published once a second)."),
+        .init(name: GatewayMetrics.upstreamDNSResolutions, type: "counter", labels: ["upstream", "server", "result"], presence: .upstreamName,
+              help: "Lookups of an upstream server's host name by result (success, failure; a failure keeps the last address)."),
         .init(name: GatewayMetrics.configReloads, type: "counter", labels: ["result"], presence: .always,
               help: "Configuration reloads (SIGHUP) by result (success, failure)."),
         .init(name: GatewayMetrics.configReloadPendingRestart, type: "gauge", labels: [], presence: .always,

@@ -29,6 +29,9 @@ public struct SourceMap: Sendable, Equatable {
         }
     }
 
+    /// Whether a value was written at exactly `path`.
+    public func has(_ path: String) -> Bool { positions[path] != nil }
+
     /// A diagnostic about the value at `path`, printed `FILE:LINE:COLUMN: MESSAGE` (`FILE: MESSAGE`
     /// when not even its section was written, i.e. a default).
     public func diagnostic(at path: String, _ message: String) -> ConfigDiagnostic {

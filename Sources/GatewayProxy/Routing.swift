@@ -32,6 +32,7 @@ public enum RouteDecision {
 /// shared by its requests, and passing it along costs one reference count, not one per field.
 public final class Forward {
     public let routeName: String
+    /// The upstream's only server, or its first (`balancer` chooses); its target names the upstream.
     public let pool: UpstreamPool
     public let maxBody: Int
     /// Applied to the upstream request's fields with the proxy's own rewriting (`UpstreamRequestHead`),
@@ -39,15 +40,27 @@ public final class Forward {
     public let editHeaders: HeaderEdit
     /// Added to the downstream response after the upstream's fields.
     public let responseHeaders: HTTPFields
+    /// An upstream with several servers: the server of each attempt; nil: `pool` is the only one.
+    public let balancer: UpstreamBalancer?
+    /// From the request's end to the response head, and to connect: the route's, else the upstream's.
+    public let responseTimeoutMillis: Int64
+    public let connectTimeoutMillis: Int64
 
+    /// - Parameters:
+    ///   - balancer: several servers (`pool` is then its first).
+    ///   - responseTimeoutMillis, connectTimeoutMillis: a route's own; nil: `pool.target`'s.
     public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
-                responseHeaders: HTTPFields = HTTPFields())
+                responseHeaders: HTTPFields = HTTPFields(), balancer: UpstreamBalancer? = nil,
+                responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil)
     {
         self.routeName = routeName
         self.pool = pool
         self.maxBody = maxBody
         self.editHeaders = editHeaders
         self.responseHeaders = responseHeaders
+        self.balancer = balancer
+        self.responseTimeoutMillis = responseTimeoutMillis ?? pool.target.responseTimeoutMillis
+        self.connectTimeoutMillis = connectTimeoutMillis ?? pool.target.connectTimeoutMillis
     }
 }
 

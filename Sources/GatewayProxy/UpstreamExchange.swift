@@ -35,8 +35,10 @@ protocol UpstreamExchangeHost: ConnectionDelegate {
 /// connection (the synchronous idle one first), writing the head and a body read whole, forwarding a
 /// streamed body, reading the response head, pumping the response body with back-pressure, the body,
 /// acquire and response timers, the one retry of an idempotent request on a connection the upstream
-/// had closed, and every failure as a `ProxyError`. One per HTTP/1.1 connection (reused from request
-/// to request) and one per HTTP/2 stream. Loop-confined.
+/// had closed, and every failure as a `ProxyError`. With several servers (`Forward.balancer`): the
+/// server of each attempt, each server's passive health told of failures and successes, and a
+/// failed request sent to another server when that is safe (`tryAnotherServer`). One per HTTP/1.1
+/// connection (reused from request to request) and one per HTTP/2 stream. Loop-confined.
 ///
 /// Hot path: the state is stored properties of a final class, read and written whole (references
 /// swapped by `replace`, the body reader moved out while it delivers), so no access needs a run-time
@@ -56,6 +58,12 @@ final class UpstreamExchange {
     /// The client's body ended (or there is none).
     private var requestEnded = false
     private var retried = false
+    /// Several servers: those this request was sent to (bit i: `balancer.pools[i]`), and how many
+    /// times it went to another one after a failure.
+    private var tried: UInt64 = 0
+    private var serverRetries = 0
+    /// The host was told the request started (`upstreamRequestDidStart`: once per exchange).
+    private var hostStarted = false
     /// An acquire with a callback is pending; its generation tells a late answer from a current one.
     private var acquiring = false
     private var generation = 0
@@ -95,6 +103,9 @@ final class UpstreamExchange {
         replace(&forward, with: nil)
         replace(&wholeBody, with: nil)
         retried = false
+        tried = 0
+        serverRetries = 0
+        hostStarted = false
         acquiring = false
         upstreamSeconds = nil
         response = nil
@@ -135,40 +146,76 @@ final class UpstreamExchange {
     func send<H: UpstreamExchangeHost>(body: [UInt8]?, _ host: H) {
         if body != nil { requestEnded = true }
         replace(&wholeBody, with: body)
-        acquire(fresh: false, host)
+        guard let f = forward else { return }
+        if let b = f.balancer {
+            // Several servers: the balancer's choice (the first attempt always has one).
+            guard let i = b.pick(excluding: tried, now: loop.timers.nowMillis) else { return fail(.upstreamUnavailable, host) }
+            tried |= 1 << UInt64(i)
+            acquire(b.pools[i], fresh: false, host)
+        } else {
+            acquire(f.pool, fresh: false, host)
+        }
     }
 
-    private func acquire<H: UpstreamExchangeHost>(fresh: Bool, _ host: H) {
-        guard let f = forward else { return }
-        if !fresh, let u = f.pool.takeIdle() {
+    private func acquire<H: UpstreamExchangeHost>(_ pool: UpstreamPool, fresh: Bool, _ host: H) {
+        if !fresh, let u = pool.takeIdle() {
             // The common case: a kept-alive connection is free; no callback, no timer.
-            startRequest(u, host)
+            startRequest(u, pool, host)
             return
         }
+        guard let f = forward else { return }
         // The pool's own connect timer answers first; this guards a queue that never moves.
-        arm(.acquire, f.pool.target.connectTimeoutMillis + 1000, host)
+        arm(.acquire, f.connectTimeoutMillis + 1000, host)
         generation &+= 1
         let current = generation
         acquiring = true
-        let acquire = fresh ? f.pool.acquireFresh : f.pool.acquire
-        acquire { [weak self, weak host] result in
+        let done: (Result<UpstreamConnection, UpstreamFailure>) -> Void = { [weak self, weak host] result in
             guard let self, let host, self.acquiring, self.generation == current else {
                 if case .success(let u) = result { u.pool.release(u, reusable: true) }
                 return
             }
             self.acquiring = false
             switch result {
-            case .failure(let failure): self.fail(failure.proxyError, host)
-            case .success(let u): self.startRequest(u, host)
+            case .failure(let failure): self.acquireFailed(failure, pool, host)
+            case .success(let u): self.startRequest(u, pool, host)
             }
+        }
+        if fresh {
+            pool.acquireFresh(connectTimeoutMillis: f.connectTimeoutMillis, done)
+        } else {
+            pool.acquire(connectTimeoutMillis: f.connectTimeoutMillis, done)
         }
     }
 
-    private func startRequest<H: UpstreamExchangeHost>(_ u: UpstreamConnection, _ host: H) {
+    /// No connection: the server is told (a connect error or timeout, a failed TLS handshake count
+    /// against it; a full pool does not), and as nothing of the request was sent, it may go to
+    /// another server whatever its method.
+    private func acquireFailed<H: UpstreamExchangeHost>(_ failure: UpstreamFailure, _ pool: UpstreamPool, _ host: H) {
+        pool.noteFailure(failure)
+        if tryAnotherServer(host) { return }
+        fail(failure.proxyError, host)
+    }
+
+    /// Sends the request to a server it has not tried, if the upstream has several, `retries` allows
+    /// one more, and one is left. The caller has checked that sending it again is safe.
+    private func tryAnotherServer<H: UpstreamExchangeHost>(_ host: H) -> Bool {
+        guard let b = forward?.balancer, serverRetries < b.retries,
+            let i = b.pick(excluding: tried, now: loop.timers.nowMillis)
+        else { return false }
+        tried |= 1 << UInt64(i)
+        serverRetries += 1
+        b.noteRetry()
+        retried = false  // the new server's kept-alive connection may be stale too
+        acquire(b.pools[i], fresh: false, host)
+        return true
+    }
+
+    private func startRequest<H: UpstreamExchangeHost>(_ u: UpstreamConnection, _ pool: UpstreamPool, _ host: H) {
         guard let f = forward else { return }
         cancelTimer()
         replace(&upstream, with: u)
         u.beginExchange(host)
+        pool.requestsSent &+= 1
         upstreamStarted = EventLoop.monotonicNanos()
         let whole = replace(&wholeBody, with: nil)
         let framing = whole.map { BodyFraming.whole(requestFraming, count: $0.count) } ?? requestFraming
@@ -176,10 +223,17 @@ final class UpstreamExchange {
         if let whole {
             // Read whole (bounded) for a local decision: it goes with its length, then the response.
             if !whole.isEmpty { u.connection.write(whole) }
-            replace(&wholeBody, with: [])  // a retry sends the head again, without a body
+            replace(&wholeBody, with: whole)  // kept: a retry sends it again
             arm(.response, responseTimeout, host)
         }
-        host.upstreamRequestDidStart()
+        if !hostStarted {
+            hostStarted = true
+            host.upstreamRequestDidStart()
+        } else if whole == nil {
+            // A retry: only requests whose body was sent whole or had none are sent again, and
+            // their body has ended.
+            arm(.response, responseTimeout, host)
+        }
     }
 
     /// Streamed request body bytes, framed as the client framed them (chunked stays chunked).
@@ -202,7 +256,7 @@ final class UpstreamExchange {
     /// Request bytes the upstream has not taken yet (back-pressure on the client).
     var upstreamOutboundBytes: Int { upstream?.connection.outboundBytes ?? 0 }
 
-    private var responseTimeout: Int64 { forward?.pool.target.responseTimeoutMillis ?? 30_000 }
+    private var responseTimeout: Int64 { forward?.responseTimeoutMillis ?? 30_000 }
 
     // MARK: - The response
 
@@ -226,6 +280,7 @@ final class UpstreamExchange {
             return
         }
         guard let (r, end) = final else { return }
+        u.noteSuccess()
         response = (r.status, r.keepAlive)
         upstreamSeconds = Double(EventLoop.monotonicNanos() - upstreamStarted) / 1e9
         if !requestEnded {
@@ -310,15 +365,31 @@ final class UpstreamExchange {
             if upstream === u { complete(reusable: false, host) }
             return
         }
+        let pool = u.pool
         release(reusable: false)
-        // Nothing came back: an idempotent request without a body, sent on a reused connection that
-        // the upstream had already given up on, is sent once more on a fresh one.
-        if response == nil, !retried, u.mayRetry(method: method, framing: requestFraming) {
-            retried = true
-            acquire(fresh: true, host)
-            return
+        if response == nil {
+            // Nothing came back: an idempotent request without a body, sent on a reused connection that
+            // the upstream had already given up on, is sent once more on a fresh one.
+            if !retried, u.mayRetry(method: method, framing: requestFraming) {
+                retried = true
+                acquire(pool, fresh: true, host)
+                return
+            }
+            // A fresh connection closed before any response: the server failed the request (a reused
+            // one may only have timed out idle). It goes to another server only when sending it twice
+            // is safe: an idempotent method (RFC 9110 §9.2.2), and a body that was sent whole or empty.
+            if u.requestsServed == 1 { pool.noteFailure(.closed) }
+            if UpstreamConnection.isIdempotent(method) && requestIsReplayable && tryAnotherServer(host) { return }
         }
         fail(.upstreamClosed, host)
+    }
+
+    /// The request can be sent again as it was: no body, or one read whole (kept for that).
+    private var requestIsReplayable: Bool {
+        switch requestFraming {
+        case .none, .contentLength(0): true
+        default: wholeBody != nil
+        }
     }
 
     private func release(reusable: Bool) {

@@ -44,16 +44,38 @@ public enum UpstreamFailure: Error, Equatable, Sendable {
     case tls(String)
 }
 
-/// A keep-alive pool of connections to one upstream, on one loop (no locks: loops do not share
-/// pools). Bounded: at most `maxConnections` open; further requests wait in FIFO order (bounded).
+/// What happened to a pool's server, told on the pool's loop (`UpstreamPool.onServerEvent`).
+public enum UpstreamServerEvent: Sendable, Equatable {
+    /// A request failed on the server (`reason`: `connect_failed`, `connect_timeout`, `tls`,
+    /// `closed`), and what that did to its passive health.
+    case failed(reason: String, PassiveHealth.Event?)
+    /// A success after ejections.
+    case recovered
+}
+
+/// A keep-alive pool of connections to one upstream server, on one loop (no locks: loops do not
+/// share pools). Bounded: at most `maxConnections` open; further requests wait in FIFO order
+/// (bounded). Usable alone, as a client of one named target; an upstream with several servers has
+/// one per server (`UpstreamBalancer`), each with its shared `UpstreamServer`.
 public final class UpstreamPool {
     public let target: UpstreamTarget
     public let loop: EventLoop
+    /// The server's shared state (health, re-resolved address); nil for a pool used on its own.
+    public let server: UpstreamServer?
+    /// Where new connections go: `target.address`, or the server's latest resolution (`syncAddress`).
+    public private(set) var address: SocketAddress
+    /// Bumped when the address changes: connections opened before are not reused.
+    private(set) var addressEpoch = 0
+    private var serverAddressGeneration = 0
     /// Every open or connecting connection (the pool owns them; connections only point back weakly).
     private var members: [ObjectIdentifier: UpstreamConnection] = [:]
     private var idle: [UpstreamConnection] = []
-    private var waiters: [(Result<UpstreamConnection, UpstreamFailure>) -> Void] = []
+    private var waiters: [(connectTimeoutMillis: Int64, done: (Result<UpstreamConnection, UpstreamFailure>) -> Void)] = []
     public private(set) var connectsStarted = 0
+    /// Requests sent to the server from this loop (retries included), for the per-server metric.
+    var requestsSent = 0
+    /// Told of each failure and recovery of the server, on the loop.
+    public var onServerEvent: ((UpstreamServerEvent) -> Void)?
     /// https: the latest session a connection of this pool can resume (a fresh ticket from each
     /// connection, since TLS 1.3 tickets are single-use).
     var resumable: TLSResumableSession?
@@ -61,14 +83,63 @@ public final class UpstreamPool {
     public var onTLSFailure: ((TLSFailure) -> Void)?
     public var openCount: Int { members.count }
     public var idleCount: Int { idle.count }
+    /// Requests holding, awaiting or waiting for a connection of this pool (least connections).
+    public var activeRequests: Int { members.count - idle.count + waiters.count }
+    /// Requests sent so far (read and reset by the metrics, once a second).
+    public func takeRequestsSent() -> Int {
+        let n = requestsSent
+        requestsSent = 0
+        return n
+    }
 
-    public init(target: UpstreamTarget, loop: EventLoop) {
+    /// - Parameter server: the shared state of the server `target` is (an upstream with several
+    ///   servers, or one whose health and address are tracked); its address replaces `target.address`.
+    public init(target: UpstreamTarget, loop: EventLoop, server: UpstreamServer? = nil) {
         self.target = target
         self.loop = loop
+        self.server = server
+        address = server?.address ?? target.address
+        serverAddressGeneration = server?.addressGeneration ?? 0
+    }
+
+    /// Takes the server's latest address if it changed (on the loop, off the request path): new
+    /// connections go there, idle ones to the old address close, busy ones close when released.
+    /// True when it changed.
+    @discardableResult
+    public func syncAddress() -> Bool {
+        guard let s = server else { return false }
+        let generation = s.addressGeneration
+        guard generation != serverAddressGeneration else { return false }
+        serverAddressGeneration = generation
+        let a = s.address
+        guard a != address else { return false }
+        address = a
+        addressEpoch += 1
+        closeIdle()
+        return true
+    }
+
+    /// A request to the server failed: its passive health is told, then `onServerEvent`.
+    func noteFailure(_ failure: UpstreamFailure) {
+        let reason: String
+        switch failure {
+        case .connectFailed: reason = "connect_failed"
+        case .connectTimeout: reason = "connect_timeout"
+        case .tls: reason = "tls"
+        case .closed: reason = "closed"
+        case .poolExhausted: return  // the pool's limit, not the server
+        }
+        let event = server?.recordFailure(now: loop.timers.nowMillis)
+        onServerEvent?(.failed(reason: reason, event))
     }
 
     /// Hands out an idle connection (most recently used first), or connects, or queues.
     public func acquire(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
+        acquire(connectTimeoutMillis: target.connectTimeoutMillis, done)
+    }
+
+    /// The same, with a connect timeout of the caller's (a route's `timeouts.connect`).
+    public func acquire(connectTimeoutMillis: Int64, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
         while let c = withIdle({ $0.popLast() }) {
             if c.takeFromIdle() {
                 done(.success(c))
@@ -77,14 +148,14 @@ public final class UpstreamPool {
             c.close()
         }
         if members.count < target.maxConnections {
-            connect(done)
+            connect(connectTimeoutMillis, done)
             return
         }
         guard waiters.count < target.maxWaiters else {
             done(.failure(.poolExhausted))
             return
         }
-        waiters.append(done)
+        waiters.append((connectTimeoutMillis, done))
     }
 
     /// An idle connection that is still usable (most recently used first), or nil: the synchronous
@@ -109,16 +180,20 @@ public final class UpstreamPool {
 
     /// A fresh connection, bypassing idle ones (for the single retry of an idempotent request).
     public func acquireFresh(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
+        acquireFresh(connectTimeoutMillis: target.connectTimeoutMillis, done)
+    }
+
+    public func acquireFresh(connectTimeoutMillis: Int64, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
         if members.count < target.maxConnections {
-            connect(done)
+            connect(connectTimeoutMillis, done)
         } else {
-            acquire(done)
+            acquire(connectTimeoutMillis: connectTimeoutMillis, done)
         }
     }
 
-    private func connect(_ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
+    private func connect(_ timeoutMillis: Int64, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void) {
         connectsStarted += 1
-        if let u = UpstreamConnection.open(pool: self, done) { members[ObjectIdentifier(u)] = u }
+        if let u = UpstreamConnection.open(pool: self, connectTimeoutMillis: timeoutMillis, done) { members[ObjectIdentifier(u)] = u }
     }
 
     /// A retired pool (replaced by a reload) keeps no idle connections and closes released ones.
@@ -133,13 +208,13 @@ public final class UpstreamPool {
     /// Returns a connection after an exchange; reusable ones serve a waiter or go idle, others close.
     func release(_ c: UpstreamConnection, reusable: Bool) {
         c.takeTicket()
-        guard reusable, !retired, !c.isClosed, !c.connection.peerClosed else {
+        guard reusable, !retired, !c.isClosed, !c.connection.peerClosed, c.addressEpoch == addressEpoch else {
             c.close()
             return
         }
         if !waiters.isEmpty {
             let w = waiters.removeFirst()
-            w(.success(c))
+            w.done(.success(c))
             return
         }
         c.enterIdle(timeoutMillis: target.idleTimeoutMillis)
@@ -150,7 +225,10 @@ public final class UpstreamPool {
     func memberDidClose(_ c: UpstreamConnection) {
         members[ObjectIdentifier(c)] = nil
         withIdle { list in if let i = list.firstIndex(where: { $0 === c }) { list.remove(at: i) } }
-        if !waiters.isEmpty && members.count < target.maxConnections { connect(waiters.removeFirst()) }
+        if !waiters.isEmpty && members.count < target.maxConnections {
+            let w = waiters.removeFirst()
+            connect(w.connectTimeoutMillis, w.done)
+        }
     }
 
     func noteTLSFailure(_ f: TLSFailure) { onTLSFailure?(f) }
@@ -185,17 +263,23 @@ public final class UpstreamConnection: ConnectionDelegate {
     /// Requests this connection has carried (0 = fresh: nothing can have been sent on it before).
     public private(set) var requestsServed = 0
     public var isClosed: Bool { connection.isClosed }
+    /// The pool's `addressEpoch` when it connected.
+    let addressEpoch: Int
+    /// The pool's server (read on each response without going through the unowned pool).
+    let server: UpstreamServer?
 
     private init(connection: Connection, pool: UpstreamPool) {
         self.connection = connection
         self.pool = pool
+        addressEpoch = pool.addressEpoch
+        server = pool.server
     }
 
     /// Starts connecting; the result comes through `done` (never synchronously).
-    static func open(pool: UpstreamPool, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void)
+    static func open(pool: UpstreamPool, connectTimeoutMillis: Int64, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void)
         -> UpstreamConnection?
     {
-        switch Socket.connect(pool.target.address) {
+        switch Socket.connect(pool.address) {
         case .failed(let e):
             pool.loop.enqueue { done(.failure(.connectFailed(e.description))) }
             return nil
@@ -212,7 +296,7 @@ public final class UpstreamConnection: ConnectionDelegate {
             }
             let conn: Connection
             do {
-                conn = try Connection(fd: fd, loop: pool.loop, peer: pool.target.address, connecting: true, tls: session)
+                conn = try Connection(fd: fd, loop: pool.loop, peer: pool.address, connecting: true, tls: session)
             } catch {
                 Socket.close(fd)
                 pool.loop.enqueue { done(.failure(.connectFailed(error.description))) }
@@ -221,7 +305,7 @@ public final class UpstreamConnection: ConnectionDelegate {
             let u = UpstreamConnection(connection: conn, pool: pool)
             conn.delegate = u
             u.onConnect = done
-            u.connectTimer = pool.loop.timers.schedule(afterMillis: pool.target.connectTimeoutMillis) { [weak u] in
+            u.connectTimer = pool.loop.timers.schedule(afterMillis: connectTimeoutMillis) { [weak u] in
                 guard let u, let cb = u.onConnect else { return }
                 u.onConnect = nil
                 u.connection.close()
@@ -332,6 +416,14 @@ struct UpstreamProtocolSwitch: Error {}
 extension UpstreamConnection {
     /// Methods a request may be sent twice with (RFC 9110 §9.2.2).
     private static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
+
+    static func isIdempotent(_ method: String) -> Bool { idempotentMethods.contains(method) }
+
+    /// A response head came: the server's passive health is told (lock-free unless it had failed).
+    @inline(__always)
+    func noteSuccess() {
+        if let s = server, s.recordSuccess() != nil { pool.onServerEvent?(.recovered) }
+    }
 
     /// Whether a request that got nothing back on this connection may be retried on a fresh one:
     /// idempotent, without a body, and sent on a reused connection (the upstream may have closed it

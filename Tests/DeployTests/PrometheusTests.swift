@@ -46,7 +46,7 @@ struct PrometheusTests {
         #expect(tested.count >= 2, "\(tested)")
     }
 
-    @Test("an alert watches each failure: refusals, registrations, snapshots, store, store writes, journal damage, upstream 5xx, challenge floods")
+    @Test("an alert watches each failure: refusals, registrations, snapshots, store, store writes, journal damage, upstream 5xx, upstream servers down, challenge floods")
     func requiredAlerts() throws {
         var byName: [String: String] = [:]
         for r in try Self.rules() {
@@ -72,6 +72,8 @@ struct PrometheusTests {
             ("AttestGatewayJournalDamaged", ["attest_gateway_store_journal_corrupt_records_total"]),
             ("AttestGatewayUpstream5xx", ["attest_gateway_requests_total", "status_class=\"5xx\""]),
             ("AttestGatewayUpstreamErrors", ["attest_gateway_upstream_errors_total"]),
+            ("AttestGatewayUpstreamAllServersDown", ["attest_gateway_upstream_server_up", "max by (instance, upstream)"]),
+            ("AttestGatewayUpstreamServerDown", ["attest_gateway_upstream_server_up"]),
             ("AttestGatewayKeyCapacityNearlyFull", ["attest_gateway_store_keys", "attest_gateway_store_key_capacity"]),
             ("AttestGatewayKeyCapacityReached", ["attest_gateway_registrations_total", "reason=\"key_capacity\""]),
             ("AttestGatewayChallengeFlood", ["attest_gateway_rate_limited_total", "limit=\"client\"", "attest_gateway_challenges_evicted_total", "budget=\"anonymous\""]),

@@ -48,7 +48,8 @@ public final class NginxProcess: @unchecked Sendable {
     private var stopped = false
     private let front: Front?
 
-    public init(zeroFileBytes: Int64 = 0, front: Front? = nil, timeout: TimeInterval = 15) throws {
+    /// - Parameter port: listen there (a server restarted where it was); by default a free one.
+    public init(zeroFileBytes: Int64 = 0, front: Front? = nil, timeout: TimeInterval = 15, port fixedPort: UInt16? = nil) throws {
         self.front = front
         guard let binary = Self.binary else {
             throw HTTPTestError("nginx not found (looked in \(Self.candidates.joined(separator: ", "))); run scripts/install-deps.sh")
@@ -80,8 +81,8 @@ public final class NginxProcess: @unchecked Sendable {
         // The port is chosen free just before nginx binds it; another process may take it in between,
         // so a failed start is retried on a new port.
         var lastError = ""
-        for _ in 0..<3 {
-            port = try freeLoopbackPort()
+        for _ in 0..<(fixedPort == nil ? 3 : 50) {
+            port = try fixedPort ?? freeLoopbackPort()
             try config(port: port).write(to: prefix.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
             let p = Process()
             p.executableURL = URL(fileURLWithPath: binary)
@@ -104,6 +105,7 @@ public final class NginxProcess: @unchecked Sendable {
             }
             p.waitUntilExit()
             lastError = errorLog
+            if fixedPort != nil { usleep(100_000) }  // the port may be in use a moment longer
         }
         try? fm.removeItem(at: prefix)
         throw HTTPTestError("nginx did not start: \(lastError)")
@@ -164,7 +166,7 @@ public final class NginxProcess: @unchecked Sendable {
             "xfproto=$http_x_forwarded_proto", "xfhost=$http_x_forwarded_host", "via=$http_via",
             "connection=$http_connection", "keepalive=$http_keep_alive", "te=$http_te", "upgrade=$http_upgrade",
             "proxyauth=$http_proxy_authorization", "secret=$http_x_secret", "custom=$http_x_custom",
-            "conn=$connection", "conn_requests=$connection_requests", "protocol=$server_protocol",
+            "conn=$connection", "conn_requests=$connection_requests", "protocol=$server_protocol", "port=$server_port",
         ].joined(separator: "\\n") + "\\n"
         return """
             daemon off;

@@ -21,7 +21,8 @@ extension ConfigDecoder {
                 $0,
                 path: "routes",
                 defaultMaxBody: limits.maxBody,
-                upstreamNames: upstreams.flatMap { $0.namesComplete ? $0.names : nil }
+                upstreamNames: upstreams.flatMap { $0.namesComplete ? $0.names : nil },
+                demoUpstreams: upstreams?.demoNames ?? []
             )
         }
         let apps = top["apps"].flatMap { decodeApps($0, path: "apps") } ?? []

@@ -10,9 +10,9 @@ struct DecodedRoutes {
 
 /// `routes`: at least one, unique names, each naming an existing upstream.
 extension ConfigDecoder {
-    func decodeRoutes(_ node: YAMLNode, path: String, defaultMaxBody: Int, upstreamNames: Set<String>?)
-        -> DecodedRoutes?
-    {
+    func decodeRoutes(
+        _ node: YAMLNode, path: String, defaultMaxBody: Int, upstreamNames: Set<String>?, demoUpstreams: Set<String> = []
+    ) -> DecodedRoutes? {
         guard let items = list(node, path, nonEmpty: true) else { return nil }
         var decoded = DecodedRoutes()
         var names: [(name: String, position: SourcePosition)] = []
@@ -41,7 +41,18 @@ extension ConfigDecoder {
                     decoded.firstMaxRiskMetric = (ConfigDecoder.child(fields.path("assertion"), "max_risk_metric"), at)
                 }
             }
-            guard let name, let match, let upstream, maxBodyNode == nil || maxBody != nil, let assertion else {
+            var timeouts: RouteTimeouts? = RouteTimeouts()
+            if let timeoutsNode = fields["timeouts"] {
+                timeouts = decodeRouteTimeouts(timeoutsNode, path: fields.path("timeouts"))
+                if let upstream, demoUpstreams.contains(upstream), let at = fields.keyPosition("timeouts") {
+                    report(
+                        "\(fields.path("timeouts")) has no effect on the demo upstream \(quoted(upstream)) (it answers in process, "
+                            + "without a connection); remove it",
+                        at: at)
+                    timeouts = nil
+                }
+            }
+            guard let name, let match, let upstream, maxBodyNode == nil || maxBody != nil, let assertion, let timeouts else {
                 continue
             }
             decoded.configs.append(
@@ -50,12 +61,28 @@ extension ConfigDecoder {
                     match: match,
                     upstream: upstream,
                     maxBody: maxBody ?? defaultMaxBody,
-                    assertion: assertion
+                    assertion: assertion,
+                    timeouts: timeouts
                 )
             )
         }
         checkUnique(names, what: "route name")
         return decoded
+    }
+
+    /// `timeouts: {response, connect}`: at least one.
+    private func decodeRouteTimeouts(_ node: YAMLNode, path: String) -> RouteTimeouts? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.routeTimeouts) else { return nil }
+        var valid = true
+        let timeouts = RouteTimeouts(
+            response: fields.optional("response", valid: &valid) { duration($0, $1) },
+            connect: fields.optional("connect", valid: &valid) { duration($0, $1) })
+        guard valid else { return nil }
+        if case .mapping(let pairs, _) = node, pairs.isEmpty {
+            report("\(path) must set response or connect (or both)", at: fields.position)
+            return nil
+        }
+        return timeouts
     }
 
     private func decodeUpstreamReference(_ node: YAMLNode, _ path: String, _ upstreamNames: Set<String>?) -> String? {

@@ -21,9 +21,13 @@ enum ConfigKeys {
     ]
     static let upstream = [
         "name", "url", "max_connections", "connect_timeout", "response_timeout", "idle_timeout", "tls",
+        "servers", "balance", "max_fails", "fail_timeout", "max_fail_timeout", "health_check", "resolve_interval", "retries",
     ]
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
-    static let route = ["name", "match", "upstream", "max_body", "assertion"]
+    static let upstreamServer = ["url", "weight"]
+    static let upstreamHealthCheck = ["path", "interval", "timeout", "expect_status"]
+    static let route = ["name", "match", "upstream", "max_body", "assertion", "timeouts"]
+    static let routeTimeouts = ["response", "connect"]
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [
         "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk",
@@ -58,8 +62,9 @@ enum ConfigKeys {
         ("top level", top), ("listeners[]", listener), ("listeners[].tls", listenerTLS),
         ("listeners[].http2", listenerHTTP2),
         ("listeners[].tls.certificates[]", listenerCertificate), ("admin", admin), ("limits", limits),
-        ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("routes[]", route),
-        ("routes[].match", routeMatch),
+        ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("upstreams[].servers[]", upstreamServer),
+        ("upstreams[].health_check", upstreamHealthCheck), ("routes[]", route),
+        ("routes[].match", routeMatch), ("routes[].timeouts", routeTimeouts),
         ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
         ("logging", logging), ("apple", apple), ("risk", risk),

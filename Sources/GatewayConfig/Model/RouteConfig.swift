@@ -10,13 +10,31 @@ public struct RouteConfig: Sendable, Equatable {
     public var maxBody: Int
     /// `.off` when the route has no `assertion` block.
     public var assertion: AssertionPolicy
+    /// The route's own upstream timeouts (`timeouts`); each one not given is the upstream's.
+    public var timeouts: RouteTimeouts
 
-    public init(name: String, match: RouteMatch, upstream: String, maxBody: Int, assertion: AssertionPolicy = .off) {
+    public init(
+        name: String, match: RouteMatch, upstream: String, maxBody: Int, assertion: AssertionPolicy = .off,
+        timeouts: RouteTimeouts = RouteTimeouts()
+    ) {
         self.name = name
         self.match = match
         self.upstream = upstream
         self.maxBody = maxBody
         self.assertion = assertion
+        self.timeouts = timeouts
+    }
+}
+
+/// `routes[].timeouts`: the upstream's `response_timeout` and `connect_timeout` for this route's
+/// requests only; nil keeps the upstream's.
+public struct RouteTimeouts: Sendable, Equatable {
+    public var response: Duration?
+    public var connect: Duration?
+
+    public init(response: Duration? = nil, connect: Duration? = nil) {
+        self.response = response
+        self.connect = connect
     }
 }
 
