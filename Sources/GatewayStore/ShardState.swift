@@ -64,7 +64,7 @@ struct PointBits {
     }
 }
 
-/// One registered key: 144 bytes, no references. Strings are indices into the shard's intern table.
+/// One registered key: 152 bytes, no references. Strings are indices into the shard's intern table.
 struct KeyRecord {
     var key: KeyBits
     var point: PointBits
@@ -84,19 +84,33 @@ struct KeyRecord {
     var reregistrations: UInt8 = 0
     /// Start of the current re-registration window, Unix seconds; 0: no re-registration yet.
     var reregistrationWindow: UInt32 = 0
+    /// The counter window's open counters below `counter` (`CounterWindow.gaps`; 0: none).
+    var gaps: UInt64 = 0
 
     static let noString = UInt32.max
     static let flagProduction: UInt8 = 1
     static let flagCategory: UInt8 = 2
 
-    /// The same registration (every field but the counter and the last-seen time, which requests move).
+    /// The counter window (`counter` and `gaps`).
+    var window: CounterWindow {
+        get { CounterWindow(highest: counter, gaps: gaps) }
+        set {
+            counter = newValue.highest
+            gaps = newValue.gaps
+        }
+    }
+
+    /// The same registration (every field but the counter window and the last-seen time, which
+    /// requests move).
     func sameRegistration(as other: KeyRecord) -> Bool {
         var a = self
         var b = other
         a.counter = 0
         a.lastSeen = 0
+        a.gaps = 0
         b.counter = 0
         b.lastSeen = 0
+        b.gaps = 0
         return withUnsafeBytes(of: &a) { x in withUnsafeBytes(of: &b) { y in x.elementsEqual(y) } }
     }
 }
@@ -456,31 +470,26 @@ struct ShardState {
 
 /// A registered key's key-bound challenges in one shard, oldest first: at most `maxSlots`, inline.
 struct KeyRing {
-    static let maxSlots = 4
+    /// Eight: a device with a counter window keeps one live challenge per request in flight
+    /// (docs/store.md, "Challenge budgets"); `store.max_challenges_per_key` picks 1…8 of them.
+    static let maxSlots = 8
 
-    private var s0 = ChallengeBits(a: 0, b: 0)
-    private var s1 = ChallengeBits(a: 0, b: 0)
-    private var s2 = ChallengeBits(a: 0, b: 0)
-    private var s3 = ChallengeBits(a: 0, b: 0)
+    private var slots = (
+        ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0),
+        ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0))
     private(set) var count: UInt8 = 0
     /// Bit i: slot i was issued with a verified response (`ChallengeRequest.chained`).
     private var chainedBits: UInt8 = 0
 
     subscript(i: Int) -> ChallengeBits {
         get {
-            switch i {
-            case 0: s0
-            case 1: s1
-            case 2: s2
-            default: s3
-            }
+            precondition(i >= 0 && i < Self.maxSlots)
+            return withUnsafeBytes(of: slots) { $0.load(fromByteOffset: i * MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self) }
         }
         set {
-            switch i {
-            case 0: s0 = newValue
-            case 1: s1 = newValue
-            case 2: s2 = newValue
-            default: s3 = newValue
+            precondition(i >= 0 && i < Self.maxSlots)
+            withUnsafeMutableBytes(of: &slots) {
+                $0.storeBytes(of: newValue, toByteOffset: i * MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self)
             }
         }
     }

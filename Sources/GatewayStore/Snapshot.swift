@@ -23,16 +23,19 @@ public struct SnapshotReport: Sendable, Equatable {
 /// challenge stride (u32), layout fingerprint (u64), generation (u64, random), first journal
 /// segment to replay (u64), key count (u64), challenge count (u64), created at (i64, Unix ms),
 /// receipts file generation (u64: 0 `receipts.dat`, n `receipts-<n, 16 hex>.dat`); then per shard: string count (u32) and strings (u32 length ‖ UTF-8), record count (u64) and the
-/// records as in memory (`KeyRecord`, fixed stride), challenge count (u64) and the challenges
-/// (`ChallengeEntry`); then SHA-256 of everything before it (32 bytes). Integers little-endian.
+/// records as in memory (`KeyRecord`, fixed stride; version 3 added the counter window's open
+/// counters), challenge count (u64) and the challenges (`ChallengeEntry`); then SHA-256 of
+/// everything before it (32 bytes). Integers little-endian.
 enum SnapshotFormat {
     static let fileName = "snapshot.dat"
     static let magic: [UInt8] = Array("AGSNAPS1".utf8)
-    static let version: UInt32 = 2
+    static let version: UInt32 = 3
     static let headerSize = 80
     /// Version 1 (before the re-registration window and receipt compaction): a 72-byte header,
     /// `KeyRecordV1` records, receipts in `receipts.dat`. Still read.
     static let headerSizeV1 = 72
+    /// Version 2 (before the counter window): the version 3 header, `KeyRecordV2` records (144
+    /// bytes: no open counters). Still read.
 
     /// Changes whenever the in-memory layout of a record or challenge changes, so a snapshot
     /// written by a differently laid-out build is refused rather than misread.
@@ -44,7 +47,21 @@ enum SnapshotFormat {
             MemoryLayout<KeyRecord>.offset(of: \.bundleIndex), MemoryLayout<KeyRecord>.offset(of: \.category),
             MemoryLayout<KeyRecord>.offset(of: \.firstSeen), MemoryLayout<KeyRecord>.offset(of: \.lastSeen),
             MemoryLayout<KeyRecord>.offset(of: \.flags), MemoryLayout<KeyRecord>.offset(of: \.reregistrations),
-            MemoryLayout<KeyRecord>.offset(of: \.reregistrationWindow), MemoryLayout<KeyRecord>.size,
+            MemoryLayout<KeyRecord>.offset(of: \.reregistrationWindow), MemoryLayout<KeyRecord>.offset(of: \.gaps),
+            MemoryLayout<KeyRecord>.size,
+        ])
+    }
+
+    /// The fingerprint version 2 snapshots carry (their records are `KeyRecordV2`).
+    static var layoutFingerprintV2: UInt64 {
+        fingerprint(records: [
+            MemoryLayout<KeyRecordV2>.offset(of: \.key), MemoryLayout<KeyRecordV2>.offset(of: \.point),
+            MemoryLayout<KeyRecordV2>.offset(of: \.receiptOffset), MemoryLayout<KeyRecordV2>.offset(of: \.counter),
+            MemoryLayout<KeyRecordV2>.offset(of: \.receiptLength), MemoryLayout<KeyRecordV2>.offset(of: \.appIndex),
+            MemoryLayout<KeyRecordV2>.offset(of: \.bundleIndex), MemoryLayout<KeyRecordV2>.offset(of: \.category),
+            MemoryLayout<KeyRecordV2>.offset(of: \.firstSeen), MemoryLayout<KeyRecordV2>.offset(of: \.lastSeen),
+            MemoryLayout<KeyRecordV2>.offset(of: \.flags), MemoryLayout<KeyRecordV2>.offset(of: \.reregistrations),
+            MemoryLayout<KeyRecordV2>.offset(of: \.reregistrationWindow), MemoryLayout<KeyRecordV2>.size,
         ])
     }
 
@@ -212,9 +229,9 @@ enum SnapshotFormat {
             throw StoreError(.unavailable, "\(path) is not a store snapshot (bad magic)")
         }
         let v = r.u32()!
-        guard v == version || v == 1 else {
+        guard (1...version).contains(v) else {
             throw StoreError(
-                .unavailable, "snapshot \(path) has unknown version \(v); this build reads versions 1 and \(version)")
+                .unavailable, "snapshot \(path) has unknown version \(v); this build reads versions 1 to \(version)")
         }
         guard size >= (v == 1 ? headerSizeV1 : headerSize) + 32 else {
             throw corrupt("\(size) bytes is shorter than a header and checksum")
@@ -258,9 +275,15 @@ enum SnapshotFormat {
         let challengeStride = Int(r.u32()!)
         let fingerprint = r.u64()!
         let legacy = version == 1
-        let expectedStride = legacy ? MemoryLayout<KeyRecordV1>.stride : MemoryLayout<KeyRecord>.stride
+        let expectedStride: Int
+        let expectedFingerprint: UInt64
+        switch version {
+        case 1: (expectedStride, expectedFingerprint) = (MemoryLayout<KeyRecordV1>.stride, layoutFingerprintV1)
+        case 2: (expectedStride, expectedFingerprint) = (MemoryLayout<KeyRecordV2>.stride, layoutFingerprintV2)
+        default: (expectedStride, expectedFingerprint) = (MemoryLayout<KeyRecord>.stride, layoutFingerprint)
+        }
         guard recordStride == expectedStride, challengeStride == MemoryLayout<ChallengeEntry>.stride,
-              fingerprint == (legacy ? layoutFingerprintV1 : layoutFingerprint)
+              fingerprint == expectedFingerprint
         else {
             throw StoreError(.unavailable, "snapshot \(path) was written by a build with another record layout")
         }
@@ -296,9 +319,14 @@ enum SnapshotFormat {
                 throw corrupt("truncated records")
             }
             for n in 0..<Int(recordCount) {
-                var rec = legacy
-                    ? KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV1.self))
-                    : recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
+                var rec: KeyRecord
+                switch version {
+                case 1: rec = KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV1.self))
+                case 2: rec = KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV2.self))
+                default: rec = recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
+                }
+                // Bits outside the window are never written; a record holding some is not one of ours.
+                guard rec.gaps & ~CounterWindow.mask == 0 else { throw corrupt("a record's counter window is out of range") }
                 let target = Int(rec.key.w0 & mask)
                 func mapped(_ index: UInt32) throws -> UInt32 {
                     if index == KeyRecord.noString { return index }
@@ -349,7 +377,33 @@ struct KeyRecordV1 {
     var flags: UInt8
 }
 
+/// A key record as version 2 snapshots hold it: `KeyRecord` before the counter window (144 bytes).
+struct KeyRecordV2 {
+    var key: KeyBits
+    var point: PointBits
+    var receiptOffset: UInt64
+    var counter: UInt32
+    var receiptLength: UInt32
+    var appIndex: UInt32
+    var bundleIndex: UInt32
+    var category: UInt32
+    var firstSeen: UInt32
+    var lastSeen: UInt32
+    var flags: UInt8
+    var reregistrations: UInt8
+    var reregistrationWindow: UInt32
+}
+
 extension KeyRecord {
+    /// No open counter: a version 2 store accepted only counters above the highest.
+    init(_ v2: KeyRecordV2) {
+        self.init(
+            key: v2.key, point: v2.point, receiptOffset: v2.receiptOffset, counter: v2.counter,
+            receiptLength: v2.receiptLength, appIndex: v2.appIndex, bundleIndex: v2.bundleIndex, category: v2.category,
+            firstSeen: v2.firstSeen, lastSeen: v2.lastSeen, flags: v2.flags, reregistrations: v2.reregistrations,
+            reregistrationWindow: v2.reregistrationWindow)
+    }
+
     init(_ v1: KeyRecordV1) {
         self.init(
             key: v1.key, point: v1.point, receiptOffset: v1.receiptOffset, counter: v1.counter,
