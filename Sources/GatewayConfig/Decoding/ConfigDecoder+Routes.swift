@@ -151,12 +151,15 @@ extension ConfigDecoder {
         fields.read("rollout", into: &policy, \.rollout, valid: &valid) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
         fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
         fields.read("client_data", into: &policy, \.clientData, valid: &valid) { choice($0, $1, as: AssertionPolicy.ClientData.self) }
+        fields.read("counter_window", into: &policy, \.counterWindow, valid: &valid) {
+            int($0, $1, in: AssertionPolicy.counterWindowRange)
+        }
         // Strict, nothing ignored: a key that cannot change what this mode does is an error.
         if let mode {
             let inert: [(key: String, why: String)] =
                 switch mode {
                 case .off:
-                    ["bind", "challenge", "rollout", "on_store_error", "client_data"].map {
+                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "counter_window"].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }
                 case .shadow:

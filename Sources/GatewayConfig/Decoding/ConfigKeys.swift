@@ -22,7 +22,7 @@ enum ConfigKeys {
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
     static let route = ["name", "match", "upstream", "max_body", "assertion"]
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
-    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data"]
+    static let assertion = ["mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "counter_window"]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
         "require_macos_security",

@@ -52,6 +52,11 @@ public struct AssertionPolicy: Sendable, Equatable {
     public var onStoreError: StoreErrorPolicy
     /// With `bind: request`: the client data format. Default `.v2`.
     public var clientData: ClientData
+    /// `counter_window: N` (1…64): a counter below the key's highest accepted one is also accepted
+    /// if it is above that minus N and was never accepted (requests of one key arriving out of
+    /// order over HTTP/2 or several connections). 0: off (the default), only a counter above the
+    /// highest is accepted.
+    public var counterWindow: Int
 
     public init(
         mode: Mode,
@@ -59,7 +64,8 @@ public struct AssertionPolicy: Sendable, Equatable {
         challenge: Challenge = .required,
         rollout: Percentage = .hundred,
         onStoreError: StoreErrorPolicy = .failClosed,
-        clientData: ClientData = .v2
+        clientData: ClientData = .v2,
+        counterWindow: Int = 0
     ) {
         self.mode = mode
         self.bind = bind
@@ -67,7 +73,11 @@ public struct AssertionPolicy: Sendable, Equatable {
         self.rollout = rollout
         self.onStoreError = onStoreError
         self.clientData = clientData
+        self.counterWindow = counterWindow
     }
+
+    /// `counter_window`'s range (a window of 64 counters: the highest and the 63 below it).
+    public static let counterWindowRange = 1...64
 
     /// The policy of a route without an `assertion` block.
     public static let off = AssertionPolicy(mode: .off)
