@@ -208,7 +208,7 @@ public struct KeyLimits: Sendable, Equatable {
 
     /// The memory the default key cap is derived from: 1 GiB.
     public static let defaultMemoryBudget = 1 << 30
-    /// What one key costs the memory store, rounded up from the measured 161.5 B per key at
+    /// What one key costs the memory store, rounded up from the measured 169.4 B per key at
     /// 1,000,000 keys (`bench/key-memory`; receipts are on disk or, without a data directory, not
     /// kept).
     public static let memoryBytesPerKey = 176
