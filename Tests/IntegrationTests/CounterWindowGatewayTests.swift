@@ -23,7 +23,7 @@ struct CounterWindowGatewayTests {
         """
         workers: 2
         listeners:
-          - {name: public, address: 127.0.0.1:0}
+          - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
         admin: {address: 127.0.0.1:0}
         limits: {drain_timeout: 2s}
         upstreams:
@@ -132,6 +132,88 @@ struct CounterWindowGatewayTests {
         let metrics = try curl([gw.url("admin", "/metrics")]).1
         #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"window-body\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 64"))
         #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"window-body\",mode=\"enforce\",verdict=\"refused\",reason=\"counter_replay\"} 64"))
+    }
+
+    /// Sends `requests` as streams of one HTTP/2 connection (prior knowledge, all streams opened
+    /// before any answer is read: the gateway gets them multiplexed, in this order); the answer of
+    /// each, by request index: 200 with the demo upstream's echo, else the gateway's error code.
+    /// (Headers are sent as HPACK literals; answers are told apart by their bodies, so no HPACK
+    /// decoder is needed.)
+    static func deliverOverHTTP2(_ requests: [ContractDevice.Signed], port: UInt16) throws -> [String] {
+        func integer(_ n: Int, prefix: Int) -> [UInt8] {
+            let max = (1 << prefix) - 1
+            if n < max { return [UInt8(n)] }
+            var out = [UInt8(max)]
+            var rest = n - max
+            while rest >= 128 {
+                out.append(UInt8(rest % 128 + 128))
+                rest /= 128
+            }
+            return out + [UInt8(rest)]
+        }
+        func literal(_ name: String, _ value: String) -> [UInt8] {  // without indexing, new name, no Huffman
+            [0x00] + integer(name.utf8.count, prefix: 7) + Array(name.utf8) + integer(value.utf8.count, prefix: 7) + Array(value.utf8)
+        }
+        func frame(_ type: UInt8, _ flags: UInt8, _ stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
+            [UInt8(payload.count >> 16 & 0xff), UInt8(payload.count >> 8 & 0xff), UInt8(payload.count & 0xff), type, flags,
+             UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+        }
+        let client = try LoopbackClient(port: port)
+        defer { client.close() }
+        var out = http2ClientPreface
+        for (i, r) in requests.enumerated() {
+            var block = literal(":method", r.method) + literal(":scheme", "http") + literal(":path", "\(r.target)?i=\(i)")
+            block += literal(":authority", r.authority) + literal("content-length", String(r.body.count))
+            for (k, v) in r.headers { block += literal(k.lowercased(), v) }
+            let stream = UInt32(2 * i + 1)
+            out += frame(0x1, 0x4, stream, block) + frame(0x0, 0x1, stream, r.body)  // HEADERS (END_HEADERS), DATA (END_STREAM)
+        }
+        client.send(out)
+        var reader = HTTP2FrameReader(client: client)
+        var bodies = [UInt32: [UInt8]]()
+        var ended = Set<UInt32>()
+        while ended.count < requests.count, let f = reader.next() {
+            switch f.type {
+            case 0x0:
+                bodies[f.stream, default: []] += f.payload
+                if f.flags & 0x1 != 0 { ended.insert(f.stream) }
+            case 0x1 where f.flags & 0x1 != 0: ended.insert(f.stream)
+            case 0x3: ended.insert(f.stream)  // RST_STREAM: no answer
+            case 0x4 where f.flags & 0x1 == 0: client.send(frame(0x4, 0x1, 0, []))
+            case 0x6 where f.flags & 0x1 == 0: client.send(frame(0x6, 0x1, 0, f.payload))
+            case 0x7: throw HTTPCallError("GOAWAY after \(ended.count) answers")
+            default: break
+            }
+        }
+        return (0..<requests.count).map { i in
+            let text = String(decoding: bodies[UInt32(2 * i + 1)] ?? [], as: UTF8.self)
+            let json = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+            if let error = json?["error"] as? String { return error }
+            return json?["headers"] != nil ? "200" : "no answer: \(text)"
+        }
+    }
+
+    @Test("HTTP/2: 64 shuffled assertions of one key as streams of one connection: all accepted with a window, once; without one only those above every earlier stream")
+    func shuffledOverHTTP2() throws {
+        let gw = try GatewayProcess(config: config())
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        var rng = SeededRandom(seed: 1617)
+        let phone = try device(port)
+        let signed = Self.bodySigned(phone, target: "/api/window-body", count: 64)
+        let order = Array(0..<64).shuffled(using: &rng)
+        #expect(try Self.deliverOverHTTP2(order.map { signed[$0] }, port: port) == [String](repeating: "200", count: 64))
+        #expect(try Self.deliverOverHTTP2(order.map { signed[$0] }, port: port) == [String](repeating: "counter_replay", count: 64))
+        // Without a window, exactly the counters above every earlier stream's pass.
+        let tablet = try device(port)
+        let strict = Self.bodySigned(tablet, target: "/api/strict-body", count: 64)
+        let answers = try Self.deliverOverHTTP2(order.map { strict[$0] }, port: port)
+        var highest = -1
+        for (position, i) in order.enumerated() {
+            #expect(answers[position] == (i > highest ? "200" : "counter_replay"), "counter \(i + 1)")
+            highest = max(highest, i)
+        }
+        #expect(try curl([gw.url("admin", "/metrics")]).1.contains("protocol=\"h2\""))
     }
 
     /// What a well-behaved app does on HTTP/2 or several connections: sign in counter order, each
