@@ -572,7 +572,8 @@ public actor AppAttestClient {
             if next >= f.seq &+ UInt64(max(f.window, 1)) { return false }
             if f.usesChallenge { withChallenge += 1 }
         }
-        guard usesChallenge else { return true }
+        // Nothing of the key in flight: nothing to wait for (a fetch then replaces at most a kept one).
+        guard usesChallenge, withChallenge > 0 else { return true }
         let kept = s.challenges.filter(isUsable).count
         if kept > 0 && !fetching { return true }
         return withChallenge + kept < configuration.maxChallengesPerKey
