@@ -32,10 +32,17 @@ extension AppAttestClient {
     public struct Route: Sendable, Equatable {
         public var pathPrefix: String
         public var binding: Binding
+        /// The route's `assertion.counter_window` (at most 64; 0 or 1: none). On such a route the
+        /// requests of a key are still signed in the order the calls came, but each is sent without
+        /// waiting for the answer of the previous ones: at most this many of the key's assertions,
+        /// counted in signing order, are in flight at once (and, where the route takes a challenge,
+        /// at most `Configuration.maxChallengesPerKey`, each with its own challenge).
+        public var counterWindow: Int
 
-        public init(pathPrefix: String, binding: Binding) {
+        public init(pathPrefix: String, binding: Binding, counterWindow: Int = 0) {
             self.pathPrefix = pathPrefix
             self.binding = binding
+            self.counterWindow = min(max(counterWindow, 0), 64)
         }
 
         func covers(_ path: String) -> Bool {
@@ -113,12 +120,17 @@ extension AppAttestClient {
         public var whenUnsupported: UnsupportedBehaviour
         /// `timeoutInterval` of the challenge and register requests.
         public var endpointTimeout: TimeInterval
+        /// The gateway's `store.max_challenges_per_key` (default 4, at most 8): the live challenges a
+        /// key may hold. On a `counterWindow` route each request in flight holds one, so no more
+        /// than this many are in flight there: a challenge fetched beyond it would replace one of
+        /// the key's own at the gateway.
+        public var maxChallengesPerKey: Int
 
         public init(
             gateway: URL, routes: [Route] = [], defaultBinding: Binding = .request(.v2),
             challengePath: String = "/v1/attest/challenge", registerPath: String = "/v1/attest/register",
             retry: RetryPolicy = RetryPolicy(), challengeExpiryMargin: TimeInterval = 5, whenUnsupported: UnsupportedBehaviour = .fail,
-            endpointTimeout: TimeInterval = 30
+            endpointTimeout: TimeInterval = 30, maxChallengesPerKey: Int = 4
         ) {
             self.gateway = gateway
             self.routes = routes
@@ -129,12 +141,23 @@ extension AppAttestClient {
             self.challengeExpiryMargin = challengeExpiryMargin
             self.whenUnsupported = whenUnsupported
             self.endpointTimeout = endpointTimeout
+            self.maxChallengesPerKey = max(1, maxChallengesPerKey)
         }
 
         /// The binding of `path`: the route with the longest prefix covering it, else `defaultBinding`.
         public func binding(forPath path: String) -> Binding {
+            route(forPath: path)?.binding ?? defaultBinding
+        }
+
+        /// The counter window of `path`'s route (0: none, also for paths no route covers).
+        public func counterWindow(forPath path: String) -> Int {
+            route(forPath: path)?.counterWindow ?? 0
+        }
+
+        /// The route with the longest prefix covering `path`.
+        func route(forPath path: String) -> Route? {
             let p = path.isEmpty ? "/" : path
-            return routes.filter { $0.covers(p) }.max { $0.pathPrefix.count < $1.pathPrefix.count }?.binding ?? defaultBinding
+            return routes.filter { $0.covers(p) }.max { $0.pathPrefix.count < $1.pathPrefix.count }
         }
 
         /// `gateway` with `path` appended to its path.
@@ -191,6 +214,9 @@ extension AppAttestClient {
         /// Waits (429/503, Apple's `serverUnavailable`), and their total in seconds.
         public var waits = 0
         public var waitedSeconds: TimeInterval = 0
+        /// The most protected requests of one key that were in flight at once (1 unless a
+        /// `counterWindow` route let several go).
+        public var mostInFlight = 0
 
         public init() {}
     }

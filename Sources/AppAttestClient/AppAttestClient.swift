@@ -15,10 +15,14 @@ import FoundationNetworking
 /// `AppAttestClientError` carrying the gateway's `requestId`.
 ///
 /// Concurrency: an actor, safe to call from any number of tasks. The requests of one account are
-/// signed and sent one at a time, in the order the calls reached the client (FIFO): the device's
-/// counter increments at each assertion, and a gateway without a counter window refuses a counter
-/// that arrives after a higher one (`counter_replay`), so one key has at most one protected request
-/// in flight. Different accounts proceed in parallel.
+/// signed one at a time, in the order the calls reached the client (FIFO): the device's counter
+/// increments at each assertion. A gateway route without a counter window refuses a counter that
+/// arrives after a higher one (`counter_replay`), so there one key has at most one protected request
+/// in flight. On a route configured with `counterWindow: N` (the gateway's `counter_window`) the
+/// next request is signed and sent without waiting for the answers of the earlier ones, as long as
+/// every request in flight stays within N of it in signing order (and, where a challenge is used,
+/// at most `maxChallengesPerKey` are in flight, each with its own). Different accounts proceed in
+/// parallel.
 public actor AppAttestClient {
     public nonisolated let configuration: Configuration
     private let service: any AppAttestService
@@ -26,6 +30,7 @@ public actor AppAttestClient {
     private let transport: any AppAttestTransport
     private let timing: Timing
     private var slots: [String: Slot] = [:]
+    private var nextTicket = 0
     public private(set) var statistics = Statistics()
 
     public init(
@@ -98,7 +103,10 @@ public actor AppAttestClient {
     private func perform(_ p: Prepared, account: String?) async throws(AppAttestClientError) -> (Data, HTTPURLResponse) {
         let name = Self.slotName(account)
         await acquire(name)
-        defer { release(name) }
+        // The turn orders the signatures. Without a counter window it is held until the answer (one
+        // request of the key in flight); with one it is handed on once the request is signed.
+        var holding = true
+        defer { if holding { release(name) } }
         guard !Task.isCancelled else { throw .cancelled }
         guard service.isSupported else {
             guard configuration.whenUnsupported == .sendUnprotected else { throw .unsupported }
@@ -106,13 +114,31 @@ public actor AppAttestClient {
             r.httpBody = try p.body(challenge: nil)
             return try await exchange(r)
         }
+        let usesChallenge = p.binding != .body(challenge: .off)
+        let ticket = nextTicket
+        nextTicket += 1
         var rechallenged = false
         var reattested = false
+        var freshChallenge = false
+        var replace: String?
         var waits = 0
         while true {
+            if !holding {
+                // A windowed request signed again: ahead of the calls that have not signed yet.
+                await acquire(name, first: true)
+                holding = true
+                guard !Task.isCancelled else { throw .cancelled }
+            }
+            if let old = replace {
+                replace = nil
+                // Requests in flight on the old key all hear reattest: the first replaces it.
+                if slots[name]?.key?.keyID == old { try replaceKey(name, account: account) }
+            }
             let key = try await registeredKey(name, account: account)
+            await waitForRoom(name, keyID: key.keyID, window: p.counterWindow, usesChallenge: usesChallenge, fetching: freshChallenge)
             var challenge: String?
-            if p.binding != .body(challenge: .off) { challenge = try await takeChallenge(name, keyID: key.keyID) }
+            if usesChallenge { challenge = try await takeChallenge(name, keyID: key.keyID, fresh: freshChallenge) }
+            freshChallenge = false
             let body = try p.body(challenge: challenge)
             let clientData: Data
             switch p.binding {
@@ -149,12 +175,24 @@ public actor AppAttestClient {
             if let challenge { r.setValue(challenge, forHTTPHeaderField: Header.challenge) }
             r.setValue(assertion.base64EncodedString(), forHTTPHeaderField: Header.assertion)
             statistics.protectedRequestsSent += 1
-            let (data, response) = try await exchange(r)
+            startFlight(name, ticket: ticket, keyID: key.keyID, window: p.counterWindow, usesChallenge: usesChallenge)
+            if p.counterWindow > 1 {
+                release(name)
+                holding = false
+            }
+            let sent: Result<(Data, HTTPURLResponse), AppAttestClientError>
+            do {
+                sent = .success(try await exchange(r))
+            } catch {
+                sent = .failure(error)
+            }
+            endFlight(name, ticket: ticket)
+            let (data, response) = try sent.get()
 
             if let next = response.value(forHTTPHeaderField: Header.nextChallenge), !next.isEmpty {
                 // Verified and forwarded: whatever the status, it is the upstream's answer.
                 let expires = response.value(forHTTPHeaderField: Header.nextChallengeExpires).flatMap(Self.parseTimestamp)
-                slots[name, default: Slot()].challenge = KeptChallenge(value: next, expiresAt: expires, isNext: true)
+                keep(KeptChallenge(value: next, expiresAt: expires, isNext: true), name, keyID: key.keyID)
                 return (data, response)
             }
             guard let refusal = GatewayRefusal(endpoint: .protected, data: data, response: response, now: timing.now()) else {
@@ -163,10 +201,11 @@ public actor AppAttestClient {
             switch refusal.action {
             case .rechallenge? where !rechallenged:
                 rechallenged = true
+                freshChallenge = true
                 statistics.rechallenges += 1
             case .reattest? where !reattested:
                 reattested = true
-                try replaceKey(name, account: account)
+                if holding { try replaceKey(name, account: account) } else { replace = key.keyID }
             default:
                 guard Self.isRetryable(refusal) else { throw .refused(refusal) }
                 guard waits < configuration.retry.maxWaits else { throw .rateLimited(refusal) }
@@ -292,7 +331,7 @@ public actor AppAttestClient {
         try save(key, account: account)
         var s = slots[name, default: Slot()]
         s.key = key
-        s.challenge = nil
+        s.challenges = []
         slots[name] = s
         statistics.keysGenerated += 1
         return keyID
@@ -307,7 +346,7 @@ public actor AppAttestClient {
         }
         var s = slots[name, default: Slot()]
         s.key = nil
-        s.challenge = nil
+        s.challenges = []
         s.loaded = true
         slots[name] = s
         statistics.reattestations += 1
@@ -335,18 +374,32 @@ public actor AppAttestClient {
 
     // MARK: - Challenges
 
-    /// The kept next challenge while it has `challengeExpiryMargin` left, else a fetched one. A
+    /// A kept next challenge (the oldest with `challengeExpiryMargin` left; those without are
+    /// dropped), else a fetched one; `fresh`: always a fetched one (after a `rechallenge`). A
     /// challenge is single-use: it is dropped once taken.
-    private func takeChallenge(_ name: String, keyID: String) async throws(AppAttestClientError) -> String {
-        if let kept = slots[name]?.challenge {
-            slots[name]?.challenge = nil
-            let usable = kept.expiresAt.map { $0.timeIntervalSince(timing.now()) > configuration.challengeExpiryMargin } ?? true
-            if usable {
+    private func takeChallenge(_ name: String, keyID: String, fresh: Bool) async throws(AppAttestClientError) -> String {
+        while !fresh, let kept = slots[name]?.challenges.first {
+            slots[name]?.challenges.removeFirst()
+            if isUsable(kept) {
                 if kept.isNext { statistics.nextChallengesUsed += 1 }
                 return kept.value
             }
         }
         return try await fetchChallenge(purpose: "assert", keyID: keyID).value
+    }
+
+    private func isUsable(_ c: KeptChallenge) -> Bool {
+        c.expiresAt.map { $0.timeIntervalSince(timing.now()) > configuration.challengeExpiryMargin } ?? true
+    }
+
+    /// Keeps the next challenge of a verified answer for the key's next request (while the answered
+    /// request's key is still the account's key). At most `maxChallengesPerKey` are kept, the oldest
+    /// dropped first.
+    private func keep(_ c: KeptChallenge, _ name: String, keyID: String) {
+        guard var s = slots[name], s.key?.keyID == keyID else { return }
+        s.challenges.append(c)
+        if s.challenges.count > configuration.maxChallengesPerKey { s.challenges.removeFirst() }
+        slots[name] = s
     }
 
     /// `POST challenge_path {"purpose","keyId"}` → `201 {"challenge","expiresAt"}`.
@@ -418,26 +471,44 @@ public actor AppAttestClient {
 
     // MARK: - Per-account state and order
 
-    /// An account's key, its kept challenge, its registration back-off, and the FIFO queue that
-    /// keeps its requests one at a time.
+    /// An account's key, its kept challenges, its registration back-off, the FIFO queue that orders
+    /// its signatures, and its requests in flight.
     private struct Slot {
         var loaded = false
         var key: StoredAttestKey?
-        var challenge: KeptChallenge?
+        /// Next challenges kept for the key's next requests, oldest first.
+        var challenges: [KeptChallenge] = []
         var busy = false
         var waiters: [CheckedContinuation<Void, Never>] = []
         var registrationFailures = 0
         var registrationDeferredUntil: Date?
         var lastRegistrationFailure: String?
+        /// Assertions generated with `signedKeyID` (its counter, as far as this client knows).
+        var signed: UInt64 = 0
+        var signedKeyID: String?
+        var flights: [Flight] = []
+        /// The turn's holder waiting for a request in flight to end (`waitForRoom`).
+        var roomWaiters: [CheckedContinuation<Void, Never>] = []
 
         mutating func reset() {
             loaded = true
             key = nil
-            challenge = nil
+            challenges = []
             registrationFailures = 0
             registrationDeferredUntil = nil
             lastRegistrationFailure = nil
         }
+    }
+
+    /// A signed protected request, from its signature to its answer.
+    private struct Flight {
+        let ticket: Int
+        let keyID: String
+        /// Its place in the key's signing order (its assertion's counter, relative).
+        let seq: UInt64
+        /// Its route's counter window (1: none).
+        let window: Int
+        let usesChallenge: Bool
     }
 
     private struct KeptChallenge {
@@ -449,15 +520,20 @@ public actor AppAttestClient {
 
     static func slotName(_ account: String?) -> String { InMemoryKeyIDStore.slotName(account) }
 
-    /// Waits for the account's turn (FIFO). A task cancelled while it waits keeps its place; when its
-    /// turn comes it gives it up at once (`perform` checks `Task.isCancelled` first).
-    private func acquire(_ name: String) async {
+    /// Waits for the account's turn (FIFO; `first`: ahead of every waiter, for a request signed
+    /// again). A task cancelled while it waits keeps its place; when its turn comes it gives it up at
+    /// once (`perform` checks `Task.isCancelled` first).
+    private func acquire(_ name: String, first: Bool = false) async {
         if !slots[name, default: Slot()].busy {
             slots[name, default: Slot()].busy = true
             return
         }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            slots[name, default: Slot()].waiters.append(c)
+            if first {
+                slots[name, default: Slot()].waiters.insert(c, at: 0)
+            } else {
+                slots[name, default: Slot()].waiters.append(c)
+            }
         }
     }
 
@@ -472,6 +548,58 @@ public actor AppAttestClient {
             slots[name] = s
             next.resume()
         }
+    }
+
+    /// With the turn held: waits until the key's next assertion may be sent now. Every request of
+    /// the key in flight must still accept it behind its counter: the next counter stays below the
+    /// in-flight one's plus its route's window (a route without a window: nothing is sent while it
+    /// is in flight). And where a challenge must be fetched, fewer than `maxChallengesPerKey`
+    /// challenges of the key may be live (in flight or kept). Requests in flight end without the
+    /// turn, so this always ends.
+    private func waitForRoom(_ name: String, keyID: String, window: Int, usesChallenge: Bool, fetching: Bool) async {
+        while !hasRoom(name, keyID: keyID, usesChallenge: usesChallenge, fetching: fetching) {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                slots[name, default: Slot()].roomWaiters.append(c)
+            }
+        }
+    }
+
+    private func hasRoom(_ name: String, keyID: String, usesChallenge: Bool, fetching: Bool) -> Bool {
+        let s = slots[name, default: Slot()]
+        let next = (s.signedKeyID == keyID ? s.signed : 0) &+ 1
+        var withChallenge = 0
+        for f in s.flights where f.keyID == keyID {
+            if next >= f.seq &+ UInt64(max(f.window, 1)) { return false }
+            if f.usesChallenge { withChallenge += 1 }
+        }
+        // Nothing of the key in flight: nothing to wait for (a fetch then replaces at most a kept one).
+        guard usesChallenge, withChallenge > 0 else { return true }
+        let kept = s.challenges.filter(isUsable).count
+        if kept > 0 && !fetching { return true }
+        return withChallenge + kept < configuration.maxChallengesPerKey
+    }
+
+    /// The request just signed is in flight.
+    private func startFlight(_ name: String, ticket: Int, keyID: String, window: Int, usesChallenge: Bool) {
+        var s = slots[name, default: Slot()]
+        if s.signedKeyID != keyID {
+            s.signedKeyID = keyID
+            s.signed = 0
+        }
+        s.signed += 1
+        s.flights.append(Flight(ticket: ticket, keyID: keyID, seq: s.signed, window: max(window, 1), usesChallenge: usesChallenge))
+        statistics.mostInFlight = max(statistics.mostInFlight, s.flights.count { $0.keyID == keyID })
+        slots[name] = s
+    }
+
+    /// Its answer came (or its exchange failed): a waiting signer may find room now.
+    private func endFlight(_ name: String, ticket: Int) {
+        guard var s = slots[name] else { return }
+        s.flights.removeAll { $0.ticket == ticket }
+        let waiting = s.roomWaiters
+        s.roomWaiters = []
+        slots[name] = s
+        for w in waiting { w.resume() }
     }
 
     // MARK: - Encoding
@@ -525,6 +653,8 @@ struct Prepared: Sendable {
     let target: String
     let authority: String
     let binding: AppAttestClient.Binding
+    /// The route's counter window (0 or 1: one request of the key in flight).
+    let counterWindow: Int
     /// The fixed body (nil: none), when there is no `makeBody`.
     let fixedBody: Data?
     /// SHA-256 of the fixed body, computed before the request waits for its turn.
@@ -541,7 +671,9 @@ struct Prepared: Sendable {
         let sendURL = try AttestClientData.sendableURL(url)
         method = (original.httpMethod ?? "GET").uppercased()
         target = try AttestClientData.requestTarget(of: sendURL)
-        binding = configuration.binding(forPath: URLComponents(url: sendURL, resolvingAgainstBaseURL: true)?.path ?? sendURL.path)
+        let path = URLComponents(url: sendURL, resolvingAgainstBaseURL: true)?.path ?? sendURL.path
+        binding = configuration.binding(forPath: path)
+        counterWindow = configuration.counterWindow(forPath: path)
         authority = binding == .request(.v2) ? try AttestClientData.authority(of: sendURL) : ""
         if makeBody == nil, binding == .body(challenge: .embedded) {
             throw .invalidRequest(

@@ -141,8 +141,9 @@ final class ManagedStore: @unchecked Sendable {
             if let r = d.counterRaised {
                 fields += [("counter_raised_from", String(r.from)), ("counter_raised_to", String(r.to))]
             }
+            if d.windowClosed > 0 { fields.append(("counter_window_closed", String(d.windowClosed))) }
             GatewayEvents.log(
-                "error", "journal damage: a record could not be read and was skipped (a damaged record can only raise its key's counter)",
+                "error", "journal damage: a record could not be read and was skipped (a damaged record can only raise its key's counter and close its counter window)",
                 fields)
         }
         if report.damage.count > 20 {

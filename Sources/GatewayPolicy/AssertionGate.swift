@@ -194,10 +194,15 @@ public final class AssertionGate {
                 version, challenge: challengeText, method: request.method, target: request.target, authority: authority,
                 body: request.body)
             : request.body
+        // Apple's step 5 (the counter above the previous one) against the route's counter window:
+        // with `counter_window: N` a counter above the stored one minus N may pass here, and the
+        // store's commit decides atomically whether it is one never accepted.
+        let width = route.counterWindow
+        let previousCounter = width > 1 ? CounterWindow(highest: record.counter).floor(width: width) - 1 : record.counter
         let verified: VerifiedAssertion
         do {
             verified = try app.assertionVerifier.verify(
-                object, publicKey: publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: record.counter)
+                object, publicKey: publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: previousCounter)
         } catch {
             var e = Explanation(step: "verify", error: GateError(error), fields: base)
             let presented = object.authenticatorData
@@ -209,6 +214,11 @@ public final class AssertionGate {
                 e.add("counter_presented", String(presented.signCount))
                 e.add("counter_stored", String(record.counter))
                 e.add("counter_delta", String(Int64(presented.signCount) - Int64(record.counter)))
+                if width > 1 {
+                    e.add("counter_window", String(width))
+                    e.add("counter_window_floor", String(previousCounter + 1))
+                    e.add("counter_window_reason", "below_window")
+                }
             case .badSignature:
                 switch (route.bind, version) {
                 case (.body, _): e.add("bound", "body")
@@ -239,17 +249,17 @@ public final class AssertionGate {
         // 6. The atomic commit: only now is anything changed.
         base.append(("counter_presented", String(verified.signCount)))
         base.append(("counter_stored", String(record.counter)))
-        let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token)
+        let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token, counterWindow: width)
         store.commitAssertion(commit, nowMillis: nowMillis, completion: onLoop { (result: Result<CommitOutcome, StoreError>) in
                 switch result {
                 case .failure(let error):
                     completion(.refused(Explanation(step: "store", error: GateError(error), fields: base + [("detail", error.detail)])))
                 case .success(.unknownKey):
                     completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: base)))
-                case .success(.counterReplay(let stored)):
-                    completion(.refused(Explanation(
-                        step: "commit", error: .verification(.counterReplay),
-                        fields: base + [("counter_stored_at_commit", String(stored))])))
+                case .success(.counterReplay(let stored, let open)):
+                    var fields = base + [("counter_stored_at_commit", String(stored))]
+                    if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
+                    completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
                 case .success(.challengeRejected(let why)):
                     completion(.refused(Explanation(
                         step: "commit", error: GateError(why),
@@ -331,6 +341,21 @@ public final class AssertionGate {
         }
         return .success(AssertionHeaders(
             keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, object: assertionObject))
+    }
+
+    /// What `explain` shows of the key's counter window when a windowed route refused a counter at
+    /// the commit: the window, its floor, the counters it still had open, and why this one was not
+    /// among them.
+    static func windowFields(counter: UInt32, stored: UInt32, open: UInt64, width: Int) -> [(String, String)] {
+        let window = CounterWindow(highest: stored, gaps: open)
+        let floor = window.floor(width: width)
+        let counters = window.openCounters(width: width)
+        return [
+            ("counter_window", String(width)),
+            ("counter_window_floor", String(floor)),
+            ("counter_window_open", counters.isEmpty ? "none" : counters.map(String.init).joined(separator: ",")),
+            ("counter_window_reason", counter < floor ? "below_window" : "already_accepted"),
+        ]
     }
 
     /// Parsed keys are kept per loop (parsing costs about a fifth of a verification); the cache is

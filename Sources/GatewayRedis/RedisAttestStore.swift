@@ -509,19 +509,23 @@ public final class RedisAttestStore: AttestStore {
         } else {
             args += [Array("1".utf8), name]
         }
-        args += [Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter)]
+        args += [
+            Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter), Self.decimal(max(0, commit.counterWindow)),
+        ]
         send(key: name, [RedisCommand(args)]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
             case .success(let replies):
-                guard case .array(let a)? = replies.first, a.count == 2, let status = a[0].text, let n = a[1].integer else {
+                guard case .array(let a)? = replies.first, a.count >= 2, let status = a[0].text, let n = a[1].integer else {
                     return completion(.failure(Self.protocolError("the commit script", replies)))
                 }
                 switch status {
                 case "committed": completion(.success(.committed(previousCounter: UInt32(clamping: n))))
                 case "unknown_key": completion(.success(.unknownKey))
-                case "replay": completion(.success(.counterReplay(stored: UInt32(clamping: n))))
+                case "replay":
+                    let open = a.count > 2 ? Self.windowBits(a[2].text ?? "") : 0
+                    completion(.success(.counterReplay(stored: UInt32(clamping: n), open: open)))
                 default:
                     guard let why = Self.rejection(status) else {
                         return completion(.failure(Self.protocolError("the commit script", replies)))
@@ -530,6 +534,21 @@ public final class RedisAttestStore: AttestStore {
                 }
             }
         }
+    }
+
+    /// `CounterWindow.gaps` from the scripts' `0`/`1` characters (character i + 1: bit i).
+    static func windowBits(_ text: String) -> UInt64 {
+        var bits: UInt64 = 0
+        for (i, c) in text.utf8.prefix(CounterWindow.span).enumerated() where c == UInt8(ascii: "1") { bits |= 1 << UInt64(i) }
+        return bits
+    }
+
+    /// The key's counter window from its hash's `ctr` and `cw` (a `cw` naming another counter is
+    /// stale: nothing open), as the commit script reads it.
+    static func counterWindow(ctr: Int64, cw: String?) -> CounterWindow {
+        let highest = UInt32(clamping: ctr)
+        guard let cw, let colon = cw.firstIndex(of: ":"), cw[..<colon] == String(ctr) else { return CounterWindow(highest: highest) }
+        return CounterWindow(highest: highest, gaps: windowBits(String(cw[cw.index(after: colon)...])))
     }
 
     // MARK: - Cluster: a challenge in another slot than the key
@@ -560,29 +579,30 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    /// A commit whose challenge is in another slot: the script's order (key known, counter above the
-    /// stored one, then the challenge) with reads only; it always ends in a refusal, nothing written.
+    /// A commit whose challenge is in another slot: the script's order (key known, counter accepted
+    /// by the key's counter window, then the challenge) with reads only; it always ends in a
+    /// refusal, nothing written.
     private func commitRejectionByRead(
         _ commit: AssertionCommit, token: ChallengeToken, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
     ) {
         let name = keyName(commit.keyID)
-        send(key: name, [RedisCommand([Array("HGET".utf8), name, Array("ctr".utf8)])]) { [self] result in
+        send(key: name, [RedisCommand([Self.hmget, name, Array("ctr".utf8), Array("cw".utf8)])]) { [self] result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
             case .success(let replies):
-                switch replies.first {
-                case .null?:
-                    completion(.success(.unknownKey))
-                case let reply? where reply.integer != nil:
-                    let stored = reply.integer!
-                    if Int64(commit.counter) <= stored { return completion(.success(.counterReplay(stored: UInt32(clamping: stored)))) }
-                    rejectionByRead(token, keyID: commit.keyID, want: .assert, nowMillis: nowMillis) { result in
-                        completion(result.map { .challengeRejected($0) })
-                    }
-                default:
-                    completion(.failure(Self.protocolError("HGET ctr", replies)))
+                guard case .array(let f)? = replies.first, f.count == 2 else {
+                    return completion(.failure(Self.protocolError("HMGET ctr cw", replies)))
+                }
+                if case .null = f[0] { return completion(.success(.unknownKey)) }
+                guard let stored = f[0].integer else { return completion(.failure(Self.protocolError("HMGET ctr cw", replies))) }
+                let window = Self.counterWindow(ctr: stored, cw: f[1].text)
+                if window.accepting(commit.counter, width: commit.counterWindow) == nil {
+                    return completion(.success(.counterReplay(stored: window.highest, open: window.open(width: commit.counterWindow))))
+                }
+                rejectionByRead(token, keyID: commit.keyID, want: .assert, nowMillis: nowMillis) { result in
+                    completion(result.map { .challengeRejected($0) })
                 }
             }
         }

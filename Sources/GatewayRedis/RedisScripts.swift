@@ -4,10 +4,13 @@
 /// Challenge hash fields: `p` purpose (0 any, 1 register, 2 assert), `k` bound key id (32 bytes,
 /// absent when unbound), `e` expiry (Unix ms, the caller's clock), `u` "1" once consumed.
 /// Key hash fields: `pk` point, `ctr` counter, `app`, `env` (0/1), `cat`, `bv`, `fs`, `ls` (Unix ms),
-/// `rc` receipt, `rn` re-registrations in the window that started at `rw` (Unix ms); the receipt's
-/// risk (`KeyRisk`): `rcr` creation time, `rnb` not-before, `rex` expiration, `rnx` next refresh
-/// (Unix ms), `rm` risk metric, `rs` "1" while stale. The risk refresher's schedule is the sorted
-/// set `ag:riskdue` (member: key id, score: next refresh in Unix ms).
+/// `rc` receipt, `rn` re-registrations in the window that started at `rw` (Unix ms), `cw` the counter
+/// window's open counters (`CounterWindow`): `<ctr>:<bits>`, bit i (character i + 1, `1` open) for
+/// counter `ctr − 1 − i`, trailing `0`s dropped; absent when none is open. A `cw` naming another
+/// counter than `ctr` (written before a build without windows moved `ctr`) is stale: no counter open.
+/// The receipt's risk (`KeyRisk`): `rcr` creation time, `rnb` not-before, `rex` expiration, `rnx`
+/// next refresh (Unix ms), `rm` risk metric, `rs` "1" while stale. The risk refresher's schedule is
+/// the sorted set `ag:riskdue` (member: key id, score: next refresh in Unix ms).
 enum RedisScripts {
     /// KEYS[1] challenge. ARGV: purpose, bound key ("" = none), expiry ms, Redis expiry ms.
     /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
@@ -83,6 +86,7 @@ enum RedisScripts {
           'rn', string.format('%d', rn), 'rw', string.format('%d', rw))
         if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'cat') else redis.call('HSET', KEYS[1], 'cat', ARGV[7]) end
         if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
+        redis.call('HDEL', KEYS[1], 'cw')
         redis.call('HDEL', KEYS[1], 'rs')
         local dated = ARGV[16] ~= nil and ARGV[16] ~= ''
         if dated then
@@ -106,22 +110,53 @@ enum RedisScripts {
         return {'new', 0}
         """
 
-    /// KEYS[1] key record, KEYS[2] challenge (absent: no challenge). ARGV: now, key id, counter.
-    /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored} | {rejection, 0}.
-    static let commit = check + """
+    /// The counter window (`CounterWindow`) on a key hash's `ctr` and `cw`, as strings of `0`/`1`.
+    private static let window = """
 
-        local cur = redis.call('HGET', KEYS[1], 'ctr')
-        if not cur then return {'unknown_key', 0} end
-        cur = tonumber(cur)
+        local function trim(bits) return (string.gsub(bits, '0+$', '')) end
+        local function gaps(rec)
+          local cw = rec[2]
+          if not cw then return '' end
+          local colon = string.find(cw, ':', 1, true)
+          if not colon or string.sub(cw, 1, colon - 1) ~= rec[1] then return '' end
+          return string.sub(cw, colon + 1)
+        end
+        """
+
+    /// KEYS[1] key record, KEYS[2] challenge (absent: no challenge). ARGV: now, key id, counter,
+    /// the route's counter window (0: none).
+    /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored, open} | {rejection, 0},
+    /// `open`: the window's open counters a route window of that width still accepted (`cw` bits).
+    static let commit = check + window + """
+
+        local rec = redis.call('HMGET', KEYS[1], 'ctr', 'cw')
+        if not rec[1] then return {'unknown_key', 0} end
+        local cur = tonumber(rec[1])
+        local g = gaps(rec)
         local n = tonumber(ARGV[3])
-        if n <= cur then return {'replay', cur} end
+        local width = tonumber(ARGV[4])
+        local top = cur
+        if n > cur then
+          local d = n - cur
+          if d > 63 then g = string.rep('1', 63) else g = string.rep('1', d - 1) .. '0' .. g end
+          g = trim(string.sub(g, 1, 63))
+          top = n
+        else
+          local d = cur - n
+          if d < 1 or d >= width or d > 63 or string.sub(g, d, d) ~= '1' then
+            return {'replay', cur, string.sub(g, 1, math.max(0, math.min(width, 64) - 1))}
+          end
+          g = trim(string.sub(g, 1, d - 1) .. '0' .. string.sub(g, d + 1))
+        end
         local now = tonumber(ARGV[1])
         if #KEYS > 1 then
           local why = check(KEYS[2], now, '2', ARGV[2])
           if why then return {why, 0} end
         end
         local ls = math.max(tonumber(redis.call('HGET', KEYS[1], 'ls') or '0'), now)
-        redis.call('HSET', KEYS[1], 'ctr', string.format('%d', n), 'ls', string.format('%d', ls))
+        local ctr = string.format('%d', top)
+        redis.call('HSET', KEYS[1], 'ctr', ctr, 'ls', string.format('%d', ls))
+        if g == '' then redis.call('HDEL', KEYS[1], 'cw') else redis.call('HSET', KEYS[1], 'cw', ctr .. ':' .. g) end
         if #KEYS > 1 then redis.call('HSET', KEYS[2], 'u', '1') end
         return {'committed', cur}
         """

@@ -34,10 +34,12 @@ public protocol AttestStore: AnyObject, Sendable {
         completion: @escaping @Sendable (Result<RegistrationOutcome, StoreError>) -> Void)
 
     /// One atomic step, taken only after every other check passed: the key must exist, `counter`
-    /// must be strictly greater than the stored one, and the challenge (when given) must be known,
-    /// unexpired, unconsumed, purpose `assert` or unbound, bound to this key or to none. Then the
-    /// challenge is consumed and the counter advanced together; otherwise nothing changes. Two
-    /// parallel commits with the same challenge or the same counter give exactly one `.committed`.
+    /// must be strictly greater than the stored one (with `commit.counterWindow` N > 1: or an open
+    /// counter of the key's `CounterWindow` above the stored one minus N, never accepted before),
+    /// and the challenge (when given) must be known, unexpired, unconsumed, purpose `assert` or
+    /// unbound, bound to this key or to none. Then the challenge is consumed and the counter window
+    /// advanced together; otherwise nothing changes. Two parallel commits with the same challenge or
+    /// the same counter give exactly one `.committed`.
     func commitAssertion(
         _ commit: AssertionCommit, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void)
@@ -214,7 +216,7 @@ public struct KeyLimits: Sendable, Equatable {
 
     /// The memory the default key cap is derived from: 1 GiB.
     public static let defaultMemoryBudget = 1 << 30
-    /// What one key costs the memory store, rounded up from the measured 161.5 B per key at
+    /// What one key costs the memory store, rounded up from the measured 169.4 B per key at
     /// 1,000,000 keys (`bench/key-memory`; receipts are on disk or, without a data directory, not
     /// kept).
     public static let memoryBytesPerKey = 176
@@ -249,19 +251,28 @@ public struct AssertionCommit: Sendable, Equatable {
     public var counter: UInt32
     /// nil on routes whose challenge policy lets a request go without one.
     public var challenge: ChallengeToken?
+    /// The route's `assertion.counter_window` (1…64), or 0 without one: a counter below the stored
+    /// one is accepted if it is above the stored one minus this and has never been accepted
+    /// (`CounterWindow`).
+    public var counterWindow: Int
 
-    public init(keyID: KeyID, counter: UInt32, challenge: ChallengeToken?) {
+    public init(keyID: KeyID, counter: UInt32, challenge: ChallengeToken?, counterWindow: Int = 0) {
         self.keyID = keyID
         self.counter = counter
         self.challenge = challenge
+        self.counterWindow = counterWindow
     }
 }
 
 public enum CommitOutcome: Sendable, Equatable {
+    /// `previousCounter`: the highest accepted counter before (unchanged when an open counter of the
+    /// window was accepted).
     case committed(previousCounter: UInt32)
     case unknownKey
-    /// `counter` was not strictly greater than `stored`.
-    case counterReplay(stored: UInt32)
+    /// `counter` was not strictly greater than `stored` (the highest accepted counter) and, with a
+    /// counter window, not one of the open counters it still accepted: `open` (bit i: counter
+    /// `stored − 1 − i`; `CounterWindow.open(width:)` of the commit's window, 0 without one).
+    case counterReplay(stored: UInt32, open: UInt64 = 0)
     case challengeRejected(ChallengeRejection)
 }
 

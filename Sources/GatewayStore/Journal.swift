@@ -8,7 +8,9 @@ import Synchronization
 /// `length (u32) ‖ CRC-32C of payload (u32) ‖ payload`. Payload type 1 is a registration, type 2 a
 /// counter advance, type 3 a key removal, type 4 a risk refresh (see `JournalRecord`). All integers
 /// little-endian. Version 2 added the removal and the registration's re-registration window;
-/// version 3 the registration's receipt dates and the risk refresh. Versions 1 and 2 are still read.
+/// version 3 the registration's receipt dates, the risk refresh, and the counter window an advance
+/// leaves (`CounterWindow.gaps`, appended to advances that leave open counters). Version 1 and 2
+/// segments (advances without it: no open counter) are still read.
 enum JournalFormat {
     static let magic: [UInt8] = Array("AGJOURN1".utf8)
     static let version: UInt32 = 3
@@ -78,7 +80,10 @@ enum JournalRecord {
     }
 
     case registration(Registration)
-    case advance(key: KeyBits, counter: UInt32, lastSeen: UInt32)
+    /// The key's counter window after an accepted counter: `counter` its highest accepted counter
+    /// (the accepted one, or unchanged when an open counter below it was accepted), `gaps` its
+    /// open counters (`CounterWindow`; 0: none, and the record is written without them).
+    case advance(key: KeyBits, counter: UInt32, lastSeen: UInt32, gaps: UInt64)
     /// The key was removed (idle eviction).
     case removal(key: KeyBits)
     case risk(Risk)
@@ -104,8 +109,11 @@ enum JournalRecord {
         w.u32(r.receiptLength)
         return w.bytes
     }
-    /// type (1) + key (32) + counter (4) + lastSeen (4).
+    /// type (1) + key (32) + counter (4) + lastSeen (4): an advance that leaves no open counter
+    /// (every advance of versions 1 and 2).
     static let advancePayloadSize = 41
+    /// … + gaps (8): an advance that leaves open counters (version 3).
+    static let windowAdvancePayloadSize = 49
     /// type (1) + key (32).
     static let removalPayloadSize = 33
 
@@ -169,10 +177,14 @@ enum JournalRecord {
             guard r.remaining == 0 else { return nil }
             return .registration(registration)
         case advanceType:
-            guard let key = r.raw(KeyBits.self), let counter = r.u32(), let last = r.u32(), r.remaining == 0 else {
-                return nil
+            guard let key = r.raw(KeyBits.self), let counter = r.u32(), let last = r.u32() else { return nil }
+            var gaps: UInt64 = 0
+            if r.remaining == 8 {  // version 3: the window's open counters
+                gaps = r.u64()!
+                guard gaps != 0, gaps & ~CounterWindow.mask == 0 else { return nil }
             }
-            return .advance(key: key, counter: counter, lastSeen: last)
+            guard r.remaining == 0 else { return nil }
+            return .advance(key: key, counter: counter, lastSeen: last, gaps: gaps)
         case removalType:
             guard let key = r.raw(KeyBits.self), r.remaining == 0 else { return nil }
             return .removal(key: key)
@@ -473,17 +485,21 @@ final class Journal: Sendable {
         s.records += records
     }
 
-    /// Appends a counter advance (allocation-free: the frame is built on the stack).
-    func appendAdvance(key: KeyBits, counter: UInt32, lastSeen: UInt32) throws {
-        try withUnsafeTemporaryAllocation(byteCount: 8 + JournalRecord.advancePayloadSize, alignment: 8) {
-            (frame) throws in
+    /// Appends a counter advance: the key's counter window after it (allocation-free: the frame is
+    /// built on the stack). The window's open counters are appended only when there are some.
+    func appendAdvance(key: KeyBits, window: CounterWindow, lastSeen: UInt32) throws {
+        let size = window.gaps == 0 ? JournalRecord.advancePayloadSize : JournalRecord.windowAdvancePayloadSize
+        try withUnsafeTemporaryAllocation(byteCount: 8 + JournalRecord.windowAdvancePayloadSize, alignment: 8) {
+            (buffer) throws in
+            let frame = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(8 + size)])
             let payload = UnsafeMutableRawBufferPointer(rebasing: frame[8...])
             payload[0] = JournalRecord.advanceType
             var k = key
             withUnsafeBytes(of: &k) { UnsafeMutableRawBufferPointer(rebasing: payload[1..<33]).copyMemory(from: $0) }
-            payload.storeBytes(of: counter.littleEndian, toByteOffset: 33, as: UInt32.self)
+            payload.storeBytes(of: window.highest.littleEndian, toByteOffset: 33, as: UInt32.self)
             payload.storeBytes(of: lastSeen.littleEndian, toByteOffset: 37, as: UInt32.self)
-            frame.storeBytes(of: UInt32(JournalRecord.advancePayloadSize).littleEndian, toByteOffset: 0, as: UInt32.self)
+            if window.gaps != 0 { payload.storeBytes(of: window.gaps.littleEndian, toByteOffset: 41, as: UInt64.self) }
+            frame.storeBytes(of: UInt32(size).littleEndian, toByteOffset: 0, as: UInt32.self)
             frame.storeBytes(
                 of: CRC32C.checksum(UnsafeRawBufferPointer(payload)).littleEndian, toByteOffset: 4, as: UInt32.self)
             try state.withLock { (s) throws in try write(&s, UnsafeRawBufferPointer(frame)) }

@@ -452,10 +452,11 @@ public final class MemoryAttestStore: AttestStore {
                 guard current.sameRegistration(as: stored.applied) else { return false }
                 if let previous = stored.previous {
                     s.update(at: i) { x in
-                        let counter = max(x.counter, previous.counter)
+                        // Counters accepted meanwhile stay accepted: the window keeps what either closed.
+                        let window = x.window.merged(with: previous.window)
                         let last = max(x.lastSeen, previous.lastSeen)
                         x = previous
-                        x.counter = counter
+                        x.window = window
                         x.lastSeen = last
                     }
                     liveReceiptBytes.wrappingAdd(
@@ -544,8 +545,10 @@ public final class MemoryAttestStore: AttestStore {
 
     /// Sets a registration (also journal replay): the higher counter and the earlier first-seen
     /// stay, so applying a record twice changes nothing. A key registered again keeps its risk
-    /// metric (no longer stale) and takes the new receipt's dates and first refresh. Returns
-    /// whether the key existed.
+    /// metric (no longer stale) and takes the new receipt's dates and first refresh. The key's
+    /// counter window closes every counter up to the registration's (a re-registration closes the
+    /// open counters below the highest; replayed over a later window, it closes nothing that window
+    /// still has open above it). Returns whether the key existed.
     @discardableResult
     static func apply(_ s: inout ShardState, _ r: JournalRecord.Registration) -> Bool {
         let app = s.intern(r.appID)
@@ -560,7 +563,7 @@ public final class MemoryAttestStore: AttestStore {
         if !added, let i = s.find(r.key) {
             s.update(at: i) { x in
                 x.point = r.point
-                x.counter = max(x.counter, r.counter)
+                x.window = x.window.merged(with: CounterWindow(highest: r.counter))
                 x.firstSeen = min(x.firstSeen, r.firstSeen)
                 x.lastSeen = max(x.lastSeen, r.lastSeen)
                 x.flags = r.flags
@@ -631,26 +634,31 @@ public final class MemoryAttestStore: AttestStore {
 
     private enum KeyCheck {
         case fail(CommitOutcome)
-        case ok(index: Int, previous: UInt32)
+        /// `window`: the key's counter window once the counter is accepted.
+        case ok(index: Int, previous: UInt32, window: CounterWindow)
     }
 
+    /// The key, and whether its counter window accepts `counter` under a route window of `width`.
     @inline(__always)
-    private static func checkKey(_ s: inout ShardState, _ key: KeyBits, counter: UInt32) -> KeyCheck {
+    private static func checkKey(_ s: inout ShardState, _ key: KeyBits, counter: UInt32, width: Int) -> KeyCheck {
         guard let i = s.find(key) else { return .fail(.unknownKey) }
-        let stored = s.record(at: i).counter
-        guard counter > stored else { return .fail(.counterReplay(stored: stored)) }
-        return .ok(index: i, previous: stored)
+        let current = s.record(at: i).window
+        guard let next = current.accepting(counter, width: width) else {
+            return .fail(.counterReplay(stored: current.highest, open: current.open(width: width)))
+        }
+        return .ok(index: i, previous: current.highest, window: next)
     }
 
-    /// Under the key's shard lock: the counter record is written (write(2)) before memory changes.
+    /// Under the key's shard lock: the counter record (the window after it) is written (write(2))
+    /// before memory changes.
     @inline(__always)
-    private func advance(_ s: inout ShardState, index: Int, key: KeyBits, counter: UInt32, nowMillis: Int64)
+    private func advance(_ s: inout ShardState, index: Int, key: KeyBits, window: CounterWindow, nowMillis: Int64)
         throws
     {
         let last = max(s.record(at: index).lastSeen, storedSeconds(nowMillis))
-        try journal?.appendAdvance(key: key, counter: counter, lastSeen: last)
+        try journal?.appendAdvance(key: key, window: window, lastSeen: last)
         s.update(at: index) { r in
-            r.counter = counter
+            r.window = window
             r.lastSeen = last
         }
     }
@@ -662,18 +670,19 @@ public final class MemoryAttestStore: AttestStore {
         if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
         let key = KeyBits(commit.keyID)
         let counter = commit.counter
+        let width = commit.counterWindow
         let ki = shardIndex(key.w0)
         let result: Result<CommitOutcome, StoreError>
 
         guard let token = commit.challenge, let bits = ChallengeBits(token) else {
             let unusable = commit.challenge != nil  // a token this store never issues
             result = shards[ki].state.withLock { s -> Result<CommitOutcome, StoreError> in
-                switch Self.checkKey(&s, key, counter: counter) {
+                switch Self.checkKey(&s, key, counter: counter, width: width) {
                 case .fail(let outcome): return .success(outcome)
-                case .ok(let index, let previous):
+                case .ok(let index, let previous, let window):
                     if unusable { return .success(.challengeRejected(.unknown)) }
                     do {
-                        try advance(&s, index: index, key: key, counter: counter, nowMillis: nowMillis)
+                        try advance(&s, index: index, key: key, window: window, nowMillis: nowMillis)
                     } catch {
                         return .failure(StoreError.from(error))
                     }
@@ -686,14 +695,14 @@ public final class MemoryAttestStore: AttestStore {
         let ci = shardIndex(bits.a)
         if ki == ci {
             result = shards[ki].state.withLock { s -> Result<CommitOutcome, StoreError> in
-                switch Self.checkKey(&s, key, counter: counter) {
+                switch Self.checkKey(&s, key, counter: counter, width: width) {
                 case .fail(let outcome): return .success(outcome)
-                case .ok(let index, let previous):
+                case .ok(let index, let previous, let window):
                     if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
                         return .success(.challengeRejected(why))
                     }
                     do {
-                        try advance(&s, index: index, key: key, counter: counter, nowMillis: nowMillis)
+                        try advance(&s, index: index, key: key, window: window, nowMillis: nowMillis)
                     } catch {
                         return .failure(StoreError.from(error))
                     }
@@ -705,14 +714,14 @@ public final class MemoryAttestStore: AttestStore {
             result = shards[min(ki, ci)].state.withLock { first -> Result<CommitOutcome, StoreError> in
                 shards[max(ki, ci)].state.withLock { second -> Result<CommitOutcome, StoreError> in
                     func run(_ k: inout ShardState, _ c: inout ShardState) -> Result<CommitOutcome, StoreError> {
-                        switch Self.checkKey(&k, key, counter: counter) {
+                        switch Self.checkKey(&k, key, counter: counter, width: width) {
                         case .fail(let outcome): return .success(outcome)
-                        case .ok(let index, let previous):
+                        case .ok(let index, let previous, let window):
                             if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
                                 return .success(.challengeRejected(why))
                             }
                             do {
-                                try advance(&k, index: index, key: key, counter: counter, nowMillis: nowMillis)
+                                try advance(&k, index: index, key: key, window: window, nowMillis: nowMillis)
                             } catch {
                                 return .failure(StoreError.from(error))
                             }
@@ -737,7 +746,7 @@ public struct ChallengeLimits: Sendable, Equatable {
     /// Challenges bound to a registered key: next challenges of verified responses, and challenges
     /// asked for at the endpoint naming a registered key.
     public var keyBound: Int
-    /// Live key-bound challenges per key, 1…4 (`KeyRing.maxSlots`); the next one replaces one.
+    /// Live key-bound challenges per key, 1…8 (`KeyRing.maxSlots`); the next one replaces one.
     public var perKey: Int
 
     public static let maxPerKey = KeyRing.maxSlots

@@ -293,7 +293,8 @@ extension MemoryAttestStore {
             }
             /// Damage at `at`, attributed to a key when the bytes at the key offset of the record
             /// type they claim name a registered key; the key's counter is raised to the
-            /// record's when higher.
+            /// record's when higher, and its counter window closed (the record may have accepted
+            /// one of its open counters, and its own window bytes cannot be trusted).
             func damage(_ kind: JournalDamage.Kind, at: Int, length: Int) -> JournalDamage {
                 var d = JournalDamage(kind: kind, segment: path, offset: at, length: length)
                 let keyAt = at + 9
@@ -307,15 +308,17 @@ extension MemoryAttestStore {
                 }
                 let key = all.loadUnaligned(fromByteOffset: keyAt, as: KeyBits.self)
                 let s = Int(key.w0 & mask)
-                guard let counterAt else {
-                    if states[s].find(key) != nil { d.keyID = key.keyID }
-                    return d
-                }
-                guard counterAt + 4 <= size else { return d }
+                if let counterAt, counterAt + 4 > size { return d }
                 guard let i = states[s].find(key) else { return d }
+                d.keyID = key.keyID
+                let open = states[s].record(at: i).gaps.nonzeroBitCount
+                if open > 0 {
+                    states[s].update(at: i) { $0.gaps = 0 }
+                    d.windowClosed = open
+                }
+                guard let counterAt else { return d }
                 let counter = u32(counterAt)
                 let current = states[s].record(at: i).counter
-                d.keyID = key.keyID
                 d.recordedCounter = counter
                 if counter > current {
                     states[s].update(at: i) { $0.counter = counter }
@@ -365,11 +368,13 @@ extension MemoryAttestStore {
                 case .registration(let reg):
                     apply(&states[Int(reg.key.w0 & mask)], reg)
                     out.applied += 1
-                case .advance(let key, let counter, let lastSeen):
+                case .advance(let key, let counter, let lastSeen, let gaps):
                     let s = Int(key.w0 & mask)
                     if let i = states[s].find(key) {
+                        // The window the record left, merged: replaying it again, or over a snapshot
+                        // that holds later records of the key, closes nothing that is open there.
                         states[s].update(at: i) { x in
-                            x.counter = max(x.counter, counter)
+                            x.window = x.window.merged(with: CounterWindow(highest: counter, gaps: gaps))
                             x.lastSeen = max(x.lastSeen, lastSeen)
                         }
                         out.applied += 1

@@ -37,7 +37,7 @@ struct KeyBits: Hashable {
 }
 
 /// The 64 bytes x ‖ y of an uncompressed P-256 point (the leading 0x04 is implied).
-struct PointBits {
+struct PointBits: Equatable {
     var x0: UInt64, x1: UInt64, x2: UInt64, x3: UInt64
     var y0: UInt64, y1: UInt64, y2: UInt64, y3: UInt64
 
@@ -64,7 +64,7 @@ struct PointBits {
     }
 }
 
-/// One registered key: 160 bytes, no references. Strings are indices into the shard's intern table.
+/// One registered key: 168 bytes, no references. Strings are indices into the shard's intern table.
 struct KeyRecord {
     var key: KeyBits
     var point: PointBits
@@ -93,6 +93,8 @@ struct KeyRecord {
     var receiptExpires: UInt32 = 0
     /// When the risk refresher takes the key next, Unix seconds; 0: never.
     var nextRefresh: UInt32 = 0
+    /// The counter window's open counters below `counter` (`CounterWindow.gaps`; 0: none).
+    var gaps: UInt64 = 0
 
     static let noString = UInt32.max
     static let noMetric = UInt32.max
@@ -101,22 +103,25 @@ struct KeyRecord {
     /// Apple's data service answered 404 for the latest receipt: the metric is the last one known.
     static let flagStale: UInt8 = 4
 
-    /// The same registration (every field but those requests and refreshes move: the counter, the
-    /// last-seen time, the receipt's risk and schedule).
-    func sameRegistration(as other: KeyRecord) -> Bool {
-        var a = self.withoutMovingFields
-        var b = other.withoutMovingFields
-        return withUnsafeBytes(of: &a) { x in withUnsafeBytes(of: &b) { y in x.elementsEqual(y) } }
+    /// The counter window (`counter` and `gaps`).
+    var window: CounterWindow {
+        get { CounterWindow(highest: counter, gaps: gaps) }
+        set {
+            counter = newValue.highest
+            gaps = newValue.gaps
+        }
     }
 
-    private var withoutMovingFields: KeyRecord {
-        var r = self
-        r.counter = 0
-        r.lastSeen = 0
-        r.riskMetric = 0
-        r.nextRefresh = 0
-        r.flags &= ~Self.flagStale
-        return r
+    /// The same registration (every field but those requests and refreshes move: the counter
+    /// window, the last-seen time, the receipt's risk and schedule). Field by field: the record's
+    /// padding bytes are not defined, so its raw bytes cannot be compared.
+    func sameRegistration(as other: KeyRecord) -> Bool {
+        key == other.key && point == other.point && receiptOffset == other.receiptOffset
+            && receiptLength == other.receiptLength && appIndex == other.appIndex && bundleIndex == other.bundleIndex
+            && category == other.category && firstSeen == other.firstSeen
+            && flags & ~Self.flagStale == other.flags & ~Self.flagStale && reregistrations == other.reregistrations
+            && reregistrationWindow == other.reregistrationWindow && receiptCreated == other.receiptCreated
+            && receiptNotBefore == other.receiptNotBefore && receiptExpires == other.receiptExpires
     }
 
     /// The risk fields as the store contract gives them; nil without a dated receipt.
@@ -493,31 +498,26 @@ struct ShardState {
 
 /// A registered key's key-bound challenges in one shard, oldest first: at most `maxSlots`, inline.
 struct KeyRing {
-    static let maxSlots = 4
+    /// Eight: a device with a counter window keeps one live challenge per request in flight
+    /// (docs/store.md, "Challenge budgets"); `store.max_challenges_per_key` picks 1…8 of them.
+    static let maxSlots = 8
 
-    private var s0 = ChallengeBits(a: 0, b: 0)
-    private var s1 = ChallengeBits(a: 0, b: 0)
-    private var s2 = ChallengeBits(a: 0, b: 0)
-    private var s3 = ChallengeBits(a: 0, b: 0)
+    private var slots = (
+        ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0),
+        ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0))
     private(set) var count: UInt8 = 0
     /// Bit i: slot i was issued with a verified response (`ChallengeRequest.chained`).
     private var chainedBits: UInt8 = 0
 
     subscript(i: Int) -> ChallengeBits {
         get {
-            switch i {
-            case 0: s0
-            case 1: s1
-            case 2: s2
-            default: s3
-            }
+            precondition(i >= 0 && i < Self.maxSlots)
+            return withUnsafeBytes(of: slots) { $0.load(fromByteOffset: i * MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self) }
         }
         set {
-            switch i {
-            case 0: s0 = newValue
-            case 1: s1 = newValue
-            case 2: s2 = newValue
-            default: s3 = newValue
+            precondition(i >= 0 && i < Self.maxSlots)
+            withUnsafeMutableBytes(of: &slots) {
+                $0.storeBytes(of: newValue, toByteOffset: i * MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self)
             }
         }
     }

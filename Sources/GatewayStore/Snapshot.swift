@@ -23,8 +23,9 @@ public struct SnapshotReport: Sendable, Equatable {
 /// challenge stride (u32), layout fingerprint (u64), generation (u64, random), first journal
 /// segment to replay (u64), key count (u64), challenge count (u64), created at (i64, Unix ms),
 /// receipts file generation (u64: 0 `receipts.dat`, n `receipts-<n, 16 hex>.dat`); then per shard: string count (u32) and strings (u32 length ‖ UTF-8), record count (u64) and the
-/// records as in memory (`KeyRecord`, fixed stride), challenge count (u64) and the challenges
-/// (`ChallengeEntry`); then SHA-256 of everything before it (32 bytes). Integers little-endian.
+/// records as in memory (`KeyRecord`, fixed stride; version 3 added the counter window's open
+/// counters), challenge count (u64) and the challenges (`ChallengeEntry`); then SHA-256 of
+/// everything before it (32 bytes). Integers little-endian.
 enum SnapshotFormat {
     static let fileName = "snapshot.dat"
     static let magic: [UInt8] = Array("AGSNAPS1".utf8)
@@ -35,6 +36,8 @@ enum SnapshotFormat {
     /// Version 1 (before the re-registration window and receipt compaction): a 72-byte header,
     /// `KeyRecordV1` records, receipts in `receipts.dat`. Still read.
     static let headerSizeV1 = 72
+    /// Version 2 (before the counter window): the version 3 header, `KeyRecordV2` records (144
+    /// bytes: no open counters). Still read.
 
     /// Changes whenever the in-memory layout of a record or challenge changes, so a snapshot
     /// written by a differently laid-out build is refused rather than misread.
@@ -49,6 +52,7 @@ enum SnapshotFormat {
             MemoryLayout<KeyRecord>.offset(of: \.reregistrationWindow), MemoryLayout<KeyRecord>.offset(of: \.riskMetric),
             MemoryLayout<KeyRecord>.offset(of: \.receiptCreated), MemoryLayout<KeyRecord>.offset(of: \.receiptNotBefore),
             MemoryLayout<KeyRecord>.offset(of: \.receiptExpires), MemoryLayout<KeyRecord>.offset(of: \.nextRefresh),
+            MemoryLayout<KeyRecord>.offset(of: \.gaps),
             MemoryLayout<KeyRecord>.size,
         ])
     }
@@ -319,12 +323,14 @@ enum SnapshotFormat {
                 throw corrupt("truncated records")
             }
             for n in 0..<Int(recordCount) {
-                var rec =
-                    switch version {
-                    case 1: KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV1.self))
-                    case 2: KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV2.self))
-                    default: recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
-                    }
+                var rec: KeyRecord
+                switch version {
+                case 1: rec = KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV1.self))
+                case 2: rec = KeyRecord(recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecordV2.self))
+                default: rec = recordBytes.loadUnaligned(fromByteOffset: n * recordStride, as: KeyRecord.self)
+                }
+                // Bits outside the window are never written; a record holding some is not one of ours.
+                guard rec.gaps & ~CounterWindow.mask == 0 else { throw corrupt("a record's counter window is out of range") }
                 let target = Int(rec.key.w0 & mask)
                 func mapped(_ index: UInt32) throws -> UInt32 {
                     if index == KeyRecord.noString { return index }
@@ -375,7 +381,8 @@ struct KeyRecordV1 {
     var flags: UInt8
 }
 
-/// A key record as version 2 snapshots hold it: `KeyRecord` before the receipt's risk fields.
+/// A key record as version 2 snapshots hold it: `KeyRecord` before the receipt's risk fields and the
+/// counter window (144 bytes).
 struct KeyRecordV2 {
     var key: KeyBits
     var point: PointBits
@@ -393,7 +400,8 @@ struct KeyRecordV2 {
 }
 
 extension KeyRecord {
-    /// A version 2 record: no dated receipt, so the key is not refreshed until it registers again.
+    /// A version 2 record: no dated receipt, so the key is not refreshed until it registers again;
+    /// no open counter (a version 2 store accepted only counters above the highest).
     init(_ v2: KeyRecordV2) {
         self.init(
             key: v2.key, point: v2.point, receiptOffset: v2.receiptOffset, counter: v2.counter,

@@ -129,6 +129,9 @@ public struct JournalDamage: Sendable, Equatable, CustomStringConvertible {
     /// record's value when higher: a damaged record can only raise a counter, never lower it or
     /// create a key). nil when nothing was raised.
     public var counterRaised: CounterRaise?
+    /// Open counters of the key's counter window the damaged record closed (a damaged record may
+    /// have been the acceptance of one of them): 0 when it had none.
+    public var windowClosed = 0
 
     public struct CounterRaise: Sendable, Equatable {
         public var from: UInt32
@@ -140,6 +143,7 @@ public struct JournalDamage: Sendable, Equatable, CustomStringConvertible {
         if let keyID { s += " key \(keyID)" }
         if let recordedCounter { s += " counter \(recordedCounter)" }
         if let r = counterRaised { s += " (counter raised from \(r.from) to \(r.to))" }
+        if windowClosed > 0 { s += " (\(windowClosed) open counters of its window closed)" }
         return s
     }
 }

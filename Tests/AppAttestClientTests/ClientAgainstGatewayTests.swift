@@ -37,9 +37,10 @@ struct ClientAgainstGatewayTests {
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
         trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: {challenge_ttl: \(ttl), challenge_rate: \(challengeRate)}
-        store: {kind: memory, shards: 8}
+        store: {kind: memory, shards: 8, max_challenges_per_key: 8}
         routes:
           - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, max_body: 64KiB, assertion: {mode: enforce}}
+          - {name: feed, match: {path_prefix: /api/feed}, upstream: demo, assertion: {mode: enforce, counter_window: 8}}
           - {name: legacy, match: {path_prefix: /api/legacy}, upstream: demo, assertion: {mode: enforce, client_data: v1}}
           - {name: signed, match: {path_prefix: /api/signed}, upstream: demo, assertion: {mode: enforce, bind: body, challenge: "off"}}
           - {name: challenged, match: {path_prefix: /api/challenged}, upstream: demo, assertion: {mode: enforce, bind: body, challenge: required}}
@@ -152,6 +153,39 @@ struct ClientAgainstGatewayTests {
         #expect(refused.allSatisfy { $0.hasSuffix(" 0") }, "\(refused.filter { !$0.hasSuffix(" 0") })")
         let stats = await c.statistics
         #expect(stats.challengesFetched == 4 && stats.nextChallengesUsed == 58 && stats.rechallenges == 0)
+    }
+
+    @Test("50 concurrent sends on a counter_window route: all accepted, several in flight at once, each with its own challenge")
+    func concurrentSendsOnACounterWindowRoute() async throws {
+        let gw = try GatewayProcess(config: config())
+        defer { gw.stop() }
+        let device = try service()
+        let c = AppAttestClient(
+            configuration: .init(
+                gateway: try #require(URL(string: gw.url("public", ""))),
+                routes: Self.routes + [.init(pathPrefix: "/api/feed", binding: .request(.v2), counterWindow: 8)], maxChallengesPerKey: 8),
+            service: device, keyStore: InMemoryKeyIDStore(), transport: URLSessionTransport(session: URLSession(configuration: .ephemeral)))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for i in 0..<50 {
+                let request = try Self.post(gw, "/api/feed?task=\(i)", "{\"task\":\(i)}")
+                group.addTask {
+                    let (data, response) = try await c.send(request)
+                    #expect(response.statusCode == 200, "task \(i): \(String(decoding: data, as: UTF8.self))")
+                    #expect(Self.upstreamHeaders(data)["X-App-Attest-Verified-Key-Id"] != nil)
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Signed in counter order, not one at a time (without the route's window, some of these
+        // arrive after a higher counter and are refused counter_replay).
+        #expect(device.assertionCounters.map(\.counter) == Array(1...50))
+        let stats = await c.statistics
+        #expect(stats.mostInFlight > 1 && stats.mostInFlight <= 8, "\(stats)")
+        #expect(stats.rechallenges == 0 && stats.protectedRequestsSent == 50)
+        #expect(stats.challengesFetched <= 1 + 8 && stats.nextChallengesUsed == 50 - (stats.challengesFetched - 1), "\(stats)")
+        #expect(try Self.metric(gw, "attest_gateway_assertion_verdicts_total{route=\"feed\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 50"))
+        let refused = try curl([gw.url("admin", "/metrics")]).1.split(separator: "\n").filter { $0.contains("verdict=\"refused\"") }
+        #expect(refused.allSatisfy { $0.hasSuffix(" 0") }, "\(refused.filter { !$0.hasSuffix(" 0") })")
     }
 
     @Test("reattest: the gateway lost the key (memory store restarted): a new key registered, the request accepted")

@@ -336,6 +336,77 @@ struct ClientBehaviourTests {
         #expect(gw.maxInFlight <= 2)  // at most one per account (two accounts)
     }
 
+    @Test("a counterWindow route: signed in order, sent without waiting, never more than the window ahead of a request in flight")
+    func counterWindowSendsWithoutWaiting() async throws {
+        // The request with counter 1 is answered late: meanwhile only counters 2…4 may go (a window of 4).
+        let gw = ScriptedGateway(protectedDelay: 0.02, delays: { $0.counter == 1 ? 0.4 : nil })
+        let c = client(gw, routes: [.init(pathPrefix: "/api/feed", binding: .body(challenge: .off), counterWindow: 4)])
+        try await c.prepare()
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<20 {
+                group.addTask { try await c.send(Self.post("https://shop.example.com/api/feed?i=\(i)", "\(i)")).1.statusCode }
+            }
+            for try await status in group { #expect(status == 200) }
+        }
+        let sent = gw.protectedCalls
+        #expect(Set(sent.compactMap(\.counter)) == Set(1...20))
+        let first = try #require(sent.first { $0.counter == 1 }?.protectedIndex)
+        let events = gw.events
+        let firstAnswered = try #require(events.firstIndex(of: .answered(first)))
+        for call in sent where call.counter! >= 5 {
+            #expect(events.firstIndex(of: .sent(call.protectedIndex))! > firstAnswered, "counter \(call.counter!) went before counter 1 was answered")
+        }
+        #expect(sent.filter { $0.counter! <= 4 }.allSatisfy { events.firstIndex(of: .sent($0.protectedIndex))! < firstAnswered })
+        // In parallel (a loaded machine may not fill the window before the 20 ms answers come).
+        #expect((2...4).contains(gw.maxInFlight))
+        #expect((2...4).contains(await c.statistics.mostInFlight))
+    }
+
+    @Test("a counterWindow route with a challenge each: at most maxChallengesPerKey in flight, each challenge used once, next challenges reused")
+    func counterWindowWithChallenges() async throws {
+        let gw = ScriptedGateway(protectedDelay: 0.02)
+        let c = AppAttestClient(
+            configuration: .init(
+                gateway: Self.gateway, routes: [.init(pathPrefix: "/api/feed", binding: .request(.v2), counterWindow: 8)],
+                maxChallengesPerKey: 3),
+            service: FakeService(), keyStore: InMemoryKeyIDStore(), transport: gw, timing: TestTiming().timing)
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<30 {
+                group.addTask { try await c.send(Self.post("https://shop.example.com/api/feed?i=\(i)", "{}")).1.statusCode }
+            }
+            for try await status in group { #expect(status == 200) }
+        }
+        let used = gw.protectedCalls.compactMap { $0.header("X-App-Attest-Challenge") }
+        #expect(used.count == 30 && Set(used).count == 30)
+        #expect((2...3).contains(gw.maxInFlight))
+        let stats = await c.statistics
+        #expect((2...3).contains(stats.mostInFlight))
+        // The registration's challenge, and one per request in flight at most; then next challenges.
+        #expect(stats.challengesFetched <= 1 + 3 && stats.nextChallengesUsed == 30 - (stats.challengesFetched - 1), "\(stats)")
+        // A route without a window on the same key: one at a time again.
+        #expect(try await c.send(Self.post("https://shop.example.com/api/other", "{}")).1.statusCode == 200)
+    }
+
+    @Test("reattest of requests in flight on a counterWindow route: the key is replaced once, every request signed again with the new one")
+    func counterWindowReattestOnce() async throws {
+        let gw = ScriptedGateway(protectedDelay: 0.02) { call in
+            call.header("X-App-Attest-Key-Id") == "key-1" && !call.isChallenge && !call.isRegister
+                ? .refusal(401, "key_unknown", "reattest", requestID: "r-\(call.protectedIndex)") : nil
+        }
+        let service = FakeService()
+        let c = client(gw, service: service, routes: [.init(pathPrefix: "/api/feed", binding: .body(challenge: .off), counterWindow: 4)])
+        try await c.prepare()
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for i in 0..<4 {
+                group.addTask { try await c.send(Self.post("https://shop.example.com/api/feed?i=\(i)", "\(i)")).1.statusCode }
+            }
+            for try await status in group { #expect(status == 200) }
+        }
+        #expect(service.generatedKeys == 2 && gw.registerCalls.count == 2)
+        #expect(await c.statistics.reattestations == 1)
+        #expect(gw.protectedCalls.filter { $0.header("X-App-Attest-Key-Id") == "key-2" }.count == 4)
+    }
+
     @Test("bind: body routes: the body is the client data; with a challenge, makeBody puts it in the body")
     func bodyBinding() async throws {
         let gw = ScriptedGateway()

@@ -37,6 +37,11 @@ final class ScriptedGateway: AppAttestTransport, @unchecked Sendable {
         var isRegister: Bool { path.hasSuffix("/attest/register") }
         func header(_ name: String) -> String? { request.value(forHTTPHeaderField: name) }
         var bodyText: String { String(decoding: request.httpBody ?? Data(), as: UTF8.self) }
+        /// The counter of a `FakeService` assertion (`assertion <keyID> <counter>`).
+        var counter: Int? {
+            let text = header("X-App-Assertion").flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) }
+            return text.flatMap { Int($0.split(separator: " ").last ?? "") }
+        }
     }
 
     private let lock = NSLock()
@@ -46,11 +51,24 @@ final class ScriptedGateway: AppAttestTransport, @unchecked Sendable {
     private let reply: (Call) -> Reply?
     /// Delay of protected answers (to let concurrent senders overlap if the client allowed it).
     let protectedDelay: TimeInterval
+    /// The delay of a protected request, when it is not `protectedDelay`.
+    let delays: @Sendable (Call) -> TimeInterval?
     private var inFlight = 0
     private(set) var maxInFlight = 0
+    /// Protected requests in the order they were sent (`.sent(index)`) and answered (`.answered(index)`).
+    enum Event: Equatable {
+        case sent(Int)
+        case answered(Int)
+    }
+    private var eventList: [Event] = []
+    var events: [Event] { lock.withLock { eventList } }
 
-    init(protectedDelay: TimeInterval = 0, reply: @escaping (Call) -> Reply? = { _ in nil }) {
+    init(
+        protectedDelay: TimeInterval = 0, reply: @escaping (Call) -> Reply? = { _ in nil },
+        delays: @escaping @Sendable (Call) -> TimeInterval? = { _ in nil }
+    ) {
         self.protectedDelay = protectedDelay
+        self.delays = delays
         self.reply = reply
     }
 
@@ -61,27 +79,32 @@ final class ScriptedGateway: AppAttestTransport, @unchecked Sendable {
 
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         guard let url = request.url else { throw TestFailure("a request without URL") }
-        let (r, isProtected): (Reply, Bool) = lock.withLock {
+        let (r, isProtected, call): (Reply, Bool, Call) = lock.withLock {
             let path = url.path
             let isEndpoint = path.hasSuffix("/attest/challenge") || path.hasSuffix("/attest/register")
             let call = Call(request: request, path: path, protectedIndex: protectedCount)
             calls.append(call)
             if !isEndpoint {
+                eventList.append(.sent(protectedCount))
                 protectedCount += 1
                 inFlight += 1
                 maxInFlight = max(maxInFlight, inFlight)
             }
-            if let r = reply(call) { return (r, !isEndpoint) }
+            if let r = reply(call) { return (r, !isEndpoint, call) }
             if call.isChallenge {
                 challengeCount += 1
-                return (.json(201, "{\"challenge\":\"ch-\(challengeCount)\",\"expiresAt\":\"2999-01-01T00:00:00.000Z\"}"), false)
+                return (.json(201, "{\"challenge\":\"ch-\(challengeCount)\",\"expiresAt\":\"2999-01-01T00:00:00.000Z\"}"), false, call)
             }
-            if call.isRegister { return (.json(201, "{\"keyId\":\"k\"}"), false) }
-            return (.verified(next: "next-\(protectedCount)"), true)
+            if call.isRegister { return (.json(201, "{\"keyId\":\"k\"}"), false, call) }
+            return (.verified(next: "next-\(protectedCount)"), true, call)
         }
         if isProtected {
-            if protectedDelay > 0 { try await Task.sleep(nanoseconds: UInt64(protectedDelay * 1e9)) }
-            lock.withLock { inFlight -= 1 }
+            let delay = delays(call) ?? protectedDelay
+            if delay > 0 { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) }
+            lock.withLock {
+                inFlight -= 1
+                eventList.append(.answered(call.protectedIndex))
+            }
         }
         guard let response = HTTPURLResponse(url: url, statusCode: r.status, httpVersion: "HTTP/1.1", headerFields: r.headers) else {
             throw TestFailure("no HTTPURLResponse")

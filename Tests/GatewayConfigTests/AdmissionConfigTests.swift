@@ -73,10 +73,10 @@ struct AdmissionConfigTests {
         #expect(m.maxAnonymousChallenges == 300 && m.maxKeyBoundChallenges == 200 && m.maxChallengesPerKey == 1)
         #expect(
             ConfigFixture.errors(
-                ConfigFixture.minimal + "\nstore: {max_anonymous_challenges: 0, max_key_bound_challenges: 1e6, max_challenges_per_key: 5}") == [
+                ConfigFixture.minimal + "\nstore: {max_anonymous_challenges: 0, max_key_bound_challenges: 1e6, max_challenges_per_key: 9}") == [
                 "gateway.yaml:7:35: store.max_anonymous_challenges must be an integer from 1 to 100000000, got 0",
                 "gateway.yaml:7:64: store.max_key_bound_challenges must be an integer from 1 to 100000000, got \"1e6\"",
-                "gateway.yaml:7:93: store.max_challenges_per_key must be an integer from 1 to 4, got 5",
+                "gateway.yaml:7:93: store.max_challenges_per_key must be an integer from 1 to 8, got 9",
             ]
         )
         #expect(

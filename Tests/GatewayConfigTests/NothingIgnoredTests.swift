@@ -55,7 +55,7 @@ struct NothingIgnoredTests {
 
     @Test("mode: off takes no other assertion key")
     func offKeys() {
-        for key in ["bind: body", "challenge: required", "rollout: 50%", "on_store_error: fail_open", "client_data: v1"] {
+        for key in ["bind: body", "challenge: required", "rollout: 50%", "on_store_error: fail_open", "client_data: v1", "counter_window: 8"] {
             let name = String(key.prefix { $0 != ":" })
             #expect(
                 ConfigFixture.errors(Self.route("mode: off, \(key)")) == [

@@ -60,6 +60,40 @@ struct ValidationTests {
         #expect(ConfigFixture.errors(yaml("mode: enforce, clientdata: v1")).first?.contains("unknown key") == true)
     }
 
+    @Test("assertion.counter_window: off by default, 1…64 where a route opts in, with any binding and mode enforce or shadow")
+    func counterWindow() throws {
+        func yaml(_ assertion: String) -> String {
+            Self.base + """
+
+                routes:
+                  - {name: r, match: {path_prefix: /}, upstream: demo, assertion: {\(assertion)}}
+                apps: [{team_id: ABCDE12345, bundle_ids: [com.example.shop]}]
+                """
+        }
+        #expect(try ConfigFixture.parse(yaml("mode: enforce")).routes[0].assertion.counterWindow == 0)
+        #expect(AssertionPolicy(mode: .enforce).counterWindow == 0)
+        for n in [1, 8, 64] {
+            #expect(try ConfigFixture.parse(yaml("mode: enforce, counter_window: \(n)")).routes[0].assertion.counterWindow == n)
+        }
+        #expect(try ConfigFixture.parse(yaml("mode: shadow, bind: body, challenge: \"off\", counter_window: 16")).routes[0].assertion
+            == AssertionPolicy(mode: .shadow, bind: .body, challenge: .off, counterWindow: 16))
+        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: 0")) == [
+            "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got 0"
+        ])
+        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: 65")) == [
+            "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got 65"
+        ])
+        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: \"8\"")) == [
+            "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got the quoted string \"8\" (write it without quotes)"
+        ])
+        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: on")).count == 1)
+        #expect(ConfigFixture.errors(yaml("mode: enforce, counterwindow: 8")).first?.contains("unknown key") == true)
+        // A per-key challenge budget of 8: one live challenge per request in flight on such a route.
+        let store = try ConfigFixture.parse(yaml("mode: enforce, counter_window: 8") + "\nstore: {max_challenges_per_key: 8}").store
+        guard case .memory(let m) = store.backend else { Issue.record("not memory"); return }
+        #expect(m.maxChallengesPerKey == 8)
+    }
+
     @Test("admin.token_file and protect_metrics: a path resolved against the config's directory; protect_metrics needs the file")
     func adminToken() throws {
         let open = try ConfigFixture.parse(minimalPlus: "admin: {address: 127.0.0.1:9091}")

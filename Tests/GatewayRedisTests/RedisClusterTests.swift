@@ -275,6 +275,27 @@ struct RedisClusterStoreTests {
         }
     }
 
+    /// Issue 16 §2: the contract's counter window on the cluster; a commit whose challenge is in
+    /// another slot is decided by reads in the script's order (the window first, then the challenge).
+    @Test func counterWindowOnTheCluster() throws {
+        let f = try ClusterFixture()
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 1613)
+        try checkCounterWindow(f.store, rng: &rng, t0: t0)
+        let record = makeRecord(&rng)
+        let other = makeRecord(&rng)
+        try f.store.registerBound(record, now: t0)
+        try f.store.registerBound(other, now: t0)
+        #expect(try f.store.commit(record.keyID, counter: 10, challenge: nil, now: t0) == .committed(previousCounter: 0))
+        let elsewhere = try f.store.issue(.assert, key: other.keyID, now: t0)
+        #expect(!RedisAttestStore.sameSlot(record.keyID, elsewhere.token))
+        #expect(try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 8, now: t0) == .challengeRejected(.wrongKey))
+        #expect(try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 0, now: t0) == .counterReplay(stored: 10))
+        #expect(try f.store.commit(record.keyID, counter: 7, challenge: nil, window: 8, now: t0) == .committed(previousCounter: 10))
+        #expect(try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 8, now: t0)
+            == .counterReplay(stored: 10, open: openBits(10, [3, 4, 5, 6, 8, 9])))
+    }
+
     @Test func exactlyOneCommitWinsAcrossInstances() throws {
         let f = try ClusterFixture()
         defer { f.stop() }

@@ -51,6 +51,16 @@ struct RedisPiecesTests {
         #expect(sha1Hex(String(repeating: "a", count: 1000)) == "291e9a6c66994949b57ba5e650361e98fc36b1ba")
     }
 
+    @Test func counterWindowFieldParses() {
+        #expect(RedisAttestStore.windowBits("") == 0)
+        #expect(RedisAttestStore.windowBits("101") == 0b101)
+        #expect(RedisAttestStore.windowBits(String(repeating: "1", count: 70)) == (UInt64(1) << 63) - 1)
+        #expect(RedisAttestStore.counterWindow(ctr: 10, cw: "10:011") == CounterWindow(highest: 10, gaps: 0b110))
+        #expect(RedisAttestStore.counterWindow(ctr: 12, cw: "10:011") == CounterWindow(highest: 12))
+        #expect(RedisAttestStore.counterWindow(ctr: 10, cw: nil) == CounterWindow(highest: 10))
+        #expect(RedisAttestStore.counterWindow(ctr: 10, cw: "garbage") == CounterWindow(highest: 10))
+    }
+
     @Test func keyLayoutTagsBoundChallengesWithTheKeysSlot() {
         let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: 1)))
         defer { store.close() }
@@ -226,6 +236,65 @@ struct RedisStoreTests {
         let store = f.store
         var rng = SeededRandom(seed: 7)
         try checkCommitOutcomes(store, rng: &rng, t0: t0)
+    }
+
+    /// Issue 16 §2: the contract's counter window, in the commit script.
+    @Test func counterWindow() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 1610)
+        try checkCounterWindow(f.store, rng: &rng, t0: t0)
+    }
+
+    /// Two instances on one Redis race the same open counter of a key's window (and one challenge):
+    /// exactly one accepts it; the window as the key's hash holds it names the counters still open.
+    @Test func exactlyOneAcceptsAnOpenCounterAcrossInstances() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        let second = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port)))
+        defer { second.close() }
+        #expect(second.waitUntilConnected(timeoutMillis: 10_000))
+        let stores: [RedisAttestStore] = [f.store, second]
+        var rng = SeededRandom(seed: 1611)
+        let record = makeRecord(&rng)
+        try f.store.registerFresh(record, now: t0)
+        #expect(try f.store.commit(record.keyID, counter: 64, challenge: nil, now: t0) == .committed(previousCounter: 0))
+        for counter in stride(from: UInt32(63), through: 2, by: -7) {
+            let challenge = try stores[Int(counter) % 2].issue(.assert, key: record.keyID, now: t0)
+            let wins = raceCommits(stores, 16) { i in
+                AssertionCommit(keyID: record.keyID, counter: counter, challenge: i % 2 == 0 ? challenge.token : nil, counterWindow: 64)
+            }
+            #expect(wins == 1, "counter \(counter)")
+        }
+        let accepted = Set(stride(from: UInt32(63), through: 2, by: -7))
+        let open = (1...63).map(UInt32.init).filter { !accepted.contains($0) }
+        let name = String(decoding: f.store.keyName(record.keyID), as: UTF8.self)
+        #expect(try f.redis.cli(["HGET", name, "cw"])
+            == "64:" + String((0..<63).map { open.contains(63 - UInt32($0)) ? "1" : "0" }).replacingOccurrences(of: "0+$", with: "", options: .regularExpression))
+        #expect(try second.commit(record.keyID, counter: 63, challenge: nil, window: 64, now: t0)
+            == .counterReplay(stored: 64, open: openBits(64, open)))
+    }
+
+    /// A `cw` written for another counter than `ctr` (a build without windows moved `ctr` during a
+    /// rolling upgrade) is stale: no counter is open, none is reopened.
+    @Test func staleWindowOpensNothing() throws {
+        let f = try RedisFixture()
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 1612)
+        let record = makeRecord(&rng)
+        try f.store.registerFresh(record, now: t0)
+        #expect(try f.store.commit(record.keyID, counter: 10, challenge: nil, now: t0) == .committed(previousCounter: 0))
+        #expect(try f.store.commit(record.keyID, counter: 8, challenge: nil, window: 8, now: t0) == .committed(previousCounter: 10))
+        let name = String(decoding: f.store.keyName(record.keyID), as: UTF8.self)
+        #expect(try f.redis.cli(["HGET", name, "cw"]) == "10:101111111")  // 9 open, 8 accepted, 7…1 open
+        // The old build's commit script: it accepted 9 and 12 (ctr moved), leaving cw as it was.
+        _ = try f.redis.cli(["HSET", name, "ctr", "12"])
+        #expect(try f.store.commit(record.keyID, counter: 9, challenge: nil, window: 8, now: t0) == .counterReplay(stored: 12))
+        #expect(try f.store.commit(record.keyID, counter: 11, challenge: nil, window: 8, now: t0) == .counterReplay(stored: 12))
+        #expect(try f.store.commit(record.keyID, counter: 14, challenge: nil, now: t0) == .committed(previousCounter: 12))
+        #expect(try f.redis.cli(["HGET", name, "cw"]) == "14:1")
+        #expect(try f.store.commit(record.keyID, counter: 13, challenge: nil, window: 2, now: t0) == .committed(previousCounter: 14))
+        #expect(try f.redis.cli(["HEXISTS", name, "cw"]) == "0")
     }
 
     /// Two stores (two gateway instances) on one Redis race the same challenge and counter.

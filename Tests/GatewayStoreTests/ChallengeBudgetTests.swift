@@ -160,11 +160,11 @@ struct ChallengeBudgetTests {
                 token: ChallengeBits(a: i << 2 | (key.w0 & 3), b: i), boundKey: bound.map(KeyBits.init) ?? KeyBits(w0: 0, w1: 0, w2: 0, w3: 0),
                 expiresAt: t0, purpose: 2, hasBoundKey: bound != nil, consumed: false)
         }
-        let entries = (1...6).map { entry($0, record.keyID) } + [entry(7, stranger), entry(8, nil)]
+        let entries = (1...10).map { entry($0, record.keyID) } + [entry(11, stranger), entry(12, nil)]
         MemoryAttestStore.restoreChallenges(entries, into: &states)
         let s = states[Int(key.w0 & 3)]
-        #expect(s.boundCount == 4)
-        #expect(s.rings[key]?.count == 4)
+        #expect(s.boundCount == KeyRing.maxSlots)
+        #expect(s.rings[key]?.count == 8)
         #expect(states.reduce(0) { $0 + $1.expiries.count } == 4)
     }
 
@@ -185,9 +185,9 @@ struct ChallengeBudgetTests {
         #expect(try reopened.commit(record.keyID, counter: 1, challenge: next, now: t0) == .committed(previousCounter: 0))
     }
 
-    @Test("memory stays within the stated bound under a flood of every kind")
-    func memoryIsBounded() throws {
-        let limits = ChallengeLimits(anonymous: 4_000, keyBound: 2_000, perKey: 4)
+    @Test("memory stays within the stated bound under a flood of every kind", arguments: [4, 8])
+    func memoryIsBounded(perKey: Int) throws {
+        let limits = ChallengeLimits(anonymous: 4_000, keyBound: 2_000, perKey: perKey)
         let shards = 8
         let store = MemoryAttestStore(shards: shards, challenges: limits)
         var rng = SeededRandom(seed: 17)
@@ -213,7 +213,9 @@ struct ChallengeBudgetTests {
         #expect(store.challengeMemoryBytes <= bound, "accounted \(store.challengeMemoryBytes) > bound \(bound)")
         // The documented worst case per challenge of budget (docs/store.md): at most 400 bytes.
         #expect(bound <= 400 * (limits.anonymous + limits.keyBound), "bound \(bound)")
-        // The default budgets' bound, as docs/store.md and docs/configuration.md state it (186.8 MB).
-        #expect(ChallengeMemory.bound(ChallengeLimits(), shards: 64) == 186_814_464)
+        // The default budgets' bound, as docs/store.md and docs/configuration.md state it (220.4 MB;
+        // 186.8 MB before key rings held 8 challenges), whatever `perKey`.
+        #expect(ChallengeMemory.bound(ChallengeLimits(), shards: 64) == 220_368_896)
+        #expect(ChallengeMemory.bound(ChallengeLimits(perKey: 8), shards: 64) == 220_368_896)
     }
 }

@@ -21,6 +21,8 @@ func advanceFrame(_ key: KeyID, counter: UInt32, lastSeen: UInt32 = 1_700_000_00
 /// The size of an advance frame, and where its fields are inside it.
 enum AdvanceLayout {
     static let size = 8 + JournalRecord.advancePayloadSize  // 49
+    /// An advance that leaves open counters in the key's window (it skipped some): 8 bytes more.
+    static let windowSize = 8 + JournalRecord.windowAdvancePayloadSize  // 57
     static let key = 9
     static let counter = 41
     static let lastSeen = 45
@@ -121,8 +123,9 @@ struct JournalDamageTests {
             _ = try a.commit(y.keyID, counter: UInt32(c), challenge: nil, now: t0)
         }
         var bytes = readBytes(segment)
-        // x's advance to 20 (the third advance): payload damaged in its last-seen bytes.
-        let damaged = start + 2 * AdvanceLayout.size
+        // x's advance to 20 (the third advance): payload damaged in its last-seen bytes. x's
+        // advances skip counters (they carry its window's open counters), y's do not.
+        let damaged = start + AdvanceLayout.windowSize + AdvanceLayout.size
         bytes[damaged + AdvanceLayout.lastSeen + 1] ^= 0xFF
         writeBytes(segment, bytes)
         let b = try openAfterCrash(dir.path)

@@ -22,10 +22,10 @@ struct RiskRefreshStoreTests {
         try store.close()
     }
 
-    @Test("a key record stays within the 256-byte budget per key: 160 bytes with its receipt's risk")
+    @Test("a key record stays within the 256-byte budget per key: 168 bytes with its receipt's risk and counter window")
     func recordSize() {
-        #expect(MemoryLayout<KeyRecord>.size == 160)
-        #expect(MemoryLayout<KeyRecord>.stride == 160)
+        #expect(MemoryLayout<KeyRecord>.size == 168)
+        #expect(MemoryLayout<KeyRecord>.stride == 168)
     }
 
     /// Registers `a` with a dated receipt and refreshes it once: receipt `[5, 5, 5]`, metric 7.

@@ -41,9 +41,12 @@ extension AttestStore {
         }.get()
     }
 
-    public func commit(_ id: KeyID, counter: UInt32, challenge: ChallengeToken?, now: Int64) throws -> CommitOutcome {
+    /// `window`: the route's `counter_window` (0: none).
+    public func commit(_ id: KeyID, counter: UInt32, challenge: ChallengeToken?, window: Int = 0, now: Int64) throws -> CommitOutcome {
         try wait {
-            commitAssertion(AssertionCommit(keyID: id, counter: counter, challenge: challenge), nowMillis: now, completion: $0)
+            commitAssertion(
+                AssertionCommit(keyID: id, counter: counter, challenge: challenge, counterWindow: window), nowMillis: now,
+                completion: $0)
         }.get()
     }
 
@@ -158,4 +161,85 @@ public func checkKeyBounds(
     #expect(try fresh(b, at: t0 + 63_000) == .registered(existing: true))
     #expect(try store.commit(c.keyID, counter: 1, challenge: nil, now: t0 + 63_000) == .committed(previousCounter: 0))
     #expect(try store.commit(a.keyID, counter: 2, challenge: nil, now: t0 + 63_000) == .committed(previousCounter: 1))
+}
+
+/// `CounterWindow.gaps` with the counters `open` set, below `highest`.
+public func openBits(_ highest: UInt32, _ open: [UInt32]) -> UInt64 {
+    open.reduce(UInt64(0)) { $0 | 1 << UInt64(highest - 1 - $1) }
+}
+
+/// The counter window (issue 16 §2), on any store, with key-bound challenges only (Redis Cluster
+/// takes no other): the window's edge, each counter accepted once, jumps ahead shifting the
+/// bitmap, a width of 64, a key used on routes with and without a window, the challenge rule
+/// unchanged, refusals changing nothing, and a re-registration closing the window.
+public func checkCounterWindow(_ store: any AttestStore, rng: inout SeededRandom, t0: Int64) throws {
+    let record = makeRecord(&rng, seen: t0)
+    let id = record.keyID
+    let reg = try store.issue(.register, key: id, now: t0)
+    #expect(try store.registerNow(record, challenge: reg.token, now: t0) == .registered(existing: false))
+    func commit(_ c: UInt32, _ width: Int, _ challenge: ChallengeToken? = nil) throws -> CommitOutcome {
+        try store.commit(id, counter: c, challenge: challenge, window: width, now: t0)
+    }
+    // The attestation's counter (0) is never accepted, not even by a window.
+    #expect(try commit(0, 64) == .counterReplay(stored: 0))
+    // A jump ahead opens the counters it skipped (1…9).
+    #expect(try commit(10, 8) == .committed(previousCounter: 0))
+    // The edge of a window of 8 at 10: 10 − 8 = 2 refused, 10 − 8 + 1 = 3 accepted, once.
+    #expect(try commit(2, 8) == .counterReplay(stored: 10, open: openBits(10, Array(3...9))))
+    #expect(try commit(3, 8) == .committed(previousCounter: 10))
+    #expect(try commit(3, 8) == .counterReplay(stored: 10, open: openBits(10, Array(4...9))))
+    #expect(try commit(10, 8) == .counterReplay(stored: 10, open: openBits(10, Array(4...9))))
+    // A route without a window accepts only counters above the highest; its refusals name no open counter.
+    #expect(try commit(5, 0) == .counterReplay(stored: 10))
+    #expect(try commit(5, 1) == .counterReplay(stored: 10))
+    // ... and its jumps open counters for the windowed routes (a key used on both: they accept the gaps).
+    #expect(try commit(12, 0) == .committed(previousCounter: 10))
+    #expect(try commit(11, 2) == .committed(previousCounter: 12))
+    // The jump shifted the bitmap: 3 stays accepted, 1, 2 and 4…9 stay open (1 and 2 were below the
+    // window of 8, not below the bitmap); at 12 a window of 8 reaches 5.
+    #expect(try commit(3, 16) == .counterReplay(stored: 12, open: openBits(12, [1, 2] + Array(4...9))))
+    #expect(try commit(4, 8) == .counterReplay(stored: 12, open: openBits(12, Array(5...9))))
+    #expect(try commit(9, 8) == .committed(previousCounter: 12))
+    #expect(try commit(4, 16) == .committed(previousCounter: 12))
+
+    // The challenge rule is unchanged: a refused challenge leaves the open counter open and the
+    // challenge unconsumed; the accepted one consumes its challenge with the counter.
+    let other = makeRecord(&rng, seen: t0)
+    let otherReg = try store.issue(.register, key: other.keyID, now: t0)
+    #expect(try store.registerNow(other, challenge: otherReg.token, now: t0) == .registered(existing: false))
+    let forOther = try store.issue(.assert, key: other.keyID, now: t0)
+    #expect(try commit(8, 8, forOther.token) == .challengeRejected(.wrongKey))
+    let mine = try store.issue(.assert, key: id, now: t0)
+    #expect(try commit(8, 8, mine.token) == .committed(previousCounter: 12))
+    #expect(try commit(7, 8, mine.token) == .challengeRejected(.consumed))
+    #expect(try store.state(mine.token, now: t0) == .consumed)
+    #expect(try commit(8, 8) == .counterReplay(stored: 12, open: openBits(12, [5, 6, 7])))
+    // A counter refused for the window leaves the challenge as it was.
+    let fresh = try store.issue(.assert, key: id, now: t0)
+    #expect(try commit(8, 8, fresh.token) == .counterReplay(stored: 12, open: openBits(12, [5, 6, 7])))
+    #expect(try store.state(fresh.token, now: t0) == .valid(purpose: .assert, keyID: id, expiresAtMillis: t0 + 60_000))
+    #expect(try store.key(id)?.counter == 12)
+
+    // Width 64 at the top of the range: a jump of 64 skips 63 counters, all open; H − 64 refused,
+    // H − 63 accepted once; a jump of more than 63 forgets everything below.
+    #expect(try commit(76, 64, fresh.token) == .committed(previousCounter: 12))
+    #expect(try commit(12, 64) == .counterReplay(stored: 76, open: openBits(76, Array(13...75))))
+    #expect(try commit(13, 64) == .committed(previousCounter: 76))
+    #expect(try commit(13, 64) == .counterReplay(stored: 76, open: openBits(76, Array(14...75))))
+    #expect(try commit(14, 62) == .counterReplay(stored: 76, open: openBits(76, Array(15...75))))
+    #expect(try commit(14, 63) == .committed(previousCounter: 76))
+    #expect(try commit(75, 64) == .committed(previousCounter: 76))
+    #expect(try commit(200, 64) == .committed(previousCounter: 76))
+    #expect(try commit(100, 64) == .counterReplay(stored: 200, open: openBits(200, Array(137...199))))
+    #expect(try commit(136, 64) == .counterReplay(stored: 200, open: openBits(200, Array(137...199))))
+    #expect(try commit(137, 64) == .committed(previousCounter: 200))
+
+    // A re-registration of the key closes its window: every counter up to the highest is closed.
+    let again = try store.issue(.register, key: id, now: t0 + 1_000)
+    #expect(try store.registerNow(record, challenge: again.token, now: t0 + 1_000) == .registered(existing: true))
+    #expect(try store.key(id)?.counter == 200)
+    #expect(try commit(199, 64) == .counterReplay(stored: 200))
+    #expect(try commit(202, 64) == .committed(previousCounter: 200))
+    #expect(try commit(201, 64) == .committed(previousCounter: 202))
+    #expect(try commit(199, 64) == .counterReplay(stored: 202))
 }

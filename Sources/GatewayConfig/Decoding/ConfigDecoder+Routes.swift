@@ -194,12 +194,15 @@ extension ConfigDecoder {
                 at: at)
             valid = false
         }
+        fields.read("counter_window", into: &policy, \.counterWindow, valid: &valid) {
+            int($0, $1, in: AssertionPolicy.counterWindowRange)
+        }
         // Strict, nothing ignored: a key that cannot change what this mode does is an error.
         if let mode {
             let inert: [(key: String, why: String)] =
                 switch mode {
                 case .off:
-                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk"].map {
+                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window"].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }
                 case .shadow:

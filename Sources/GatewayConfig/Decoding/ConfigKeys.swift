@@ -30,7 +30,7 @@ enum ConfigKeys {
     static let routeTimeouts = ["response", "connect"]
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [
-        "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk",
+        "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
     ]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",

@@ -66,6 +66,11 @@ public struct AssertionPolicy: Sendable, Equatable {
     public var maxRiskMetric: Int?
     /// Default `.flag`.
     public var onRisk: RiskAction
+    /// `counter_window: N` (1…64): a counter below the key's highest accepted one is also accepted
+    /// if it is above that minus N and was never accepted (requests of one key arriving out of
+    /// order over HTTP/2 or several connections). 0: off (the default), only a counter above the
+    /// highest is accepted.
+    public var counterWindow: Int
 
     public init(
         mode: Mode,
@@ -75,7 +80,8 @@ public struct AssertionPolicy: Sendable, Equatable {
         onStoreError: StoreErrorPolicy = .failClosed,
         clientData: ClientData = .v2,
         maxRiskMetric: Int? = nil,
-        onRisk: RiskAction = .flag
+        onRisk: RiskAction = .flag,
+        counterWindow: Int = 0
     ) {
         self.mode = mode
         self.bind = bind
@@ -85,10 +91,14 @@ public struct AssertionPolicy: Sendable, Equatable {
         self.clientData = clientData
         self.maxRiskMetric = maxRiskMetric
         self.onRisk = onRisk
+        self.counterWindow = counterWindow
     }
 
     /// The largest `max_risk_metric` accepted.
     public static let maxRiskMetricRange = 0...1_000_000
+
+    /// `counter_window`'s range (a window of 64 counters: the highest and the 63 below it).
+    public static let counterWindowRange = 1...64
 
     /// The policy of a route without an `assertion` block.
     public static let off = AssertionPolicy(mode: .off)

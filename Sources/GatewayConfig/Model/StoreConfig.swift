@@ -17,7 +17,7 @@ public struct StoreConfig: Sendable, Equatable {
         public var maxAnonymousChallenges: Int
         /// Live challenges bound to a registered key; when full, the oldest is replaced. Default 250,000.
         public var maxKeyBoundChallenges: Int
-        /// Live challenges per registered key, 1…4; the next one replaces one. Default 4.
+        /// Live challenges per registered key, 1…8; the next one replaces one. Default 4.
         public var maxChallengesPerKey: Int
 
         public init(
@@ -33,7 +33,7 @@ public struct StoreConfig: Sendable, Equatable {
         }
 
         public static let challengeBudgetRange = 1...100_000_000
-        public static let perKeyRange = 1...4
+        public static let perKeyRange = 1...8
     }
 
     /// `kind: redis`.
