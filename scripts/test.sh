@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-swift build --build-tests
+# The layering is enforced: a target importing a package target it does not declare fails the build.
+swift build --build-tests --explicit-target-dependency-import-check error
 swift test --skip-build
 if [ "$(id -u)" = 0 ]; then
   deploy/container/check-runtime-rootfs
