@@ -86,7 +86,7 @@ public final class TLSServerContext: @unchecked Sendable {
 
     /// Rotates the ticket keys now (see `TLSTicketKeys.rotate()`). The server's timer calls `rotate()`
     /// on the listener's keys every `tls.ticket_rotation`; this is the same step for one context.
-    public func rotateTicketKeys() { ticketKeys.rotate() }
+    @_spi(Testing) public func rotateTicketKeys() { ticketKeys.rotate() }
 
     /// A new server session for one accepted connection.
     public func makeSession() -> TLSSession { TLSSession(server: self) }

@@ -317,7 +317,7 @@ public final class TLSSession {
     }
 
     /// All waiting ciphertext (convenience for tests and simple callers).
-    public func takeCiphertext() -> [UInt8] {
+    @_spi(Testing) public func takeCiphertext() -> [UInt8] {
         let count = pendingCiphertextCount
         guard count > 0 else { return [] }
         var out = [UInt8](repeating: 0, count: count)

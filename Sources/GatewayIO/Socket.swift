@@ -134,7 +134,7 @@ public enum Socket {
         }
     }
 
-    public static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
+    @_spi(Testing) public static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
     public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
 

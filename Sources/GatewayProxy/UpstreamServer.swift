@@ -44,7 +44,7 @@ public struct PassiveHealth: Sendable, Equatable {
 
     public init(policy: Policy = Policy()) { self.policy = policy }
 
-    public func isEjected(now: Int64) -> Bool { now < ejectedUntil }
+    @_spi(Testing) public func isEjected(now: Int64) -> Bool { now < ejectedUntil }
 
     /// Whether a success would change anything.
     public var needsSuccess: Bool { consecutiveFailures > 0 || ejections > 0 }

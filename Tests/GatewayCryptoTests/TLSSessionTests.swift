@@ -1,5 +1,5 @@
 import Foundation
-import GatewayCrypto
+@_spi(Testing) import GatewayCrypto
 import Testing
 
 @Suite("TLS sessions in memory")

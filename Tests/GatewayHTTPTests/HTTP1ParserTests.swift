@@ -1,5 +1,5 @@
 import Foundation
-import GatewayHTTP
+@_spi(Testing) import GatewayHTTP
 import GatewayTestSupport
 import Testing
 

@@ -1,5 +1,5 @@
 import CGatewayNGHTTP2
-import GatewayHTTP
+@_spi(Testing) import GatewayHTTP
 import Testing
 
 /// Answers every request with `body` once its request body has ended (the gateway's part in tests).

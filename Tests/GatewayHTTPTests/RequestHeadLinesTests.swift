@@ -1,4 +1,4 @@
-import GatewayHTTP
+@_spi(Testing) import GatewayHTTP
 import GatewayTestSupport
 import Testing
 

@@ -1,6 +1,6 @@
 import Foundation
 import GatewayCrypto
-import GatewayHTTP
+@_spi(Testing) import GatewayHTTP
 @testable import GatewayProxy
 import Testing
 

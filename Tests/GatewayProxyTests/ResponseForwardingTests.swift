@@ -1,4 +1,4 @@
-@testable import GatewayHTTP
+@_spi(Testing) @testable import GatewayHTTP
 @testable import GatewayProxy
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCrypto
 import GatewayHTTP
-import GatewayIO
+@_spi(Testing) import GatewayIO
 import GatewayProxy
 import GatewayTestSupport
 import Glibc

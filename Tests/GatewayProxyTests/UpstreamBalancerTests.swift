@@ -1,6 +1,6 @@
 import Foundation
 import GatewayIO
-import GatewayProxy
+@_spi(Testing) import GatewayProxy
 import GatewayTestSupport
 import Glibc
 import Testing

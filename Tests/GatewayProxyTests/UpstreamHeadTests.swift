@@ -1,5 +1,5 @@
 import Foundation
-@testable import GatewayHTTP
+@_spi(Testing) @testable import GatewayHTTP
 import GatewayIO
 @testable import GatewayProxy
 import GatewayTestSupport

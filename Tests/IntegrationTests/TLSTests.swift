@@ -1,7 +1,7 @@
 import AppAttest
 import AppAttestSimulator
 import Foundation
-import GatewayCrypto
+@_spi(Testing) import GatewayCrypto
 import GatewayTestSupport
 import GatewayWire
 import Glibc

@@ -26,7 +26,7 @@ public struct HTTP1Parser: Sendable {
 
     /// Parses a request head starting at `start`. Returns the head and the offset just past its
     /// final CRLF, or nil when the head is not complete yet (and within limits).
-    public func parseRequestHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0) throws(HTTPParseError)
+    @_spi(Testing) public func parseRequestHead(_ buf: UnsafeRawBufferPointer, from start: Int = 0) throws(HTTPParseError)
         -> (HTTPRequestHead, Int)?
     {
         return try withHeadLines(buf, from: Self.skipEmptyLines(buf, start), isRequest: true) { lines throws(HTTPParseError) in

@@ -2,7 +2,7 @@
 /// are the gateway's own); they are written back as Latin-1 so obs-text passes through unchanged.
 /// The `append…` forms write into a caller's buffer (a connection's output), the others return arrays.
 public enum HTTP1Serializer {
-    public static func appendRequestHead(method: String, target: String, headers: HTTPFields, to out: inout [UInt8]) {
+    @_spi(Testing) public static func appendRequestHead(method: String, target: String, headers: HTTPFields, to out: inout [UInt8]) {
         appendRequestLine(method: method, target: target, to: &out)
         appendFields(headers, &out)
     }
@@ -15,7 +15,7 @@ public enum HTTP1Serializer {
         appendASCII(" HTTP/1.1\r\n", &out)
     }
 
-    public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
+    @_spi(Testing) public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(128 + headers.count * 32)
         appendResponseHead(status: status, reason: reason, headers: headers, minorVersion: minorVersion, to: &out)

@@ -365,7 +365,7 @@ public final class HTTP2ServerSession {
     }
 
     /// Response bytes queued for `streamID` and not yet framed (0 for an unknown stream).
-    public func bufferedResponseBytes(streamID: Int32) -> Int { stream(streamID)?.buffered ?? 0 }
+    @_spi(Testing) public func bufferedResponseBytes(streamID: Int32) -> Int { stream(streamID)?.buffered ?? 0 }
 
     /// True when the stream's response buffer is at or above the high-water mark (or the stream is
     /// gone): stop reading the upstream until `.responseWritable` (or `.streamClosed`).
