@@ -141,7 +141,7 @@ final class GatewayRouter: RequestRouter {
     /// client-sent verified-key header.
     func forward(
         _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: HeaderEdit,
-        responseHeaders: HTTPFields
+        responseHeaders: HTTPFields, responseHook: ResponseHook? = nil
     ) -> RouteDecision {
         switch target(r, rt) {
         case .demo:
@@ -150,7 +150,9 @@ final class GatewayRouter: RequestRouter {
                                                   responseHeaders: responseHeaders)))
             }
         case .pool(let pool):
-            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+            return .forward(Forward(
+                routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
+                responseHook: responseHook ?? Self.responseHook(r)))
         case .missing:
             return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
@@ -159,18 +161,24 @@ final class GatewayRouter: RequestRouter {
     /// The same, for a request whose body was already buffered for a local decision.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: HeaderEdit, responseHeaders: HTTPFields
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook? = nil
     ) -> BufferedOutcome {
         switch target(r, rt) {
         case .demo:
             return .respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
                                                 responseHeaders: responseHeaders))
         case .pool(let pool):
-            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+            return .forward(Forward(
+                routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
+                responseHook: responseHook ?? Self.responseHook(r)))
         case .missing:
             return .respond(ProxyError.upstreamUnavailable.response())
         }
     }
+
+    /// A route with a DeviceCheck fallback takes `X-Device-Check-Update` out of every response
+    /// (`FallbackRoute`); other routes copy the upstream's head as bytes.
+    static func responseHook(_ r: GatewayRuntime.CompiledRoute) -> ResponseHook? { r.fallback == nil ? nil : dropDeviceCheckUpdate }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
         events.exchangeDidFinish(record)

@@ -39,15 +39,36 @@ public final class Forward {
     public let editHeaders: HeaderEdit
     /// Added to the downstream response after the upstream's fields.
     public let responseHeaders: HTTPFields
+    /// What the route does with the upstream's response head first (fields only the gateway reads,
+    /// such as `X-Device-Check-Update`); nil on most routes, whose heads are copied as bytes.
+    public let responseHook: ResponseHook?
 
     public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
-                responseHeaders: HTTPFields = HTTPFields())
+                responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil)
     {
         self.routeName = routeName
         self.pool = pool
         self.maxBody = maxBody
         self.editHeaders = editHeaders
         self.responseHeaders = responseHeaders
+        self.responseHook = responseHook
+    }
+
+    /// Whether the response head goes through strings (`DownstreamResponseHead.fields`): route fields
+    /// to set, or a hook.
+    var rewritesResponse: Bool { responseHeaders.count > 0 || responseHook != nil }
+}
+
+/// A route's look at an upstream's response head before the client's: `observe` sees the head as
+/// received (on the loop), then every field named in `remove` (any ASCII case) is left out of what
+/// the client gets.
+public struct ResponseHook {
+    public let remove: [String]
+    public let observe: ((HTTPResponseHead) -> Void)?
+
+    public init(remove: [String], observe: ((HTTPResponseHead) -> Void)? = nil) {
+        self.remove = remove
+        self.observe = observe
     }
 }
 
