@@ -15,7 +15,7 @@ extension ConfigDecoder {
         fields.read("devicecheck_environment", into: &apple, \.deviceCheckEnvironment, valid: &valid) {
             choice($0, $1, as: AppleConfig.DeviceCheckEnvironment.self)
         }
-        if fields["devicecheck_url"] != nil, let at = fields.keyPosition("devicecheck_environment") {
+        if apple.deviceCheckURL != nil, let at = fields.keyPosition("devicecheck_environment") {
             report(
                 "\(fields.path("devicecheck_environment")) has no effect with \(fields.path("devicecheck_url")) (the url names the "
                     + "one DeviceCheck server spoken to); remove one of them",
