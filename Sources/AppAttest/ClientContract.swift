@@ -167,4 +167,16 @@ public enum AttestHeaders {
     /// Set upstream on a verified request whose key has a risk metric (Apple's data service, issue
     /// 13); a client's copy never reaches an upstream (`X-App-Attest-*` is the gateway's).
     public static let riskMetric = "X-App-Attest-Risk-Metric"
+    /// The DeviceCheck fallback (issue 14): a device without App Attest sends `DCDevice`'s token,
+    /// base64, here (read by the gateway on a route with a fallback, never forwarded).
+    public static let deviceToken = "X-Apple-Device-Token"
+    /// Sent by apps whose device says App Attest is unsupported (`DCAppAttestService.isSupported`
+    /// false), with or without a fallback: counted per route (`attest_gateway_unsupported_claims_total`).
+    public static let unsupported = "X-App-Attest-Unsupported"
+    /// Set upstream on a request the fallback accepted: `valid` (a client's copy never reaches an upstream).
+    public static let deviceCheck = "X-Device-Check"
+    /// Set upstream on a `bits: read`/`write` route: the device's two bits (`bit0=1; bit1=0; updated=2026-11`, or `unset`).
+    public static let deviceCheckBits = "X-Device-Check-Bits"
+    /// Set by an upstream of a `bits: write` route: the bits to write (`bit0=1`); removed before the client sees the response.
+    public static let deviceCheckUpdate = "X-Device-Check-Update"
 }

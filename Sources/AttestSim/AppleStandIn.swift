@@ -21,8 +21,21 @@ import Glibc
 ///   given before anything else is looked at, in order.
 ///
 /// Tests drive it in process (`setMetric`, `setNoData`, `script`, `requests`) or, for the binary,
-/// through `/_sim/` on the same listener (docs/attest-sim.md). DeviceCheck's endpoints (issue 14)
-/// join the same server. Blocking sockets, a thread per connection: a test tool, not the gateway.
+/// through `/_sim/` on the same listener (docs/attest-sim.md).
+///
+/// DeviceCheck's three endpoints are served by the same server ("Accessing and modifying per-device
+/// data"): `POST /v1/validate_device_token`, `/v1/query_two_bits`, `/v1/update_two_bits`, JSON
+/// `device_token` (base64), `transaction_id`, `timestamp` (ms, within five minutes of the clock),
+/// `bit0`/`bit1` for an update; the ES256 token as `Authorization: Bearer` (missing or bare: `400`
+/// "Missing or incorrectly formatted authorization token"; not the team's: `401`); a device token
+/// must be one a `SimulatedDeviceCheck` of the CA made within the hour (else `400` "Missing or
+/// incorrectly formatted device token payload"); a bad timestamp is `400` "Missing or incorrectly
+/// formatted time stamp". A query of a device whose bits were never set is `200` with the plain-text
+/// body `Bit State Not Found`; else `200` `{"bit0","bit1","last_update_time":"YYYY-MM"}`. Bits are
+/// kept per team and device (every token of a device, every app of the team). Its own scripted
+/// answers (`scriptDeviceCheck`) and request log (`deviceCheckRequests`).
+///
+/// Blocking sockets, a thread per connection: a test tool, not the gateway.
 public final class AppleStandIn: @unchecked Sendable {
     public struct Options: Sendable {
         /// `HOST` to listen on (an IPv4 address or `localhost`) and the port (0: any).
@@ -86,6 +99,10 @@ public final class AppleStandIn: @unchecked Sendable {
     private var noData: Set<String> = []
     private var scripted: [Scripted] = []
     private var log: [Logged] = []
+    private var dcScripted: [Scripted] = []
+    private var dcLog: [DeviceCheckLogged] = []
+    /// Per team id and device (hex): the two bits and the month they were last written.
+    private var bitState: [String: (bit0: Bool, bit1: Bool, month: String)] = [:]
     private var stopped = false
     private var open: Set<Int32> = []
     private let group = DispatchGroup()
@@ -93,6 +110,23 @@ public final class AppleStandIn: @unchecked Sendable {
     private let clock: @Sendable () -> Date
 
     public static let path = "/v1/attestationData"
+
+    /// One request to DeviceCheck, as answered.
+    public struct DeviceCheckLogged: Sendable, Equatable {
+        public var atMillis: Int64
+        /// `validate_device_token`, `query_two_bits` or `update_two_bits`.
+        public var endpoint: String
+        /// The device the token was made by (hex), when it was one of the CA's.
+        public var deviceID: String?
+        public var status: Int
+        /// Why a 4xx was answered (empty for 200 and scripted answers).
+        public var reason: String
+        /// The bits an update asked for (`bit0=1; bit1=0`), else empty.
+        public var bits: String
+    }
+
+    /// The endpoints, after the base url.
+    public static let deviceCheckEndpoints = ["validate_device_token", "query_two_bits", "update_two_bits"]
 
     /// - Parameter workDirectory: where the TLS certificate and key are written (the CA directory).
     public init(options: Options, ca: TestCA, workDirectory: URL, clock: @escaping @Sendable () -> Date = { Date() }) throws {
@@ -176,6 +210,22 @@ public final class AppleStandIn: @unchecked Sendable {
     /// The data service's requests so far, oldest first.
     public var requests: [Logged] { lock.withLock { log } }
 
+    /// DeviceCheck's answers given before anything is looked at, in order, each `count` times.
+    public func scriptDeviceCheck(_ answer: Scripted) { lock.withLock { dcScripted.append(answer) } }
+
+    /// DeviceCheck's requests so far, oldest first.
+    public var deviceCheckRequests: [DeviceCheckLogged] { lock.withLock { dcLog } }
+
+    /// Sets a device's bits for the team, as an update from another app of the team would.
+    public func setBits(deviceID: [UInt8], bit0: Bool, bit1: Bool, month: String = "2026-11") {
+        lock.withLock { bitState[options.teamID + ":" + Hex.encode(deviceID)] = (bit0, bit1, month) }
+    }
+
+    /// A device's bits for the team; nil while never set.
+    public func bits(deviceID: [UInt8]) -> (bit0: Bool, bit1: Bool, month: String)? {
+        lock.withLock { bitState[options.teamID + ":" + Hex.encode(deviceID)] }
+    }
+
     public func stop() {
         let fds: [Int32]? = lock.withLock {
             guard !stopped else { return nil }
@@ -254,6 +304,10 @@ public final class AppleStandIn: @unchecked Sendable {
 
     func answer(_ r: HTTPMessage) -> Response {
         if r.target.hasPrefix("/_sim/") { return control(r) }
+        if r.target.hasPrefix("/v1/"), Self.deviceCheckEndpoints.contains(String(r.target.dropFirst(4))) {
+            guard r.method == "POST" else { return .text(405, "Method Not Allowed") }
+            return deviceCheck(r, endpoint: String(r.target.dropFirst(4)))
+        }
         guard r.target == Self.path else { return .text(404, "Not Found") }
         guard r.method == "POST" else { return .text(405, "Method Not Allowed") }
         let now = clock()
@@ -327,6 +381,89 @@ public final class AppleStandIn: @unchecked Sendable {
         return nil
     }
 
+    // MARK: - DeviceCheck
+
+    private func deviceCheck(_ r: HTTPMessage, endpoint: String) -> Response {
+        let now = clock()
+        let nowMillis = Int64(now.timeIntervalSince1970 * 1000)
+        var device: String?
+        var asked = ""
+        func logged(_ response: Response, _ reason: String) -> Response {
+            lock.withLock {
+                dcLog.append(DeviceCheckLogged(atMillis: nowMillis, endpoint: endpoint, deviceID: device, status: response.status, reason: reason, bits: asked))
+            }
+            return response
+        }
+        let body = (try? JSONSerialization.jsonObject(with: Data(r.body))) as? [String: Any]
+        if let text = body?["device_token"] as? String, let bytes = try? Base64.decode(text),
+            let read = SimulatedDeviceCheck.read(bytes, ca: ca)
+        {
+            device = Hex.encode(read.deviceID)
+        }
+        if let s = nextDeviceCheckScripted() {
+            var headers: [(String, String)] = []
+            if let after = s.retryAfter { headers.append(("Retry-After", String(after))) }
+            return logged(.text(s.status, Self.reason(s.status), headers: headers), "scripted")
+        }
+        let authorization = r.header("Authorization") ?? ""
+        guard authorization.hasPrefix("Bearer "), authorization.count > 7 else {
+            return logged(.text(400, "Missing or incorrectly formatted authorization token"), "DeviceCheck takes Authorization: Bearer <token>")
+        }
+        if let why = checkToken(String(authorization.dropFirst(7)), now: now) {
+            return logged(.text(401, "Unable to verify authorization token"), why)
+        }
+        guard let body else { return logged(.text(400, "Missing or incorrectly formatted device token payload"), "the body is not a JSON object") }
+        guard let ts = body["timestamp"] as? NSNumber, !(body["timestamp"] is Bool), abs(ts.int64Value - nowMillis) <= 300_000 else {
+            return logged(.text(400, "Missing or incorrectly formatted time stamp"), "timestamp missing or more than 5 minutes off")
+        }
+        guard let transaction = body["transaction_id"] as? String, !transaction.isEmpty else {
+            return logged(.text(400, "Missing or incorrectly formatted device token payload"), "no transaction_id")
+        }
+        guard let text = body["device_token"] as? String, let bytes = try? Base64.decode(text),
+            let read = SimulatedDeviceCheck.read(bytes, ca: ca), nowMillis - read.issuedAtMillis <= 3_600_000,
+            read.issuedAtMillis <= nowMillis + 60_000
+        else {
+            return logged(.text(400, "Missing or incorrectly formatted device token payload"), "not a token of a device of the CA from the last hour")
+        }
+        let key = options.teamID + ":" + Hex.encode(read.deviceID)
+        switch endpoint {
+        case "validate_device_token":
+            return logged(Response(status: 200), "")
+        case "query_two_bits":
+            guard let state = lock.withLock({ bitState[key] }) else { return logged(.text(200, "Bit State Not Found"), "") }
+            return logged(.json(200, ["bit0": state.bit0, "bit1": state.bit1, "last_update_time": state.month]), "")
+        default:
+            func bit(_ name: String) -> Bool?? {
+                guard let v = body[name] else { return .some(nil) }
+                guard let b = v as? Bool else { return nil }
+                return .some(b)
+            }
+            guard let b0 = bit("bit0"), let b1 = bit("bit1"), b0 != nil || b1 != nil else {
+                return logged(.text(400, "Missing or incorrectly formatted bits"), "bit0/bit1 are not booleans")
+            }
+            asked = [b0.map { "bit0=\($0 ? 1 : 0)" }, b1.map { "bit1=\($0 ? 1 : 0)" }].compactMap { $0 }.joined(separator: "; ")
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyy-MM"
+            let month = formatter.string(from: now)
+            lock.withLock {
+                let old = bitState[key]
+                bitState[key] = (b0 ?? old?.bit0 ?? false, b1 ?? old?.bit1 ?? false, month)
+            }
+            return logged(Response(status: 200), "")
+        }
+    }
+
+    private func nextDeviceCheckScripted() -> Scripted? {
+        lock.withLock {
+            guard var first = dcScripted.first else { return nil }
+            first.count -= 1
+            if first.count <= 0 { dcScripted.removeFirst() } else { dcScripted[0] = first }
+            return first
+        }
+    }
+
     /// The key a receipt is about: base64 of SHA-256 of field 3's public key (the key id).
     static func keyID(_ receipt: AppAttestReceipt) -> String? {
         guard let cert = try? X509Certificate(der: receipt.attestedCertificate), let key = cert.p256PublicKey() else { return nil }
@@ -336,7 +473,8 @@ public final class AppleStandIn: @unchecked Sendable {
     // MARK: - /_sim/: the binary's controls
 
     /// `POST /_sim/metric {"metric":N[,"keyId":"…"]}`, `POST /_sim/no-data {"keyId":"…","on":true}`,
-    /// `POST /_sim/answer {"status":429[,"retryAfter":S][,"count":N]}`, `GET /_sim/requests`.
+    /// `POST /_sim/answer {"status":429[,"retryAfter":S][,"count":N]}`, `GET /_sim/requests`; for
+    /// DeviceCheck `POST /_sim/devicecheck/answer` (the same body) and `GET /_sim/devicecheck/requests`.
     private func control(_ r: HTTPMessage) -> Response {
         let body = (try? JSONSerialization.jsonObject(with: Data(r.body.isEmpty ? Array("{}".utf8) : r.body))) as? [String: Any]
         switch (r.method, r.target) {
@@ -349,6 +487,15 @@ public final class AppleStandIn: @unchecked Sendable {
         case ("POST", "/_sim/no-data"):
             guard let key = body?["keyId"] as? String else { return .json(400, ["error": "keyId"]) }
             setNoData(body?["on"] as? Bool ?? true, keyID: key)
+            return .json(200, ["ok": true])
+        case ("GET", "/_sim/devicecheck/requests"):
+            return .json(200, ["requests": deviceCheckRequests.map {
+                ["at": $0.atMillis, "endpoint": $0.endpoint, "deviceId": $0.deviceID ?? NSNull(), "status": $0.status, "reason": $0.reason, "bits": $0.bits] as [String: Any]
+            }])
+        case ("POST", "/_sim/devicecheck/answer"):
+            guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else { return .json(400, ["error": "status"]) }
+            scriptDeviceCheck(Scripted(
+                status: status, retryAfter: (body?["retryAfter"] as? NSNumber)?.intValue, count: (body?["count"] as? NSNumber)?.intValue ?? 1))
             return .json(200, ["ok": true])
         case ("POST", "/_sim/answer"):
             guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else { return .json(400, ["error": "status"]) }

@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
 import GatewayCrypto
+import GatewayPolicy
 import GatewayStore
 import GatewayWire
 import Glibc
@@ -34,6 +35,9 @@ final class AppleServices: Sendable {
     let tls: TLSClientContext
     let development: Endpoint
     let production: Endpoint
+    /// DeviceCheck's base (`apple.devicecheck_url`, else the host of `apple.devicecheck_environment`):
+    /// its target is the base path, each call's path is appended (`deviceCheck(_:)`).
+    let deviceCheckBase: Endpoint
     let connectTimeoutMillis: Int64
     let responseTimeoutMillis: Int64
     /// The configuration and the bytes of the key and CA files: a reload that changes none of them
@@ -78,6 +82,8 @@ final class AppleServices: Sendable {
         }
         development = endpoint(config.attestDataURL ?? AppleConfig.developmentAttestData)
         production = endpoint(config.attestDataURL ?? AppleConfig.productionAttestData)
+        let dc = config.deviceCheckBase
+        deviceCheckBase = Endpoint(host: dc.host, port: dc.port, target: dc.path)
         connectTimeoutMillis = config.connectTimeout.millis
         responseTimeoutMillis = config.responseTimeout.millis
         let hasher = SHA256.Hasher()
@@ -91,6 +97,13 @@ final class AppleServices: Sendable {
 
     /// The App Attest data service of a key's environment.
     func attestData(_ environment: KeyEnvironment) -> Endpoint { environment == .production ? production : development }
+
+    /// One of DeviceCheck's endpoints (`/v1/validate_device_token`, …) under the base.
+    func deviceCheck(_ call: DeviceCheck.Call) -> Endpoint {
+        var e = deviceCheckBase
+        e.target = deviceCheckBase.target + call.path
+        return e
+    }
 
     /// `Authorization`'s value: a token made at most `tokenLifetimeSeconds` ago (made again after).
     func authorization(_ style: TokenStyle, nowSeconds: Int64) throws -> String {

@@ -20,8 +20,14 @@ final class AttestContext: Sendable {
     let limitEvents: LimitEvents
     /// Chain verification of registrations (milliseconds each) runs here, off the event loops.
     let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
+    /// Apple's DeviceCheck, for the routes with a fallback (and their two bits).
+    let deviceCheck: DeviceCheckService
 
-    init(store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents) {
+    init(
+        store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents,
+        deviceCheck: DeviceCheckService
+    ) {
+        self.deviceCheck = deviceCheck
         self.store = store
         self.requiresKeyID = requiresKeyID
         self.explain = explain
@@ -260,10 +266,14 @@ extension GatewayRouter {
         guard let mode = RouteVerdict.mode(route: r.assertion, keyID: keyText) else {
             return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
         }
+        // Apps whose device has no App Attest say so (docs/client-contract.md): counted, fallback or not.
+        if h.headers[AttestHeaders.unsupported] == "1" { attest.metrics.unsupportedClaim(route: r.name) }
+        if let decided = fallbackDecision(h, peer: peer, route: r, mode: mode, runtime: rt) { return decided }
         let headers = AssertionGate.readHeaders(
             keyID: keyText, challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
             route: r.assertion)
-        if case .failure(let e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
+        if case .failure(var e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
+            if r.fallback != nil { e.add("path", "app_attest") }
             record(verdict, route: r)
             let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
             return .respond(routeName: r.name, refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route))
@@ -320,7 +330,8 @@ extension GatewayRouter {
                 var edit = rt.stripAttestHeaders.adding(verifiedHeader, keyID)
                 if let metric = a.risk?.metric { edit = edit.adding(AttestHeaders.riskMetric, String(metric)) }
                 done(self.forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: response))
-            case .refused(let e):
+            case .refused(var e):
+                if r.fallback != nil { e.add("path", "app_attest") }
                 guard case .forwardUnverified(let recordedStatus) = verdict.action else {
                     done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
                     return
@@ -356,6 +367,8 @@ extension GatewayRouter {
     }
 
     /// The verdict metric `{route, mode, verdict, reason}`.
+    func recordVerdict(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) { record(verdict, route: r) }
+
     private func record(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) {
         attestMetrics.verdict(route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict.rawValue, reason: verdict.reason)
     }

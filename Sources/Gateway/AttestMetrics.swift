@@ -27,6 +27,15 @@ final class AttestMetrics: Sendable {
     static let journalCorruptRecords = "attest_gateway_store_journal_corrupt_records_total"
     static let rateLimitedTotal = "attest_gateway_rate_limited_total"
     static let challengesEvicted = "attest_gateway_challenges_evicted_total"
+    // Devices without App Attest (issue 14).
+    static let fallbackRequests = "attest_gateway_fallback_requests_total"
+    static let fallbackShareGauge = "attest_gateway_fallback_share"
+    static let unsupportedClaims = "attest_gateway_unsupported_claims_total"
+    static let deviceCheckRequests = "attest_gateway_devicecheck_requests_total"
+    /// The `result` label of `attest_gateway_fallback_requests_total`: `accepted`, or the refusal's code.
+    static let fallbackResults: [String] = ["accepted"] + [
+        GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
+    ].map(\.code)
 
     private let keys: Meter
     private let liveChallenges: Meter
@@ -52,6 +61,7 @@ final class AttestMetrics: Sendable {
     /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
     private let limitedCounters: [Counter]
     private let evicted: [EvictionBudget: Counter]
+    private let gauges = Mutex<[String: Meter]>([:])
 
     /// The `limit` label of a 429: the client's bucket (`attest.challenge_rate`) or the process's
     /// registration budget (`attest.registration_rate`).
@@ -122,6 +132,25 @@ final class AttestMetrics: Sendable {
             table[key] = c
             return c
         }
+    }
+
+    /// A fallback request's outcome (`accepted` or the refusal's code), whatever the mode.
+    func fallback(route: String, result: String) { counter(Self.fallbackRequests, [("route", route), ("result", result)]).increment() }
+    /// A request saying App Attest is unsupported on its device (`X-App-Attest-Unsupported: 1`).
+    func unsupportedClaim(route: String) { counter(Self.unsupportedClaims, [("route", route)]).increment() }
+    /// One call to DeviceCheck and what it answered.
+    func deviceCheck(_ call: DeviceCheck.Call, _ result: DeviceCheck.Result) {
+        counter(Self.deviceCheckRequests, [("endpoint", call.rawValue), ("result", result.rawValue)]).increment()
+    }
+    /// The route's share of fallback requests over its window (what `max_share` is held against).
+    func fallbackShare(route: String, _ share: Double) {
+        let meter = gauges.withLock { table in
+            if let m = table[route] { return m }
+            let m = Meter(label: Self.fallbackShareGauge, dimensions: [("route", route)], factory: factory)
+            table[route] = m
+            return m
+        }
+        meter.set(share)
     }
 
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
@@ -196,6 +225,22 @@ final class AttestMetrics: Sendable {
             }
             if r.assertion.mode == .enforce, r.assertion.onStoreError == .failOpen {
                 verdictCounter(route: r.name, mode: "enforce", verdict: "fail_open", reason: GateError.storeUnavailable.code)
+            }
+            _ = counter(Self.unsupportedClaims, [("route", r.name)])
+            if r.fallback != nil {
+                for result in Self.fallbackResults { _ = counter(Self.fallbackRequests, [("route", r.name), ("result", result)]) }
+                fallbackShare(route: r.name, 0)
+                for (mode, refused) in modes {
+                    for reason in [GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable] {
+                        verdictCounter(route: r.name, mode: mode, verdict: refused, reason: reason.code)
+                    }
+                }
+                if r.assertion.mode == .enforce, r.assertion.onStoreError == .failOpen {
+                    verdictCounter(route: r.name, mode: "enforce", verdict: "fail_open", reason: GateError.deviceCheckUnavailable.code)
+                }
+                for call in DeviceCheck.Call.allCases where call != .update || r.fallback?.config.bits == .write {
+                    for result in DeviceCheck.Result.allCases { _ = counter(Self.deviceCheckRequests, [("endpoint", call.rawValue), ("result", result.rawValue)]) }
+                }
             }
             if r.assertion.maxRiskMetric != nil {
                 // Keys over max_risk_metric: flagged (on_risk: flag), or refused where enforced.

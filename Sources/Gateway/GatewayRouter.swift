@@ -84,7 +84,7 @@ final class GatewayRouter: RequestRouter {
         routeTargets = runtime.routes.map { resolveTarget($0, runtime) }
         plainDecisions = runtime.routes.map { r -> RouteDecision? in
             guard r.assertion.mode == .off, case .upstream(let u) = routeTargets[r.index] else { return nil }
-            return .forward(u.forward(r, editHeaders: runtime.stripVerifiedHeader, responseHeaders: HTTPFields()))
+            return .forward(u.forward(r, editHeaders: runtime.stripVerifiedHeader, responseHeaders: HTTPFields(), responseHook: nil))
         }
     }
 
@@ -170,7 +170,7 @@ final class GatewayRouter: RequestRouter {
     /// client-sent verified-key header.
     func forward(
         _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: HeaderEdit,
-        responseHeaders: HTTPFields
+        responseHeaders: HTTPFields, responseHook: ResponseHook? = nil
     ) -> RouteDecision {
         switch target(r, rt) {
         case .demo:
@@ -179,7 +179,7 @@ final class GatewayRouter: RequestRouter {
                                                   responseHeaders: responseHeaders)))
             }
         case .upstream(let u):
-            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders))
+            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders, responseHook: responseHook ?? Self.responseHook(r)))
         case .missing:
             return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
@@ -188,18 +188,22 @@ final class GatewayRouter: RequestRouter {
     /// The same, for a request whose body was already buffered for a local decision.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: HeaderEdit, responseHeaders: HTTPFields
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook? = nil
     ) -> BufferedOutcome {
         switch target(r, rt) {
         case .demo:
             return .respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
                                                 responseHeaders: responseHeaders))
         case .upstream(let u):
-            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders))
+            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders, responseHook: responseHook ?? Self.responseHook(r)))
         case .missing:
             return .respond(ProxyError.upstreamUnavailable.response())
         }
     }
+
+    /// A route with a DeviceCheck fallback takes `X-Device-Check-Update` out of every response
+    /// (`FallbackRoute`); other routes copy the upstream's head as bytes.
+    static func responseHook(_ r: GatewayRuntime.CompiledRoute) -> ResponseHook? { r.fallback == nil ? nil : dropDeviceCheckUpdate }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
         events.exchangeDidFinish(record)
@@ -229,10 +233,10 @@ final class LoopUpstream {
     }
 
     /// A route's forward to this upstream, with the route's own timeouts.
-    func forward(_ r: GatewayRuntime.CompiledRoute, editHeaders: HeaderEdit, responseHeaders: HTTPFields) -> Forward {
+    func forward(_ r: GatewayRuntime.CompiledRoute, editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?) -> Forward {
         Forward(
             routeName: r.name, pool: pools[0], maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
-            balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis, connectTimeoutMillis: r.connectTimeoutMillis)
+            responseHook: responseHook, balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis, connectTimeoutMillis: r.connectTimeoutMillis)
     }
 
     func syncAddresses() {

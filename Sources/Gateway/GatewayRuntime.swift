@@ -20,9 +20,19 @@ public final class GatewayRuntime: Sendable {
         public let assertion: AssertionPolicy
         /// Position in `routes` (file order): routers keep per-route state in arrays indexed by it.
         public let index: Int
+        /// The route's DeviceCheck fallback (`assertion.fallback`), with its share window; nil: none.
+        public let fallback: RouteFallback?
         /// `timeouts.response` and `timeouts.connect` (nil: the upstream's).
         public var responseTimeoutMillis: Int64? = nil
         public var connectTimeoutMillis: Int64? = nil
+    }
+
+    /// A route's fallback compiled: its settings and its share of fallback requests (kept across a
+    /// reload that leaves the route's fallback as it was).
+    public struct RouteFallback: Sendable {
+        public let config: DeviceCheckFallback
+        public let share: FallbackShare
+        public var tokenTTLMillis: Int64 { config.tokenTTL.millis }
     }
 
     /// An upstream with a connection (not `demo`), as each loop builds its pools and balancer.
@@ -222,6 +232,10 @@ public final class GatewayRuntime: Sendable {
                 match: GatewayProxy.RouteMatch(
                     methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
                 upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index,
+                fallback: r.assertion.fallback.map { f in
+                    let kept = previous?.routes.first { $0.name == r.name }?.fallback.flatMap { $0.config == f ? $0 : nil }
+                    return kept ?? RouteFallback(config: f, share: FallbackShare(FallbackShare.Settings(f)))
+                },
                 responseTimeoutMillis: r.timeouts.response?.millis, connectTimeoutMillis: r.timeouts.connect?.millis)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
@@ -306,7 +320,9 @@ public final class GatewayRuntime: Sendable {
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
         stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
-        stripAttestHeaders = HeaderEdit(remove: [AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader])
+        stripAttestHeaders = HeaderEdit(remove: [
+            AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader, AttestHeaders.deviceToken,
+        ])
         let l = config.limits
         downstreamLimits = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),

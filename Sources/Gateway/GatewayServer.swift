@@ -92,9 +92,12 @@ public final class GatewayServer: @unchecked Sendable {
         Self.logWarnings(rt)
         let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
         self.store = store
+        // The one client of Apple's services (the risk refresh, DeviceCheck), on the first loop.
+        let client = AppleClient(loop: loops[0])
+        appleClient = client
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
-            limitEvents: store.limitEvents)
+            limitEvents: store.limitEvents, deviceCheck: DeviceCheckService(client: client, metrics: attestMetrics))
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }
@@ -191,9 +194,7 @@ public final class GatewayServer: @unchecked Sendable {
             riskRefresher?.adopt(nil)
             return
         }
-        if riskRefresher == nil, let riskStore = store?.attestStore as? any RiskRefreshStore, let riskMetrics {
-            let client = AppleClient(loop: loops[0])
-            appleClient = client
+        if riskRefresher == nil, let riskStore = store?.attestStore as? any RiskRefreshStore, let riskMetrics, let client = appleClient {
             riskRefresher = RiskRefresher(store: riskStore, client: client, metrics: riskMetrics)
         }
         riskRefresher?.adopt(settings)

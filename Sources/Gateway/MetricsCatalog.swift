@@ -34,6 +34,8 @@ public enum MetricsCatalog {
         case proxyProtocol = "proxy_protocol"
         /// With `apple` (the risk metric's refresh).
         case apple
+        /// With a route that has a DeviceCheck fallback (`assertion.fallback`).
+        case fallback
     }
 
     public static let families: [Family] = [
@@ -144,6 +146,16 @@ public enum MetricsCatalog {
               help: "Risk metrics in the receipts Apple returned (attested keys of the device for the app in 30 days)."),
         .init(name: RiskMetrics.lag, type: "gauge", labels: [], presence: .apple,
               help: "Seconds the oldest due risk refresh is late (0 when none is due)."),
+
+        // Devices without App Attest (AttestMetrics; docs/verification.md, "Devices without App Attest").
+        .init(name: AttestMetrics.unsupportedClaims, type: "counter", labels: ["route"], presence: .always,
+              help: "Requests on a protected route saying App Attest is unsupported on their device (X-App-Attest-Unsupported: 1), with or without a fallback."),
+        .init(name: AttestMetrics.fallbackRequests, type: "counter", labels: ["route", "result"], presence: .fallback,
+              help: "DeviceCheck fallback requests by route and result (accepted, device_token_invalid, device_token_replayed, fallback_share_exceeded, devicecheck_unavailable), whatever the mode."),
+        .init(name: AttestMetrics.fallbackShareGauge, type: "gauge", labels: ["route"], presence: .fallback,
+              help: "The route's share of fallback requests over its fallback window (0 to 1): what fallback.max_share is held against."),
+        .init(name: AttestMetrics.deviceCheckRequests, type: "counter", labels: ["endpoint", "result"], presence: .fallback,
+              help: "Calls to Apple's DeviceCheck by endpoint (validate_device_token, query_two_bits, update_two_bits) and result (ok, bits_not_found, invalid_token, bad_timestamp, unauthorized, bad_request, rate_limited, server_error, unavailable, error)."),
 
         // The Redis store (RedisMetrics).
         .init(name: RedisMetrics.operationDuration, type: "histogram", labels: ["operation"], presence: .redis,

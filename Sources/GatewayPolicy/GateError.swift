@@ -75,6 +75,17 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// A protected route with `max_risk_metric` and `on_risk: refuse`: the key's latest risk metric
     /// (Apple's data service) is above it. The assertion itself verified.
     case riskMetricExceeded
+    // The DeviceCheck fallback (issue 14).
+    /// Apple's DeviceCheck refused the `X-Apple-Device-Token` (not a token of a genuine device of
+    /// the team's apps), or it is not base64 of a plausible size.
+    case deviceTokenInvalid
+    /// The `X-Apple-Device-Token` was already presented within the route's `token_ttl`.
+    case deviceTokenReplayed
+    /// The route's share of fallback requests over its `window` is above `max_share`.
+    case fallbackShareExceeded
+    /// DeviceCheck could not answer (unreachable, `429`, `5xx`, or refused the gateway's own token or
+    /// clock): a fallback request is treated as when the store cannot answer (`on_store_error`).
+    case deviceCheckUnavailable
 
     /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
     /// `malformed`, so that one code means one thing.
@@ -111,6 +122,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .reregistrationLimited: ("reregistration_limited", 429, .none)
         case .keyCapacity: ("key_capacity", 503, .none)
         case .riskMetricExceeded: ("risk_metric_exceeded", 403, .none)
+        case .deviceTokenInvalid: ("device_token_invalid", 401, .none)
+        case .deviceTokenReplayed: ("device_token_replayed", 401, .none)
+        case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
+        case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
         }
     }
 
@@ -164,6 +179,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     ] + AppAttestError.Code.allCases.map(GateError.verification) + [
         .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
         .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
+        .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
     ]
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

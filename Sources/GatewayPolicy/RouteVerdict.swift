@@ -77,7 +77,7 @@ public struct RouteVerdict: Sendable, Equatable {
 
     /// The verdict on the gate's outcome for a request treated as `mode`. Enforced refusals are
     /// refused with their route status (`GateError.status(on: .route)`), except `store_unavailable`
-    /// on a `fail_open` route, which is forwarded unverified; shadowed refusals are forwarded
+    /// (and, for the DeviceCheck fallback, `devicecheck_unavailable`) on a `fail_open` route, which is forwarded unverified; shadowed refusals are forwarded
     /// unverified (`on_store_error` only matters where a refusal would be enforced); an accepted
     /// assertion is forwarded as verified in either mode, unless its key's risk metric
     /// (`riskMetric`, nil while the key has none) is above the route's `max_risk_metric`: then
@@ -108,7 +108,7 @@ public struct RouteVerdict: Sendable, Equatable {
             let status = error.status(on: .route)
             reason = error.code
             switch mode {
-            case .enforce where error == .storeUnavailable && route.onStoreError == .failOpen:
+            case .enforce where error.isUnavailable && route.onStoreError == .failOpen:
                 verdict = .failOpen
                 action = .forwardUnverified(recordedStatus: status)
             case .enforce:
@@ -151,4 +151,10 @@ public struct RouteVerdict: Sendable, Equatable {
         guard case .refuse = verdict.action else { return nil }
         return verdict
     }
+}
+
+extension GateError {
+    /// What the route's `on_store_error` decides: the store, or (a fallback request) DeviceCheck,
+    /// could not answer.
+    public var isUnavailable: Bool { self == .storeUnavailable || self == .deviceCheckUnavailable }
 }

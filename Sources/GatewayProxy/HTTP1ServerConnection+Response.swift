@@ -84,7 +84,7 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
 
     func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool {
         (chunkedDownstream, closeAfterResponse) = DownstreamResponseHead.sendHTTP1(
-            r, from: buf, routeFields: exchange.forward?.responseHeaders, requestMinor: requestMinor, close: closeAfterResponse || draining,
+            r, from: buf, forward: exchange.forward, requestMinor: requestMinor, close: closeAfterResponse || draining,
             to: downstream)
         responseStatus = r.status
         responseHeadSent = true

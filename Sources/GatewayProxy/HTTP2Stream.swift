@@ -382,9 +382,12 @@ extension HTTP2Stream: UpstreamExchangeHost {
         responseStatus = r.status
         responseHeadSent = true
         do {
-            if let routeFields = exchange.forward?.responseHeaders, routeFields.count > 0 {
-                // Fields set by the route: through strings, as `HTTPFields.set` defines them.
-                let fields = DownstreamResponseHead.fields(r.materialize(buf), routeFields: routeFields, dropContentLength: dropContentLength)
+            if let forward = exchange.forward, forward.rewritesResponse {
+                // Fields set (or read and removed) by the route: through strings, as `HTTPFields.set` defines them.
+                let full = r.materialize(buf)
+                forward.responseHook?.observe?(full)
+                let fields = DownstreamResponseHead.fields(
+                    full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [])
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.

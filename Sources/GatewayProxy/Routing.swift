@@ -45,12 +45,15 @@ public final class Forward {
     /// From the request's end to the response head, and to connect: the route's, else the upstream's.
     public let responseTimeoutMillis: Int64
     public let connectTimeoutMillis: Int64
+    /// What the route does with the upstream's response head first (fields only the gateway reads,
+    /// such as `X-Device-Check-Update`); nil on most routes, whose heads are copied as bytes.
+    public let responseHook: ResponseHook?
 
     /// - Parameters:
     ///   - balancer: several servers (`pool` is then its first).
     ///   - responseTimeoutMillis, connectTimeoutMillis: a route's own; nil: `pool.target`'s.
     public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
-                responseHeaders: HTTPFields = HTTPFields(), balancer: UpstreamBalancer? = nil,
+                responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil, balancer: UpstreamBalancer? = nil,
                 responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil)
     {
         self.routeName = routeName
@@ -61,6 +64,24 @@ public final class Forward {
         self.balancer = balancer
         self.responseTimeoutMillis = responseTimeoutMillis ?? pool.target.responseTimeoutMillis
         self.connectTimeoutMillis = connectTimeoutMillis ?? pool.target.connectTimeoutMillis
+        self.responseHook = responseHook
+    }
+
+    /// Whether the response head goes through strings (`DownstreamResponseHead.fields`): route fields
+    /// to set, or a hook.
+    var rewritesResponse: Bool { responseHeaders.count > 0 || responseHook != nil }
+}
+
+/// A route's look at an upstream's response head before the client's: `observe` sees the head as
+/// received (on the loop), then every field named in `remove` (any ASCII case) is left out of what
+/// the client gets.
+public struct ResponseHook {
+    public let remove: [String]
+    public let observe: ((HTTPResponseHead) -> Void)?
+
+    public init(remove: [String], observe: ((HTTPResponseHead) -> Void)? = nil) {
+        self.remove = remove
+        self.observe = observe
     }
 }
 

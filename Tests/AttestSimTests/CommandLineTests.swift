@@ -1,4 +1,6 @@
+import AppAttestSimulator
 import Foundation
+import GatewayWire
 import GatewayTestSupport
 import Testing
 
@@ -62,5 +64,26 @@ struct CommandLineTests {
         let down = try sim(["run"] + base + ["--devices", "1", "--requests", "1", "--json"])
         #expect(down.status == 1)
         #expect(down.json?["passed"] as? Bool == false)
+    }
+
+    @Test("unsupported: DeviceCheck tokens of one device, that the stand-in reads back to it; bad options refused")
+    func unsupportedTokens() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("attest-sim-dc-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        #expect(try sim(["ca", "--out", dir.path]).status == 0)
+        let device = "00112233445566778899aabbccddeeff"
+        let r = try sim(["unsupported", "--ca", dir.path, "--device", device, "--count", "2"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2 && lines[0] != lines[1])
+        let ca = try TestCA.load(from: dir)
+        for line in lines {
+            let read = try #require(SimulatedDeviceCheck.read(try Base64.decode(line), ca: ca))
+            #expect(Hex.encode(read.deviceID) == device)
+        }
+        #expect(try sim(["unsupported", "--ca", dir.path]).stderr.hasPrefix("device "))
+        let bad = try sim(["unsupported", "--ca", dir.path, "--device", "xyz"])
+        #expect(bad.status == 2 && bad.stderr.contains("--device must be 32 hex digits"))
+        #expect(try sim(["unsupported", "--ca", dir.path, "--count", "0"]).stderr.contains("--count must be from 1 to 10000"))
     }
 }

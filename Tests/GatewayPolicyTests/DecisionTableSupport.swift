@@ -52,6 +52,10 @@ enum Contract {
         "receipt_invalid": (401, 401, "none"),
         "macos_security_required": (403, 403, "none"),
         "risk_metric_exceeded": (403, 403, "none"),
+        "device_token_invalid": (401, 401, "none"),
+        "device_token_replayed": (401, 401, "none"),
+        "fallback_share_exceeded": (401, 401, "none"),
+        "devicecheck_unavailable": (503, 503, "none"),
     ]
 
     /// Checks a refusal's code, status on `surface` and action against the contract.

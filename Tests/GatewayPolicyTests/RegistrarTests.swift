@@ -300,7 +300,9 @@ struct RegistrarTests {
         let endpoints: Set<String> = ["method_not_allowed", "key_id_required", "rate_limited"]
         // The route's verdict after a verified assertion (RouteVerdictTests: max_risk_metric).
         let verdict: Set<String> = ["risk_metric_exceeded"]
-        #expect(AssertionGateTests.gateCodes.union(Self.registrarCodes).union(endpoints).union(verdict) == all)
+        // The DeviceCheck fallback's own refusals (DeviceCheckTests, FallbackTests with a real gatewayd).
+        let fallback: Set<String> = ["device_token_invalid", "device_token_replayed", "fallback_share_exceeded", "devicecheck_unavailable"]
+        #expect(AssertionGateTests.gateCodes.union(Self.registrarCodes).union(endpoints).union(verdict).union(fallback) == all)
     }
 
     // MARK: Registered

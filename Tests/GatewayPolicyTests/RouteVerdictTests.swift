@@ -49,7 +49,8 @@ struct RouteVerdictTests {
 
     /// What is done, from the contract: accepted goes on verified; an enforced refusal is refused with
     /// its route status, but the store's failure on a fail_open route goes on unverified; a shadowed
-    /// refusal goes on unverified, recorded with the status enforcement would send.
+    /// refusal goes on unverified, recorded with the status enforcement would send. DeviceCheck
+    /// failing to answer a fallback request is the store's failure for `on_store_error` (issue 14).
     static func expected(_ mode: RouteVerdict.Mode, _ outcome: RouteVerdict.Outcome, _ onStoreError: AssertionPolicy.StoreErrorPolicy)
         -> (RouteVerdict.Action, RouteVerdict.Label, String)
     {
@@ -61,7 +62,7 @@ struct RouteVerdictTests {
             switch mode {
             case .shadow: return (.forwardUnverified(recordedStatus: status), .wouldRefuse, error.code)
             case .enforce:
-                if error.code == "store_unavailable" && onStoreError == .failOpen {
+                if ["store_unavailable", "devicecheck_unavailable"].contains(error.code) && onStoreError == .failOpen {
                     return (.forwardUnverified(recordedStatus: 503), .failOpen, error.code)
                 }
                 return (.refuse(status: status), .refused, error.code)

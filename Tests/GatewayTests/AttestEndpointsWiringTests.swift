@@ -120,9 +120,10 @@ struct AttestEndpointsWiringTests {
         init() throws {
             let config = try GatewayConfig.parse(yaml: AttestEndpointsWiringTests.yaml, baseDirectory: "/")
             let runtime = try GatewayRuntime(config, coreCount: 1)
+            let attestMetrics = AttestMetrics(factory: metrics, persistent: false)
             let attest = AttestContext(
-                store: store, requiresKeyID: false, explain: explain, metrics: AttestMetrics(factory: metrics, persistent: false),
-                limitEvents: LimitEvents())
+                store: store, requiresKeyID: false, explain: explain, metrics: attestMetrics, limitEvents: LimitEvents(),
+                deviceCheck: DeviceCheckService(client: AppleClient(loop: loop), metrics: attestMetrics))
             let gatewayMetrics = GatewayMetrics(factory: metrics)
             let loop = self.loop
             router = loop.queue.sync {

@@ -98,7 +98,7 @@ struct MetricsEndpointTests {
               - name: purchase
                 match: {path_prefix: /api/purchase}
                 upstream: demo
-                assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5}
+                assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5, fallback: {devicecheck: {bits: write}}}
               - {name: legacy, match: {path_prefix: /legacy}, upstream: legacy}
               - {name: default, match: {path_prefix: /}, upstream: demo}
             \(Self.appID)
@@ -107,7 +107,13 @@ struct MetricsEndpointTests {
             """)
         defer { gw.stop() }
         let s = try Self.scrape(gw)
-        try Self.checkDocumented(s, present: ["always", "upstream", "data_dir", "apple"])
+        try Self.checkDocumented(s, present: ["always", "upstream", "data_dir", "apple", "fallback"])
+        // The fallback's series at 0 (issue 14): per route its results and share, DeviceCheck's answers.
+        #expect(s.has("attest_gateway_fallback_requests_total", ["route": "purchase", "result": "fallback_share_exceeded"]))
+        #expect(s.has("attest_gateway_fallback_share", ["route": "purchase"]))
+        #expect(s.has("attest_gateway_unsupported_claims_total", ["route": "purchase"]))
+        #expect(s.has("attest_gateway_devicecheck_requests_total", ["endpoint": "update_two_bits", "result": "rate_limited"]))
+        #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": "enforce", "verdict": "fail_open", "reason": "devicecheck_unavailable"]))
         for result in ["refreshed", "not_modified", "stale", "rate_limited", "server_error", "unauthorized", "bad_request", "invalid_receipt", "unavailable", "error"] {
             #expect(s.has("attest_gateway_receipt_refreshes_total", ["result": result]))
         }

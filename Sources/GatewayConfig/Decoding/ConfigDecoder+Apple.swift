@@ -11,6 +11,17 @@ extension ConfigDecoder {
         apple.caFile = fields.optional("ca_file", valid: &valid) { filePath($0, $1) }
         fields.read("connect_timeout", into: &apple, \.connectTimeout, valid: &valid) { duration($0, $1, maximum: .seconds(60)) }
         fields.read("response_timeout", into: &apple, \.responseTimeout, valid: &valid) { duration($0, $1, maximum: .seconds(300)) }
+        apple.deviceCheckURL = fields.optional("devicecheck_url", valid: &valid) { serviceURL($0, $1) }
+        fields.read("devicecheck_environment", into: &apple, \.deviceCheckEnvironment, valid: &valid) {
+            choice($0, $1, as: AppleConfig.DeviceCheckEnvironment.self)
+        }
+        if apple.deviceCheckURL != nil, let at = fields.keyPosition("devicecheck_environment") {
+            report(
+                "\(fields.path("devicecheck_environment")) has no effect with \(fields.path("devicecheck_url")) (the url names the "
+                    + "one DeviceCheck server spoken to); remove one of them",
+                at: at)
+            valid = false
+        }
         return valid ? apple : nil
     }
 
@@ -36,6 +47,15 @@ extension ConfigDecoder {
         }
         while url.path.hasSuffix("/") { url.path.removeLast() }
         return url
+    }
+
+    /// What a route's DeviceCheck fallback needs: `apple` (the key its calls are signed with).
+    func checkFallback(top: MappingFields, routes: DecodedRoutes?) {
+        guard let first = routes?.firstFallback, top.keyPosition("apple") == nil else { return }
+        report(
+            "\(first.path) needs Apple's DeviceCheck, which the gateway calls with the team's key, but apple is not configured: "
+                + "add apple: {team_id, key_id, private_key}, or remove the fallback",
+            at: first.position)
     }
 
     func decodeRisk(_ node: YAMLNode, path: String) -> RiskConfig? {

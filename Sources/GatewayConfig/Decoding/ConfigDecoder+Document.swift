@@ -37,6 +37,7 @@ extension ConfigDecoder {
         if top["risk"] == nil || decodedRisk != nil, top["apple"] == nil || apple != nil {
             checkRisk(top: top, apple: apple, risk: risk, store: store, routes: routes)
         }
+        checkFallback(top: top, routes: routes)
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,

@@ -6,6 +6,8 @@ struct DecodedRoutes {
     var everyRouteSetsMaxBody = true
     /// The first route with `assertion.max_risk_metric`, which needs the risk refresh (`apple`).
     var firstMaxRiskMetric: (path: String, position: SourcePosition)?
+    /// The first route with a DeviceCheck fallback, which needs `apple`.
+    var firstFallback: (path: String, position: SourcePosition)?
 }
 
 /// `routes`: at least one, unique names, each naming an existing upstream.
@@ -39,6 +41,11 @@ extension ConfigDecoder {
                 }
                 if let at = decodedAssertion?.riskPosition, decoded.firstMaxRiskMetric == nil {
                     decoded.firstMaxRiskMetric = (ConfigDecoder.child(fields.path("assertion"), "max_risk_metric"), at)
+                }
+                if decodedAssertion?.policy.fallback != nil, decoded.firstFallback == nil,
+                    let at = ConfigDecoder.keyPosition("fallback", in: assertionNode)
+                {
+                    decoded.firstFallback = (ConfigDecoder.child(fields.path("assertion"), "fallback"), at)
                 }
             }
             var timeouts: RouteTimeouts? = RouteTimeouts()
@@ -197,12 +204,18 @@ extension ConfigDecoder {
         fields.read("counter_window", into: &policy, \.counterWindow, valid: &valid) {
             int($0, $1, in: AssertionPolicy.counterWindowRange)
         }
+        if let fallbackNode = fields["fallback"] {
+            switch decodeFallback(fallbackNode, path: fields.path("fallback")) {
+            case .some(let f): policy.fallback = f
+            case .none: valid = false
+            }
+        }
         // Strict, nothing ignored: a key that cannot change what this mode does is an error.
         if let mode {
             let inert: [(key: String, why: String)] =
                 switch mode {
                 case .off:
-                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window"].map {
+                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window", "fallback"].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }
                 case .shadow:
@@ -238,5 +251,55 @@ extension ConfigDecoder {
         }
         guard valid, let modeNode else { return nil }
         return (policy, modeNode.position, fields.keyPosition("max_risk_metric"))
+    }
+
+    /// `fallback: {devicecheck: true | {bits: off|read|write}, max_share, window, min_requests, token_ttl}`:
+    /// nil when invalid (reported), `.some(nil)` for `devicecheck: false` alone (no fallback).
+    func decodeFallback(_ node: YAMLNode, path: String) -> DeviceCheckFallback?? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.fallback) else { return nil }
+        var fallback = DeviceCheckFallback()
+        var valid = true
+        var enabled = false
+        if let dc = required("devicecheck", in: fields) {
+            let dcPath = fields.path("devicecheck")
+            if case .mapping = dc {
+                if let sub = self.fields(of: dc, path: dcPath, keys: ConfigKeys.fallbackDeviceCheck) {
+                    sub.read("bits", into: &fallback, \.bits, valid: &valid) { choice($0, $1, as: DeviceCheckFallback.Bits.self) }
+                    enabled = true
+                } else {
+                    valid = false
+                }
+            } else if let on = bool(dc, dcPath) {
+                enabled = on
+            } else {
+                valid = false  // reported: true or false (or a mapping such as {bits: read})
+            }
+        } else {
+            valid = false
+        }
+        fields.read("max_share", into: &fallback, \.maxShare, valid: &valid) { node, p in
+            guard let share = parsed(node, p, expected: "a percentage such as 5%", PercentageSyntax.parse) else { return nil }
+            guard share > .zero else {
+                report("\(p) must be more than 0% (to allow no fallback request, remove the fallback)", at: node.position)
+                return nil
+            }
+            return share
+        }
+        fields.read("window", into: &fallback, \.window, valid: &valid) {
+            duration($0, $1, minimum: DeviceCheckFallback.windowRange.lowerBound, maximum: DeviceCheckFallback.windowRange.upperBound)
+        }
+        fields.read("min_requests", into: &fallback, \.minRequests, valid: &valid) { int($0, $1, in: DeviceCheckFallback.minRequestsRange) }
+        fields.read("token_ttl", into: &fallback, \.tokenTTL, valid: &valid) {
+            duration($0, $1, minimum: DeviceCheckFallback.tokenTTLRange.lowerBound, maximum: DeviceCheckFallback.tokenTTLRange.upperBound)
+        }
+        if valid, !enabled {
+            for key in ["max_share", "window", "min_requests", "token_ttl"] {
+                guard let at = fields.keyPosition(key) else { continue }
+                report("\(fields.path(key)) has no effect with devicecheck: false (no fallback); remove it", at: at)
+                valid = false
+            }
+        }
+        guard valid else { return nil }
+        return .some(enabled ? fallback : nil)
     }
 }

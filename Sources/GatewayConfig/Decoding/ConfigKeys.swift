@@ -31,6 +31,7 @@ enum ConfigKeys {
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [
         "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
+        "fallback",
     ]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
@@ -54,7 +55,12 @@ enum ConfigKeys {
     ] + storeKeys
     static let storeTLS = ["ca_file", "server_name", "client_certificate", "client_key"]
     static let logging = ["level", "access_log"]
-    static let apple = ["team_id", "key_id", "private_key", "attest_data_url", "ca_file", "connect_timeout", "response_timeout"]
+    static let apple = [
+        "team_id", "key_id", "private_key", "attest_data_url", "ca_file", "connect_timeout", "response_timeout",
+        "devicecheck_url", "devicecheck_environment",
+    ]
+    static let fallback = ["devicecheck", "max_share", "window", "min_requests", "token_ttl"]
+    static let fallbackDeviceCheck = ["bits"]
     static let risk = ["refresh", "concurrency", "rate", "stale_probe"]
 
     /// Section name to keys, for the documentation test.
@@ -65,7 +71,8 @@ enum ConfigKeys {
         ("upstreams[]", upstream), ("upstreams[].tls", upstreamTLS), ("upstreams[].servers[]", upstreamServer),
         ("upstreams[].health_check", upstreamHealthCheck), ("routes[]", route),
         ("routes[].match", routeMatch), ("routes[].timeouts", routeTimeouts),
-        ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
+        ("routes[].assertion", assertion), ("routes[].assertion.fallback", fallback),
+        ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("trust", trust), ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
         ("logging", logging), ("apple", apple), ("risk", risk),
     ]

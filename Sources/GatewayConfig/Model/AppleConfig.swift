@@ -24,10 +24,27 @@ public struct AppleConfig: Sendable, Equatable {
     /// From the request's last byte to the whole response. Default 10s.
     public var responseTimeout: Duration
 
+    /// Which DeviceCheck host the fallback and the two bits speak to (`devicecheck_environment`):
+    /// DeviceCheck tokens carry no environment, so the app's build decides (a development build's
+    /// tokens are only known to the development host). Default `.production`.
+    public var deviceCheckEnvironment: DeviceCheckEnvironment
+    /// Where DeviceCheck is, as a base url (`/v1/validate_device_token`, `/v1/query_two_bits` and
+    /// `/v1/update_two_bits` are appended). nil (default): Apple's host of `deviceCheckEnvironment`.
+    /// Set: the local stand-in `attest-sim apple`.
+    public var deviceCheckURL: UpstreamURL?
+
+    public enum DeviceCheckEnvironment: String, Sendable, CaseIterable {
+        case production
+        case development
+    }
+
     public init(
         teamID: String, keyID: String, privateKey: String, attestDataURL: UpstreamURL? = nil, caFile: String? = nil,
-        connectTimeout: Duration = .seconds(5), responseTimeout: Duration = .seconds(10)
+        connectTimeout: Duration = .seconds(5), responseTimeout: Duration = .seconds(10),
+        deviceCheckEnvironment: DeviceCheckEnvironment = .production, deviceCheckURL: UpstreamURL? = nil
     ) {
+        self.deviceCheckEnvironment = deviceCheckEnvironment
+        self.deviceCheckURL = deviceCheckURL
         self.teamID = teamID
         self.keyID = keyID
         self.privateKey = privateKey
@@ -42,6 +59,14 @@ public struct AppleConfig: Sendable, Equatable {
     public static let productionAttestData = UpstreamURL(scheme: .https, host: "data.appattest.apple.com", port: 443)
     /// The data service's endpoint, after the base url.
     public static let attestDataPath = "/v1/attestationData"
+
+    /// DeviceCheck's hosts ("Accessing and modifying per-device data").
+    public static let developmentDeviceCheck = UpstreamURL(scheme: .https, host: "api.development.devicecheck.apple.com", port: 443)
+    public static let productionDeviceCheck = UpstreamURL(scheme: .https, host: "api.devicecheck.apple.com", port: 443)
+    /// DeviceCheck's base url for this configuration.
+    public var deviceCheckBase: UpstreamURL {
+        deviceCheckURL ?? (deviceCheckEnvironment == .production ? Self.productionDeviceCheck : Self.developmentDeviceCheck)
+    }
 }
 
 /// How the gateway refreshes each key's risk metric (`risk:`), with `apple`.

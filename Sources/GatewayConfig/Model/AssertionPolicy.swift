@@ -71,6 +71,9 @@ public struct AssertionPolicy: Sendable, Equatable {
     /// order over HTTP/2 or several connections). 0: off (the default), only a counter above the
     /// highest is accepted.
     public var counterWindow: Int
+    /// The DeviceCheck fallback for devices without App Attest (`fallback: {devicecheck: …}`); nil
+    /// (default): none, a request without App Attest headers is refused as before.
+    public var fallback: DeviceCheckFallback?
 
     public init(
         mode: Mode,
@@ -81,8 +84,10 @@ public struct AssertionPolicy: Sendable, Equatable {
         clientData: ClientData = .v2,
         maxRiskMetric: Int? = nil,
         onRisk: RiskAction = .flag,
-        counterWindow: Int = 0
+        counterWindow: Int = 0,
+        fallback: DeviceCheckFallback? = nil
     ) {
+        self.fallback = fallback
         self.mode = mode
         self.bind = bind
         self.challenge = challenge
@@ -102,4 +107,47 @@ public struct AssertionPolicy: Sendable, Equatable {
 
     /// The policy of a route without an `assertion` block.
     public static let off = AssertionPolicy(mode: .off)
+}
+
+/// A route's DeviceCheck fallback (docs/verification.md, "Devices without App Attest"): a request
+/// without App Attest headers but with `X-Apple-Device-Token` is checked with Apple's DeviceCheck,
+/// each token once, while the route's share of such requests stays under `maxShare` over `window`.
+public struct DeviceCheckFallback: Sendable, Equatable {
+    /// What the route does with the device's two bits (`devicecheck: {bits: …}`).
+    public enum Bits: String, Sendable, CaseIterable {
+        /// `validate_device_token` only (`devicecheck: true`).
+        case off
+        /// `query_two_bits` (which validates the token too), the bits forwarded as `X-Device-Check-Bits`.
+        case read
+        /// As `read`, and an upstream's `X-Device-Check-Update` makes the gateway call `update_two_bits`.
+        case write
+    }
+
+    /// Default `.off`.
+    public var bits: Bits
+    /// Fallback requests above this share of the route's requests over `window` are refused
+    /// (`fallback_share_exceeded`). Default 5%.
+    public var maxShare: Percentage
+    /// The span the share is measured over. Default 10m.
+    public var window: Duration
+    /// The cap applies once the window has seen this many requests on the route (below it a share
+    /// means little: the first request of a quiet minute would be 100 %). Default 20.
+    public var minRequests: Int
+    /// How long a token is remembered as used (a replay is refused). Default 1h.
+    public var tokenTTL: Duration
+
+    public init(
+        bits: Bits = .off, maxShare: Percentage = Percentage(basisPoints: 500), window: Duration = .seconds(600), minRequests: Int = 20,
+        tokenTTL: Duration = .seconds(3600)
+    ) {
+        self.bits = bits
+        self.maxShare = maxShare
+        self.window = window
+        self.minRequests = minRequests
+        self.tokenTTL = tokenTTL
+    }
+
+    public static let windowRange = Duration.seconds(1)...Duration.seconds(86_400)
+    public static let minRequestsRange = 1...1_000_000
+    public static let tokenTTLRange = Duration.seconds(1)...Duration.seconds(7 * 86_400)
 }

@@ -19,7 +19,7 @@ enum DownstreamResponseHead {
     /// (`close`, or that HTTP/1.0 body), `keep-alive` to a persistent HTTP/1.0 client. Without route
     /// fields the upstream's field lines are copied as bytes (`writeHTTP1`); with them, through
     /// `HTTPFields`. Returns whether the body goes chunked and whether the connection closes after it.
-    static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields?, requestMinor: Int,
+    static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, forward: Forward?, requestMinor: Int,
                           close: Bool, to downstream: Connection) -> (chunked: Bool, close: Bool)
     {
         var chunked = false
@@ -33,9 +33,11 @@ enum DownstreamResponseHead {
             if requestMinor == 1 { chunked = true } else { close = true }
         }
         let connection: String? = close ? "close" : requestMinor == 0 ? "keep-alive" : nil
-        if let routeFields, routeFields.count > 0 {
+        if let forward, forward.rewritesResponse {
             let full = r.materialize(buf)
-            var fields = fields(full, routeFields: routeFields, dropContentLength: dropContentLength)
+            forward.responseHook?.observe?(full)
+            var fields = fields(
+                full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [])
             if chunked { fields.append("Transfer-Encoding", "chunked") }
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
@@ -94,11 +96,12 @@ enum DownstreamResponseHead {
     }
 
     /// The same rules on strings, for a route that sets response fields: the upstream's fields
-    /// (hop-by-hop removed, Content-Length once, Via extended), then the route's set over them, then
+    /// (hop-by-hop and the route's `remove` removed, Content-Length once, Via extended), then the route's set over them, then
     /// Content-Length removed when `dropContentLength`.
-    static func fields(_ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool) -> HTTPFields {
+    static func fields(_ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool, remove: [String] = []) -> HTTPFields {
         var fields = head.headers
         HopByHop.strip(&fields, isRequest: false)
+        for name in remove { fields.remove(name) }
         fields.collapseContentLength()
         let via = fields.values("Via").joined(separator: ", ")
         fields.remove("Via")

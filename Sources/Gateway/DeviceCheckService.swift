@@ -1,0 +1,166 @@
+import Dispatch
+import Foundation
+import GatewayCrypto
+import GatewayIO
+import GatewayPolicy
+import GatewayProxy
+import Synchronization
+
+/// The gateway's calls to Apple's DeviceCheck (docs/verification.md, "Devices without App Attest"):
+/// `validate_device_token` for the fallback, `query_two_bits` and `update_two_bits` for the two
+/// bits, through the one `AppleClient` (the team's ES256 token as `Bearer`, JSON bodies). What an
+/// answer means is `DeviceCheck.decide`; a `429`, a `5xx`, a refused token or no answer pauses every
+/// call (`Retry-After`, else the risk refresher's growing back-off: `RiskSchedule.backOffMillis`),
+/// and a call during a pause is answered `devicecheck_unavailable` without asking Apple.
+///
+/// Its state is confined to one serial queue (host resolution happens there, never on a loop);
+/// the HTTP calls run on the client's event loop; completions run on that queue.
+final class DeviceCheckService: @unchecked Sendable {
+    private let queue = DispatchQueue(label: "gateway.devicecheck", qos: .userInitiated)
+    private let client: AppleClient
+    private let metrics: AttestMetrics
+    /// Tokens seen (the fallback's replay cache), shared by every route and loop.
+    let replay = DeviceTokenReplay()
+    private var pausedUntil: Int64 = 0
+    private var failures = 0
+    private var addresses: [String: (address: SocketAddress, at: Int64)] = [:]
+    private let problems = RateLimitedLog(interval: 60)
+
+    init(client: AppleClient, metrics: AttestMetrics) {
+        self.client = client
+        self.metrics = metrics
+    }
+
+    private static func monotonicMillis() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) }
+
+    /// Calls `call` for the device token `token` (base64, as the device sent it); `update` for
+    /// `update_two_bits`. `completion` runs on the service's queue.
+    func call(
+        _ call: DeviceCheck.Call, token: String, update: DeviceCheck.Bits? = nil, services: AppleServices,
+        completion: @escaping @Sendable (DeviceCheck.Decision) -> Void
+    ) {
+        queue.async { [self] in
+            let now = Self.monotonicMillis()
+            if now < pausedUntil {
+                return completion(DeviceCheck.Decision(
+                    result: .unavailable, refusal: .deviceCheckUnavailable, bits: nil, pause: nil,
+                    detail: "DeviceCheck calls are paused for \(pausedUntil - now) ms (after a 429, a 5xx, a refused token or no answer)"))
+            }
+            let endpoint = services.deviceCheck(call)
+            guard let address = resolve(endpoint) else {
+                return finish(call, .unavailable(detail: "cannot resolve \(endpoint.host)"), completion)
+            }
+            let body = DeviceCheck.body(
+                deviceToken: token, transactionID: UUID().uuidString, timestampMillis: AttestContext.nowMillis(), update: update)
+            client.post(
+                endpoint, at: address, services: services, token: .bearer, fields: [("Content-Type", "application/json")], body: body,
+                queue: queue
+            ) { [self] result in
+                switch result {
+                case .failure(let e):
+                    if case .failed(.exchange(let p)) = e, [.upstreamUnavailable, .upstreamConnectTimeout].contains(p) {
+                        addresses[endpoint.host] = nil
+                    }
+                    finish(call, .unavailable(detail: e.description), completion)
+                case .success(let r):
+                    let retryAfter = RiskSchedule.retryAfterSeconds(r.headers["Retry-After"], nowMillis: AttestContext.nowMillis())
+                    finish(call, DeviceCheck.decide(call, status: r.status, body: r.body, retryAfterSeconds: retryAfter), completion)
+                }
+            }
+        }
+    }
+
+    /// Counts the answer, pauses when it says so, logs what the operator must fix (rate-limited).
+    private func finish(_ call: DeviceCheck.Call, _ d: DeviceCheck.Decision, _ completion: @Sendable (DeviceCheck.Decision) -> Void) {
+        metrics.deviceCheck(call, d.result)
+        if let pause = d.pause {
+            failures += 1
+            let millis = pause ?? RiskSchedule.backOffMillis(failures: failures)
+            pausedUntil = max(pausedUntil, Self.monotonicMillis() + millis)
+            log(call, d, pauseMillis: millis)
+        } else {
+            if d.refusal == nil { failures = 0 }
+            if d.result == .badTimestamp || d.result == .badRequest || d.result == .error { log(call, d, pauseMillis: nil) }
+        }
+        completion(d)
+    }
+
+    private func log(_ call: DeviceCheck.Call, _ d: DeviceCheck.Decision, pauseMillis: Int64?) {
+        problems.log("\(call.rawValue)|\(d.result.rawValue)") { suppressed in
+            var fields: [(String, String)] = [
+                ("endpoint", call.rawValue), ("result", d.result.rawValue), ("detail", d.detail), ("suppressed", String(suppressed)),
+            ]
+            if let pauseMillis { fields.append(("paused_ms", String(pauseMillis))) }
+            switch d.result {
+            case .unauthorized:
+                GatewayEvents.log(
+                    "error", "DeviceCheck refused the gateway's token (apple.team_id, apple.key_id, apple.private_key: a key with the "
+                        + "DeviceCheck capability); DeviceCheck calls paused", fields)
+            case .badTimestamp:
+                GatewayEvents.log("error", "DeviceCheck refused the request's timestamp: check this host's clock", fields)
+            default:
+                GatewayEvents.log("warning", "DeviceCheck did not answer as expected", fields)
+            }
+        }
+    }
+
+    /// The host's address, resolved on the service's queue and kept for five minutes.
+    private func resolve(_ endpoint: AppleServices.Endpoint) -> SocketAddress? {
+        let now = Self.monotonicMillis()
+        if let known = addresses[endpoint.host], now - known.at < RiskRefresher.resolveEveryMillis { return known.address }
+        guard let address = try? SocketAddress.resolve(host: endpoint.host, port: endpoint.port) else { return nil }
+        addresses[endpoint.host] = (address, now)
+        return address
+    }
+}
+
+extension DeviceCheck.Decision {
+    static func unavailable(detail: String) -> Self {
+        Self(result: .unavailable, refusal: .deviceCheckUnavailable, bits: nil, pause: .some(nil), detail: detail)
+    }
+}
+
+/// The fallback's replay cache: each device token is accepted once within its route's `token_ttl`,
+/// keyed by the first 16 bytes of its SHA-256. Per process (docs/verification.md says what that
+/// means for a fleet). Bounded: when full of live entries, a new token is not admitted
+/// (`devicecheck_unavailable`), never an old one forgotten early.
+final class DeviceTokenReplay: Sendable {
+    struct Key: Hashable {
+        let a: UInt64
+        let b: UInt64
+
+        init(_ digest: [UInt8]) {
+            a = digest[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
+            b = digest[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+    }
+
+    enum Reservation: Equatable {
+        case fresh
+        case replayed
+        case full
+    }
+
+    static let capacity = 262_144
+    private let seen = Mutex<[Key: Int64]>([:])
+
+    /// Takes `token` for `ttlMillis` from `nowMillis` unless it is already held.
+    func reserve(_ token: [UInt8], nowMillis: Int64, ttlMillis: Int64) -> Reservation {
+        let key = Key(SHA256.hash(token))
+        return seen.withLock { table in
+            if let until = table[key], until > nowMillis { return .replayed }
+            if table.count >= Self.capacity {
+                table = table.filter { $0.value > nowMillis }
+                if table.count >= Self.capacity { return .full }
+            }
+            table[key] = nowMillis + ttlMillis
+            return .fresh
+        }
+    }
+
+    /// Gives `token` back (DeviceCheck could not answer: the device may send it again).
+    func release(_ token: [UInt8]) {
+        let key = Key(SHA256.hash(token))
+        _ = seen.withLock { $0.removeValue(forKey: key) }
+    }
+}
