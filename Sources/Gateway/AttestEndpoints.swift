@@ -252,7 +252,7 @@ extension GatewayRouter {
     /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
     /// remaining DATA). Everything else is buffered for `protected`, which goes on from the headers
     /// read here.
-    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, route r: GatewayRuntime.CompiledRoute,
+    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, requestID: String, route r: GatewayRuntime.CompiledRoute,
                            runtime rt: GatewayRuntime) -> RouteDecision
     {
         let keyText = h.headers[AttestHeaders.keyID]
@@ -264,8 +264,10 @@ extension GatewayRouter {
             route: r.assertion)
         if case .failure(let e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
             record(verdict, route: r)
-            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
-            return .respond(routeName: r.name, refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route))
+            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID)
+            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
+            answer.verdict = AccessVerdict(verdict)
+            return .respond(routeName: r.name, answer)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
             self.protected(request, route: r, runtime: rt, mode: mode, headers: headers, done: done)
@@ -287,6 +289,7 @@ extension GatewayRouter {
             [unowned self] outcome in
             let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome)
             self.record(verdict, route: r)
+            let logged = AccessVerdict(verdict)
             switch outcome {
             case .accepted(let a):
                 // Accepted in either mode: forwarded as verified (`verdict.action == .forwardVerified`).
@@ -298,19 +301,22 @@ extension GatewayRouter {
                     response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
                 }
                 done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders.adding(verifiedHeader, keyID),
-                                  responseHeaders: response))
+                                  responseHeaders: response, verdict: logged))
             case .refused(let e):
                 guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-                    done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
+                    var answer = self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
+                    answer.verdict = logged
+                    done(.respond(answer))
                     return
                 }
                 let id = self.attest.explain.record(
-                    e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
-                    method: h.method, target: h.target, peer: request.peer?.host)
+                    e, id: request.requestID, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
+                    verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                     ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
                 ])
-                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
+                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(),
+                                  verdict: logged))
             }
         }
     }
@@ -329,7 +335,9 @@ enum Refusals {
         log: ExplainLog
     ) -> LocalResponse {
         let status = e.error.status(on: surface)
-        let id = log.record(e, status: status, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
+        let id = log.record(
+            e, id: request.requestID, status: status, route: route, mode: mode, method: request.method, target: request.target,
+            peer: request.peer)
         var extra: [(String, JSONObject.Value)] = []
         if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { extra.append(("detail", .string(d.1))) }
         var headers = HTTPFields([("Cache-Control", "no-store")])
@@ -344,14 +352,22 @@ struct RequestSummary: Sendable {
     let method: String
     let target: String
     let peer: String?
+    /// The exchange's id: the `/explain` entry's.
+    let requestID: String
 
     init(_ request: BufferedRequest) {
-        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host)
+        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host, requestID: request.requestID)
     }
 
-    init(method: String, target: String, peer: String?) {
+    init(method: String, target: String, peer: String?, requestID: String) {
         self.method = method
         self.target = target
         self.peer = peer
+        self.requestID = requestID
     }
+}
+
+extension AccessVerdict {
+    /// A route verdict as the access line shows it: its `verdict` and `reason` labels.
+    init(_ v: RouteVerdict) { self.init(verdict: v.verdict.rawValue, reason: v.reason) }
 }

@@ -16,7 +16,8 @@ final class GatewayRouter: RequestRouter {
     /// The decision of each route without assertion checks that forwards to a pool, made once per
     /// adopted runtime (nil for the others, decided per request).
     private var plainDecisions: [RouteDecision?] = []
-    private let events: GatewayEvents
+    /// This loop's access log (lines buffered here, written whole).
+    let accessLog: AccessLogWriter
     private let metrics: LoopMetrics
     let attest: AttestContext
     let attestMetrics: AttestLoopMetrics
@@ -26,7 +27,7 @@ final class GatewayRouter: RequestRouter {
     init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents, metrics: GatewayMetrics, attest: AttestContext) {
         self.loop = loop
         self.runtime = runtime
-        self.events = events
+        accessLog = AccessLogWriter(loop: loop, target: events.accessLog)
         self.metrics = LoopMetrics(shared: metrics, loop: loop.index)
         self.attest = attest
         attestMetrics = AttestLoopMetrics(shared: attest.metrics)
@@ -95,8 +96,8 @@ final class GatewayRouter: RequestRouter {
 
     /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
     /// hosts) Host, without the head's strings; `head` is built only for the routes that need it.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead)
-        -> RouteDecision
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: String,
+               head: () -> HTTPRequestHead) -> RouteDecision
     {
         let rt = runtime
         // Lengths first: a string comparison that finds no shortcut costs ~60 instructions.
@@ -114,7 +115,7 @@ final class GatewayRouter: RequestRouter {
         }
         if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
         let r = rt.routes[index]
-        if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, route: r, runtime: rt) }
+        if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, requestID: requestID, route: r, runtime: rt) }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
     }
 
@@ -132,8 +133,8 @@ final class GatewayRouter: RequestRouter {
     }
 
     /// HTTP/2's entry (the head is already made of strings): the same decision.
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
-        route(method: head.method, path: path, host: { head.headers["Host"] }, peer: peer, head: { head })
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: String) -> RouteDecision {
+        route(method: head.method, path: path, host: { head.headers["Host"] }, peer: peer, requestID: requestID, head: { head })
     }
 
     /// Where a request that may go on goes, decided before its body is read: the in-process demo
@@ -156,24 +157,29 @@ final class GatewayRouter: RequestRouter {
         }
     }
 
-    /// The same, for a request whose body was already buffered for a local decision.
+    /// The same, for a request whose body was already buffered for a local decision; `verdict`: a
+    /// protected route's, for the access line.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: HeaderEdit, responseHeaders: HTTPFields
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields, verdict: AccessVerdict? = nil
     ) -> BufferedOutcome {
+        var answer: LocalResponse
         switch target(r, rt) {
         case .demo:
-            return .respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
-                                                responseHeaders: responseHeaders))
+            answer = DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
+                                         responseHeaders: responseHeaders)
         case .pool(let pool):
-            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders))
+            return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders,
+                                    responseHeaders: responseHeaders, verdict: verdict))
         case .missing:
-            return .respond(ProxyError.upstreamUnavailable.response())
+            answer = ProxyError.upstreamUnavailable.response(requestId: request.requestID)
         }
+        answer.verdict = verdict
+        return .respond(answer)
     }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
-        events.exchangeDidFinish(record)
+        accessLog.write(record)
         metrics.record(record)
     }
 }

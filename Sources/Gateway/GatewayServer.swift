@@ -42,6 +42,7 @@ public final class GatewayServer: @unchecked Sendable {
     public init(config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
                 exposition: (@Sendable () -> [UInt8])? = nil) throws
     {
+        ProcessSignals.prepare()
         GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
@@ -53,7 +54,7 @@ public final class GatewayServer: @unchecked Sendable {
             systemd = nil
             GatewayEvents.log("warning", "systemd notifications off: \(error)")
         }
-        events = GatewayEvents(accessLog: config.logging.accessLog)
+        events = try GatewayEvents(logging: config.logging)
         self.metrics = metrics
         var persistent = false
         if case .memory(let m) = config.store.backend { persistent = m.dataDirectory != nil }
@@ -211,14 +212,21 @@ public final class GatewayServer: @unchecked Sendable {
 
     var connectionCount: Int { servers.reduce(0) { $0 + $1.server.connectionCount } }
 
-    /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
+    /// Installs the signal handlers (`ProcessSignals`: SIGTERM, SIGINT and SIGQUIT drain and exit,
+    /// SIGHUP reloads, SIGUSR1 reopens the log files, SIGUSR2 is logged and ignored), then blocks
+    /// until stopped.
     public func run() {
         let q = DispatchQueue(label: "gateway.signals")
-        for sig in [SIGTERM, SIGINT, SIGHUP] {
+        for (sig, action) in ProcessSignals.handled {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: q)
             s.setEventHandler { [unowned self] in
-                if sig == SIGHUP { reload() } else { drainAndStop() }
+                switch action {
+                case .drain: drainAndStop()
+                case .reload: reload()
+                case .reopenLogs: reopenLogs()
+                case .logAndIgnore: GatewayEvents.log("info", "signal ignored", [("signal", ProcessSignals.name(sig))])
+                }
             }
             s.resume()
             signalSources.append(s)
@@ -286,6 +294,51 @@ public final class GatewayServer: @unchecked Sendable {
             "info", "configuration reloaded", [("routes", String(next.routes.count)), ("h2_goaways", String(goaways))])
     }
 
+    /// SIGUSR1 (logrotate's `postrotate`, as for nginx): the access log file is opened again by its
+    /// path. Each loop writes what it buffered to the old file, then switches; the old descriptor
+    /// closes once no loop uses it. A file that cannot be opened is logged and the old one kept.
+    public func reopenLogs() {
+        guard let current = events.accessLog, current.file.path != nil else {
+            GatewayEvents.log("info", "log files reopened", [("access_log", events.accessLog == nil ? "off" : "stdout")])
+            return
+        }
+        do {
+            let reopened = try current.reopened()
+            switchAccessLog(to: reopened)
+            GatewayEvents.log("info", "log files reopened", [("access_log", reopened.file.path ?? "stdout")])
+        } catch {
+            GatewayEvents.log("error", "log files not reopened: the access log goes on to the file already open", [
+                ("error", error.description),
+            ])
+        }
+    }
+
+    /// Applies `logging` (a reload's): the event log's level at once, and a changed access log
+    /// (turned on or off, another path, format, buffer or flush) on every loop, each loop's buffered
+    /// lines written to the old destination first. Throws, changing nothing, when the new file
+    /// cannot be opened.
+    public func applyLogging(_ logging: LoggingConfig) throws {
+        let current = events.accessLog
+        let wanted: AccessLogConfig? = logging.accessLog ? logging.accessLogOptions : nil
+        if wanted != current?.options {
+            let next = try wanted.map { options throws(AccessLogError) in
+                // The same file goes on with its descriptor when only the format or buffering changed.
+                if let current, current.options.destination == options.destination {
+                    return AccessLogTarget(options: options, file: current.file)
+                }
+                return try AccessLogTarget.open(options)
+            }
+            switchAccessLog(to: next)
+        }
+        GatewayEvents.setLevel(logging.level)
+    }
+
+    /// Makes `target` current and has every loop switch to it (after writing what it buffered).
+    private func switchAccessLog(to target: AccessLogTarget?) {
+        events.replace(with: target)
+        for (loop, router) in zip(loops, routers) { loop.queue.sync { router.accessLog.use(target) } }
+    }
+
     /// Stops accepting, lets in-flight requests finish up to the drain deadline, then stops.
     public func drainAndStop() {
         let first = state.withLock { s -> Bool in
@@ -300,7 +353,13 @@ public final class GatewayServer: @unchecked Sendable {
         var cut = 0
         for (_, s) in servers { cut += s.drain(deadlineMillis: deadline) }
         admin?.drain(deadlineMillis: 0)
-        for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
+        // Every exchange has ended (or was cut): its access line is written now, and any later one at once.
+        for (loop, router) in zip(loops, routers) {
+            loop.queue.sync {
+                router.closeIdle()
+                router.accessLog.finish()
+            }
+        }
         for (_, r) in ticketRotations { r.timer.cancel() }
         for loop in loops { loop.shutdown() }
         // Nothing can change the store any more: the final snapshot marks a clean stop.

@@ -162,10 +162,13 @@ final class ManagedStore: @unchecked Sendable {
         let seeds = r.seeds.map {
             RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis, security: security)
         }
+        let connectionLog = RedisConnectionLog(url: r.url.description)
         let store = RedisAttestStore(
             options: .init(endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster, seeds: seeds, limits: limits),
-            observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
+            observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory), connectionLog: connectionLog))
         let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
+        // From now on each connection lost or regained is logged (start-up says what it found below).
+        defer { connectionLog.arm(lastError: { [weak store] in store?.lastError ?? "" }) }
         if connected {
             var fields = [
                 ("kind", "redis"), ("url", r.url.description), ("timeout_ms", String(r.timeout.millis)),

@@ -17,6 +17,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     var loop: EventLoop { downstream.loop }
     /// The upstream half of the current request (one object for the connection's life).
     let exchange: UpstreamExchange
+    /// Where this connection's request ids come from (one generator per listener and loop).
+    private let requestIDs: RequestIDGenerator
     /// Called once when the connection is gone (for connection gauges and drain bookkeeping).
     public var onClose: (() -> Void)?
 
@@ -58,6 +60,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     var method = "-"
     var target = "-"
     var routeName = "-"
+    /// The current exchange's id (`RequestID`).
+    var requestID = ""
+    /// The verdict of a protected route's local answer (a refusal), for the access line.
+    var responseVerdict: AccessVerdict?
     var started: UInt64 = 0
     var requestBodyBytes = 0
     var responseBytes = 0
@@ -94,10 +100,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
     ///   from then.
     public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http",
-                acceptedAtMillis: Int64? = nil)
+                acceptedAtMillis: Int64? = nil, requestIDs: RequestIDGenerator = RequestIDGenerator())
     {
         self.downstream = connection
         self.router = router
+        self.requestIDs = requestIDs
         self.limits = limits
         let parser = HTTP1Parser(limits: limits.parser)
         self.parser = parser
@@ -232,7 +239,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
         let decision = bytes.with { buf in
-            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: downstream.peer, head: { h.materialize(buf) })
+            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: downstream.peer, requestID: requestID,
+                         head: { h.materialize(buf) })
         }
         dispatch(decision, head: h)
     }
@@ -258,6 +266,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         replace(&method, with: "-")
         replace(&target, with: "-")
         requestFraming = .none
+        replace(&requestID, with: requestIDs.next())
         resetExchange()
     }
 
@@ -267,6 +276,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         hasHead = true
         requestFraming = h.framing
         requestMinor = h.minorVersion
+        // The client's id when it sent one valid X-Request-Id (rare; its string is made only then).
+        let clientID = h.fields.isEmpty ? nil : headBytes.with { RequestID.fromClient(h, $0) }
+        replace(&requestID, with: clientID ?? requestIDs.next())
         resetExchange()
     }
 
@@ -278,6 +290,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         responseBytes = 0
         responseStatus = 0
         responseHeadSent = false
+        responseVerdict = nil
         replace(&buffered, with: [])
         exchange.begin(method: method, framing: requestFraming)
         if requestFraming != .none {
@@ -407,7 +420,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             guard hasHead, let handler = bufferedHandler else { return }
             replace(&bufferedHandler, with: nil)
             let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: downstream.peer, scheme: scheme,
-                                          dropFoldableNames: limits.dropFoldableNames)
+                                          dropFoldableNames: limits.dropFoldableNames, requestID: requestID)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             phase = .awaitingResponse

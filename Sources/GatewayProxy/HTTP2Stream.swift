@@ -12,6 +12,10 @@ final class HTTP2Stream {
     unowned let conn: HTTP2ServerConnection
     private var session: HTTP2ServerSession { conn.session }
     private let exchange: UpstreamExchange
+    /// The exchange's id (`RequestID`): the client's valid `x-request-id`, or a new one.
+    let requestID: String
+    /// The verdict of a protected route's local answer (a refusal), for the access line.
+    private var responseVerdict: AccessVerdict?
 
     private enum BodyTarget { case upstream, buffer, discard }
 
@@ -50,6 +54,7 @@ final class HTTP2Stream {
         self.conn = connection
         exchange = UpstreamExchange(loop: connection.loop, parser: connection.responseParser)
         exchange.begin(method: head.method, framing: head.framing)
+        requestID = RequestID.fromClient(head) ?? connection.requestIDs.next()
     }
 
     // MARK: - Request
@@ -61,7 +66,7 @@ final class HTTP2Stream {
         guard let normalized = PathNormalizer.normalize(head.target) else { return fail(.ambiguousPath) }
         if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) { return fail(.methodOverride) }
         path = normalized
-        switch conn.router.route(head, path: normalized, peer: conn.transport.peer) {
+        switch conn.router.route(head, path: normalized, peer: conn.transport.peer, requestID: requestID) {
         case .respond(let name, let r):
             routeName = name
             respond(r)
@@ -151,7 +156,7 @@ final class HTTP2Stream {
             waitingForHandler = true
             exchange.cancelTimer()
             let request = BufferedRequest(head: head, path: path, body: buffered, peer: conn.transport.peer, scheme: conn.scheme,
-                                          dropFoldableNames: conn.limits.dropFoldableNames)
+                                          dropFoldableNames: conn.limits.dropFoldableNames, requestID: requestID)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if awaitingEmptyEnd {
@@ -243,8 +248,10 @@ final class HTTP2Stream {
         exchange.cancelTimer()
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))
+        fields.set(RequestID.field, requestID)
         let noBody = head.method == "HEAD" || r.status == 204 || r.status == 304 || r.body.isEmpty
         responseStatus = r.status
+        responseVerdict = r.verdict
         responseHeadSent = true
         responseDone = true
         do {
@@ -266,8 +273,7 @@ final class HTTP2Stream {
         exchange.stop()
         error = e
         if !responseHeadSent, e.status != nil {
-            // Per-exchange request ids (X-Request-Id) go here when exchanges have them.
-            respond(e.response(requestId: nil))
+            respond(e.response(requestId: requestID))
             return
         }
         discardRequestBody()
@@ -298,11 +304,16 @@ final class HTTP2Stream {
         bufferedHandler = nil
         exchange.stop()
         let now = EventLoop.monotonicNanos()
-        conn.router.exchangeDidFinish(ExchangeRecord(
+        var record = ExchangeRecord(
             route: routeName, method: head.method, target: head.target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: conn.peerHost,
-            error: error?.code, protocolName: "h2"))
+            error: error?.code, protocolName: "h2")
+        record.requestID = requestID
+        record.httpVersion = "HTTP/2.0"
+        record.fields = LoggedFields.of(head)
+        record.verdict = exchange.forward?.verdict ?? responseVerdict
+        conn.router.exchangeDidFinish(record)
         exchange.end()
     }
 
@@ -323,7 +334,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         let bytes = conn.upstreamHeadBytes
         let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
         bytes.with { buf in
-            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, framing: framing,
+            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, requestID: requestID, framing: framing,
                                       dropFoldableNames: conn.limits.dropFoldableNames, to: &out)
         }
         conn.spareHeadFields = lines.fields
@@ -363,12 +374,17 @@ extension HTTP2Stream: UpstreamExchangeHost {
         do {
             if let routeFields = exchange.forward?.responseHeaders, routeFields.count > 0 {
                 // Fields set by the route: through strings, as `HTTPFields.set` defines them.
-                let fields = DownstreamResponseHead.fields(r.materialize(buf), routeFields: routeFields, dropContentLength: dropContentLength)
+                let fields = DownstreamResponseHead.fields(r.materialize(buf), routeFields: routeFields, dropContentLength: dropContentLength,
+                                                           requestID: requestID)
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.
-                try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
-                    DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, to: &$0)
+                var requestID = requestID
+                try requestID.withUTF8 { i in
+                    try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
+                        DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength,
+                                                           requestID: UnsafeRawBufferPointer(i), to: &$0)
+                    }
                 }
             }
             return true

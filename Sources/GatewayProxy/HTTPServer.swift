@@ -73,8 +73,9 @@ public final class HTTPServer: @unchecked Sendable {
             loop.queue.sync {
                 do {
                     let router = makeRouter(loop)
+                    let ids = RequestIDGenerator()
                     let l = try Listener(address: bound, loop: loop, reusePort: loops.count > 1) { [unowned self] fd, peer in
-                        self.accepted(fd: fd, peer: peer, loopIndex: i, router: router, limits: limits, scheme: scheme)
+                        self.accepted(fd: fd, peer: peer, loopIndex: i, router: router, ids: ids, limits: limits, scheme: scheme)
                     }
                     l.onAcceptError = { [unowned self] _ in self.onRefuse?(loop) }
                     listeners[i] = l
@@ -108,8 +109,8 @@ public final class HTTPServer: @unchecked Sendable {
         http2SettingsBox.withLock { $0 = settings }
     }
 
-    private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, limits: DownstreamLimits,
-                          scheme: String)
+    private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, ids: RequestIDGenerator,
+                          limits: DownstreamLimits, scheme: String)
     {
         let loop = loops[i]
         if let admit, !admit(peer) {
@@ -147,7 +148,7 @@ public final class HTTPServer: @unchecked Sendable {
                 ready: { [unowned self] c, info in
                     onTLSHandshake?(loop, info)
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
-                    _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2c), slot: (i, id), router: router,
+                    _ = serve(c, http2: info.alpn == "h2" && protocols.contains(.h2c), slot: (i, id), router: router, ids: ids,
                               limits: limits, scheme: scheme, acceptedAt: acceptedAt, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
@@ -161,22 +162,22 @@ public final class HTTPServer: @unchecked Sendable {
             let sniffer = ProtocolSniffer(connection: conn, limits: limits) { [unowned self] verdict in
                 var http2 = false
                 if case .http2 = verdict { http2 = true }
-                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
-                          closed: closed)
+                _ = serve(conn, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, scheme: scheme,
+                          acceptedAt: acceptedAt, closed: closed)
             }
             sniffer.onClose = closed
             connections[i][id] = sniffer
         case (false, true):
             // No handler owns the connection yet: a failed session start is accounted here.
-            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
-                        closed: closed)
+            guard serve(conn, http2: true, slot: (i, id), router: router, ids: ids, limits: limits, scheme: scheme,
+                        acceptedAt: acceptedAt, closed: closed)
             else {
                 live.wrappingSubtract(1, ordering: .relaxed)
                 return
             }
         default:
-            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt,
-                      closed: closed)
+            _ = serve(conn, http2: false, slot: (i, id), router: router, ids: ids, limits: limits, scheme: scheme,
+                      acceptedAt: acceptedAt, closed: closed)
         }
         onAccept?(loop)
     }
@@ -185,17 +186,19 @@ public final class HTTPServer: @unchecked Sendable {
     /// slot, then lets it process what already arrived. False (the connection closed) when the HTTP/2
     /// session could not be made.
     private func serve(
-        _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, limits: DownstreamLimits,
-        scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
+        _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, ids: RequestIDGenerator,
+        limits: DownstreamLimits, scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
     ) -> Bool {
         if http2 {
-            guard let h2 = startHTTP2(conn, router: router, limits: limits, scheme: scheme, acceptedAt: acceptedAt) else { return false }
+            guard let h2 = startHTTP2(conn, router: router, ids: ids, limits: limits, scheme: scheme, acceptedAt: acceptedAt)
+            else { return false }
             connections[slot.loop][slot.id] = h2
             h2.onClose = closed
             h2.transportDidRead()
         } else {
             guard !conn.isClosed else { return false }
-            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt)
+            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt,
+                                           requestIDs: ids)
             connections[slot.loop][slot.id] = h1
             h1.onClose = closed
             if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
@@ -205,12 +208,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
     /// it, then lets it read (which also queues the server's SETTINGS).
-    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String, acceptedAt: Int64)
-        -> HTTP2ServerConnection?
+    private func startHTTP2(_ conn: Connection, router: any RequestRouter, ids: RequestIDGenerator, limits: DownstreamLimits,
+                            scheme: String, acceptedAt: Int64) -> HTTP2ServerConnection?
     {
         do {
             let h2 = try HTTP2ServerConnection(
-                transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme, acceptedAtMillis: acceptedAt)
+                transport: conn, router: router, limits: limits, settings: http2Settings, scheme: scheme, acceptedAtMillis: acceptedAt,
+                requestIDs: ids)
             h2.onStreamReset = onHTTP2StreamReset
             h2.onGoaway = onHTTP2Goaway
             conn.delegate = h2

@@ -6,11 +6,14 @@ public struct LocalResponse: Sendable {
     public var status: Int
     public var headers: HTTPFields
     public var body: [UInt8]
+    /// On a protected route: the verdict this answer carries out, for the access line.
+    public var verdict: AccessVerdict?
 
-    public init(status: Int, headers: HTTPFields = HTTPFields(), body: [UInt8] = []) {
+    public init(status: Int, headers: HTTPFields = HTTPFields(), body: [UInt8] = [], verdict: AccessVerdict? = nil) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.verdict = verdict
     }
 
     public static func json(_ status: Int, _ text: String, headers: HTTPFields = HTTPFields()) -> LocalResponse {
@@ -39,15 +42,30 @@ public final class Forward {
     public let editHeaders: HeaderEdit
     /// Added to the downstream response after the upstream's fields.
     public let responseHeaders: HTTPFields
+    /// On a protected route: the verdict that let the request go on, for the access line.
+    public let verdict: AccessVerdict?
 
     public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
-                responseHeaders: HTTPFields = HTTPFields())
+                responseHeaders: HTTPFields = HTTPFields(), verdict: AccessVerdict? = nil)
     {
         self.routeName = routeName
         self.pool = pool
         self.maxBody = maxBody
         self.editHeaders = editHeaders
         self.responseHeaders = responseHeaders
+        self.verdict = verdict
+    }
+}
+
+/// A protected route's verdict as the access line shows it: `verdict` (`accepted`, `refused`,
+/// `would_refuse`, `fail_open`) and `reason` (`ok` or the refusal's code). Never assertion bytes.
+public struct AccessVerdict: Sendable, Equatable {
+    public var verdict: String
+    public var reason: String
+
+    public init(verdict: String, reason: String) {
+        self.verdict = verdict
+        self.reason = reason
     }
 }
 
@@ -69,6 +87,8 @@ public struct BufferedRequest {
     /// The listener's rule for foldable names (`DownstreamLimits.dropFoldableNames`), for a local
     /// handler that forwards (the demo upstream).
     public var dropFoldableNames: Bool = true
+    /// The exchange's id (`RequestID`): refusals are recorded for `/explain` under it.
+    public var requestID: String = ""
 }
 
 public enum BufferedOutcome {
@@ -76,8 +96,9 @@ public enum BufferedOutcome {
     case forward(Forward)
 }
 
-/// One finished exchange, for the access log and metrics.
-public struct ExchangeRecord: Sendable {
+/// One finished exchange, for the access log and metrics. Made on the exchange's loop and read
+/// there, during `exchangeDidFinish` only: `fields` may point into the connection's buffers.
+public struct ExchangeRecord {
     public var route: String
     public var method: String
     public var target: String
@@ -87,26 +108,114 @@ public struct ExchangeRecord: Sendable {
     public var durationSeconds: Double
     public var upstream: String?
     public var upstreamSeconds: Double?
+    /// The client's address as text (`-` when unknown): the one value the access line and
+    /// X-Forwarded-For take the client from.
     public var peer: String
     public var error: String?
+    /// `http1` or `h2`.
     public var protocolName: String
+    /// The exchange's id (`RequestID`).
+    public var requestID: String = ""
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`, as nginx's `$server_protocol` says it.
+    public var httpVersion: StaticString = "HTTP/1.1"
+    /// Host, User-Agent and Referer as the client sent them.
+    public var fields = LoggedFields()
+    /// On a protected route: the verdict and its reason.
+    public var verdict: AccessVerdict?
+
+    public init(route: String, method: String, target: String, status: Int, requestBytes: Int, responseBytes: Int,
+                durationSeconds: Double, upstream: String?, upstreamSeconds: Double?, peer: String, error: String?,
+                protocolName: String)
+    {
+        self.route = route
+        self.method = method
+        self.target = target
+        self.status = status
+        self.requestBytes = requestBytes
+        self.responseBytes = responseBytes
+        self.durationSeconds = durationSeconds
+        self.upstream = upstream
+        self.upstreamSeconds = upstreamSeconds
+        self.peer = peer
+        self.error = error
+        self.protocolName = protocolName
+    }
+}
+
+/// A request field's value for the access line, without a copy: Latin-1 bytes of the connection's
+/// head (HTTP/1.1, valid only during `exchangeDidFinish`), or the string of an HTTP/2 head.
+public enum LoggedValue {
+    case none
+    case bytes(UnsafeRawBufferPointer)
+    case string(String)
+}
+
+/// The request fields the access line shows.
+public struct LoggedFields {
+    public var host: LoggedValue = .none
+    public var userAgent: LoggedValue = .none
+    public var referer: LoggedValue = .none
+
+    public init(host: LoggedValue = .none, userAgent: LoggedValue = .none, referer: LoggedValue = .none) {
+        self.host = host
+        self.userAgent = userAgent
+        self.referer = referer
+    }
+
+    /// From an HTTP/1.1 head's field lines (ranges of `buf`): the first of each.
+    static func of(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer) -> LoggedFields {
+        var out = LoggedFields()
+        if let h = head.host { out.host = .bytes(UnsafeRawBufferPointer(rebasing: buf[h])) }
+        for f in head.fields {
+            switch f.name.count {
+            case 10:
+                if case .none = out.userAgent, equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "User-Agent") {
+                    out.userAgent = .bytes(UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                }
+            case 7:
+                if case .none = out.referer, equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Referer") {
+                    out.referer = .bytes(UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                }
+            default: break
+            }
+        }
+        return out
+    }
+
+    /// From a head of strings (HTTP/2: the authority is the first field, as Host).
+    static func of(_ head: HTTPRequestHead) -> LoggedFields {
+        var out = LoggedFields()
+        if let host = head.headers.fields.first?.value { out.host = .string(host) }
+        for f in head.headers {
+            switch f.name.utf8.count {
+            case 10:
+                if case .none = out.userAgent, f.name.equalsIgnoringASCIICase("User-Agent") { out.userAgent = .string(f.value) }
+            case 7:
+                if case .none = out.referer, f.name.equalsIgnoringASCIICase("Referer") { out.referer = .string(f.value) }
+            default: break
+            }
+        }
+        return out
+    }
 }
 
 /// Per loop: decides each request's disposition and hears about finished exchanges.
 public protocol RequestRouter: AnyObject {
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision
+    /// `requestID`: the exchange's id (`RequestID`), for what the router records of it (`/explain`).
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: String) -> RouteDecision
     /// The HTTP/1.1 connection's entry: the method, the normalized path and the Host value (asked
     /// for only when a route matches on hosts) decide a plain route; `head` builds the whole head of
     /// strings, for the routes that need it. By default: `route(head(), …)`.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead) -> RouteDecision
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: String,
+               head: () -> HTTPRequestHead) -> RouteDecision
     func exchangeDidFinish(_ record: ExchangeRecord)
 }
 
 extension RequestRouter {
-    public func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead)
-        -> RouteDecision
+    public func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: String,
+                      head: () -> HTTPRequestHead) -> RouteDecision
     {
-        route(head(), path: path, peer: peer)
+        route(head(), path: path, peer: peer, requestID: requestID)
     }
 }
 

@@ -15,7 +15,7 @@ final class PlainForwardRouter: RequestRouter, @unchecked Sendable {
         self.pool = pool
         self.responseHeaders = responseHeaders
     }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: String) -> RouteDecision {
         .forward(Forward(routeName: "default", pool: pool, maxBody: 1 << 20, responseHeaders: responseHeaders))
     }
     func exchangeDidFinish(_ record: ExchangeRecord) {}

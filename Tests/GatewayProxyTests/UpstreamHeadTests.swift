@@ -59,7 +59,8 @@ struct UpstreamHeadTests {
             let proto = i % 2 == 0 ? "http" : "https"
             let drop = i % 4 < 2
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
-            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, framing: framing, edit: edit,
+            let id = i % 6 == 0 ? "" : "req-\(i)"
+            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, requestID: id, framing: framing, edit: edit,
                                                dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
             var expected: [UInt8] = [7]
             HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: model, to: &expected)
@@ -69,7 +70,8 @@ struct UpstreamHeadTests {
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, requestID: id, framing: framing,
+                                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromBytes == expected, "bytes: \(context)")
@@ -80,7 +82,8 @@ struct UpstreamHeadTests {
             var fromStrings: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromStrings) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, framing: framing, dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, requestID: id, framing: framing,
+                                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromStrings == expected, "strings: \(context)")
@@ -89,10 +92,11 @@ struct UpstreamHeadTests {
             if i % 10 == 0 {
                 let body = [UInt8](repeating: 0x61, count: i % 3)
                 let request = BufferedRequest(head: head, path: "/", body: body, peer: try SocketAddress(host: "192.0.2.1", port: 1),
-                                              scheme: proto, dropFoldableNames: drop)
+                                              scheme: proto, dropFoldableNames: drop, requestID: id)
                 let demo = request.upstreamFields(edit: edit, upstream: "127.0.0.1:8081")
-                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, framing: .whole(.none, count: body.count),
-                                                    edit: edit, dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
+                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, requestID: id,
+                                                    framing: .whole(.none, count: body.count), edit: edit, dropFoldableNames: drop,
+                                                    defaultHost: "127.0.0.1:8081")
                 #expect(demo == wanted, "demo: \(context)")
             }
         }
@@ -152,19 +156,27 @@ struct UpstreamHeadTests {
             let laidOut = HeadBytes()
             let h2Lines = laidOut.set(head, reusing: [])
             HeadWriter.appendHead(to: &out) { w in
-                laidOut.with { f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
+                laidOut.with {
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", requestID: "gw-id", framing: .none,
+                                        dropFoldableNames: drop, to: &w)
+                }
             }
             let (raw, lines) = Self.rawHead(head, junk: 0)
             var fromBytes: [UInt8] = []
             HeadWriter.appendHead(to: &fromBytes) { w in
-                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
+                raw.withUnsafeBytes {
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", requestID: "gw-id", framing: .none,
+                                        dropFoldableNames: drop, to: &w)
+                }
             }
             #expect(fromBytes == out)
             let text = String(decoding: out, as: UTF8.self)
             let names = text.split(separator: "\r\n").dropFirst().compactMap { $0.split(separator: ":").first.map(String.init) }
             let expected = ["Host"] + (drop ? [] : ["X_Custom"]) + ["X-Kept", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via",
-                                                                    "X-App-Attest-Verified-Key-Id"]
+                                                                    "X-Request-Id", "X-App-Attest-Verified-Key-Id"]
             #expect(names == expected, "\(text)")
+            // The client's own X-Request-Id never goes as sent: the writer sends the id it is given.
+            #expect(text.contains("X-Request-Id: gw-id\r\n") && !text.contains("mine"))
             #expect(text.contains("X-App-Attest-Verified-Key-Id: real\r\n") && !text.contains("forged"))
         }
     }
@@ -186,8 +198,8 @@ struct UpstreamHeadTests {
 /// The forwarding rules of `UpstreamRequestHead`, one step at a time over a field list of strings:
 /// the reference the writer is held to.
 enum ForwardingModel {
-    static func fields(_ head: HTTPRequestHead, client: String, proto: String, framing: BodyFraming, edit: HeaderEdit,
-                       dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
+    static func fields(_ head: HTTPRequestHead, client: String, proto: String, requestID: String = "", framing: BodyFraming,
+                       edit: HeaderEdit, dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
     {
         let client_ = head.headers.fields
         func lower(_ s: String) -> String { s.lowercased() }
@@ -245,6 +257,7 @@ enum ForwardingModel {
         if let host { add("X-Forwarded-Host", host) }
         let priorVia = prior("via")
         add("Via", priorVia.isEmpty ? "1.1 attest-gateway" : priorVia + ", 1.1 attest-gateway")
+        if !requestID.isEmpty { add("X-Request-Id", requestID) }
         if host == nil { add("Host", defaultHost) }
         // 4. The route's fields, then the framing.
         for (n, v) in edit.add where framingKeeps(n) { out.append(n, v) }

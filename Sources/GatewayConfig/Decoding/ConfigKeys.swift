@@ -45,6 +45,7 @@ enum ConfigKeys {
     ] + storeKeys
     static let storeTLS = ["ca_file", "server_name", "client_certificate", "client_key"]
     static let logging = ["level", "access_log"]
+    static let accessLog = ["path", "format", "buffer", "flush"]
 
     /// Section name to keys, for the documentation test.
     static let all: [(section: String, keys: [String])] = [
@@ -55,6 +56,6 @@ enum ConfigKeys {
         ("routes[].match", routeMatch),
         ("routes[].assertion", assertion), ("apps[]", app), ("trust", trust), ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
-        ("logging", logging),
+        ("logging", logging), ("logging.access_log", accessLog),
     ]
 }

@@ -23,7 +23,8 @@ import GatewayHTTP
 /// 3. The gateway's fields, each unless the route removes it: `X-Forwarded-For` (the client's list,
 ///    then the client's address: a list is extended), `X-Forwarded-Proto` (`http`/`https` of the
 ///    listener), `X-Forwarded-Host` (the client's Host, when it sent one), `Via` (the client's list,
-///    then ours: `via`), a `Host` naming the upstream when the client sent none (HTTP/1.0).
+///    then ours: `via`), `X-Request-Id` (the exchange's id, `RequestID`: the client's own when it
+///    sent a valid one), a `Host` naming the upstream when the client sent none (HTTP/1.0).
 /// 4. The route's added fields (e.g. the verified key id), then the framing: `Transfer-Encoding:
 ///    chunked` or `Content-Length` as `framing` says (a buffered body goes with its length).
 ///
@@ -34,11 +35,11 @@ enum UpstreamRequestHead {
     static let via: StaticString = "1.1 attest-gateway"
 
     /// Writes the upstream request head of `head`, whose ranges point into `buf`. `client` (the
-    /// client's address) and `proto` are ASCII, written as they are; `defaultHost` is asked only
-    /// when the client sent no Host.
+    /// client's address), `proto` and `requestID` (none when empty) are ASCII, written as they are;
+    /// `defaultHost` is asked only when the client sent no Host.
     static func write(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
-                      proto: UnsafeRawBufferPointer, framing: BodyFraming, edit: HeaderEdit, dropFoldableNames: Bool,
-                      defaultHost: () -> String, to out: inout HeadWriter)
+                      proto: UnsafeRawBufferPointer, requestID: UnsafeRawBufferPointer, framing: BodyFraming, edit: HeaderEdit,
+                      dropFoldableNames: Bool, defaultHost: () -> String, to out: inout HeadWriter)
     {
         let fields = head.fields
         let remove = edit.removeNames
@@ -150,6 +151,11 @@ enum UpstreamRequestHead {
             out.append(via)
             out.crlf()
         }
+        if !requestID.isEmpty && passes(UnsafeRawBufferPointer(staticString: "X-Request-Id")) {
+            out.append("X-Request-Id: ")
+            out.append(requestID)
+            out.crlf()
+        }
         if head.host == nil, passes(UnsafeRawBufferPointer(staticString: "Host")) { out.appendField("Host", defaultHost()) }
         for (name, value) in edit.add {
             var n = name
@@ -176,15 +182,19 @@ extension Forward {
     /// The upstream request head of `head` (ranges of `buf`), framed as `framing`, with this route's
     /// edit: `UpstreamRequestHead.write`, the host defaulting to the upstream's address.
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
+                           requestID: String, framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         var client = client
         var proto = proto
+        var id = requestID
         client.withUTF8 { c in
             proto.withUTF8 { p in
-                UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                          framing: framing, edit: editHeaders, dropFoldableNames: dropFoldableNames,
-                                          defaultHost: { pool.target.address.description }, to: &out)
+                id.withUTF8 { i in
+                    UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                                              requestID: UnsafeRawBufferPointer(i), framing: framing, edit: editHeaders,
+                                              dropFoldableNames: dropFoldableNames, defaultHost: { pool.target.address.description },
+                                              to: &out)
+                }
             }
         }
     }
@@ -201,16 +211,19 @@ extension BufferedRequest {
     public func upstreamFields(edit: HeaderEdit, upstream: String) -> HTTPFields {
         var client = peer?.host ?? "unknown"
         var proto = scheme
+        var id = requestID
         var out: [UInt8] = []
         let bytes = HeadBytes()
         let lines = bytes.set(head, reusing: [])
         bytes.with { buf in
             client.withUTF8 { c in
                 proto.withUTF8 { p in
-                    HeadWriter.appendHead(to: &out) {
-                        UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                                  framing: .whole(head.framing, count: body.count), edit: edit,
-                                                  dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
+                    id.withUTF8 { i in
+                        HeadWriter.appendHead(to: &out) {
+                            UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                                                      requestID: UnsafeRawBufferPointer(i), framing: .whole(head.framing, count: body.count),
+                                                      edit: edit, dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
+                        }
                     }
                 }
             }
