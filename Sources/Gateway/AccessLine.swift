@@ -24,22 +24,47 @@ struct LineBytes {
         raw(UnsafeRawBufferPointer(start: s.utf8Start, count: s.utf8CodeUnitCount))
     }
 
-    /// A non-negative integer in decimal.
+    /// "00" to "99": two digits per lookup.
+    private static let pairs: StaticString = """
+        0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849\
+        5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899
+        """
+
+    /// `n` (0…99) as two digits.
+    @inline(__always) mutating func pair(_ n: Int) {
+        let two = UnsafeRawPointer(Self.pairs.utf8Start + 2 * n).loadUnaligned(as: UInt16.self)
+        base.storeBytes(of: two, toByteOffset: count, as: UInt16.self)
+        count += 2
+    }
+
+    /// A non-negative integer in decimal (negative values as 0).
     mutating func decimal(_ value: Int) {
-        var n = UInt64(max(0, value))
-        var digits = 1
-        var t = n
-        while t >= 10 {
-            t /= 10
-            digits += 1
+        let n = max(0, value)
+        if n < 10 {
+            byte(0x30 &+ UInt8(truncatingIfNeeded: n))
+        } else if n < 100 {
+            pair(n)
+        } else if n < 1000 {
+            byte(0x30 &+ UInt8(truncatingIfNeeded: n / 100))
+            pair(n % 100)
+        } else {
+            var digits = 4
+            var t = n / 10_000
+            while t > 0 {
+                t /= 10
+                digits += 1
+            }
+            var v = n
+            var at = count + digits
+            while at - count >= 2 {
+                at -= 2
+                let two = UnsafeRawPointer(Self.pairs.utf8Start + 2 * (v % 100)).loadUnaligned(as: UInt16.self)
+                base.storeBytes(of: two, toByteOffset: at, as: UInt16.self)
+                v /= 100
+            }
+            if at > count { base.storeBytes(of: 0x30 &+ UInt8(truncatingIfNeeded: v), toByteOffset: count, as: UInt8.self) }
+            count += digits
         }
-        count += digits
-        var at = count - 1
-        repeat {
-            base.storeBytes(of: UInt8(truncatingIfNeeded: 0x30 + n % 10), toByteOffset: at, as: UInt8.self)
-            n /= 10
-            at -= 1
-        } while n > 0
     }
 
     /// `n` as exactly `width` digits (zero-padded).
@@ -56,10 +81,14 @@ struct LineBytes {
 
     /// Seconds as a JSON number with microseconds: `0.000123`.
     mutating func seconds(_ s: Double) {
-        let micros = s.isFinite && s > 0 ? Int((s * 1e6).rounded()) : 0
-        decimal(micros / 1_000_000)
+        let micros = s > 0 && s < 1e12 ? Int(s * 1e6 + 0.5) : 0
+        let whole = micros / 1_000_000
+        let frac = micros - whole * 1_000_000
+        decimal(whole)
         byte(0x2e)
-        digits(micros % 1_000_000, width: 6)
+        pair(frac / 10_000)
+        pair(frac / 100 % 100)
+        pair(frac % 100)
     }
 
     private static let hex: StaticString = "0123456789abcdef"
@@ -93,30 +122,42 @@ struct LineBytes {
 
     @inline(__always) private static func plainJSON(_ c: UInt8) -> Bool { c >= 0x20 && c < 0x7f && c != 0x22 && c != 0x5c }
 
+    /// The bytes of a JSON string's content: plain bytes copied as they come, the rest escaped
+    /// (`jsonByte`).
+    @inline(__always) private mutating func jsonContent(_ bytes: UnsafeRawBufferPointer, latin1: Bool) {
+        guard let src = bytes.baseAddress else { return }
+        let n = bytes.count
+        var i = 0
+        let out = base.assumingMemoryBound(to: UInt8.self)
+        let input = src.assumingMemoryBound(to: UInt8.self)
+        var at = count
+        while i < n {
+            let c = input[i]
+            guard Self.plainJSON(c) else { break }
+            out[at] = c
+            at += 1
+            i += 1
+        }
+        count = at
+        while i < n {
+            jsonByte(input[i], latin1: latin1)
+            i += 1
+        }
+    }
+
     /// `"…"` of Latin-1 bytes.
     mutating func jsonString(latin1 bytes: UnsafeRawBufferPointer) {
         byte(0x22)
-        if bytes.allSatisfy(Self.plainJSON) {
-            raw(bytes)
-        } else {
-            for c in bytes { jsonByte(c, latin1: true) }
-        }
+        jsonContent(bytes, latin1: true)
         byte(0x22)
     }
 
     /// `"…"` of a string (its UTF-8).
     mutating func jsonString(_ s: String) {
-        var s = s
-        s.withUTF8 { u in
-            byte(0x22)
-            let bytes = UnsafeRawBufferPointer(u)
-            if bytes.allSatisfy(Self.plainJSON) {
-                raw(bytes)
-            } else {
-                for c in bytes { jsonByte(c, latin1: false) }
-            }
-            byte(0x22)
-        }
+        byte(0x22)
+        var copy = s  // a native string's bytes in place, a small one's copied to the stack
+        copy.withUTF8 { jsonContent(UnsafeRawBufferPointer($0), latin1: false) }
+        byte(0x22)
     }
 
     mutating func jsonString(_ v: LoggedValue) {
@@ -175,16 +216,17 @@ struct LineBytes {
 }
 
 /// The wall clock as access lines show it, formatted once per second: the rest of a line's time is
-/// three digits of milliseconds. UTC.
+/// three digits of milliseconds. UTC. A plain value (no references): copied in and out of its
+/// owner without reference counting.
 struct LogClock {
     private var second = Int.min
-    /// `2026-11-26T09:36:58.` (JSON, RFC 3339) and `26/Nov/2026:09:36:58 +0000` (`combined`, nginx's
-    /// `$time_local` in UTC).
-    private(set) var rfc3339 = [UInt8](repeating: 0, count: 20)
-    private(set) var common = [UInt8](repeating: 0, count: 26)
+    /// `2026-11-26T09:36:58.` (JSON, RFC 3339: 20 bytes) and `26/Nov/2026:09:36:58 +0000`
+    /// (`combined`, nginx's `$time_local` in UTC: 26 bytes), in words.
+    private var rfc3339Words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+    private var commonWords: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
     private(set) var millis = 0
 
-    private static let months: [StaticString] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let months: StaticString = "JanFebMarAprMayJunJulAugSepOctNovDec"
 
     /// Reads the clock; reformats the prefixes when the second changed.
     mutating func now() {
@@ -193,16 +235,19 @@ struct LogClock {
         set(seconds: Int(ts.tv_sec), nanos: Int(ts.tv_nsec))
     }
 
-    mutating func set(seconds: Int, nanos: Int) {
+    @inline(__always) mutating func set(seconds: Int, nanos: Int) {
         millis = nanos / 1_000_000
-        guard seconds != second else { return }
+        if seconds != second { format(seconds) }
+    }
+
+    private mutating func format(_ seconds: Int) {
         second = seconds
         var t = time_t(seconds)
         var tm = Glibc.tm()
         gmtime_r(&t, &tm)
         let year = Int(tm.tm_year) + 1900, month = Int(tm.tm_mon), day = Int(tm.tm_mday)
         let hour = Int(tm.tm_hour), minute = Int(tm.tm_min), sec = Int(tm.tm_sec)
-        rfc3339.withUnsafeMutableBytes { b in
+        withUnsafeMutableBytes(of: &rfc3339Words) { b in
             var w = LineBytes(base: b.baseAddress!, count: 0)
             w.digits(year, width: 4)
             w.byte(0x2d)
@@ -217,11 +262,11 @@ struct LogClock {
             w.digits(sec, width: 2)
             w.byte(0x2e)
         }
-        common.withUnsafeMutableBytes { b in
+        withUnsafeMutableBytes(of: &commonWords) { b in
             var w = LineBytes(base: b.baseAddress!, count: 0)
             w.digits(day, width: 2)
             w.byte(0x2f)
-            w.raw(Self.months[month])
+            w.raw(UnsafeRawBufferPointer(start: Self.months.utf8Start + 3 * month, count: 3))
             w.byte(0x2f)
             w.digits(year, width: 4)
             w.byte(0x3a)
@@ -233,6 +278,29 @@ struct LogClock {
             w.raw(" +0000")
         }
     }
+
+    /// Appends `2026-11-26T09:36:58.123Z`.
+    @inline(__always) func writeRFC3339(_ w: inout LineBytes) {
+        withUnsafeBytes(of: rfc3339Words) { w.raw(UnsafeRawBufferPointer(rebasing: $0[0..<20])) }
+        w.byte(0x30 &+ UInt8(truncatingIfNeeded: millis / 100))
+        w.pair(millis % 100)
+        w.byte(0x5a)
+    }
+
+    /// Appends `26/Nov/2026:09:36:58 +0000`.
+    @inline(__always) func writeCommon(_ w: inout LineBytes) {
+        withUnsafeBytes(of: commonWords) { w.raw(UnsafeRawBufferPointer(rebasing: $0[0..<26])) }
+    }
+
+    /// The RFC 3339 time with milliseconds, as a string (the event log).
+    var rfc3339: String {
+        var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &words) { b in
+            var w = LineBytes(base: b.baseAddress!, count: 0)
+            writeRFC3339(&w)
+            return String(decoding: UnsafeRawBufferPointer(rebasing: b[0..<w.count]), as: UTF8.self)
+        }
+    }
 }
 
 /// The two formats of an access line (docs/operations.md, "The access log").
@@ -240,28 +308,27 @@ enum AccessLine {
     /// Room enough for one line of `r`: every variable part at its worst escaping (6 bytes per
     /// byte), plus the fixed text and numbers.
     static func bound(_ r: ExchangeRecord) -> Int {
-        func size(_ v: LoggedValue) -> Int {
+        @inline(__always) func size(_ v: LoggedValue) -> Int {
             switch v {
             case .none: 0
             case .bytes(let b): b.count
             case .string(let s): s.utf8.count
             }
         }
-        let variable = r.route.utf8.count + r.method.utf8.count + r.target.utf8.count + r.peer.utf8.count
-            + (r.upstream?.utf8.count ?? 0) + (r.error?.utf8.count ?? 0) + r.requestID.utf8.count + r.protocolName.utf8.count
-            + size(r.fields.host) + size(r.fields.userAgent) + size(r.fields.referer)
+        let text = r.method.utf8.count + r.target.utf8.count + size(r.fields.host) + size(r.fields.userAgent)
+            + size(r.fields.referer) + r.route.utf8.count + r.peer.utf8.count + r.protocolName.utf8.count
+            + (r.upstream?.utf8.count ?? 0) + (r.error?.utf8.count ?? 0)
             + (r.verdict.map { $0.verdict.utf8.count + $0.reason.utf8.count } ?? 0)
-        return 6 * variable + 512
+        return 6 * text + RequestID.maxBytes + 512
     }
 
     /// `{"ts":"…","request_id":"…",…}` and a newline. Absent values are left out (no `upstream` for
     /// a local answer, no `error` for a complete exchange, no `verdict` off protected routes).
     static func json(_ r: ExchangeRecord, clock: LogClock, to w: inout LineBytes) {
         w.raw("{\"ts\":\"")
-        clock.rfc3339.withUnsafeBytes { w.raw($0) }
-        w.digits(clock.millis, width: 3)
-        w.raw("Z\",\"request_id\":")
-        w.jsonString(r.requestID)
+        clock.writeRFC3339(&w)
+        w.raw("\",\"request_id\":")
+        r.requestID.withBytes { w.jsonString(latin1: $0) }  // valid ids need no escaping: a copy, checked
         w.raw(",\"client\":")
         w.jsonString(r.peer)
         w.raw(",\"method\":")
@@ -315,7 +382,7 @@ enum AccessLine {
     static func combined(_ r: ExchangeRecord, clock: LogClock, to w: inout LineBytes) {
         w.nginxText(r.peer)
         w.raw(" - - [")
-        clock.common.withUnsafeBytes { w.raw($0) }
+        clock.writeCommon(&w)
         w.raw("] \"")
         if r.method == "-" {
             w.byte(0x2d)

@@ -47,8 +47,8 @@ final class LogFile: Sendable {
     let fd: Int32
     /// The file's path; nil for standard output.
     let path: String?
-    /// Writes that failed (the lines lost), for the once-per-interval warning.
-    let failures = Atomic<Int>(0)
+    /// Failed writes (their lines lost) are logged, at most one warning per 30 s per file.
+    private let failureLog = RateLimitedLog()
 
     static let stdout = LogFile(fd: 1, path: nil)
 
@@ -72,7 +72,15 @@ final class LogFile: Sendable {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) {
-        if !LogOutput.write(fd, bytes) { failures.wrappingAdd(1, ordering: .relaxed) }
+        guard !LogOutput.write(fd, bytes) else { return }
+        let error = errno
+        let name = path ?? "stdout"
+        failureLog.log(name) { suppressed in
+            GatewayEvents.log("warning", "access log write failed: lines lost", [
+                ("access_log", name), ("error", ConfigPreflight.describe(error)), ("bytes", String(bytes.count)),
+                ("failures_not_logged", String(suppressed)),
+            ])
+        }
     }
 
     deinit { if path != nil { close(fd) } }
@@ -121,6 +129,11 @@ final class AccessLogWriter {
     private var capacity = 0
     private var count = 0
     private var clock = LogClock()
+    // The target's options, read once per change rather than per line.
+    private var format = AccessLogConfig.Format.json
+    /// A flush when the buffer holds this much (0: each line at once).
+    private var threshold = 0
+    private var flushMillis: Int64 = 1000
     /// A flush is scheduled on the wheel for the lines in the buffer.
     private var flushPending = false
     /// After `finish` (drain): lines are written at once.
@@ -128,7 +141,7 @@ final class AccessLogWriter {
 
     init(loop: EventLoop, target: AccessLogTarget?) {
         self.loop = loop
-        self.target = target
+        adopt(target)
     }
 
     deinit {
@@ -136,23 +149,30 @@ final class AccessLogWriter {
         base?.deallocate()
     }
 
-    private var threshold: Int { unbuffered ? 0 : target?.options.bufferBytes ?? 0 }
+    private func adopt(_ new: AccessLogTarget?) {
+        target = new
+        guard let options = new?.options else { return }
+        format = options.format
+        threshold = unbuffered ? 0 : options.bufferBytes
+        flushMillis = options.flush.millis
+    }
 
     /// Formats `r` into the buffer; flushes when the buffer is full.
     func write(_ r: ExchangeRecord) {
-        guard let target else { return }
+        guard target != nil else { return }
+        var c = clock  // a plain value: read, advanced and stored back, not accessed across a call
+        c.now()
+        clock = c
         let bound = AccessLine.bound(r)
         if count + bound > capacity { grow(count + bound) }
-        clock.now()
-        var w = LineBytes(base: base!, count: count)
-        AccessLine.write(r, format: target.options.format, clock: clock, to: &w)
+        var w = LineBytes(base: base.unsafelyUnwrapped, count: count)
+        AccessLine.write(r, format: format, clock: c, to: &w)
         count = w.count
         if count >= threshold {
             flush()
         } else if !flushPending {
             flushPending = true
-            let ms = target.options.flush.millis
-            loop.timers.schedule(afterMillis: ms) { [weak self] in
+            loop.timers.schedule(afterMillis: flushMillis) { [weak self] in
                 guard let self else { return }
                 self.flushPending = false
                 self.flush()
@@ -188,12 +208,13 @@ final class AccessLogWriter {
     /// Switches to `new` (nil: off): the lines buffered so far go to the old target first.
     func use(_ new: AccessLogTarget?) {
         flush()
-        target = new
+        adopt(new)
     }
 
     /// At drain: everything buffered is written, and every later line at once.
     func finish() {
         flush()
         unbuffered = true
+        threshold = 0
     }
 }

@@ -252,7 +252,7 @@ extension GatewayRouter {
     /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
     /// remaining DATA). Everything else is buffered for `protected`, which goes on from the headers
     /// read here.
-    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, requestID: String, route r: GatewayRuntime.CompiledRoute,
+    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, requestID: RequestID, route r: GatewayRuntime.CompiledRoute,
                            runtime rt: GatewayRuntime) -> RouteDecision
     {
         let keyText = h.headers[AttestHeaders.keyID]
@@ -264,7 +264,7 @@ extension GatewayRouter {
             route: r.assertion)
         if case .failure(let e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
             record(verdict, route: r)
-            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID)
+            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
             var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
             answer.verdict = AccessVerdict(verdict)
             return .respond(routeName: r.name, answer)
@@ -310,7 +310,7 @@ extension GatewayRouter {
                     return
                 }
                 let id = self.attest.explain.record(
-                    e, id: request.requestID, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
+                    e, id: request.requestID.text, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
                     verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                     ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
@@ -356,7 +356,7 @@ struct RequestSummary: Sendable {
     let requestID: String
 
     init(_ request: BufferedRequest) {
-        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host, requestID: request.requestID)
+        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host, requestID: request.requestID.text)
     }
 
     init(method: String, target: String, peer: String?, requestID: String) {
@@ -369,5 +369,5 @@ struct RequestSummary: Sendable {
 
 extension AccessVerdict {
     /// A route verdict as the access line shows it: its `verdict` and `reason` labels.
-    init(_ v: RouteVerdict) { self.init(verdict: v.verdict.rawValue, reason: v.reason) }
+    convenience init(_ v: RouteVerdict) { self.init(verdict: v.verdict.rawValue, reason: v.reason) }
 }

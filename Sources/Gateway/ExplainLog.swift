@@ -68,7 +68,7 @@ final class ExplainLog: Sendable {
         _ e: Explanation, id: String, status: Int, route: String, mode: String, verdict: RouteVerdict.Label = .refused,
         method: String, target: String, peer: String?
     ) -> String {
-        let id = id.isEmpty ? RequestIDGenerator().next() : id
+        let id = id.isEmpty ? RequestIDGenerator().next().text : id
         let now = clock()
         let entry = Entry(
             id: id, atMillis: now, status: status, route: route, mode: mode, verdict: verdict, method: Self.cap(method, 32),

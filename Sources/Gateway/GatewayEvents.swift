@@ -47,16 +47,12 @@ public final class GatewayEvents: Sendable {
         var clock = LogClock()
         clock.now()
         var line = JSONObject()
-        line.set("ts", String(decoding: clock.rfc3339, as: UTF8.self) + Self.threeDigits(clock.millis) + "Z")
+        line.set("ts", clock.rfc3339)
         line.set("level", level)
         line.set("msg", message)
         for (k, v) in fields { line.set(k, v) }
         var bytes = Array(line.description.utf8)
         bytes.append(0x0a)
         _ = bytes.withUnsafeBytes { LogOutput.write(2, $0) }
-    }
-
-    private static func threeDigits(_ n: Int) -> String {
-        n < 10 ? "00\(n)" : n < 100 ? "0\(n)" : String(n)
     }
 }

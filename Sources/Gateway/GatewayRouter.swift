@@ -96,7 +96,7 @@ final class GatewayRouter: RequestRouter {
 
     /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
     /// hosts) Host, without the head's strings; `head` is built only for the routes that need it.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: String,
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
                head: () -> HTTPRequestHead) -> RouteDecision
     {
         let rt = runtime
@@ -133,7 +133,7 @@ final class GatewayRouter: RequestRouter {
     }
 
     /// HTTP/2's entry (the head is already made of strings): the same decision.
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: String) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         route(method: head.method, path: path, host: { head.headers["Host"] }, peer: peer, requestID: requestID, head: { head })
     }
 
@@ -172,7 +172,7 @@ final class GatewayRouter: RequestRouter {
             return .forward(Forward(routeName: r.name, pool: pool, maxBody: r.maxBody, editHeaders: editHeaders,
                                     responseHeaders: responseHeaders, verdict: verdict))
         case .missing:
-            answer = ProxyError.upstreamUnavailable.response(requestId: request.requestID)
+            answer = ProxyError.upstreamUnavailable.response(requestId: request.requestID.text)
         }
         answer.verdict = verdict
         return .respond(answer)

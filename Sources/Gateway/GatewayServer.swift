@@ -267,6 +267,8 @@ public final class GatewayServer: @unchecked Sendable {
             if config.store != runtime.config.store || next.storeSecurity?.password != runtime.storeSecurity?.password {
                 GatewayEvents.log("warning", "store changes take effect after a restart")
             }
+            // The last step that can fail (a new access log file that cannot be opened refuses the reload).
+            try applyLogging(config.logging)
         } catch {
             metrics.reloaded(success: false)
             GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])

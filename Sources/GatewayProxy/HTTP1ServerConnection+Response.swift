@@ -12,7 +12,7 @@ extension HTTP1ServerConnection {
         if close || !hasHead { closeAfterResponse = true }
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))
-        fields.set(RequestID.field, requestID)
+        fields.set(RequestID.field, requestID.text)
         if closeAfterResponse || draining { fields.set("Connection", "close") }
         responseStatus = r.status
         responseVerdict = r.verdict
@@ -32,7 +32,7 @@ extension HTTP1ServerConnection {
         guard phase != .closed else { return }
         exchange.stop()
         if !responseHeadSent, error.status != nil {
-            writeLocal(error.response(requestId: requestID), close: true, error: error)
+            writeLocal(error.response(requestId: requestID.text), close: true, error: error)
             return
         }
         logExchange(error: error)
@@ -48,15 +48,14 @@ extension HTTP1ServerConnection {
             route: routeName, method: method, target: target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: peerHost,
-            error: error?.code, protocolName: "http1")
-        record.requestID = requestID
-        record.httpVersion = requestMinor == 0 ? "HTTP/1.0" : "HTTP/1.1"
-        record.verdict = exchange.forward?.verdict ?? responseVerdict
+            error: error?.code, protocolName: "http1", requestID: requestID, httpVersion: requestMinor == 0 ? "HTTP/1.0" : "HTTP/1.1",
+            verdict: exchange.forward?.verdict ?? responseVerdict)
         guard hasHead else { return router.exchangeDidFinish(record) }
         // Host, User-Agent and Referer are read from the head's bytes during the call, not copied.
         let h = head
+        let extras = headExtras
         headBytes.with { buf in
-            record.fields = LoggedFields.of(h, buf)
+            record.fields = LoggedFields.of(h, extras, buf)
             router.exchangeDidFinish(record)
         }
     }

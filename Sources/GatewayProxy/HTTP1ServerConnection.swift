@@ -49,6 +49,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// Whether `head` is the current exchange's (false between requests and for a request whose
     /// head could not be parsed).
     var hasHead = false
+    /// What the connection read of `head` besides the parser's findings (request id, access line).
+    var headExtras = HeadExtras.none
     /// The current request's framing and HTTP minor version (kept apart from `head`: read on every
     /// body read and response).
     private var requestFraming = BodyFraming.none
@@ -61,7 +63,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     var target = "-"
     var routeName = "-"
     /// The current exchange's id (`RequestID`).
-    var requestID = ""
+    var requestID = RequestID("")
     /// The verdict of a protected route's local answer (a refusal), for the access line.
     var responseVerdict: AccessVerdict?
     var started: UInt64 = 0
@@ -266,6 +268,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         replace(&method, with: "-")
         replace(&target, with: "-")
         requestFraming = .none
+        headExtras = .none
         replace(&requestID, with: requestIDs.next())
         resetExchange()
     }
@@ -276,8 +279,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         hasHead = true
         requestFraming = h.framing
         requestMinor = h.minorVersion
-        // The client's id when it sent one valid X-Request-Id (rare; its string is made only then).
-        let clientID = h.fields.isEmpty ? nil : headBytes.with { RequestID.fromClient(h, $0) }
+        let bytes = headBytes
+        let extras = h.fields.isEmpty ? .none : bytes.with { HeadExtras.scan(h, $0) }
+        headExtras = extras
+        // The client's id when it sent one valid X-Request-Id (its string is made only then).
+        let clientID = extras.requestID == nil ? nil : bytes.with { RequestID.fromClient(extras, $0) }
         replace(&requestID, with: clientID ?? requestIDs.next())
         resetExchange()
     }

@@ -13,7 +13,7 @@ final class HTTP2Stream {
     private var session: HTTP2ServerSession { conn.session }
     private let exchange: UpstreamExchange
     /// The exchange's id (`RequestID`): the client's valid `x-request-id`, or a new one.
-    let requestID: String
+    let requestID: RequestID
     /// The verdict of a protected route's local answer (a refusal), for the access line.
     private var responseVerdict: AccessVerdict?
 
@@ -248,7 +248,7 @@ final class HTTP2Stream {
         exchange.cancelTimer()
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))
-        fields.set(RequestID.field, requestID)
+        fields.set(RequestID.field, requestID.text)
         let noBody = head.method == "HEAD" || r.status == 204 || r.status == 304 || r.body.isEmpty
         responseStatus = r.status
         responseVerdict = r.verdict
@@ -273,7 +273,7 @@ final class HTTP2Stream {
         exchange.stop()
         error = e
         if !responseHeadSent, e.status != nil {
-            respond(e.response(requestId: requestID))
+            respond(e.response(requestId: requestID.text))
             return
         }
         discardRequestBody()
@@ -304,15 +304,12 @@ final class HTTP2Stream {
         bufferedHandler = nil
         exchange.stop()
         let now = EventLoop.monotonicNanos()
-        var record = ExchangeRecord(
+        let record = ExchangeRecord(
             route: routeName, method: head.method, target: head.target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: conn.peerHost,
-            error: error?.code, protocolName: "h2")
-        record.requestID = requestID
-        record.httpVersion = "HTTP/2.0"
-        record.fields = LoggedFields.of(head)
-        record.verdict = exchange.forward?.verdict ?? responseVerdict
+            error: error?.code, protocolName: "h2", requestID: requestID, httpVersion: "HTTP/2.0", fields: LoggedFields.of(head),
+            verdict: exchange.forward?.verdict ?? responseVerdict)
         conn.router.exchangeDidFinish(record)
         exchange.end()
     }
@@ -375,15 +372,13 @@ extension HTTP2Stream: UpstreamExchangeHost {
             if let routeFields = exchange.forward?.responseHeaders, routeFields.count > 0 {
                 // Fields set by the route: through strings, as `HTTPFields.set` defines them.
                 let fields = DownstreamResponseHead.fields(r.materialize(buf), routeFields: routeFields, dropContentLength: dropContentLength,
-                                                           requestID: requestID)
+                                                           requestID: requestID.text)
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.
-                var requestID = requestID
-                try requestID.withUTF8 { i in
+                try requestID.withBytes { i in
                     try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
-                        DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength,
-                                                           requestID: UnsafeRawBufferPointer(i), to: &$0)
+                        DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, requestID: i, to: &$0)
                     }
                 }
             }

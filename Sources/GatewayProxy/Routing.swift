@@ -59,9 +59,11 @@ public final class Forward {
 
 /// A protected route's verdict as the access line shows it: `verdict` (`accepted`, `refused`,
 /// `would_refuse`, `fail_open`) and `reason` (`ok` or the refusal's code). Never assertion bytes.
-public struct AccessVerdict: Sendable, Equatable {
-    public var verdict: String
-    public var reason: String
+/// A class: one reference in the answers that carry it (`LocalResponse`, `Forward`), which every
+/// request's decision copies.
+public final class AccessVerdict: Sendable {
+    public let verdict: String
+    public let reason: String
 
     public init(verdict: String, reason: String) {
         self.verdict = verdict
@@ -87,8 +89,8 @@ public struct BufferedRequest {
     /// The listener's rule for foldable names (`DownstreamLimits.dropFoldableNames`), for a local
     /// handler that forwards (the demo upstream).
     public var dropFoldableNames: Bool = true
-    /// The exchange's id (`RequestID`): refusals are recorded for `/explain` under it.
-    public var requestID: String = ""
+    /// The exchange's id: refusals are recorded for `/explain` under it.
+    public var requestID = RequestID("")
 }
 
 public enum BufferedOutcome {
@@ -114,32 +116,14 @@ public struct ExchangeRecord {
     public var error: String?
     /// `http1` or `h2`.
     public var protocolName: String
-    /// The exchange's id (`RequestID`).
-    public var requestID: String = ""
+    /// The exchange's id.
+    public var requestID = RequestID("")
     /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`, as nginx's `$server_protocol` says it.
     public var httpVersion: StaticString = "HTTP/1.1"
     /// Host, User-Agent and Referer as the client sent them.
     public var fields = LoggedFields()
     /// On a protected route: the verdict and its reason.
     public var verdict: AccessVerdict?
-
-    public init(route: String, method: String, target: String, status: Int, requestBytes: Int, responseBytes: Int,
-                durationSeconds: Double, upstream: String?, upstreamSeconds: Double?, peer: String, error: String?,
-                protocolName: String)
-    {
-        self.route = route
-        self.method = method
-        self.target = target
-        self.status = status
-        self.requestBytes = requestBytes
-        self.responseBytes = responseBytes
-        self.durationSeconds = durationSeconds
-        self.upstream = upstream
-        self.upstreamSeconds = upstreamSeconds
-        self.peer = peer
-        self.error = error
-        self.protocolName = protocolName
-    }
 }
 
 /// A request field's value for the access line, without a copy: Latin-1 bytes of the connection's
@@ -162,24 +146,10 @@ public struct LoggedFields {
         self.referer = referer
     }
 
-    /// From an HTTP/1.1 head's field lines (ranges of `buf`): the first of each.
-    static func of(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer) -> LoggedFields {
-        var out = LoggedFields()
-        if let h = head.host { out.host = .bytes(UnsafeRawBufferPointer(rebasing: buf[h])) }
-        for f in head.fields {
-            switch f.name.count {
-            case 10:
-                if case .none = out.userAgent, equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "User-Agent") {
-                    out.userAgent = .bytes(UnsafeRawBufferPointer(rebasing: buf[f.value]))
-                }
-            case 7:
-                if case .none = out.referer, equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Referer") {
-                    out.referer = .bytes(UnsafeRawBufferPointer(rebasing: buf[f.value]))
-                }
-            default: break
-            }
-        }
-        return out
+    /// From an HTTP/1.1 head (ranges of `buf`) and what `HeadExtras` found in it.
+    static func of(_ head: HTTPRequestHeadLines, _ extras: HeadExtras, _ buf: UnsafeRawBufferPointer) -> LoggedFields {
+        func value(_ r: Range<Int>?) -> LoggedValue { r.map { .bytes(UnsafeRawBufferPointer(rebasing: buf[$0])) } ?? .none }
+        return LoggedFields(host: value(head.host), userAgent: value(extras.userAgent), referer: value(extras.referer))
     }
 
     /// From a head of strings (HTTP/2: the authority is the first field, as Host).
@@ -199,20 +169,57 @@ public struct LoggedFields {
     }
 }
 
+/// What the HTTP/1.1 connection reads of a head besides what the parser found (`HTTPRequestHeadLines`),
+/// in one pass over its field lines when the head arrives: its `X-Request-Id` fields (`RequestID`),
+/// the first `User-Agent` and the first `Referer` (the access line). Ranges of the head's bytes.
+struct HeadExtras {
+    var requestID: Range<Int>?
+    /// How many `X-Request-Id` fields (more than one: none is the client's id).
+    var requestIDCount = 0
+    var userAgent: Range<Int>?
+    var referer: Range<Int>?
+
+    static let none = HeadExtras()
+
+    static func scan(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer) -> HeadExtras {
+        var out = HeadExtras()
+        for f in head.fields {
+            // Names of other lengths (most) are passed over without a look at their bytes.
+            switch f.name.count {
+            case 12:
+                if equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "X-Request-Id") {
+                    out.requestIDCount += 1
+                    out.requestID = f.value
+                }
+            case 10:
+                if out.userAgent == nil, equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "User-Agent") {
+                    out.userAgent = f.value
+                }
+            case 7:
+                if out.referer == nil, equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Referer") {
+                    out.referer = f.value
+                }
+            default: break
+            }
+        }
+        return out
+    }
+}
+
 /// Per loop: decides each request's disposition and hears about finished exchanges.
 public protocol RequestRouter: AnyObject {
     /// `requestID`: the exchange's id (`RequestID`), for what the router records of it (`/explain`).
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: String) -> RouteDecision
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision
     /// The HTTP/1.1 connection's entry: the method, the normalized path and the Host value (asked
     /// for only when a route matches on hosts) decide a plain route; `head` builds the whole head of
     /// strings, for the routes that need it. By default: `route(head(), …)`.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: String,
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
                head: () -> HTTPRequestHead) -> RouteDecision
     func exchangeDidFinish(_ record: ExchangeRecord)
 }
 
 extension RequestRouter {
-    public func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: String,
+    public func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
                       head: () -> HTTPRequestHead) -> RouteDecision
     {
         route(head(), path: path, peer: peer, requestID: requestID)

@@ -22,7 +22,7 @@ final class RecordingProxyRouter: RequestRouter, @unchecked Sendable {
         self.pool = pool
         self.maxBody = maxBody
     }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: String) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         if path == "/local" { return .respond(routeName: "local", LocalResponse.json(418, "{\"local\":true}")) }
         return .forward(Forward(
             routeName: "default", pool: pool, maxBody: maxBody,
@@ -36,7 +36,7 @@ final class RecordingProxyRouter: RequestRouter, @unchecked Sendable {
             case .bytes(let b): String(decoding: b, as: UTF8.self)
             }
         let kept = Kept(route: record.route, target: record.target, status: record.status, requestBytes: record.requestBytes,
-                        protocolName: record.protocolName, error: record.error, requestID: record.requestID, userAgent: ua)
+                        protocolName: record.protocolName, error: record.error, requestID: record.requestID.text, userAgent: ua)
         records.withLock { $0.append(kept) }
     }
 }
@@ -283,7 +283,8 @@ struct HTTP2ProxyTests {
         let bad = try curlCall(["--http2-prior-knowledge", "--path-as-is", f.url("/a/%2e%2e/%2e%2e/x")])
         #expect(bad.status == 400)
         #expect(bad.headers["content-type"] == "application/json")
-        #expect(bad.text == "{\"error\":\"ambiguous_path\"}\n")
+        let badID = try #require(bad.headers["x-request-id"])
+        #expect(bad.text == "{\"error\":\"ambiguous_path\",\"requestId\":\"\(badID)\"}\n")
     }
 
     @Test("a declared body above the route's limit → 413 JSON before reading it") func tooLarge() throws {

@@ -60,6 +60,7 @@ struct UpstreamHeadTests {
             let drop = i % 4 < 2
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
             let id = i % 6 == 0 ? "" : "req-\(i)"
+            let requestID = RequestID(id)
             let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, requestID: id, framing: framing, edit: edit,
                                                dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
             var expected: [UInt8] = [7]
@@ -70,7 +71,7 @@ struct UpstreamHeadTests {
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, requestID: id, framing: framing,
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, requestID: requestID, framing: framing,
                                         dropFoldableNames: drop, to: &w)
                 }
             }
@@ -82,7 +83,7 @@ struct UpstreamHeadTests {
             var fromStrings: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromStrings) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, requestID: id, framing: framing,
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, requestID: requestID, framing: framing,
                                         dropFoldableNames: drop, to: &w)
                 }
             }
@@ -92,7 +93,7 @@ struct UpstreamHeadTests {
             if i % 10 == 0 {
                 let body = [UInt8](repeating: 0x61, count: i % 3)
                 let request = BufferedRequest(head: head, path: "/", body: body, peer: try SocketAddress(host: "192.0.2.1", port: 1),
-                                              scheme: proto, dropFoldableNames: drop, requestID: id)
+                                              scheme: proto, dropFoldableNames: drop, requestID: requestID)
                 let demo = request.upstreamFields(edit: edit, upstream: "127.0.0.1:8081")
                 let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, requestID: id,
                                                     framing: .whole(.none, count: body.count), edit: edit, dropFoldableNames: drop,
@@ -157,7 +158,7 @@ struct UpstreamHeadTests {
             let h2Lines = laidOut.set(head, reusing: [])
             HeadWriter.appendHead(to: &out) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", requestID: "gw-id", framing: .none,
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
                                         dropFoldableNames: drop, to: &w)
                 }
             }
@@ -165,7 +166,7 @@ struct UpstreamHeadTests {
             var fromBytes: [UInt8] = []
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", requestID: "gw-id", framing: .none,
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
                                         dropFoldableNames: drop, to: &w)
                 }
             }

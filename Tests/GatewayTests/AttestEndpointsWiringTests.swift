@@ -176,12 +176,12 @@ struct AttestEndpointsWiringTests {
             let router = self.router
             return try loop.queue.sync { () throws -> Answer in
                 let id = "wiring-\(UInt32.random(in: 0...UInt32.max))"
-                switch router.route(head, path: target, peer: peer, requestID: id) {
+                switch router.route(head, path: target, peer: peer, requestID: RequestID(id)) {
                 case .respond(_, let response):
                     return .beforeBody(response)
                 case .buffer(_, _, let handler):
                     var outcome: BufferedOutcome?
-                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http", requestID: id)) { outcome = $0 }
+                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http", requestID: RequestID(id))) { outcome = $0 }
                     guard case .respond(let response)? = outcome else { throw WiringError.notAnswered }
                     return .afterBody(response)
                 case .forward:

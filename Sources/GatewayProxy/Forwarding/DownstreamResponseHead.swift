@@ -21,7 +21,7 @@ enum DownstreamResponseHead {
     /// fields the upstream's field lines are copied as bytes (`writeHTTP1`); with them, through
     /// `HTTPFields`. Returns whether the body goes chunked and whether the connection closes after it.
     static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, routeFields: HTTPFields?, requestMinor: Int,
-                          close: Bool, requestID: String, to downstream: Connection) -> (chunked: Bool, close: Bool)
+                          close: Bool, requestID: RequestID, to downstream: Connection) -> (chunked: Bool, close: Bool)
     {
         var chunked = false
         var close = close
@@ -36,16 +36,15 @@ enum DownstreamResponseHead {
         let connection: String? = close ? "close" : requestMinor == 0 ? "keep-alive" : nil
         if let routeFields, routeFields.count > 0 {
             let full = r.materialize(buf)
-            var fields = fields(full, routeFields: routeFields, dropContentLength: dropContentLength, requestID: requestID)
+            var fields = fields(full, routeFields: routeFields, dropContentLength: dropContentLength, requestID: requestID.text)
             if chunked { fields.append("Transfer-Encoding", "chunked") }
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
         } else {
-            var id = requestID
-            id.withUTF8 { i in
+            requestID.withBytes { i in
                 downstream.writeHead {
                     writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection,
-                               requestID: UnsafeRawBufferPointer(i), to: &$0)
+                               requestID: i, to: &$0)
                 }
             }
         }

@@ -182,18 +182,16 @@ extension Forward {
     /// The upstream request head of `head` (ranges of `buf`), framed as `framing`, with this route's
     /// edit: `UpstreamRequestHead.write`, the host defaulting to the upstream's address.
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           requestID: String, framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
+                           requestID: RequestID, framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
     {
         var client = client
         var proto = proto
-        var id = requestID
         client.withUTF8 { c in
             proto.withUTF8 { p in
-                id.withUTF8 { i in
+                requestID.withBytes { i in
                     UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                              requestID: UnsafeRawBufferPointer(i), framing: framing, edit: editHeaders,
-                                              dropFoldableNames: dropFoldableNames, defaultHost: { pool.target.address.description },
-                                              to: &out)
+                                              requestID: i, framing: framing, edit: editHeaders, dropFoldableNames: dropFoldableNames,
+                                              defaultHost: { pool.target.address.description }, to: &out)
                 }
             }
         }
@@ -211,17 +209,16 @@ extension BufferedRequest {
     public func upstreamFields(edit: HeaderEdit, upstream: String) -> HTTPFields {
         var client = peer?.host ?? "unknown"
         var proto = scheme
-        var id = requestID
         var out: [UInt8] = []
         let bytes = HeadBytes()
         let lines = bytes.set(head, reusing: [])
         bytes.with { buf in
             client.withUTF8 { c in
                 proto.withUTF8 { p in
-                    id.withUTF8 { i in
+                    requestID.withBytes { i in
                         HeadWriter.appendHead(to: &out) {
                             UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                                      requestID: UnsafeRawBufferPointer(i), framing: .whole(head.framing, count: body.count),
+                                                      requestID: i, framing: .whole(head.framing, count: body.count),
                                                       edit: edit, dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
                         }
                     }
