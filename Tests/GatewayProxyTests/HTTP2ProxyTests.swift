@@ -293,7 +293,8 @@ struct HTTP2ProxyTests {
         defer { f.stop() }
         let a = try curlCall(["--http2-prior-knowledge", "--data-binary", String(repeating: "x", count: 5000), f.url("/u")])
         #expect(a.status == 413)
-        #expect(a.text == "{\"error\":\"body_too_large\"}\n")
+        let id = try #require(a.headers["x-request-id"])
+        #expect(a.text == "{\"error\":\"body_too_large\",\"requestId\":\"\(id)\"}\n")
     }
 
     @Test("upstream down → 502 JSON on h2, connection still usable") func upstreamDown() throws {
