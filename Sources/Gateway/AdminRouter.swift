@@ -42,7 +42,7 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
     static let unauthorized = AdminError.unauthorized.response(
         headers: HTTPFields([("WWW-Authenticate", "Bearer realm=\"attest-gateway admin\""), ("Cache-Control", "no-store")]))
 
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         let access = self.access.withLock { $0 }
         if access.guards(path: path), !access.authorizes(head.headers["Authorization"]) {
             return .respond(routeName: "admin", Self.unauthorized)

@@ -259,7 +259,7 @@ extension GatewayRouter {
     /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
     /// remaining DATA). Everything else is buffered for `protected`, which goes on from the headers
     /// read here.
-    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, route r: GatewayRuntime.CompiledRoute,
+    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, requestID: RequestID, route r: GatewayRuntime.CompiledRoute,
                            runtime rt: GatewayRuntime) -> RouteDecision
     {
         let keyText = h.headers[AttestHeaders.keyID]
@@ -268,15 +268,17 @@ extension GatewayRouter {
         }
         // Apps whose device has no App Attest say so (docs/client-contract.md): counted, fallback or not.
         if h.headers[AttestHeaders.unsupported] == "1" { attest.metrics.unsupportedClaim(route: r.name) }
-        if let decided = fallbackDecision(h, peer: peer, route: r, mode: mode, runtime: rt) { return decided }
+        if let decided = fallbackDecision(h, peer: peer, requestID: requestID, route: r, mode: mode, runtime: rt) { return decided }
         let headers = AssertionGate.readHeaders(
             keyID: keyText, challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
             route: r.assertion)
         if case .failure(var e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
             if r.fallback != nil { e.add("path", "app_attest") }
             record(verdict, route: r)
-            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
-            return .respond(routeName: r.name, refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route))
+            let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
+            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
+            answer.verdict = AccessVerdict(verdict)
+            return .respond(routeName: r.name, answer)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
             self.protected(request, route: r, runtime: rt, mode: mode, headers: headers, done: done)
@@ -298,6 +300,7 @@ extension GatewayRouter {
             [unowned self] outcome in
             let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome)
             self.record(verdict, route: r)
+            let logged = AccessVerdict(verdict)
             switch outcome {
             case .accepted(let a):
                 // Verified: forwarded as verified (`.forwardVerified`, or `.forwardVerifiedRecorded` for a
@@ -313,13 +316,15 @@ extension GatewayRouter {
                 switch verdict.action {
                 case .refuse:
                     let e = Self.riskExplanation(a, route: r.assertion)
-                    done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
+                    var answer = self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
+                    answer.verdict = logged
+                    done(.respond(answer))
                     return
                 case .forwardVerifiedRecorded(let recordedStatus):
                     let e = Self.riskExplanation(a, route: r.assertion)
                     let id = self.attest.explain.record(
-                        e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
-                        method: h.method, target: h.target, peer: request.peer?.host)
+                        e, id: request.requestID.text, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
+                        verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
                     GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                         ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("key_id", keyID),
                         ("risk_metric", a.risk?.metric.map { String($0) } ?? "-"), ("request_id", id),
@@ -329,20 +334,23 @@ extension GatewayRouter {
                 }
                 var edit = rt.stripAttestHeaders.adding(verifiedHeader, keyID)
                 if let metric = a.risk?.metric { edit = edit.adding(AttestHeaders.riskMetric, String(metric)) }
-                done(self.forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: response))
+                done(self.forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: response, verdict: logged))
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }
                 guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-                    done(.respond(self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
+                    var answer = self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
+                    answer.verdict = logged
+                    done(.respond(answer))
                     return
                 }
                 let id = self.attest.explain.record(
-                    e, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
-                    method: h.method, target: h.target, peer: request.peer?.host)
+                    e, id: request.requestID.text, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
+                    verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                     ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
                 ])
-                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields()))
+                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(),
+                                  verdict: logged))
             }
         }
     }
@@ -382,7 +390,9 @@ enum Refusals {
         log: ExplainLog
     ) -> LocalResponse {
         let status = e.error.status(on: surface)
-        let id = log.record(e, status: status, route: route, mode: mode, method: request.method, target: request.target, peer: request.peer)
+        let id = log.record(
+            e, id: request.requestID, status: status, route: route, mode: mode, method: request.method, target: request.target,
+            peer: request.peer)
         var extra: [(String, JSONObject.Value)] = []
         if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { extra.append(("detail", .string(d.1))) }
         var headers = HTTPFields([("Cache-Control", "no-store")])
@@ -397,14 +407,22 @@ struct RequestSummary: Sendable {
     let method: String
     let target: String
     let peer: String?
+    /// The exchange's id: the `/explain` entry's.
+    let requestID: String
 
     init(_ request: BufferedRequest) {
-        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host)
+        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host, requestID: request.requestID.text)
     }
 
-    init(method: String, target: String, peer: String?) {
+    init(method: String, target: String, peer: String?, requestID: String) {
         self.method = method
         self.target = target
         self.peer = peer
+        self.requestID = requestID
     }
+}
+
+extension AccessVerdict {
+    /// A route verdict as the access line shows it: its `verdict` and `reason` labels.
+    convenience init(_ v: RouteVerdict) { self.init(verdict: v.verdict.rawValue, reason: v.reason) }
 }

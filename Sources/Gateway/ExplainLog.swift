@@ -1,5 +1,6 @@
 import Foundation
 import GatewayPolicy
+import GatewayProxy
 import GatewayWire
 import Synchronization
 
@@ -59,15 +60,15 @@ final class ExplainLog: Sendable {
         self.clock = clock
     }
 
-    /// Records a decision and returns its request id (16 hex digits, random). `status` is what the
-    /// client was sent, or for a request forwarded anyway (`verdict` `would_refuse` or `fail_open`),
-    /// what a refusal sends.
+    /// Records a decision under its exchange's request id (`RequestID`; a new random one when
+    /// `id` is empty) and returns the id. `status` is what the client was sent, or for a request
+    /// forwarded anyway (`verdict` `would_refuse` or `fail_open`), what a refusal sends. Ids a
+    /// client chose need not be unique: an id names its newest entry.
     func record(
-        _ e: Explanation, status: Int, route: String, mode: String, verdict: RouteVerdict.Label = .refused,
+        _ e: Explanation, id: String, status: Int, route: String, mode: String, verdict: RouteVerdict.Label = .refused,
         method: String, target: String, peer: String?
     ) -> String {
-        var rng = SystemRandomNumberGenerator()
-        let id = Hex.encode(withUnsafeBytes(of: rng.next() as UInt64) { Array($0) })
+        let id = id.isEmpty ? RequestIDGenerator().next().text : id
         let now = clock()
         let entry = Entry(
             id: id, atMillis: now, status: status, route: route, mode: mode, verdict: verdict, method: Self.cap(method, 32),
@@ -107,7 +108,8 @@ final class ExplainLog: Sendable {
     }
 
     private func removeOldest(_ r: inout Ring) {
-        if let oldest = r.entries[r.head] { r.byID[oldest.id] = nil }
+        // A newer entry under the same id (a client's id used twice) keeps its place.
+        if let oldest = r.entries[r.head], r.byID[oldest.id] == r.head { r.byID[oldest.id] = nil }
         r.entries[r.head] = nil
         r.head = (r.head + 1) % capacity
         r.count -= 1

@@ -19,8 +19,8 @@ extension GatewayRouter {
     /// Counts the request in the route's share and, when it takes the fallback, decides it.
     /// nil: an App Attest request (or no fallback): the assertion path goes on.
     func fallbackDecision(
-        _ h: HTTPRequestHead, peer: SocketAddress?, route r: GatewayRuntime.CompiledRoute, mode: RouteVerdict.Mode,
-        runtime rt: GatewayRuntime
+        _ h: HTTPRequestHead, peer: SocketAddress?, requestID: RequestID, route r: GatewayRuntime.CompiledRoute,
+        mode: RouteVerdict.Mode, runtime rt: GatewayRuntime
     ) -> RouteDecision? {
         guard let f = r.fallback else { return nil }
         let isFallback =
@@ -51,12 +51,15 @@ extension GatewayRouter {
         attest.metrics.fallback(route: r.name, result: e.error.code)
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .refused(e.error))
         recordVerdict(verdict, route: r)
-        let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host)
+        let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
         guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-            return .respond(routeName: r.name, refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route))
+            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
+            answer.verdict = AccessVerdict(verdict)
+            return .respond(routeName: r.name, answer)
         }
         recordForwarded(e, status: recordedStatus, verdict: verdict, route: r, about: summary)
-        return forward(r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate)
+        return forward(r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate,
+                       verdict: AccessVerdict(verdict))
     }
 
     /// The body is read: the token, its replay, DeviceCheck, the verdict.
@@ -137,7 +140,7 @@ extension GatewayRouter {
                 Self.writeBits(value, over: bits, token: token, route: route, services: services, deviceCheck: deviceCheck)
             }
         }
-        done(forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: HTTPFields(), responseHook: hook))
+        done(forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: HTTPFields(), responseHook: hook, verdict: AccessVerdict(verdict)))
     }
 
     /// A refusal of the fallback, carried out as its verdict says (refused, or forwarded unverified
@@ -150,16 +153,19 @@ extension GatewayRouter {
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .refused(e.error))
         recordVerdict(verdict, route: r)
         guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-            return done(.respond(refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)))
+            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
+            answer.verdict = AccessVerdict(verdict)
+            return done(.respond(answer))
         }
         recordForwarded(e, status: recordedStatus, verdict: verdict, route: r, about: RequestSummary(request))
-        done(forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate))
+        done(forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate,
+                     verdict: AccessVerdict(verdict)))
     }
 
     /// A refusal forwarded anyway: recorded for explain and logged, as assertions' are.
     private func recordForwarded(_ e: Explanation, status: Int, verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute, about s: RequestSummary) {
         let id = attest.explain.record(
-            e, status: status, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict, method: s.method, target: s.target,
+            e, id: s.requestID, status: status, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict, method: s.method, target: s.target,
             peer: s.peer)
         GatewayEvents.log("info", "fallback \(verdict.verdict.rawValue)", [
             ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),

@@ -4,54 +4,29 @@ import GatewayProxy
 import GatewayWire
 import Synchronization
 
-/// The access log (one JSON line per finished exchange, stdout) and the gateway's event log
-/// (stderr). Shared by all loops; each line is one write(2), so lines never interleave.
+/// The access log's current target (`AccessLogTarget`: options and open file, nil when off; each
+/// loop writes through its own `AccessLogWriter`) and the gateway's event log (stderr). Shared by all
+/// loops; every log write goes through `LogOutput`, so lines never interleave or tear.
 public final class GatewayEvents: Sendable {
-    /// `logging.access_log`; switched by a reload (`adopt`).
-    public var accessLog: Bool { accessLogOn.load(ordering: .relaxed) }
-    private let accessLogOn: Atomic<Bool>
+    private let current: Mutex<AccessLogTarget?>
 
-    public init(accessLog: Bool) {
-        accessLogOn = Atomic(accessLog)
+    init(target: AccessLogTarget?) {
+        current = Mutex(target)
     }
 
-    /// A reloaded `logging` section, in force for every line logged from now on: the event log's
-    /// level, then the access log's settings (`adoptAccessLog`).
-    public func adopt(_ logging: LoggingConfig) {
-        Self.setLevel(logging.level)
-        adoptAccessLog(logging)
+    /// Opens the access log `logging` names (a file that cannot be opened is an error).
+    convenience init(logging: LoggingConfig) throws(AccessLogError) {
+        self.init(target: logging.accessLog ? try AccessLogTarget.open(logging.accessLogOptions) : nil)
     }
 
-    /// The reload hook of the access log's settings: `access_log: true|false` today. Whatever the
-    /// access log gains (a file, a format, buffering) is switched here, so that SIGHUP applies it.
-    func adoptAccessLog(_ logging: LoggingConfig) {
-        accessLogOn.store(logging.accessLog, ordering: .relaxed)
-    }
+    /// Where access lines go now (nil: off).
+    var accessLog: AccessLogTarget? { current.withLock { $0 } }
 
-    func exchangeDidFinish(_ r: ExchangeRecord) {
-        guard accessLog else { return }
-        var line = JSONObject()
-        line.set("ts", Date().formatted(.iso8601))
-        line.set("route", r.route)
-        line.set("method", r.method)
-        line.set("target", r.target)
-        line.set("status", r.status)
-        line.set("request_bytes", r.requestBytes)
-        line.set("response_bytes", r.responseBytes)
-        line.set("duration_s", .string(String(format: "%.6f", r.durationSeconds)))
-        line.set("upstream", r.upstream)
-        if let u = r.upstreamSeconds { line.set("upstream_duration_s", .string(String(format: "%.6f", u))) }
-        line.set("client", r.peer)
-        line.set("protocol", r.protocolName)
-        if let e = r.error { line.set("error", e) }
-        Self.writeLine(line.description)
-    }
-
-    /// One write(2) per line, so lines from several loops never interleave.
-    static func writeLine(_ text: String) {
-        var bytes = Array(text.utf8)
-        bytes.append(0x0a)
-        bytes.withUnsafeBytes { _ = write(1, $0.baseAddress, $0.count) }
+    /// Makes `target` the current one; returns it.
+    @discardableResult
+    func replace(with target: AccessLogTarget?) -> AccessLogTarget? {
+        current.withLock { $0 = target }
+        return target
     }
 
     /// The lowest level written (`logging.level`): lines below it are dropped before being built.
@@ -69,13 +44,15 @@ public final class GatewayEvents: Sendable {
     /// `level` is at least `logging.level`.
     public static func log(_ level: String, _ message: String, _ fields: [(String, String)] = []) {
         guard logs(level) else { return }
+        var clock = LogClock()
+        clock.now()
         var line = JSONObject()
-        line.set("ts", Date().formatted(.iso8601))
+        line.set("ts", clock.rfc3339)
         line.set("level", level)
         line.set("msg", message)
         for (k, v) in fields { line.set(k, v) }
         var bytes = Array(line.description.utf8)
         bytes.append(0x0a)
-        bytes.withUnsafeBytes { _ = write(2, $0.baseAddress, $0.count) }
+        _ = bytes.withUnsafeBytes { LogOutput.write(2, $0) }
     }
 }

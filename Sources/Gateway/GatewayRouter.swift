@@ -20,7 +20,8 @@ final class GatewayRouter: RequestRouter {
     /// The decision of each route without assertion checks that forwards to a pool, made once per
     /// adopted runtime (nil for the others, decided per request).
     private var plainDecisions: [RouteDecision?] = []
-    private let events: GatewayEvents
+    /// This loop's access log (lines buffered here, written whole).
+    let accessLog: AccessLogWriter
     private let metrics: LoopMetrics
     let attest: AttestContext
     let attestMetrics: AttestLoopMetrics
@@ -30,7 +31,7 @@ final class GatewayRouter: RequestRouter {
     init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents, metrics: GatewayMetrics, attest: AttestContext) {
         self.loop = loop
         self.runtime = runtime
-        self.events = events
+        accessLog = AccessLogWriter(loop: loop, target: events.accessLog)
         self.metrics = LoopMetrics(shared: metrics, loop: loop.index)
         self.attest = attest
         attestMetrics = AttestLoopMetrics(shared: attest.metrics)
@@ -124,8 +125,8 @@ final class GatewayRouter: RequestRouter {
 
     /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
     /// hosts) Host, without the head's strings; `head` is built only for the routes that need it.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, head: () -> HTTPRequestHead)
-        -> RouteDecision
+    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
+               head: () -> HTTPRequestHead) -> RouteDecision
     {
         let rt = runtime
         // Lengths first: a string comparison that finds no shortcut costs ~60 instructions.
@@ -143,7 +144,7 @@ final class GatewayRouter: RequestRouter {
         }
         if let decision = plainDecisions[index] { return decision }  // `rt` is `runtime`: read above, on this loop
         let r = rt.routes[index]
-        if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, route: r, runtime: rt) }
+        if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, requestID: requestID, route: r, runtime: rt) }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
     }
 
@@ -161,8 +162,8 @@ final class GatewayRouter: RequestRouter {
     }
 
     /// HTTP/2's entry (the head is already made of strings): the same decision.
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
-        route(method: head.method, path: path, host: { head.headers["Host"] }, peer: peer, head: { head })
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
+        route(method: head.method, path: path, host: { head.headers["Host"] }, peer: peer, requestID: requestID, head: { head })
     }
 
     /// Where a request that may go on goes, decided before its body is read: the in-process demo
@@ -170,7 +171,7 @@ final class GatewayRouter: RequestRouter {
     /// client-sent verified-key header.
     func forward(
         _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: HeaderEdit,
-        responseHeaders: HTTPFields, responseHook: ResponseHook? = nil
+        responseHeaders: HTTPFields, responseHook: ResponseHook? = nil, verdict: AccessVerdict? = nil
     ) -> RouteDecision {
         switch target(r, rt) {
         case .demo:
@@ -179,26 +180,32 @@ final class GatewayRouter: RequestRouter {
                                                   responseHeaders: responseHeaders)))
             }
         case .upstream(let u):
-            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders, responseHook: responseHook ?? Self.responseHook(r)))
+            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders,
+                                      responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
         case .missing:
             return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
     }
 
-    /// The same, for a request whose body was already buffered for a local decision.
+    /// The same, for a request whose body was already buffered for a local decision; `verdict`: a
+    /// protected route's, for the access line.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook? = nil
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook? = nil, verdict: AccessVerdict? = nil
     ) -> BufferedOutcome {
+        var answer: LocalResponse
         switch target(r, rt) {
         case .demo:
-            return .respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
-                                                responseHeaders: responseHeaders))
+            answer = DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
+                                         responseHeaders: responseHeaders)
         case .upstream(let u):
-            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders, responseHook: responseHook ?? Self.responseHook(r)))
+            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders,
+                                      responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
         case .missing:
-            return .respond(ProxyError.upstreamUnavailable.response())
+            answer = ProxyError.upstreamUnavailable.response(requestId: request.requestID.text)
         }
+        answer.verdict = verdict
+        return .respond(answer)
     }
 
     /// A route with a DeviceCheck fallback takes `X-Device-Check-Update` out of every response
@@ -206,7 +213,7 @@ final class GatewayRouter: RequestRouter {
     static func responseHook(_ r: GatewayRuntime.CompiledRoute) -> ResponseHook? { r.fallback == nil ? nil : dropDeviceCheckUpdate }
 
     func exchangeDidFinish(_ record: ExchangeRecord) {
-        events.exchangeDidFinish(record)
+        accessLog.write(record)
         metrics.record(record)
     }
 }
@@ -233,10 +240,14 @@ final class LoopUpstream {
     }
 
     /// A route's forward to this upstream, with the route's own timeouts.
-    func forward(_ r: GatewayRuntime.CompiledRoute, editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?) -> Forward {
+    func forward(
+        _ r: GatewayRuntime.CompiledRoute, editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?,
+        verdict: AccessVerdict? = nil
+    ) -> Forward {
         Forward(
             routeName: r.name, pool: pools[0], maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
-            responseHook: responseHook, balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis, connectTimeoutMillis: r.connectTimeoutMillis)
+            responseHook: responseHook, balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis,
+            connectTimeoutMillis: r.connectTimeoutMillis, verdict: verdict)
     }
 
     func syncAddresses() {

@@ -58,6 +58,7 @@ public final class GatewayServer: @unchecked Sendable {
     public init(config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
                 exposition: (@Sendable () -> [UInt8])? = nil) throws
     {
+        ProcessSignals.prepare()
         GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
@@ -69,7 +70,7 @@ public final class GatewayServer: @unchecked Sendable {
             systemd = nil
             GatewayEvents.log("warning", "systemd notifications off: \(error)")
         }
-        events = GatewayEvents(accessLog: config.logging.accessLog)
+        events = try GatewayEvents(logging: config.logging)
         self.metrics = metrics
         started = ReloadChanges.Started(config: config, workers: rt.workers, storePassword: rt.storeSecurity?.password)
         var persistent = false
@@ -301,14 +302,21 @@ public final class GatewayServer: @unchecked Sendable {
         store.attestStore.deviceKey(id, completion: completion)
     }
 
-    /// Installs SIGTERM/SIGINT (drain and exit) and SIGHUP (reload), then blocks until stopped.
+    /// Installs the signal handlers (`ProcessSignals`: SIGTERM, SIGINT and SIGQUIT drain and exit,
+    /// SIGHUP reloads, SIGUSR1 reopens the log files, SIGUSR2 is logged and ignored), then blocks
+    /// until stopped.
     public func run() {
         let q = signalQueue
-        for sig in [SIGTERM, SIGINT, SIGHUP] {
+        for (sig, action) in ProcessSignals.handled {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: q)
             s.setEventHandler { [unowned self] in
-                if sig == SIGHUP { reload() } else { drainAndStop() }
+                switch action {
+                case .drain: drainAndStop()
+                case .reload: reload()
+                case .reopenLogs: reopenLogs()
+                case .logAndIgnore: GatewayEvents.log("info", "signal ignored", [("signal", ProcessSignals.name(sig))])
+                }
             }
             s.resume()
             signalSources.append(s)
@@ -335,9 +343,13 @@ public final class GatewayServer: @unchecked Sendable {
         defer { systemd?.ready(status: statusLine()) }
         let next: GatewayRuntime
         let plan: ListenerPlan
+        let accessLog: PreparedAccessLog
         do {
             let config = try GatewayConfig.load(path: path)
             next = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount, previous: runtime)
+            // The step that can fail last before the listeners: a new access log file that cannot be
+            // opened refuses the reload.
+            accessLog = try prepareAccessLog(config.logging)
             plan = try openListeners(next)
         } catch {
             metrics.reloaded(success: false)
@@ -346,7 +358,8 @@ public final class GatewayServer: @unchecked Sendable {
         }
         // Nothing fails from here on: all of it is applied.
         let previous = runtime
-        events.adopt(next.config.logging)
+        GatewayEvents.setLevel(next.config.logging.level)
+        if accessLog.changed { switchAccessLog(to: accessLog.target) }
         Self.logRoutes(next, configPath: configPath)
         runtime = next
         metrics.declare(next)
@@ -485,6 +498,61 @@ public final class GatewayServer: @unchecked Sendable {
         }
     }
 
+    /// SIGUSR1 (logrotate's `postrotate`, as for nginx): the access log file is opened again by its
+    /// path. Each loop writes what it buffered to the old file, then switches; the old descriptor
+    /// closes once no loop uses it. A file that cannot be opened is logged and the old one kept.
+    public func reopenLogs() {
+        guard let current = events.accessLog, current.file.path != nil else {
+            GatewayEvents.log("info", "log files reopened", [("access_log", events.accessLog == nil ? "off" : "stdout")])
+            return
+        }
+        do {
+            let reopened = try current.reopened()
+            switchAccessLog(to: reopened)
+            GatewayEvents.log("info", "log files reopened", [("access_log", reopened.file.path ?? "stdout")])
+        } catch {
+            GatewayEvents.log("error", "log files not reopened: the access log goes on to the file already open", [
+                ("error", error.description),
+            ])
+        }
+    }
+
+    /// The access log a `logging` section asks for: `changed` false when it is the current one;
+    /// else the target to switch to (nil: off), its file opened (the same descriptor goes on when only
+    /// the format or buffering changed). Throws, changing nothing, when the new file cannot be opened.
+    struct PreparedAccessLog {
+        let changed: Bool
+        let target: AccessLogTarget?
+    }
+
+    func prepareAccessLog(_ logging: LoggingConfig) throws -> PreparedAccessLog {
+        let current = events.accessLog
+        let wanted: AccessLogConfig? = logging.accessLog ? logging.accessLogOptions : nil
+        guard wanted != current?.options else { return PreparedAccessLog(changed: false, target: current) }
+        let next = try wanted.map { options throws(AccessLogError) in
+            if let current, current.options.destination == options.destination {
+                return AccessLogTarget(options: options, file: current.file)
+            }
+            return try AccessLogTarget.open(options)
+        }
+        return PreparedAccessLog(changed: true, target: next)
+    }
+
+    /// Applies `logging`: the event log's level at once, and a changed access log (turned on or off,
+    /// another path, format, buffer or flush) on every loop, each loop's buffered lines written to the
+    /// old destination first. Throws, changing nothing, when the new file cannot be opened.
+    public func applyLogging(_ logging: LoggingConfig) throws {
+        let prepared = try prepareAccessLog(logging)
+        if prepared.changed { switchAccessLog(to: prepared.target) }
+        GatewayEvents.setLevel(logging.level)
+    }
+
+    /// Makes `target` current and has every loop switch to it (after writing what it buffered).
+    private func switchAccessLog(to target: AccessLogTarget?) {
+        events.replace(with: target)
+        for (loop, router) in zip(loops, routers) { loop.queue.sync { router.accessLog.use(target) } }
+    }
+
     /// Stops accepting, lets in-flight requests finish up to the drain deadline, then stops.
     public func drainAndStop() {
         let first = state.withLock { s -> Bool in
@@ -504,7 +572,13 @@ public final class GatewayServer: @unchecked Sendable {
         admin?.drain(deadlineMillis: 0)
         riskRefresher?.stop()
         appleClient?.close()
-        for (loop, router) in zip(loops, routers) { loop.queue.sync { router.closeIdle() } }
+        // Every exchange has ended (or was cut): its access line is written now, and any later one at once.
+        for (loop, router) in zip(loops, routers) {
+            loop.queue.sync {
+                router.closeIdle()
+                router.accessLog.finish()
+            }
+        }
         for (_, r) in ticketRotations { r.timer.cancel() }
         for loop in loops { loop.shutdown() }
         // Nothing can change the store any more: the final snapshot marks a clean stop.

@@ -45,9 +45,10 @@ final class ManagedStore: @unchecked Sendable {
         self.lastSnapshot = lastSnapshot
     }
 
-    private init(redis: RedisAttestStore, metrics: AttestMetrics) {
+    private init(redis: RedisAttestStore, address: String, metrics: AttestMetrics) {
         memory = nil
         self.redis = redis
+        redisAddress = address
         attestStore = redis
         self.metrics = metrics
         snapshotInterval = nil
@@ -58,10 +59,14 @@ final class ManagedStore: @unchecked Sendable {
     /// writes after a failed write to its data directory (`/readyz` answers 503 then).
     var isHealthy: Bool { redis?.isHealthy ?? (memory?.writeFailure == nil) }
 
-    /// Why the store is not healthy (for `/readyz`), empty when it is.
+    /// The Redis store's `host:port` (store.url), for `/readyz` reasons.
+    private var redisAddress = ""
+
+    /// Why the store is not healthy (for `/readyz`), empty when it is: `store: Redis 10.0.0.5:6379
+    /// unreachable: connection refused`.
     var unhealthyReasons: [String] {
         if let redis {
-            return redis.isHealthy ? [] : ["store: Redis \(Self.phrase(redis.lastFailureKind)): \(redis.lastError)"]
+            return redis.isHealthy ? [] : ["store: Redis \(redisAddress) \(Self.phrase(redis.lastFailureKind)): \(redis.lastError)"]
         }
         return memory?.writeFailure.map { ["store: \($0)"] } ?? []
     }
@@ -167,12 +172,15 @@ final class ManagedStore: @unchecked Sendable {
         let seeds = r.seeds.map {
             RedisEndpoint(host: $0.host, port: $0.port, database: 0, timeoutMillis: r.timeout.millis, security: security)
         }
+        let connectionLog = RedisConnectionLog(url: r.url.description)
         let store = RedisAttestStore(
             options: .init(
                 endpoint: endpoint, waitReplicas: r.waitReplicas, expiredGraceMillis: expiredChallengeGraceMillis, cluster: r.cluster,
                 seeds: seeds, limits: limits),
-            observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory)))
+            observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory), connectionLog: connectionLog))
         let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
+        // From now on each connection lost or regained is logged (start-up says what it found below).
+        defer { connectionLog.arm(lastError: { [weak store] in store?.lastError ?? "" }) }
         if connected {
             var fields = [
                 ("kind", "redis"), ("url", r.url.description), ("timeout_ms", String(r.timeout.millis)),
@@ -201,7 +209,8 @@ final class ManagedStore: @unchecked Sendable {
                 ("kind", "redis"), ("url", r.url.description), ("error", store.lastError),
             ])
         }
-        return ManagedStore(redis: store, metrics: metrics)
+        let host = r.url.host.contains(":") ? "[\(r.url.host)]" : r.url.host
+        return ManagedStore(redis: store, address: "\(host):\(r.url.port)", metrics: metrics)
     }
 
     func startMaintenance() {

@@ -12,8 +12,10 @@ extension HTTP1ServerConnection {
         if close || !hasHead { closeAfterResponse = true }
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))
+        fields.set(RequestID.field, requestID.text)
         if closeAfterResponse || draining { fields.set("Connection", "close") }
         responseStatus = r.status
+        responseVerdict = r.verdict
         responseHeadSent = true
         downstream.write { HTTP1Serializer.appendResponseHead(status: r.status, headers: fields, to: &$0) }
         if close || !hasHead || (method != "HEAD" && r.status != 204 && r.status != 304) {
@@ -30,8 +32,7 @@ extension HTTP1ServerConnection {
         guard phase != .closed else { return }
         exchange.stop()
         if !responseHeadSent, error.status != nil {
-            // Per-exchange request ids (X-Request-Id) go here when exchanges have them.
-            writeLocal(error.response(requestId: nil), close: true, error: error)
+            writeLocal(error.response(requestId: requestID.text), close: true, error: error)
             return
         }
         logExchange(error: error)
@@ -43,11 +44,20 @@ extension HTTP1ServerConnection {
 
     func logExchange(error: ProxyError?) {
         let now = EventLoop.monotonicNanos()
-        router.exchangeDidFinish(ExchangeRecord(
+        var record = ExchangeRecord(
             route: routeName, method: method, target: target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: clientHost,
-            error: error?.code, protocolName: "http1"))
+            error: error?.code, protocolName: "http1", requestID: requestID, httpVersion: requestMinor == 0 ? "HTTP/1.0" : "HTTP/1.1",
+            verdict: exchange.forward?.verdict ?? responseVerdict)
+        guard hasHead else { return router.exchangeDidFinish(record) }
+        // Host, User-Agent and Referer are read from the head's bytes during the call, not copied.
+        let h = head
+        let extras = headExtras
+        headBytes.with { buf in
+            record.fields = LoggedFields.of(h, extras, buf)
+            router.exchangeDidFinish(record)
+        }
     }
 }
 
@@ -58,7 +68,7 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
         let client = downstream.peer == nil ? "unknown" : peerHost
         let h = head
         headBytes.with { buf in
-            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, framing: framing,
+            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, requestID: requestID, framing: framing,
                                       dropFoldableNames: limits.dropFoldableNames, to: &out)
         }
     }
@@ -85,7 +95,7 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
     func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool {
         (chunkedDownstream, closeAfterResponse) = DownstreamResponseHead.sendHTTP1(
             r, from: buf, forward: exchange.forward, requestMinor: requestMinor, close: closeAfterResponse || draining,
-            to: downstream)
+            requestID: requestID, to: downstream)
         responseStatus = r.status
         responseHeadSent = true
         phase = .streamingResponse

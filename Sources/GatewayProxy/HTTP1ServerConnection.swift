@@ -17,6 +17,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     var loop: EventLoop { downstream.loop }
     /// The upstream half of the current request (one object for the connection's life).
     let exchange: UpstreamExchange
+    /// Where this connection's request ids come from (one generator per listener and loop).
+    private let requestIDs: RequestIDGenerator
     /// Called once when the connection is gone (for connection gauges and drain bookkeeping).
     public var onClose: (() -> Void)?
 
@@ -47,6 +49,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// Whether `head` is the current exchange's (false between requests and for a request whose
     /// head could not be parsed).
     var hasHead = false
+    /// What the connection read of `head` besides the parser's findings (request id, access line).
+    var headExtras = HeadExtras.none
     /// The current request's framing and HTTP minor version (kept apart from `head`: read on every
     /// body read and response).
     private var requestFraming = BodyFraming.none
@@ -58,6 +62,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     var method = "-"
     var target = "-"
     var routeName = "-"
+    /// The current exchange's id (`RequestID`).
+    var requestID = RequestID("")
+    /// The verdict of a protected route's local answer (a refusal), for the access line.
+    var responseVerdict: AccessVerdict?
     var started: UInt64 = 0
     var requestBodyBytes = 0
     var responseBytes = 0
@@ -105,10 +113,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
     ///   from then.
     public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http",
-                acceptedAtMillis: Int64? = nil)
+                acceptedAtMillis: Int64? = nil, requestIDs: RequestIDGenerator = RequestIDGenerator())
     {
         self.downstream = connection
         self.router = router
+        self.requestIDs = requestIDs
         self.limits = limits
         let parser = HTTP1Parser(limits: limits.parser)
         self.parser = parser
@@ -244,7 +253,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
         let decision = bytes.with { buf in
-            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: clientAddress, head: { h.materialize(buf) })
+            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: clientAddress, requestID: requestID,
+                         head: { h.materialize(buf) })
         }
         dispatch(decision, head: h)
     }
@@ -283,6 +293,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         replace(&method, with: "-")
         replace(&target, with: "-")
         requestFraming = .none
+        headExtras = .none
+        replace(&requestID, with: requestIDs.next())
         resetExchange()
     }
 
@@ -292,6 +304,12 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         hasHead = true
         requestFraming = h.framing
         requestMinor = h.minorVersion
+        let bytes = headBytes
+        let extras = h.fields.isEmpty ? .none : bytes.with { HeadExtras.scan(h, $0) }
+        headExtras = extras
+        // The client's id when it sent one valid X-Request-Id (its string is made only then).
+        let clientID = extras.requestID == nil ? nil : bytes.with { RequestID.fromClient(extras, $0) }
+        replace(&requestID, with: clientID ?? requestIDs.next())
         resetExchange()
     }
 
@@ -303,6 +321,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         responseBytes = 0
         responseStatus = 0
         responseHeadSent = false
+        responseVerdict = nil
         replace(&buffered, with: [])
         exchange.begin(method: method, framing: requestFraming)
         if requestFraming != .none {
@@ -433,7 +452,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             replace(&bufferedHandler, with: nil)
             let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: clientAddress, scheme: scheme,
                                           dropFoldableNames: limits.dropFoldableNames,
-                                          forwardingPeer: peerTrusted ? ForwardingPeer(address: peerHost, trusted: true) : nil)
+                                          forwardingPeer: peerTrusted ? ForwardingPeer(address: peerHost, trusted: true) : nil,
+                                          requestID: requestID)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             phase = .awaitingResponse

@@ -71,6 +71,8 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// Whether the peer is one of the listener's trusted proxies: each stream's client is then read
     /// from its X-Forwarded-For (`ClientAddress`), and its forwarding fields are kept upstream.
     lazy var peerTrusted: Bool = transport.peer.map { limits.trustedProxies.contains($0) } ?? false
+    /// Where the streams' request ids come from (one generator per listener and loop).
+    let requestIDs: RequestIDGenerator
     /// A stream's head laid out as bytes for the upstream writer (one stream at a time), and its
     /// field ranges' storage, reused.
     let upstreamHeadBytes = HeadBytes()
@@ -95,10 +97,12 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// (the loop's wheel clock; default now): the first request must arrive within the header
     /// timeout of it.
     public init(transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
-                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http", acceptedAtMillis: Int64? = nil)
+                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http", acceptedAtMillis: Int64? = nil,
+                requestIDs: RequestIDGenerator = RequestIDGenerator())
         throws(HTTP2SessionError)
     {
         self.transport = transport
+        self.requestIDs = requestIDs
         self.router = router
         self.limits = limits
         responseParser = HTTP1Parser(limits: limits.parser)

@@ -12,6 +12,10 @@ final class HTTP2Stream {
     unowned let conn: HTTP2ServerConnection
     private var session: HTTP2ServerSession { conn.session }
     private let exchange: UpstreamExchange
+    /// The exchange's id (`RequestID`): the client's valid `x-request-id`, or a new one.
+    let requestID: RequestID
+    /// The verdict of a protected route's local answer (a refusal), for the access line.
+    private var responseVerdict: AccessVerdict?
 
     private enum BodyTarget { case upstream, buffer, discard }
 
@@ -57,6 +61,7 @@ final class HTTP2Stream {
         self.conn = connection
         exchange = UpstreamExchange(loop: connection.loop, parser: connection.responseParser)
         exchange.begin(method: head.method, framing: head.framing)
+        requestID = RequestID.fromClient(head) ?? connection.requestIDs.next()
     }
 
     // MARK: - Request
@@ -69,7 +74,7 @@ final class HTTP2Stream {
         guard let normalized = PathNormalizer.normalize(head.target) else { return fail(.ambiguousPath) }
         if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) { return fail(.methodOverride) }
         path = normalized
-        switch conn.router.route(head, path: normalized, peer: clientAddress) {
+        switch conn.router.route(head, path: normalized, peer: clientAddress, requestID: requestID) {
         case .respond(let name, let r):
             routeName = name
             respond(r)
@@ -171,7 +176,8 @@ final class HTTP2Stream {
             exchange.cancelTimer()
             let request = BufferedRequest(head: head, path: path, body: buffered, peer: clientAddress, scheme: conn.scheme,
                                           dropFoldableNames: conn.limits.dropFoldableNames,
-                                          forwardingPeer: conn.peerTrusted ? ForwardingPeer(address: conn.peerHost, trusted: true) : nil)
+                                          forwardingPeer: conn.peerTrusted ? ForwardingPeer(address: conn.peerHost, trusted: true) : nil,
+                                          requestID: requestID)
             handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
         case .upstream:
             if awaitingEmptyEnd {
@@ -263,8 +269,10 @@ final class HTTP2Stream {
         exchange.cancelTimer()
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))
+        fields.set(RequestID.field, requestID.text)
         let noBody = head.method == "HEAD" || r.status == 204 || r.status == 304 || r.body.isEmpty
         responseStatus = r.status
+        responseVerdict = r.verdict
         responseHeadSent = true
         responseDone = true
         do {
@@ -286,8 +294,7 @@ final class HTTP2Stream {
         exchange.stop()
         error = e
         if !responseHeadSent, e.status != nil {
-            // Per-exchange request ids (X-Request-Id) go here when exchanges have them.
-            respond(e.response(requestId: nil))
+            respond(e.response(requestId: requestID.text))
             return
         }
         discardRequestBody()
@@ -318,12 +325,14 @@ final class HTTP2Stream {
         bufferedHandler = nil
         exchange.stop()
         let now = EventLoop.monotonicNanos()
-        conn.router.exchangeDidFinish(ExchangeRecord(
+        let record = ExchangeRecord(
             route: routeName, method: head.method, target: head.target, status: responseStatus,
             requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
             upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds,
             peer: forwardedClient == nil ? conn.peerHost : forwardedClientHost,
-            error: error?.code, protocolName: "h2"))
+            error: error?.code, protocolName: "h2", requestID: requestID, httpVersion: "HTTP/2.0", fields: LoggedFields.of(head),
+            verdict: exchange.forward?.verdict ?? responseVerdict)
+        conn.router.exchangeDidFinish(record)
         exchange.end()
     }
 
@@ -344,7 +353,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         let bytes = conn.upstreamHeadBytes
         let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
         bytes.with { buf in
-            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, trustedPeer: conn.peerTrusted, framing: framing,
+            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, trustedPeer: conn.peerTrusted, requestID: requestID, framing: framing,
                                       dropFoldableNames: conn.limits.dropFoldableNames, to: &out)
         }
         conn.spareHeadFields = lines.fields
@@ -387,12 +396,15 @@ extension HTTP2Stream: UpstreamExchangeHost {
                 let full = r.materialize(buf)
                 forward.responseHook?.observe?(full)
                 let fields = DownstreamResponseHead.fields(
-                    full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [])
+                    full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [],
+                    requestID: requestID.text)
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.
-                try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
-                    DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, to: &$0)
+                try requestID.withBytes { i in
+                    try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
+                        DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, requestID: i, to: &$0)
+                    }
                 }
             }
             return true

@@ -117,8 +117,9 @@ public final class HTTPServer: @unchecked Sendable {
             loop.queue.sync {
                 do {
                     let router = makeRouter(loop)
+                    let ids = RequestIDGenerator()
                     let l = try Listener(address: bound, loop: loop, reusePort: loops.count > 1) { [unowned self] fd, peer in
-                        self.accepted(fd: fd, peer: peer, loopIndex: i, router: router)
+                        self.accepted(fd: fd, peer: peer, loopIndex: i, router: router, ids: ids)
                     }
                     l.onAcceptError = { [unowned self] _ in self.onRefuse?(loop) }
                     listeners[i] = l
@@ -159,7 +160,7 @@ public final class HTTPServer: @unchecked Sendable {
         profileBox.withLock { $0 = profile }
     }
 
-    private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter) {
+    private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, ids: RequestIDGenerator) {
         let loop = loops[i]
         if let admit, !admit(peer) {
             Socket.close(fd)
@@ -185,7 +186,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let slot = Slot(loop: i, id: id, acceptedAt: acceptedAt, closed: closed)
         guard limits.proxyProtocol else {
-            if start(fd: fd, peer: peer, slot: slot, router: router, profile: profile) {
+            if start(fd: fd, peer: peer, slot: slot, router: router, ids: ids, profile: profile) {
                 onAccept?(loop)
             } else {
                 live.wrappingSubtract(1, ordering: .relaxed)
@@ -206,7 +207,7 @@ public final class HTTPServer: @unchecked Sendable {
                 switch outcome {
                 case .header(let header):
                     // The header's source is the client from now on (LOCAL, UNKNOWN: the balancer itself).
-                    if !start(fd: fd, peer: header.source ?? peer, slot: slot, router: router, profile: profile) {
+                    if !start(fd: fd, peer: header.source ?? peer, slot: slot, router: router, ids: ids, profile: profile) {
                         closed()
                     }
                 case .failed(let reason):
@@ -234,7 +235,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Adopts `fd` (accepted, its PROXY header read if any) as a connection from `peer` and hands it
     /// to the TLS handshake, the protocol sniffer or its protocol handler, which takes `slot`. False
     /// when it could not be made (the descriptor is closed, the slot not taken).
-    private func start(fd: Int32, peer: SocketAddress, slot: Slot, router: any RequestRouter, profile: Profile) -> Bool {
+    private func start(fd: Int32, peer: SocketAddress, slot: Slot, router: any RequestRouter, ids: RequestIDGenerator, profile: Profile) -> Bool {
         let (i, id, acceptedAt, closed) = (slot.loop, slot.id, slot.acceptedAt, slot.closed)
         let loop = loops[i]
         let context = profile.tls
@@ -259,7 +260,7 @@ public final class HTTPServer: @unchecked Sendable {
                         return
                     }
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
-                    _ = serve(c, http2: http2, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+                    _ = serve(c, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
                               scheme: scheme, acceptedAt: acceptedAt, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
@@ -274,18 +275,18 @@ public final class HTTPServer: @unchecked Sendable {
             let sniffer = ProtocolSniffer(connection: conn, limits: sniffing) { [unowned self] verdict in
                 var http2 = false
                 if case .http2 = verdict { http2 = true }
-                _ = serve(conn, http2: http2, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+                _ = serve(conn, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
                           scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             }
             sniffer.onClose = closed
             connections[i][id] = sniffer
         case (false, true):
             // No handler owns the connection yet: a failed session start is accounted by the caller.
-            guard serve(conn, http2: true, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+            guard serve(conn, http2: true, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
                         scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             else { return false }
         default:
-            _ = serve(conn, http2: false, slot: (i, id), router: router, limits: limits, http2Settings: profile.http2Settings,
+            _ = serve(conn, http2: false, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
                       scheme: scheme, acceptedAt: acceptedAt, closed: closed)
         }
         return true
@@ -295,18 +296,20 @@ public final class HTTPServer: @unchecked Sendable {
     /// slot, then lets it process what already arrived. False (the connection closed) when the HTTP/2
     /// session could not be made.
     private func serve(
-        _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, limits: DownstreamLimits,
-        http2Settings: HTTP2Settings, scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
+        _ conn: Connection, http2: Bool, slot: (loop: Int, id: Int), router: any RequestRouter, ids: RequestIDGenerator,
+        limits: DownstreamLimits, http2Settings: HTTP2Settings, scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
     ) -> Bool {
         if http2 {
-            guard let h2 = startHTTP2(conn, router: router, limits: limits, settings: http2Settings, scheme: scheme, acceptedAt: acceptedAt)
+            guard let h2 = startHTTP2(
+                conn, router: router, ids: ids, limits: limits, settings: http2Settings, scheme: scheme, acceptedAt: acceptedAt)
             else { return false }
             connections[slot.loop][slot.id] = h2
             h2.onClose = closed
             h2.transportDidRead()
         } else {
             guard !conn.isClosed else { return false }
-            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt)
+            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt,
+                                           requestIDs: ids)
             connections[slot.loop][slot.id] = h1
             h1.onClose = closed
             if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
@@ -316,12 +319,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
     /// it, then lets it read (which also queues the server's SETTINGS).
-    private func startHTTP2(_ conn: Connection, router: any RequestRouter, limits: DownstreamLimits, settings: HTTP2Settings,
+    private func startHTTP2(_ conn: Connection, router: any RequestRouter, ids: RequestIDGenerator, limits: DownstreamLimits, settings: HTTP2Settings,
                             scheme: String, acceptedAt: Int64) -> HTTP2ServerConnection?
     {
         do {
             let h2 = try HTTP2ServerConnection(
-                transport: conn, router: router, limits: limits, settings: settings, scheme: scheme, acceptedAtMillis: acceptedAt)
+                transport: conn, router: router, limits: limits, settings: settings, scheme: scheme, acceptedAtMillis: acceptedAt,
+                requestIDs: ids)
             h2.onStreamReset = onHTTP2StreamReset
             h2.onGoaway = onHTTP2Goaway
             conn.delegate = h2

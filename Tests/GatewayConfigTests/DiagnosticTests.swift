@@ -82,7 +82,7 @@ struct DiagnosticTests {
                 "gateway.yaml:6:5: upstreams[0].max_connections has no effect on the demo upstream (it answers in process, without a connection); remove it",
                 "gateway.yaml:6:22: upstreams[0].max_connections must be an integer from 1 to 100000, got the quoted string \"64\" (write it without quotes)",
                 "gateway.yaml:8:22: routes[0].match must be a mapping, got \"/\"",
-                "gateway.yaml:9:23: logging.access_log must be true or false, got \"yes\"",
+                "gateway.yaml:9:23: logging.access_log must be true, false or a mapping such as {path: /var/log/attest-gateway/access.log}, got \"yes\"",
                 "gateway.yaml:9:35: logging.level must be one of \"debug\", \"info\", \"warning\" or \"error\", got an empty value",
                 "gateway.yaml:10:8: store must be a mapping, got \"64\"",
             ]

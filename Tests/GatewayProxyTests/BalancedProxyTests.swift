@@ -19,7 +19,7 @@ final class BalancedRouter: RequestRouter {
     private var forward: Forward {
         Forward(routeName: "r", pool: balancer.pools[0], maxBody: 1 << 20, balancer: balancer, responseTimeoutMillis: responseTimeoutMillis)
     }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         if path.hasPrefix("/whole") {
             let f = forward
             return .buffer(maxBody: 1 << 20, routeName: "r") { _, done in done(.forward(f)) }

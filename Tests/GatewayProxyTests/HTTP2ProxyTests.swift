@@ -11,18 +11,34 @@ import Testing
 final class RecordingProxyRouter: RequestRouter, @unchecked Sendable {
     let pool: UpstreamPool
     let maxBody: Int
-    let records = Mutex<[ExchangeRecord]>([])
+    /// What the tests read of each `ExchangeRecord` (whose `fields` point into the connection's
+    /// buffers and are valid only during the call).
+    struct Kept: Sendable {
+        let route: String, target: String, status: Int, requestBytes: Int, protocolName: String, error: String?, requestID: String
+        let userAgent: String?
+    }
+    let records = Mutex<[Kept]>([])
     init(pool: UpstreamPool, maxBody: Int) {
         self.pool = pool
         self.maxBody = maxBody
     }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         if path == "/local" { return .respond(routeName: "local", LocalResponse.json(418, "{\"local\":true}")) }
         return .forward(Forward(
             routeName: "default", pool: pool, maxBody: maxBody,
             editHeaders: HeaderEdit(add: [("X-Edited", "yes")]), responseHeaders: HTTPFields([("X-Route", "default")])))
     }
-    func exchangeDidFinish(_ record: ExchangeRecord) { records.withLock { $0.append(record) } }
+    func exchangeDidFinish(_ record: ExchangeRecord) {
+        let ua: String? =
+            switch record.fields.userAgent {
+            case .none: nil
+            case .string(let s): s
+            case .bytes(let b): String(decoding: b, as: UTF8.self)
+            }
+        let kept = Kept(route: record.route, target: record.target, status: record.status, requestBytes: record.requestBytes,
+                        protocolName: record.protocolName, error: record.error, requestID: record.requestID.text, userAgent: ua)
+        records.withLock { $0.append(kept) }
+    }
 }
 
 /// The echo upstream (HTTP/1.1) + a proxy serving `protocols`, each on its own loop.
@@ -62,7 +78,7 @@ final class H2ProxyFixture: @unchecked Sendable {
 
     var port: UInt16 { proxy.address.port }
     func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
-    var records: [ExchangeRecord] { router.records.withLock { $0 } }
+    var records: [RecordingProxyRouter.Kept] { router.records.withLock { $0 } }
 
     func stop() {
         proxy.drain(deadlineMillis: 0)
@@ -267,7 +283,8 @@ struct HTTP2ProxyTests {
         let bad = try curlCall(["--http2-prior-knowledge", "--path-as-is", f.url("/a/%2e%2e/%2e%2e/x")])
         #expect(bad.status == 400)
         #expect(bad.headers["content-type"] == "application/json")
-        #expect(bad.text == "{\"error\":\"ambiguous_path\"}\n")
+        let badID = try #require(bad.headers["x-request-id"])
+        #expect(bad.text == "{\"error\":\"ambiguous_path\",\"requestId\":\"\(badID)\"}\n")
     }
 
     @Test("a declared body above the route's limit → 413 JSON before reading it") func tooLarge() throws {
@@ -276,7 +293,8 @@ struct HTTP2ProxyTests {
         defer { f.stop() }
         let a = try curlCall(["--http2-prior-knowledge", "--data-binary", String(repeating: "x", count: 5000), f.url("/u")])
         #expect(a.status == 413)
-        #expect(a.text == "{\"error\":\"body_too_large\"}\n")
+        let id = try #require(a.headers["x-request-id"])
+        #expect(a.text == "{\"error\":\"body_too_large\",\"requestId\":\"\(id)\"}\n")
     }
 
     @Test("upstream down → 502 JSON on h2, connection still usable") func upstreamDown() throws {

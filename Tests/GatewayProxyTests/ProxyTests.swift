@@ -9,7 +9,7 @@ import Testing
 /// An upstream for tests: buffers each request (bounded) and answers with what it saw, as
 /// `X-Seen-*` response fields plus the body's length; `/big/N` answers N bytes, chunked when asked.
 final class EchoUpstreamRouter: RequestRouter {
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         if path.hasPrefix("/big/"), let n = Int(path.dropFirst(5)) {
             var body = [UInt8](repeating: 0, count: n)
             for i in body.indices { body[i] = UInt8(truncatingIfNeeded: i &* 7) }
@@ -36,7 +36,7 @@ final class ProxyRouter: RequestRouter {
         self.pool = pool
         self.maxBody = maxBody
     }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         .forward(Forward(routeName: "default", pool: pool, maxBody: maxBody))
     }
     func exchangeDidFinish(_ record: ExchangeRecord) {}
@@ -302,7 +302,9 @@ struct ProxyTests {
         let r = try #require(c.readResponse())
         #expect(r.head.status == 502)
         #expect(r.head.headers["Content-Type"] == "application/json")
-        #expect(r.text == "{\"error\":\"upstream_unavailable\"}\n")
+        let id = try #require(r.head.headers["X-Request-Id"])
+        #expect(id.count == 15)
+        #expect(r.text == "{\"error\":\"upstream_unavailable\",\"requestId\":\"\(id)\"}\n")
     }
 
     @Test("a slow upstream is 504 after the response timeout") func slowUpstream() throws {

@@ -15,7 +15,7 @@ final class PlainForwardRouter: RequestRouter, @unchecked Sendable {
         self.pool = pool
         self.responseHeaders = responseHeaders
     }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         .forward(Forward(routeName: "default", pool: pool, maxBody: 1 << 20, responseHeaders: responseHeaders))
     }
     func exchangeDidFinish(_ record: ExchangeRecord) {}
@@ -121,7 +121,7 @@ struct RequestHygieneProxyTests {
     static let forged: [(String, String)] = [
         ("X_App_Attest_Verified_Key_Id", "forged"), ("X-App-Attest-Verified-Key-Id", "forged"), ("X-HTTP-Method-Override", "POST"),
         ("X-HTTP-Method", "POST"), ("X-Method-Override", "POST"), ("X-Original-URL", "/api/purchase"),
-        ("X-Rewrite-URL", "/api/purchase"), ("X-Forwarded-Port", "443"), ("X-Forwarded_Prefix", "/x"), ("X-Request-Id", "mine"),
+        ("X-Rewrite-URL", "/api/purchase"), ("X-Forwarded-Port", "443"), ("X-Forwarded_Prefix", "/x"), ("X-Request-Id", "mine one"),
         ("X-App-Attest-Risk-Metric", "1"), ("X-Device-Check-Bits", "1"), ("X_Custom", "c"), ("X-Kept", "k"),
         ("X.App.Attest.Verified.Key.Id", "forged"), ("X~HTTP~Method~Override", "POST"),
     ]
@@ -146,12 +146,17 @@ struct RequestHygieneProxyTests {
             #expect(names.contains("x_custom") == !drop, "\(protocolName): \(names)")
             for forbidden in ["x_app_attest_verified_key_id", "x-app-attest-verified-key-id", "x-http-method-override", "x-http-method",
                               "x-method-override", "x-original-url", "x-rewrite-url", "x-forwarded-port", "x-forwarded_prefix",
-                              "x-request-id", "x-app-attest-risk-metric", "x-device-check-bits", "x.app.attest.verified.key.id",
+                              "x-app-attest-risk-metric", "x-device-check-bits", "x.app.attest.verified.key.id",
                               "x~http~method~override"]
             {
                 #expect(!names.contains(forbidden), "\(protocolName): \(forbidden) reached the upstream")
             }
+            // An invalid client id ("mine one": a space) is replaced: the upstream gets the gateway's one id.
+            #expect(names.filter { $0 == "x-request-id" }.count == 1, "\(protocolName): \(names)")
         }
+        #expect(r.head.headers["X-Seen-X-Request-Id"].map { $0.count == 15 && $0 != "mine one" } == true, "\(r.head.headers)")
+        #expect(h2.lines.contains { $0.lowercased().hasPrefix("x-seen-x-request-id: ") && !$0.hasSuffix("mine one") && $0.count == 21 + 15 },
+                "\(h2.lines)")
     }
 
     @Test("h2c: a lowercase :method and an invalid :authority are 400 with their own codes; nothing goes upstream")

@@ -27,6 +27,7 @@ struct ResponseForwardingTests {
         "HTTP/1.1 200 OK\r\nHost: upstream\r\nX-Empty:\r\nX-Tab: a\tb\r\nVia: 1.0 far\r\nConnection: via\r\nContent-Length: 1\r\n\r\n",
         "HTTP/1.1 204 No Content\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nCONTENT-TYPE: text/plain\r\nConnection: set-cookie\r\n\r\n",
         "HTTP/1.1 200 OK\r\nX-Obs: \u{FF}\u{80}\r\nVia: 1.1 \u{E9}\r\nContent-Length: 0\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nX-Request-Id: upstream-own\r\nx-request-id: second\r\nContent-Length: 0\r\n\r\n",
         many,
     ]
 
@@ -43,13 +44,15 @@ struct ResponseForwardingTests {
     static func bytes(_ s: String) -> [UInt8] { s.unicodeScalars.map { UInt8($0.value) } }
 
     /// The rules on strings, one step each (the model the writers are held to).
-    static func model(_ r: HTTPResponseHead, dropContentLength: Bool) -> HTTPFields {
+    static func model(_ r: HTTPResponseHead, dropContentLength: Bool, requestID: String = "") -> HTTPFields {
         var fields = r.headers
         HopByHop.strip(&fields, isRequest: false)
         fields.collapseContentLength()
+        fields.remove("X-Request-Id")  // the gateway's: an upstream's never reaches the client
         let via = fields.values("Via").joined(separator: ", ")
         fields.remove("Via")
         fields.append("Via", via.isEmpty ? "1.1 attest-gateway" : "\(via), 1.1 attest-gateway")
+        if !requestID.isEmpty { fields.append("X-Request-Id", requestID) }
         if dropContentLength { fields.remove("Content-Length") }
         return fields
     }
@@ -66,14 +69,18 @@ struct ResponseForwardingTests {
         for drop in [false, true] {
             for chunked in [false, true] {
                 for connection in [nil, "close", "keep-alive"] {
+                    let id = connection == nil ? "" : "rid-1"
                     var out: [UInt8] = [1, 2]  // appends after what is there
                     HeadWriter.appendHead(to: &out) { w in
-                        raw.withUnsafeBytes {
-                            DownstreamResponseHead.writeHTTP1(lines, from: $0, dropContentLength: drop, chunked: chunked,
-                                                              connection: connection, to: &w)
+                        raw.withUnsafeBytes { buf in
+                            var i = id
+                            i.withUTF8 {
+                                DownstreamResponseHead.writeHTTP1(lines, from: buf, dropContentLength: drop, chunked: chunked,
+                                                                  connection: connection, requestID: UnsafeRawBufferPointer($0), to: &w)
+                            }
                         }
                     }
-                    var fields = Self.model(head, dropContentLength: drop)
+                    var fields = Self.model(head, dropContentLength: drop, requestID: id)
                     if chunked { fields.append("Transfer-Encoding", "chunked") }
                     if let connection { fields.set("Connection", connection) }
                     let expected = [1, 2] + HTTP1Serializer.responseHead(status: head.status, reason: head.reason, headers: fields)
@@ -89,8 +96,14 @@ struct ResponseForwardingTests {
         for drop in [false, true] {
             var block = HTTP2HeaderBlock()
             block.appendStatus(lines.status)
-            raw.withUnsafeBytes { DownstreamResponseHead.appendHTTP2(lines, from: $0, dropContentLength: drop, to: &block) }
-            let expected = HTTP2ServerSession.responseFields(status: head.status, Self.model(head, dropContentLength: drop))
+            var id = drop ? "rid-2" : ""
+            raw.withUnsafeBytes { buf in
+                id.withUTF8 {
+                    DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
+                                                       to: &block)
+                }
+            }
+            let expected = HTTP2ServerSession.responseFields(status: head.status, Self.model(head, dropContentLength: drop, requestID: id))
             #expect(block.pairs.map { "\($0.0): \($0.1)" } == expected.map { "\($0.0): \($0.1)" }, "\(text.debugDescription) drop=\(drop)")
         }
     }

@@ -14,9 +14,11 @@ import Testing
 final class ClientRecordingRouter: RequestRouter, @unchecked Sendable {
     let pool: UpstreamPool
     let clients = Mutex<[String]>([])
-    let records = Mutex<[ExchangeRecord]>([])
+    /// Each finished exchange's client as the access line shows it, and its protocol.
+    let peers = Mutex<[String]>([])
+    let protocols = Mutex<[String]>([])
     init(pool: UpstreamPool) { self.pool = pool }
-    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?) -> RouteDecision {
+    func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         clients.withLock { $0.append(peer?.host ?? "none") }
         if path == "/whoami" {
             return .buffer(maxBody: 1024, routeName: "whoami") { request, done in
@@ -27,7 +29,12 @@ final class ClientRecordingRouter: RequestRouter, @unchecked Sendable {
         }
         return .forward(Forward(routeName: "default", pool: pool, maxBody: 1 << 20))
     }
-    func exchangeDidFinish(_ record: ExchangeRecord) { records.withLock { $0.append(record) } }
+    func exchangeDidFinish(_ record: ExchangeRecord) {
+        let peer = record.peer
+        let proto = record.protocolName
+        peers.withLock { $0.append(peer) }
+        protocols.withLock { $0.append(proto) }
+    }
 }
 
 /// The echo upstream + a proxy whose listener trusts `trusted` (and reads PROXY headers with
@@ -67,7 +74,8 @@ final class TrustedProxyFixture: @unchecked Sendable {
 
     var port: UInt16 { proxy.address.port }
     var clients: [String] { router.clients.withLock { $0 } }
-    var records: [ExchangeRecord] { router.records.withLock { $0 } }
+    var recordedPeers: [String] { router.peers.withLock { $0 } }
+    var recordedProtocols: [String] { router.protocols.withLock { $0 } }
     var failureReasons: [String] { failures.withLock { $0 } }
 
     func stop() {
@@ -109,9 +117,9 @@ struct TrustedProxyServerTests {
         // A buffered request carries the client, and forwards the chain the same way.
         let who = try #require(Self.get(c, "/whoami", "X-Forwarded-For: 192.0.2.44\r\n"))
         #expect(who.text == "client=192.0.2.44\nxff=192.0.2.44, 127.0.0.1\n")
-        f.wait { f.records.count >= 4 }
+        f.wait { f.recordedPeers.count >= 4 }
         #expect(f.clients == ["203.0.113.7", "198.51.100.4", "127.0.0.1", "192.0.2.44"])
-        #expect(f.records.map(\.peer) == ["203.0.113.7", "198.51.100.4", "127.0.0.1", "192.0.2.44"])
+        #expect(f.recordedPeers == ["203.0.113.7", "198.51.100.4", "127.0.0.1", "192.0.2.44"])
     }
 
     @Test("from any other peer: X-Forwarded-For, -Proto and -Host are the gateway's; the client is the peer")
@@ -127,9 +135,9 @@ struct TrustedProxyServerTests {
         #expect(r.head.headers["X-Seen-X-Real-IP"] == nil)
         let who = try #require(Self.get(c, "/whoami", "X-Forwarded-For: 192.0.2.44\r\n"))
         #expect(who.text == "client=127.0.0.2\nxff=127.0.0.2\n")
-        f.wait { f.records.count >= 2 }
+        f.wait { f.recordedPeers.count >= 2 }
         #expect(f.clients == ["127.0.0.2", "127.0.0.2"])
-        #expect(f.records.map(\.peer) == ["127.0.0.2", "127.0.0.2"])
+        #expect(f.recordedPeers == ["127.0.0.2", "127.0.0.2"])
         // A trusted peer's X-Real-IP goes too: X-Forwarded-For is the one client address a backend gets.
         let t = try RawClient(port: f.port)
         let kept = try #require(Self.get(t, "/a", "X-Forwarded-For: 203.0.113.7\r\nX-Real-IP: 203.0.113.7\r\n"))
@@ -149,10 +157,10 @@ struct TrustedProxyServerTests {
         #expect(a.headers["x-seen-x-forwarded-proto"] == "https")
         let w = try curlCall(["--http2-prior-knowledge", "-H", "X-Forwarded-For: 198.51.100.9", "http://127.0.0.1:\(f.port)/whoami"])
         #expect(w.text == "client=198.51.100.9\nxff=198.51.100.9, 127.0.0.1\n")
-        f.wait { f.records.count >= 2 }
+        f.wait { f.recordedPeers.count >= 2 }
         #expect(f.clients == ["203.0.113.7", "198.51.100.9"])
-        #expect(f.records.map(\.peer) == ["203.0.113.7", "198.51.100.9"])
-        #expect(f.records.allSatisfy { $0.protocolName == "h2" })
+        #expect(f.recordedPeers == ["203.0.113.7", "198.51.100.9"])
+        #expect(f.recordedProtocols.allSatisfy { $0 == "h2" })
     }
 
     /// v2 headers as raw bytes.
@@ -189,8 +197,8 @@ struct TrustedProxyServerTests {
             let r2 = try #require(Self.get(c, "/whoami"))
             #expect(r2.text == "client=\(peer)\nxff=\(peer)\n")
         }
-        f.wait { f.records.count >= 12 }
-        #expect(f.records.map(\.peer) == cases.flatMap { [$0.1 == "127.0.0.1" ? "6.6.6.6" : $0.1, $0.1] })
+        f.wait { f.recordedPeers.count >= 12 }
+        #expect(f.recordedPeers == cases.flatMap { [$0.1 == "127.0.0.1" ? "6.6.6.6" : $0.1, $0.1] })
         #expect(f.failureReasons.isEmpty)
     }
 
@@ -208,8 +216,8 @@ struct TrustedProxyServerTests {
         let r2 = try #require(Self.get(client, "/a", "X-Forwarded-For: 203.0.113.5\r\nX-Forwarded-Proto: https\r\n"))
         #expect(r2.head.headers["X-Seen-X-Forwarded-For"] == "198.51.100.1")
         #expect(r2.head.headers["X-Seen-X-Forwarded-Proto"] == "http")
-        f.wait { f.records.count >= 2 }
-        #expect(f.records.map(\.peer) == ["203.0.113.5", "198.51.100.1"])
+        f.wait { f.recordedPeers.count >= 2 }
+        #expect(f.recordedPeers == ["203.0.113.5", "198.51.100.1"])
     }
 
     @Test("a header arriving a few bytes at a time is read whole; the request after it too")
@@ -273,7 +281,7 @@ struct TrustedProxyServerTests {
             "closed 127.0.0.1", "malformed 127.0.0.1", "not_proxy_protocol 127.0.0.1", "not_proxy_protocol 127.0.0.1",
             "timeout 127.0.0.1", "too_large 127.0.0.1", "untrusted_peer 127.0.0.2",
         ])
-        #expect(f.records.isEmpty)
+        #expect(f.recordedPeers.isEmpty)
         // Every connection was released.
         f.wait { f.proxy.connectionCount == 0 }
         #expect(f.proxy.connectionCount == 0)
@@ -310,8 +318,8 @@ struct TrustedProxyServerTests {
             #expect(r.stdout.lowercased().contains("x-seen-x-forwarded-for: \(client)\r\n"))
             #expect(r.stdout.lowercased().contains("x-seen-x-forwarded-proto: https\r\n"))
         }
-        f.wait { f.records.count >= 2 }
-        #expect(f.records.map(\.peer) == ["203.0.113.7", "2001:db8::7"])
+        f.wait { f.recordedPeers.count >= 2 }
+        #expect(f.recordedPeers == ["203.0.113.7", "2001:db8::7"])
     }
 }
 

@@ -60,7 +60,9 @@ struct UpstreamHeadTests {
             let drop = i % 4 < 2
             let trusted = i % 3 == 1
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
-            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, framing: framing, edit: edit,
+            let id = i % 6 == 0 ? "" : "req-\(i)"
+            let requestID = RequestID(id)
+            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: id, framing: framing, edit: edit,
                                                dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
             var expected: [UInt8] = [7]
             HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: model, to: &expected)
@@ -70,7 +72,7 @@ struct UpstreamHeadTests {
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, framing: framing,
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: requestID, framing: framing,
                                         dropFoldableNames: drop, to: &w)
                 }
             }
@@ -82,7 +84,7 @@ struct UpstreamHeadTests {
             var fromStrings: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromStrings) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, framing: framing,
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: requestID, framing: framing,
                                         dropFoldableNames: drop, to: &w)
                 }
             }
@@ -95,9 +97,9 @@ struct UpstreamHeadTests {
                 let request = BufferedRequest(
                     head: head, path: "/", body: body, peer: try SocketAddress(host: trusted ? "203.0.113.50" : "192.0.2.1", port: 1),
                     scheme: proto, dropFoldableNames: drop,
-                    forwardingPeer: trusted ? ForwardingPeer(address: "192.0.2.1", trusted: true) : nil)
+                    forwardingPeer: trusted ? ForwardingPeer(address: "192.0.2.1", trusted: true) : nil, requestID: requestID)
                 let demo = request.upstreamFields(edit: edit, upstream: "127.0.0.1:8081")
-                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted,
+                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: id,
                                                     framing: .whole(.none, count: body.count),
                                                     edit: edit, dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
                 #expect(demo == wanted, "demo: \(context)")
@@ -159,19 +161,27 @@ struct UpstreamHeadTests {
             let laidOut = HeadBytes()
             let h2Lines = laidOut.set(head, reusing: [])
             HeadWriter.appendHead(to: &out) { w in
-                laidOut.with { f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
+                laidOut.with {
+                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
+                                        dropFoldableNames: drop, to: &w)
+                }
             }
             let (raw, lines) = Self.rawHead(head, junk: 0)
             var fromBytes: [UInt8] = []
             HeadWriter.appendHead(to: &fromBytes) { w in
-                raw.withUnsafeBytes { f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", framing: .none, dropFoldableNames: drop, to: &w) }
+                raw.withUnsafeBytes {
+                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
+                                        dropFoldableNames: drop, to: &w)
+                }
             }
             #expect(fromBytes == out)
             let text = String(decoding: out, as: UTF8.self)
             let names = text.split(separator: "\r\n").dropFirst().compactMap { $0.split(separator: ":").first.map(String.init) }
             let expected = ["Host"] + (drop ? [] : ["X_Custom"]) + ["X-Kept", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via",
-                                                                    "X-App-Attest-Verified-Key-Id"]
+                                                                    "X-Request-Id", "X-App-Attest-Verified-Key-Id"]
             #expect(names == expected, "\(text)")
+            // The client's own X-Request-Id never goes as sent: the writer sends the id it is given.
+            #expect(text.contains("X-Request-Id: gw-id\r\n") && !text.contains("mine"))
             #expect(text.contains("X-App-Attest-Verified-Key-Id: real\r\n") && !text.contains("forged"))
         }
     }
@@ -195,7 +205,7 @@ struct UpstreamHeadTests {
 enum ForwardingModel {
     /// `client`: the peer's address; `trustedPeer`: it is a trusted proxy, whose X-Forwarded-For
     /// list, -Proto and -Host are kept (from any other peer they are replaced).
-    static func fields(_ head: HTTPRequestHead, client: String, proto: String, trustedPeer: Bool = false, framing: BodyFraming,
+    static func fields(_ head: HTTPRequestHead, client: String, proto: String, trustedPeer: Bool = false, requestID: String = "", framing: BodyFraming,
                        edit: HeaderEdit, dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
     {
         let client_ = head.headers.fields
@@ -256,6 +266,7 @@ enum ForwardingModel {
         if !priorHost.isEmpty { add("X-Forwarded-Host", priorHost) } else if let host { add("X-Forwarded-Host", host) }
         let priorVia = prior("via")
         add("Via", priorVia.isEmpty ? "1.1 attest-gateway" : priorVia + ", 1.1 attest-gateway")
+        if !requestID.isEmpty { add("X-Request-Id", requestID) }
         if host == nil { add("Host", defaultHost) }
         // 4. The route's fields, then the framing.
         for (n, v) in edit.add where framingKeeps(n) { out.append(n, v) }

@@ -127,7 +127,7 @@ struct AttestEndpointsWiringTests {
             let gatewayMetrics = GatewayMetrics(factory: metrics)
             let loop = self.loop
             router = loop.queue.sync {
-                GatewayRouter(loop: loop, runtime: runtime, events: GatewayEvents(accessLog: false), metrics: gatewayMetrics, attest: attest)
+                GatewayRouter(loop: loop, runtime: runtime, events: GatewayEvents(target: nil), metrics: gatewayMetrics, attest: attest)
             }
             device = SimulatedDevice(appID: try AppID(AttestEndpointsWiringTests.shop), ca: try TestCA())
         }
@@ -176,12 +176,13 @@ struct AttestEndpointsWiringTests {
             let peer = try SocketAddress(host: "192.0.2.7", port: 40_000)
             let router = self.router
             return try loop.queue.sync { () throws -> Answer in
-                switch router.route(head, path: target, peer: peer) {
+                let id = "wiring-\(UInt32.random(in: 0...UInt32.max))"
+                switch router.route(head, path: target, peer: peer, requestID: RequestID(id)) {
                 case .respond(_, let response):
                     return .beforeBody(response)
                 case .buffer(_, _, let handler):
                     var outcome: BufferedOutcome?
-                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http")) { outcome = $0 }
+                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http", requestID: RequestID(id))) { outcome = $0 }
                     guard case .respond(let response)? = outcome else { throw WiringError.notAnswered }
                     return .afterBody(response)
                 case .forward:

@@ -13,7 +13,8 @@ private func object(_ text: String) -> [String: Any]? {
 
 @Suite("explain: the status recorded is the status sent; what an entry keeps, and for how long")
 struct ExplainTests {
-    static let summary = RequestSummary(method: "POST", target: "/api/pay?session=s3cr3t&card=4111111111111111", peer: "192.0.2.7")
+    static let summary = RequestSummary(
+        method: "POST", target: "/api/pay?session=s3cr3t&card=4111111111111111", peer: "192.0.2.7", requestID: "")
 
     @Test("every code, on a protected route and on the endpoints: explain's status is the HTTP status sent, as the contract says")
     func statusAgreesForEveryCode() throws {
@@ -71,7 +72,7 @@ struct ExplainTests {
         e.add("detail", "assertion: duplicate map key h'0a1b2c3d4e5f60718293a4b5c6d7e8f9…' and h'00ff'")
         e.add("long", String(repeating: "x", count: 5000))
         for i in 0..<40 { e.add("f\(i)", String(repeating: "y", count: 200)) }
-        let id = log.record(e, status: 401, route: "purchase", mode: "enforce", method: String(repeating: "M", count: 500),
+        let id = log.record(e, id: "", status: 401, route: "purchase", mode: "enforce", method: String(repeating: "M", count: 500),
                             target: Self.summary.target + String(repeating: "&k=v", count: 500), peer: "192.0.2.7")
         let entry = try #require(log.entry(id))
         let json = ExplainLog.json(entry).description
@@ -91,6 +92,23 @@ struct ExplainTests {
         #expect(shown["client"] as? String == "192.0.2.7")
     }
 
+    @Test("kept under the exchange's request id; an id used twice names its newest entry, also once the older one is dropped")
+    func keyedByRequestID() throws {
+        let log = ExplainLog(capacity: 3)
+        let e = Explanation(step: "headers", error: .assertionMissing)
+        #expect(log.record(e, id: "req-1", status: 401, route: "r", mode: "enforce", method: "GET", target: "/a", peer: nil) == "req-1")
+        #expect(log.record(e, id: "req-1", status: 401, route: "r", mode: "enforce", method: "GET", target: "/b", peer: nil) == "req-1")
+        #expect(log.entry("req-1")?.target == "/b")
+        // The first "/a" entry is the oldest: pushed out, it must not take the id's newest entry with it.
+        _ = log.record(e, id: "req-2", status: 401, route: "r", mode: "enforce", method: "GET", target: "/c", peer: nil)
+        _ = log.record(e, id: "req-3", status: 401, route: "r", mode: "enforce", method: "GET", target: "/d", peer: nil)
+        #expect(log.count == 3)
+        #expect(log.entry("req-1")?.target == "/b")
+        #expect(log.entry("req-2")?.target == "/c")
+        let generated = log.record(e, id: "", status: 401, route: "r", mode: "enforce", method: "GET", target: "/e", peer: nil)
+        #expect(generated.utf8.count == 15 && log.entry(generated)?.target == "/e")
+    }
+
     @Test("bounded in count (oldest first) and in age (nothing older than the retention is served)")
     func bounds() throws {
         let now = Mutex<Int64>(1_000_000)
@@ -98,7 +116,7 @@ struct ExplainTests {
         let e = Explanation(step: "headers", error: .assertionMissing)
         var ids: [String] = []
         for _ in 0..<5 {
-            ids.append(log.record(e, status: 401, route: "r", mode: "enforce", method: "GET", target: "/", peer: nil))
+            ids.append(log.record(e, id: "", status: 401, route: "r", mode: "enforce", method: "GET", target: "/", peer: nil))
             now.withLock { $0 += 1000 }
         }
         #expect(log.count == 3)
@@ -112,7 +130,7 @@ struct ExplainTests {
         now.withLock { $0 = 1_070_000 }
         #expect(log.recent(10).isEmpty && log.count == 0)
         // And it fills again after expiring everything (the ring wraps).
-        let more = (0..<4).map { _ in log.record(e, status: 401, route: "r", mode: "enforce", method: "GET", target: "/", peer: nil) }
+        let more = (0..<4).map { _ in log.record(e, id: "", status: 401, route: "r", mode: "enforce", method: "GET", target: "/", peer: nil) }
         #expect(log.recent(10).map(\.id) == more.reversed().prefix(3).map { $0 })
         #expect(ExplainLog.defaultCapacity == 4096 && ExplainLog.defaultMaxAgeMillis == 86_400_000)
     }

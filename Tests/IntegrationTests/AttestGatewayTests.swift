@@ -160,6 +160,12 @@ struct AttestGatewayTests {
         #expect(metrics.contains("attest_gateway_challenges_issued_total{purpose=\"assert\"} 1"))
         #expect(metrics.contains("attest_gateway_challenges_issued_total{purpose=\"next\"} 3"))
         #expect(try curl([gw.url("admin", "/readyz")]).0 == 200)
+        // The access log: the protected route's lines carry the verdict and its reason, a plain route's none.
+        let log = waitForStdout(gw) { $0.components(separatedBy: "\"route\":\"purchase\"").count > 3 && $0.contains("\"/plain\"") }
+        let purchases = log.split(separator: "\n").filter { $0.contains("\"route\":\"purchase\"") }
+        #expect(purchases.count == 3 && purchases.allSatisfy { $0.contains("\"status\":200") && $0.hasSuffix(",\"verdict\":\"accepted\",\"reason\":\"ok\"}") },
+                "\(purchases)")
+        #expect(log.split(separator: "\n").contains { $0.contains("\"target\":\"/plain\"") && !$0.contains("\"verdict\"") }, "\(log)")
     }
 
     @Test("every attack is refused with its code and action; nothing reaches the upstream; explain tells why")
@@ -247,6 +253,11 @@ struct AttestGatewayTests {
         // Decision logs never carry assertion bytes.
         let assertion = accepted.headers.first { $0.0 == "X-App-Assertion" }!.1
         #expect(!gw.stderr.contains(assertion) && !gw.stdout.contains(assertion))
+        // The refusal's access line: its request id, the verdict and the reason.
+        let bareID = try #require(bare.headers["x-request-id"])
+        let line = waitForStdout(gw) { $0.contains("\"request_id\":\"\(bareID)\"") }.split(separator: "\n")
+            .first { $0.contains("\"request_id\":\"\(bareID)\"") }.map(String.init) ?? ""
+        #expect(line.contains("\"status\":401") && line.hasSuffix(",\"verdict\":\"refused\",\"reason\":\"assertion_missing\"}"), "\(line)")
     }
 
     @Test("shadow forwards refusals and counts them; bind: body with challenge off relies on the counter")
@@ -399,7 +410,9 @@ struct AttestGatewayTests {
         let mac = try ContractDevice(ca: ca, appID: "ABCDE12345.com.example.mac", port: port)
         mac.device.keyAccessControl = SimulatedDevice.macOSKeyAccessControl
         #expect(try mac.register().status == 201)
-        // The key's policy is recorded where its registration is logged.
+        // The key's policy is recorded where its registration is logged (written before the answer,
+        // read by the test from a pipe: waited for, bounded).
+        _ = waitForLog(gw, "\"key_access_control\":\"macos_full_security", seconds: 5)
         #expect(gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"key_access_control\":\"macos_full_security") })
         #expect(gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"receipt\":\"verified ATTEST created") })
         let phone = try register(ContractDevice(ca: ca, appID: "ABCDE12345.com.example.mac", port: port))

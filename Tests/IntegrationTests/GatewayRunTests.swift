@@ -41,8 +41,8 @@ struct GatewayRunTests {
         #expect(metrics.1.contains("attest_gateway_requests_total{route=\"api\",status_class=\"2xx\",protocol=\"http1\"} 1"))
         #expect(metrics.1.contains("attest_gateway_requests_total{route=\"api\",status_class=\"4xx\",protocol=\"http1\"} 1"))
         #expect(metrics.1.contains("# TYPE attest_gateway_request_duration_seconds histogram"))
-        usleep(200_000)
-        let log = gw.stdout.split(separator: "\n")
+        // The access log is buffered per loop and flushed within a second (logging.access_log.flush).
+        let log = waitForStdout(gw) { $0.split(separator: "\n").count >= 4 }.split(separator: "\n")
         #expect(log.count >= 4)
         #expect(log.contains { $0.contains("\"route\":\"api\"") && $0.contains("\"status\":200") })
     }

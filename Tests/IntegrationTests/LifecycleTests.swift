@@ -243,3 +243,14 @@ struct LifecycleTests {
         }
     }
 }
+
+/// Waits (bounded) until the gateway's stdout satisfies `done`; returns it as it is then.
+func waitForStdout(_ gw: GatewayProcess, seconds: Double = 5, _ done: (String) -> Bool) -> String {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        let out = gw.stdout
+        if done(out) { return out }
+        usleep(20_000)
+    }
+    return gw.stdout
+}

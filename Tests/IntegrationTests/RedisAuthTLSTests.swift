@@ -89,7 +89,7 @@ struct RedisAuthTLSTests {
         defer { wrong.stop() }
         let (status, reasons) = try Self.readyz(wrong)
         #expect(status == 503)
-        #expect(reasons.contains { $0.hasPrefix("store: Redis authentication failed: AUTH as user \"gateway\": WRONGPASS") }, "\(reasons)")
+        #expect(reasons.contains { $0.hasPrefix("store: Redis 127.0.0.1:\(redis.port) authentication failed: AUTH as user \"gateway\": WRONGPASS") }, "\(reasons)")
         #expect(try Self.challengeStatus(wrong) == 503)
         #expect(wrong.stderr.contains("store: Redis refused the credentials"), "\(wrong.stderr)")
 
@@ -99,7 +99,7 @@ struct RedisAuthTLSTests {
         defer { untrusted.stop() }
         let (tlsStatus, tlsReasons) = try Self.readyz(untrusted)
         #expect(tlsStatus == 503)
-        #expect(tlsReasons.contains { $0.hasPrefix("store: Redis TLS failed: TLS handshake with 127.0.0.1:\(redis.port): certificate_verification") },
+        #expect(tlsReasons.contains { $0.hasPrefix("store: Redis 127.0.0.1:\(redis.port) TLS failed: TLS handshake with 127.0.0.1:\(redis.port): certificate_verification") },
                 "\(tlsReasons)")
 
         // The password appears in no log line of any of them, nor in /readyz.

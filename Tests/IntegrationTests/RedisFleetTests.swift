@@ -170,6 +170,29 @@ struct RedisFleetTests {
         #expect(fresh.status == 200, "\(fresh.body)")
     }
 
+    @Test("the event log says when the store's connection is lost and regained; /readyz says why it is not ready")
+    func connectionLostAndRegained() throws {
+        let redis = try RedisProcess()
+        defer { redis.stop() }
+        let gw = try GatewayProcess(config: config(redis: redis))
+        defer { gw.stop() }
+        #expect(waitReady(gw, 200))
+        redis.kill()
+        #expect(waitForLog(gw, "store connection lost"), "\(gw.stderr)")
+        #expect(waitReady(gw, 503))
+        let r = try HTTPCall.send(port: HTTPCall.port(gw, "admin"), method: "GET", target: "/readyz")
+        #expect(r.json?["ready"] as? Bool == false)
+        let reasons = r.json?["reasons"] as? [String] ?? []
+        #expect(reasons.contains { $0.hasPrefix("store: Redis 127.0.0.1:\(redis.port) unreachable: ") }, "\(r.body)")
+        let lost = gw.stderrLines.first { $0.contains("store connection lost") } ?? ""
+        #expect(lost.contains(redis.url) && lost.contains("\"error\":\"") && lost.contains("connections_up"), "\(lost)")
+        try redis.start()
+        #expect(waitForLog(gw, "store connection regained"), "\(gw.stderr)")
+        #expect(waitReady(gw, 200))
+        let regained = gw.stderrLines.first { $0.contains("store connection regained") } ?? ""
+        #expect(regained.contains("\"level\":\"info\"") && regained.contains(redis.url), "\(regained)")
+    }
+
     @Test("Redis gone for good: fail_closed answers 503 store_unavailable, fail_open forwards")
     func redisKilledForGood() throws {
         let redis = try RedisProcess()

@@ -387,7 +387,7 @@ struct RequestHygieneTests {
             ("X_App_Attest_Verified_Key_Id", "forged"), ("x-app-attest-verified-key-id", "forged"), ("X-App-Attest_Verified-Key-Id", "forged"),
             ("X.App.Attest.Verified.Key.Id", "forged"), ("x~app~attest~verified~key~id", "forged"),
             ("X_FORWARDED_FOR", "6.6.6.6"), ("X-Forwarded-Port", "1"), ("X-App-Attest-Risk-Metric", "0"), ("X-Device-Check", "x"),
-            ("X-Device-Check-Bits", "11"), ("X-Request-Id", "mine"), ("X_Custom", "c"), ("X-Real-IP", "6.6.6.6"),
+            ("X-Device-Check-Bits", "11"), ("X-Request-Id", "mine one"), ("X_Custom", "c"), ("X-Real-IP", "6.6.6.6"),
             ("True-Client-IP", "6.6.6.6"), ("Client-IP", "6.6.6.6"), ("X-Original-Host", "forged"),
         ]
         let fields = forged.map { "\($0.0): \($0.1)\r\n" }.joined()
@@ -396,9 +396,11 @@ struct RequestHygieneTests {
             let names = seen.headers.map { String($0.name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" }) }
             #expect(names.filter { $0 == "x-app-attest-verified-key-id" }.count == (verified == nil ? 0 : 1), "\(what): \(seen.headers)")
             #expect(seen.header("X-App-Attest-Verified-Key-Id") == verified, "\(what)")
-            #expect(!seen.headers.contains { $0.value == "forged" || $0.value == "6.6.6.6" || $0.value == "mine" }, "\(what): \(seen.headers)")
+            #expect(!seen.headers.contains { $0.value == "forged" || $0.value == "6.6.6.6" || $0.value == "mine one" }, "\(what): \(seen.headers)")
             #expect(!names.contains("x-forwarded-port") && !names.contains("x-app-attest-risk-metric") && !names.contains("x-device-check")
-                && !names.contains("x-device-check-bits") && !names.contains("x-request-id"), "\(what): \(names)")
+                && !names.contains("x-device-check-bits"), "\(what): \(names)")
+            // An invalid client id ("mine one": a space) is replaced by the gateway's, sent once.
+            #expect(names.filter { $0 == "x-request-id" }.count == 1 && seen.header("X-Request-Id")?.count == 15, "\(what): \(seen.headers)")
             #expect(seen.header("X_Custom") == (allowUnderscores ? "c" : nil), "\(what)")
             #expect(seen.header("X-Forwarded-For") == "127.0.0.1", "\(what)")
         }

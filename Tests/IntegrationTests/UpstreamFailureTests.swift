@@ -45,8 +45,8 @@ struct UpstreamFailureTests {
         let metrics = try curl([gw.url("admin", "/metrics")]).1
         #expect(metrics.contains("attest_gateway_upstream_errors_total{upstream=\"dead\",reason=\"upstream_unavailable\"} 2"), "\(metrics)")
         #expect(metrics.contains("attest_gateway_upstream_errors_total{upstream=\"silent\",reason=\"upstream_timeout\"} 2"), "\(metrics)")
-        usleep(200_000)
-        let lines = gw.stdout.split(separator: "\n").map(String.init)
+        // The access log is buffered per loop and flushed within a second (logging.access_log.flush).
+        let lines = waitForStdout(gw) { $0.split(separator: "\n").count >= 6 }.split(separator: "\n").map(String.init)
         #expect(!metrics.contains("reason=\"ambiguous_path\""))
         for (route, error) in [("dead", "upstream_unavailable"), ("silent", "upstream_timeout"), ("-", "ambiguous_path")] {
             for proto in ["http1", "h2"] {

@@ -302,10 +302,50 @@ extension ConfigDecoder {
                 logging.level = value
             }
         }
-        if let node = fields["access_log"], let value = bool(node, fields.path("access_log")) {
-            logging.accessLog = value
+        if let node = fields["access_log"] {
+            if case .mapping = node {
+                guard let options = decodeAccessLog(node, path: fields.path("access_log")) else { return nil }
+                logging.accessLogOptions = options
+            } else if case .scalar(let b) = node, b.isPlain, ["true", "false"].contains(b.text.lowercased()) {
+                logging.accessLog = b.text.lowercased() == "true"
+            } else if scalar(node, fields.path("access_log"), expected: Self.accessLogExpected) != nil {
+                report("\(fields.path("access_log")) must be \(Self.accessLogExpected), got \(node.summary)", at: node.position)
+            }
         }
         return logging
+    }
+
+    static let accessLogExpected = "true, false or a mapping such as {path: /var/log/attest-gateway/access.log}"
+
+    /// `access_log: {path: stdout | FILE, format: json | combined, buffer: 64KiB, flush: 1s}`.
+    func decodeAccessLog(_ node: YAMLNode, path: String) -> AccessLogConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.accessLog) else { return nil }
+        var options = AccessLogConfig()
+        var valid = true
+        if let node = fields["path"] {
+            if case .scalar(let s) = node, s.isPlain, s.text == "stdout" {
+                options.destination = .stdout
+            } else if let file = filePath(node, fields.path("path")) {
+                options.destination = .file(file)
+            } else {
+                valid = false
+            }
+        }
+        fields.read("format", into: &options, \.format, valid: &valid) { choice($0, $1, as: AccessLogConfig.Format.self) }
+        fields.read("buffer", into: &options, \.bufferBytes, valid: &valid) {
+            size($0, $1, in: 0...AccessLogConfig.maximumBufferBytes)
+        }
+        fields.read("flush", into: &options, \.flush, valid: &valid) {
+            duration($0, $1, minimum: AccessLogConfig.minimumFlush, maximum: AccessLogConfig.maximumFlush)
+        }
+        guard valid else { return nil }
+        if options.bufferBytes == 0, fields["flush"] != nil {
+            report(
+                "\(fields.path("flush")) has no effect with buffer: 0 (each line is written as it is made); remove it",
+                at: fields.keyPosition("flush") ?? fields.position)
+            return nil
+        }
+        return options
     }
 }
 

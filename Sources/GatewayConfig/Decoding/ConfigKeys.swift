@@ -62,6 +62,7 @@ enum ConfigKeys {
     static let fallback = ["devicecheck", "max_share", "window", "min_requests", "token_ttl"]
     static let fallbackDeviceCheck = ["bits"]
     static let risk = ["refresh", "concurrency", "rate", "stale_probe"]
+    static let accessLog = ["path", "format", "buffer", "flush"]
 
     /// Section name to keys, for the documentation test.
     static let all: [(section: String, keys: [String])] = [
@@ -74,6 +75,6 @@ enum ConfigKeys {
         ("routes[].assertion", assertion), ("routes[].assertion.fallback", fallback),
         ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("trust", trust), ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
-        ("logging", logging), ("apple", apple), ("risk", risk),
+        ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk),
     ]
 }

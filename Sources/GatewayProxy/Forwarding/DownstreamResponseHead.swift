@@ -8,6 +8,7 @@ import GatewayIO
 ///   first member), and none when the body goes another way (chunked to an HTTP/1.1 client, DATA
 ///   frames, until close);
 /// - `Via`: the received values joined with ", ", then ours (`UpstreamRequestHead.via`), last;
+/// - `X-Request-Id`: the exchange's id (`RequestID`), in place of any the upstream sent;
 /// - a route's response fields (`Forward.responseHeaders`, e.g. the next challenge) set after the
 ///   upstream's: that rare path goes through strings (`fields(_:routeFields:dropContentLength:)`);
 /// - HTTP/1.1 only: `Transfer-Encoding: chunked` and `Connection` as the client's side needs them.
@@ -20,7 +21,7 @@ enum DownstreamResponseHead {
     /// fields the upstream's field lines are copied as bytes (`writeHTTP1`); with them, through
     /// `HTTPFields`. Returns whether the body goes chunked and whether the connection closes after it.
     static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, forward: Forward?, requestMinor: Int,
-                          close: Bool, to downstream: Connection) -> (chunked: Bool, close: Bool)
+                          close: Bool, requestID: RequestID, to downstream: Connection) -> (chunked: Bool, close: Bool)
     {
         var chunked = false
         var close = close
@@ -37,23 +38,27 @@ enum DownstreamResponseHead {
             let full = r.materialize(buf)
             forward.responseHook?.observe?(full)
             var fields = fields(
-                full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [])
+                full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [],
+                requestID: requestID.text)
             if chunked { fields.append("Transfer-Encoding", "chunked") }
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
         } else {
-            downstream.writeHead {
-                writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection, to: &$0)
+            requestID.withBytes { i in
+                downstream.writeHead {
+                    writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection,
+                               requestID: i, to: &$0)
+                }
             }
         }
         return (chunked, close)
     }
 
     /// The HTTP/1.1 head for the client, from the upstream's bytes: status line (the reason as
-    /// received), the kept fields, Via, then `Transfer-Encoding: chunked` when `chunked` and
-    /// `Connection: <connection>` when given.
+    /// received), the kept fields, Via, X-Request-Id (none when `requestID` is empty), then
+    /// `Transfer-Encoding: chunked` when `chunked` and `Connection: <connection>` when given.
     static func writeHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                           chunked: Bool, connection: String?, to out: inout HeadWriter)
+                           chunked: Bool, connection: String?, requestID: UnsafeRawBufferPointer, to out: inout HeadWriter)
     {
         out.appendStatusLineStart(status: r.status)
         out.append(UnsafeRawBufferPointer(rebasing: buf[r.reason]))
@@ -68,6 +73,11 @@ enum DownstreamResponseHead {
         }
         out.append(UpstreamRequestHead.via)
         out.crlf()
+        if !requestID.isEmpty {
+            out.append("X-Request-Id: ")
+            out.append(requestID)
+            out.crlf()
+        }
         if chunked { out.append("Transfer-Encoding: chunked\r\n") }
         if let connection {
             out.append("Connection: ")
@@ -80,7 +90,7 @@ enum DownstreamResponseHead {
     /// The same fields for an HTTP/2 client, appended to the session's header block (whose HTTP/2
     /// rules then apply: names lowercased, fields HTTP/2 cannot carry dropped).
     static func appendHTTP2(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                            to block: inout HTTP2HeaderBlock)
+                            requestID: UnsafeRawBufferPointer, to block: inout HTTP2HeaderBlock)
     {
         let filter = ForwardingFilter(r, buf)
         let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
@@ -93,13 +103,22 @@ enum DownstreamResponseHead {
         }
         block.appendValue(UnsafeRawBufferPointer(staticString: UpstreamRequestHead.via))
         block.commit(nameStart: n, valueStart: v)
+        if !requestID.isEmpty {
+            let (n, v) = block.beginField(name: "x-request-id")
+            block.appendValue(requestID)
+            block.commit(nameStart: n, valueStart: v)
+        }
     }
 
     /// The same rules on strings, for a route that sets response fields: the upstream's fields
     /// (hop-by-hop and the route's `remove` removed, Content-Length once, Via extended), then the route's set over them, then
-    /// Content-Length removed when `dropContentLength`.
-    static func fields(_ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool, remove: [String] = []) -> HTTPFields {
+    /// Content-Length removed when `dropContentLength`; the exchange's `X-Request-Id` (none when
+    /// `requestID` is empty) in place of the upstream's.
+    static func fields(_ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool, remove: [String] = [],
+                       requestID: String = "") -> HTTPFields
+    {
         var fields = head.headers
+        fields.remove(RequestID.field)
         HopByHop.strip(&fields, isRequest: false)
         for name in remove { fields.remove(name) }
         fields.collapseContentLength()
@@ -109,6 +128,7 @@ enum DownstreamResponseHead {
         fields.append("Via", via.isEmpty ? ours : via + ", " + ours)
         for e in routeFields { fields.set(e.name, e.value) }
         if dropContentLength { fields.remove("Content-Length") }
+        if !requestID.isEmpty { fields.append(RequestID.field, requestID) }
         return fields
     }
 }
@@ -169,6 +189,7 @@ struct ForwardingFilter {
             let f = fields[i]
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             guard keeps(i, n) else { continue }
+            if n.count == 12 && equalsIgnoringCase(n, "X-Request-Id") { continue }  // the gateway's (`RequestID`)
             if isVia(i, n) {
                 viaBytes += f.value.count
                 viaCount += 1

@@ -16,7 +16,7 @@ public enum GatewayOwnedFields {
     /// Whole names.
     public static let names: [String] = [
         // Set by the gateway, now or in the client contract's future versions.
-        "X-Request-Id",  // the gateway's request ids (refusals carry them; forwarded requests will)
+        "X-Request-Id",  // the exchange's id: the gateway writes it (a client's valid id is kept: `RequestID`)
         "X-Device-Check", "X-Device-Check-Bits",  // DeviceCheck results
         "X-App-Assertion",  // the client contract's assertion: read by the gateway, not forwarded
         // Method and URL overrides: a backend that honours one would run another handler than the

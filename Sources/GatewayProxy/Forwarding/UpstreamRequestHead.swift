@@ -24,7 +24,8 @@ import GatewayHTTP
 ///    address; from a trusted proxy, `trustedPeer`, its list extended with it), `X-Forwarded-Proto`
 ///    (`http`/`https` of the listener; a trusted proxy's own kept), `X-Forwarded-Host` (the
 ///    client's Host, when it sent one; a trusted proxy's own kept), `Via` (the client's list, then
-///    ours: `via`), a `Host` naming the upstream when the client sent none (HTTP/1.0). What a peer
+///    ours: `via`), `X-Request-Id` (the exchange's id, `RequestID`: the client's own when it sent a
+///    valid one), a `Host` naming the upstream when the client sent none (HTTP/1.0). What a peer
 ///    that is not a trusted proxy says in the first three is replaced: a client cannot pose as a
 ///    proxy (`ClientAddress` reads the client address the same way).
 /// 4. The route's added fields (e.g. the verified key id), then the framing: `Transfer-Encoding:
@@ -37,11 +38,13 @@ enum UpstreamRequestHead {
     static let via: StaticString = "1.1 attest-gateway"
 
     /// Writes the upstream request head of `head`, whose ranges point into `buf`. `client` (the
-    /// peer's address: the socket's, or a PROXY protocol header's) and `proto` are ASCII, written as
-    /// they are; `trustedPeer`: the peer is a trusted proxy (`TrustedProxies`), whose forwarding
-    /// fields are kept; `defaultHost` is asked only when the client sent no Host.
+    /// peer's address: the socket's, or a PROXY protocol header's), `proto` and `requestID` (none
+    /// when empty) are ASCII, written as they are; `trustedPeer`: the peer is a trusted proxy
+    /// (`TrustedProxies`), whose forwarding fields are kept; `defaultHost` is asked only when the
+    /// client sent no Host.
     static func write(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
-                      proto: UnsafeRawBufferPointer, trustedPeer: Bool = false, framing: BodyFraming, edit: HeaderEdit,
+                      proto: UnsafeRawBufferPointer, trustedPeer: Bool = false, requestID: UnsafeRawBufferPointer,
+                      framing: BodyFraming, edit: HeaderEdit,
                       dropFoldableNames: Bool, defaultHost: () -> String, to out: inout HeadWriter)
     {
         let fields = head.fields
@@ -168,6 +171,11 @@ enum UpstreamRequestHead {
             out.append(via)
             out.crlf()
         }
+        if !requestID.isEmpty && passes(UnsafeRawBufferPointer(staticString: "X-Request-Id")) {
+            out.append("X-Request-Id: ")
+            out.append(requestID)
+            out.crlf()
+        }
         if head.host == nil, passes(UnsafeRawBufferPointer(staticString: "Host")) { out.appendField("Host", defaultHost()) }
         for (name, value) in edit.add {
             var n = name
@@ -194,16 +202,19 @@ extension Forward {
     /// The upstream request head of `head` (ranges of `buf`), framed as `framing`, with this route's
     /// edit: `UpstreamRequestHead.write`, the host defaulting to the upstream's address.
     func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           trustedPeer: Bool = false, framing: BodyFraming, dropFoldableNames: Bool = true, to out: inout HeadWriter)
+                           trustedPeer: Bool = false, requestID: RequestID, framing: BodyFraming, dropFoldableNames: Bool = true,
+                           to out: inout HeadWriter)
     {
         var client = client
         var proto = proto
         client.withUTF8 { c in
             proto.withUTF8 { p in
-                UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                          trustedPeer: trustedPeer, framing: framing, edit: editHeaders,
-                                          dropFoldableNames: dropFoldableNames,
-                                          defaultHost: { pool.target.address.description }, to: &out)
+                requestID.withBytes { i in
+                    UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                                              trustedPeer: trustedPeer, requestID: i, framing: framing, edit: editHeaders,
+                                              dropFoldableNames: dropFoldableNames,
+                                              defaultHost: { pool.target.address.description }, to: &out)
+                }
             }
         }
     }
@@ -226,11 +237,13 @@ extension BufferedRequest {
         bytes.with { buf in
             client.withUTF8 { c in
                 proto.withUTF8 { p in
-                    HeadWriter.appendHead(to: &out) {
-                        UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                                  trustedPeer: forwardingPeer?.trusted ?? false,
-                                                  framing: .whole(head.framing, count: body.count), edit: edit,
-                                                  dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
+                    requestID.withBytes { i in
+                        HeadWriter.appendHead(to: &out) {
+                            UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                                                      trustedPeer: forwardingPeer?.trusted ?? false, requestID: i,
+                                                      framing: .whole(head.framing, count: body.count), edit: edit,
+                                                      dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
+                        }
                     }
                 }
             }
