@@ -2,33 +2,6 @@ import CGatewaySystem
 import GatewayCrypto
 import Glibc
 
-/// What a connection tells its owner, on the loop.
-public protocol ConnectionDelegate: AnyObject {
-    /// New bytes are readable in `connection.inbound`; consume what is used.
-    func connectionDidRead(_ connection: Connection)
-    /// The peer finished sending (EOF); buffered inbound bytes may remain.
-    func connectionDidReadEOF(_ connection: Connection)
-    /// Everything queued has been written (resume the producer: back-pressure).
-    func connectionDidDrain(_ connection: Connection)
-    /// An outbound connect completed.
-    func connectionDidConnect(_ connection: Connection)
-    /// The connection is closed; `error` when it broke rather than ended.
-    func connectionDidClose(_ connection: Connection, error: Socket.Error?)
-    /// TLS only: the handshake finished (before any plaintext is delivered). The delegate may be
-    /// replaced here (e.g. by the protocol handler ALPN chose); the new one gets the plaintext.
-    func connectionDidCompleteHandshake(_ connection: Connection, info: TLSConnectionInfo)
-    /// TLS only: the handshake failed (or plain HTTP reached a TLS port); the connection closes next.
-    func connectionDidFailHandshake(_ connection: Connection, failure: TLSFailure)
-}
-
-extension ConnectionDelegate {
-    public func connectionDidReadEOF(_ connection: Connection) { connection.close() }
-    public func connectionDidDrain(_ connection: Connection) {}
-    public func connectionDidConnect(_ connection: Connection) {}
-    public func connectionDidCompleteHandshake(_ connection: Connection, info: TLSConnectionInfo) {}
-    public func connectionDidFailHandshake(_ connection: Connection, failure: TLSFailure) {}
-}
-
 /// A non-blocking TCP connection on one loop: edge-triggered reads into `inbound` (paused on request,
 /// for back-pressure), a write queue flushed as the socket allows, and close exactly once.
 /// Loop-confined: every method runs on `loop.queue`.
@@ -544,60 +517,5 @@ public final class Connection: FileEventHandler {
         inbound.clear()
         _delegate?.connectionDidClose(self, error: error)
         _delegate = nil
-    }
-}
-
-/// Accepts connections on one listening socket for one loop (SO_REUSEPORT: one per loop).
-public final class Listener: FileEventHandler {
-    public let fd: Int32
-    public let loop: EventLoop
-    public let address: SocketAddress
-    private let onAccept: (Int32, SocketAddress) -> Void
-    private var paused = false
-    /// Told of each failed accept (for a metric); descriptor exhaustion also pauses accepting.
-    public var onAcceptError: ((Socket.Error) -> Void)?
-
-    public init(address: SocketAddress, loop: EventLoop, reusePort: Bool, onAccept: @escaping (Int32, SocketAddress) -> Void)
-        throws(Socket.Error)
-    {
-        fd = try Socket.listen(address, reusePort: reusePort)
-        self.address = Socket.localAddress(fd) ?? address
-        self.loop = loop
-        self.onAccept = onAccept
-        do {
-            try loop.registerListener(fd: fd, handler: self)
-        } catch {
-            Socket.close(fd)  // not leaked when the loop refuses it
-            throw error
-        }
-    }
-
-    public func handleEvents(readable: Bool, writable: Bool, hangup: Bool) {
-        guard !paused else { return }
-        for _ in 0..<128 {
-            switch Socket.accept(fd) {
-            case .accepted(let cfd, let peer):
-                onAccept(cfd, peer)
-            case .wouldBlock:
-                return
-            case .failed(let e):
-                onAcceptError?(e)
-                if e.errno == EMFILE || e.errno == ENFILE || e.errno == ENOBUFS || e.errno == ENOMEM {
-                    // Out of descriptors: pause accepting briefly instead of spinning or dying.
-                    paused = true
-                    loop.timers.schedule(afterMillis: 100) { [weak self] in
-                        self?.paused = false
-                        self?.handleEvents(readable: true, writable: false, hangup: false)
-                    }
-                }
-                return
-            }
-        }
-    }
-
-    /// Stops accepting (drain): the socket is closed; queued connections are refused by the kernel.
-    public func close() {
-        loop.deregister(fd: fd)
-        Socket.close(fd)
     }
 }

@@ -173,7 +173,7 @@ public final class HTTPServer: @unchecked Sendable {
             onRefuse?(loop)
             return
         }
-        let limits = profile.limits, scheme = profile.scheme
+        let limits = profile.limits
         let id = nextConnectionID
         nextConnectionID += 1
         // The first request's head (or HTTP/2 request) is due within the header timeout of now,

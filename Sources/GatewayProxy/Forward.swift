@@ -1,0 +1,62 @@
+import GatewayHTTP
+import GatewayIO
+
+/// Where and how a request is forwarded. A class (immutable): a route's forward is made once and
+/// shared by its requests, and passing it along costs one reference count, not one per field.
+public final class Forward {
+    public let routeName: String
+    /// The upstream's only server, or its first (`balancer` chooses); its target names the upstream.
+    public let pool: UpstreamPool
+    public let maxBody: Int
+    /// Applied to the upstream request's fields with the proxy's own rewriting (`UpstreamRequestHead`),
+    /// e.g. to remove assertion headers and add the verified key id.
+    public let editHeaders: HeaderEdit
+    /// Added to the downstream response after the upstream's fields.
+    public let responseHeaders: HTTPFields
+    /// An upstream with several servers: the server of each attempt; nil: `pool` is the only one.
+    public let balancer: UpstreamBalancer?
+    /// From the request's end to the response head, and to connect: the route's, else the upstream's.
+    public let responseTimeoutMillis: Int64
+    public let connectTimeoutMillis: Int64
+    /// What the route does with the upstream's response head first (fields only the gateway reads,
+    /// such as `X-Device-Check-Update`); nil on most routes, whose heads are copied as bytes.
+    public let responseHook: ResponseHook?
+    /// On a protected route: the verdict that let the request go on, for the access line.
+    public let verdict: AccessVerdict?
+
+    /// - Parameters:
+    ///   - balancer: several servers (`pool` is then its first).
+    ///   - responseTimeoutMillis, connectTimeoutMillis: a route's own; nil: `pool.target`'s.
+    public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
+                responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil, balancer: UpstreamBalancer? = nil,
+                responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil, verdict: AccessVerdict? = nil)
+    {
+        self.routeName = routeName
+        self.pool = pool
+        self.maxBody = maxBody
+        self.editHeaders = editHeaders
+        self.responseHeaders = responseHeaders
+        self.balancer = balancer
+        self.responseTimeoutMillis = responseTimeoutMillis ?? pool.target.responseTimeoutMillis
+        self.connectTimeoutMillis = connectTimeoutMillis ?? pool.target.connectTimeoutMillis
+        self.responseHook = responseHook
+        self.verdict = verdict
+    }
+
+    /// Whether the response head goes through strings (`DownstreamResponseHead.fields`): route fields
+    /// to set, or a hook.
+    var rewritesResponse: Bool { responseHeaders.count > 0 || responseHook != nil }
+}
+
+/// A route's look at an upstream's response head before the client's: `observe` sees the head as
+/// received (on the loop), then every field named in `remove` (any ASCII case) is left out of what
+/// the client gets.
+public struct ResponseHook {
+    public let remove: [String]
+    public let observe: ((HTTPResponseHead) -> Void)?
+
+    public init(remove: [String], observe: ((HTTPResponseHead) -> Void)? = nil) {
+        self.remove = remove
+        self.observe = observe
+    }
+}
