@@ -56,23 +56,12 @@ public struct AdminAccess: Sendable {
     /// file and what is wrong, never the content.
     static func readToken(_ path: String) throws(LoadError) -> [UInt8] {
         func fail(_ why: String) -> LoadError { LoadError(description: "admin.token_file \(path): \(why)") }
-        var st = stat()
-        guard stat(path, &st) == 0 else {
-            let e = errno
-            throw fail(e == ENOENT ? "does not exist" : e == EACCES ? "cannot be read (permission denied)" : "cannot be read (\(String(cString: strerror(e))))")
+        var bytes: [UInt8]
+        do {
+            bytes = try SecretFile.read(path, holding: "the token", maximumSize: maximumFileSize, oneWhat: "one token")
+        } catch {
+            throw fail(error.why)
         }
-        guard st.st_mode & S_IFMT == S_IFREG else { throw fail("is not a regular file") }
-        let mode = st.st_mode & 0o777
-        if mode & 0o007 != 0 || mode & 0o020 != 0 {
-            throw fail(
-                "its mode \(String(mode, radix: 8, uppercase: false).leftPadded(4)) lets other users read or change the token; "
-                    + "make it readable by the gateway only (chmod 0400, or 0440 with a group)")
-        }
-        guard st.st_size <= off_t(maximumFileSize) else { throw fail("is larger than \(maximumFileSize) bytes; it must hold one token") }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw fail(errno == EACCES ? "cannot be read (permission denied)" : "cannot be read")
-        }
-        var bytes = [UInt8](data)
         while let last = bytes.last, last == 0x0a || last == 0x0d { bytes.removeLast() }
         guard !bytes.isEmpty else { throw fail("is empty; put a token in it, e.g. `openssl rand -hex 32`") }
         guard bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {

@@ -65,12 +65,12 @@ final class AppleServices: Sendable {
         } catch {
             throw LoadError(
                 path: "apple.private_key",
-                description: "apple.private_key \(config.privateKey) is not the .p8 key Apple hands out "
+                description: "apple.private_key \(config.privateKey): is not the .p8 key Apple hands out "
                     + "(an unencrypted PKCS#8 EC P-256 private key in PEM): \(Self.reason(error))")
         }
         guard privateKey.curve == .p256 else {
             throw LoadError(
-                path: "apple.private_key", description: "apple.private_key \(config.privateKey) is a \(privateKey.curve.rawValue) key; Apple's keys are P-256 (ES256)")
+                path: "apple.private_key", description: "apple.private_key \(config.privateKey): is a \(privateKey.curve.rawValue) key; Apple's keys are P-256 (ES256)")
         }
         do {
             tls = try TLSClientContext(configuration: TLSClientConfiguration(caFile: config.caFile))
@@ -122,24 +122,15 @@ final class AppleServices: Sendable {
     /// The key file, with the checks a secret gets: a regular file no other user may read or change,
     /// of a plausible size. Messages name the file, never its contents.
     static func readKeyFile(_ path: String) throws(LoadError) -> [UInt8] {
-        func fail(_ why: String) -> LoadError { LoadError(path: "apple.private_key", description: "apple.private_key \(path) \(why)") }
-        var st = stat()
-        guard stat(path, &st) == 0 else {
-            let e = errno
-            throw fail(e == ENOENT ? "does not exist" : e == EACCES ? "cannot be read (permission denied)" : "cannot be read (\(String(cString: strerror(e))))")
+        func fail(_ why: String) -> LoadError { LoadError(path: "apple.private_key", description: "apple.private_key \(path): \(why)") }
+        let bytes: [UInt8]
+        do {
+            bytes = try SecretFile.read(path, holding: "the team's private key", maximumSize: maximumKeyFileSize, oneWhat: "one key")
+        } catch {
+            throw fail(error.why)
         }
-        guard st.st_mode & S_IFMT == S_IFREG else { throw fail("is not a regular file") }
-        let mode = st.st_mode & 0o777
-        if mode & 0o007 != 0 || mode & 0o020 != 0 {
-            throw fail(
-                "has mode \(String(mode, radix: 8)): other users may read or change the team's private key; make it "
-                    + "readable by the gateway only (chmod 0400, or 0440 with a group)")
-        }
-        guard st.st_size > 0, st.st_size <= off_t(maximumKeyFileSize) else {
-            throw fail(st.st_size == 0 ? "is empty" : "is larger than \(maximumKeyFileSize) bytes; it must hold one key")
-        }
-        guard let data = FileManager.default.contents(atPath: path) else { throw fail("cannot be read") }
-        return [UInt8](data)
+        guard !bytes.isEmpty else { throw fail("is empty") }
+        return bytes
     }
 
     private static func reason(_ e: ECPrivateKey.Error) -> String {

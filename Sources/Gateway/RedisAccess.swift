@@ -38,24 +38,12 @@ enum RedisAccess {
     /// `0440`: a group may read it, as Kubernetes' `fsGroup` needs).
     static func readPassword(_ path: String) throws(LoadError) -> [UInt8] {
         func fail(_ why: String) -> LoadError { LoadError(description: "store.password_file \(path): \(why)") }
-        var st = stat()
-        guard stat(path, &st) == 0 else {
-            let e = errno
-            throw fail(e == ENOENT ? "does not exist" : e == EACCES ? "cannot be read (permission denied)" : "cannot be read (\(String(cString: strerror(e))))")
+        var bytes: [UInt8]
+        do {
+            bytes = try SecretFile.read(path, holding: "the password", maximumSize: maximumFileSize, oneWhat: "one password")
+        } catch {
+            throw fail(error.why)
         }
-        guard st.st_mode & S_IFMT == S_IFREG else { throw fail("is not a regular file") }
-        let mode = st.st_mode & 0o777
-        if mode & 0o007 != 0 || mode & 0o020 != 0 {
-            let octal = String(mode, radix: 8)
-            throw fail(
-                "its mode \(String(repeating: "0", count: max(0, 4 - octal.count)) + octal) lets other users read or change the password; "
-                    + "make it readable by the gateway only (chmod 0400, or 0440 with a group)")
-        }
-        guard st.st_size <= off_t(maximumFileSize) else { throw fail("is larger than \(maximumFileSize) bytes; it must hold one password") }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw fail(errno == EACCES ? "cannot be read (permission denied)" : "cannot be read")
-        }
-        var bytes = [UInt8](data)
         if bytes.last == 0x0a { bytes.removeLast() }
         if bytes.last == 0x0d { bytes.removeLast() }
         guard !bytes.isEmpty else { throw fail("is empty; put the Redis password in it") }

@@ -59,8 +59,8 @@ struct AppleServicesTests {
         let p256 = ECPrivateKey(curve: .p256)
         let cases: [(path: String, expected: String)] = [
             (files.dir.appendingPathComponent("missing.p8").path, "does not exist"),
-            (try files.write("open.p8", p256.pkcs8PEM, mode: 0o644), "other users may read or change the team's private key"),
-            (try files.write("group-writable.p8", p256.pkcs8PEM, mode: 0o660), "other users may read or change"),
+            (try files.write("open.p8", p256.pkcs8PEM, mode: 0o644), "lets other users read or change the team's private key"),
+            (try files.write("group-writable.p8", p256.pkcs8PEM, mode: 0o660), "lets other users read or change"),
             (try files.write("empty.p8", ""), "is empty"),
             (try files.write("garbage.p8", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), "is not the .p8 key Apple hands out"),
             (try files.write("p384.p8", ECPrivateKey(curve: .p384).pkcs8PEM), "is a P-384 key; Apple's keys are P-256 (ES256)"),
@@ -72,7 +72,7 @@ struct AppleServicesTests {
                 Issue.record("\(c.path) was accepted")
             } catch {
                 #expect(error.path == "apple.private_key")
-                #expect(error.description.hasPrefix("apple.private_key \(c.path) "), "\(error)")
+                #expect(error.description.hasPrefix("apple.private_key \(c.path): "), "\(error)")
                 #expect(error.description.contains(c.expected), "\(error)")
                 #expect(!error.description.contains("BEGIN"), "\(error)")
             }
@@ -106,7 +106,7 @@ struct AppleServicesTests {
             Issue.record("a world-readable key was accepted")
         } catch {
             #expect(error.diagnostic?.line == 8)
-            #expect(error.description.contains("apple.private_key \(key) has mode 644"), "\(error)")
+            #expect(error.description.contains("apple.private_key \(key): its mode 0644 lets other users read or change the team's private key"), "\(error)")
         }
     }
 }
