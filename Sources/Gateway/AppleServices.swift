@@ -1,6 +1,7 @@
 import Foundation
 import GatewayConfig
 import GatewayCrypto
+import GatewayIO
 import GatewayPolicy
 import GatewayStore
 import GatewayWire
@@ -138,4 +139,24 @@ final class AppleServices: Sendable {
         case .invalidKey(let why): why
         }
     }
+}
+
+/// The addresses of Apple's hosts as one caller (the risk refresher, the DeviceCheck service)
+/// resolved them, each kept for `keepMillis` (five minutes) and forgotten after a failed call so
+/// that the next one resolves again. Confined to its owner's queue, never an event loop (name
+/// resolution blocks).
+final class AppleHostAddresses {
+    static let keepMillis: Int64 = 300_000
+    private var known: [String: (address: SocketAddress, at: Int64)] = [:]
+
+    /// `endpoint`'s host's address, resolved now when not known or too old; nil when it does not resolve.
+    func address(_ endpoint: AppleServices.Endpoint, nowMillis: Int64) -> SocketAddress? {
+        if let k = known[endpoint.host], nowMillis - k.at < Self.keepMillis { return k.address }
+        guard let address = try? SocketAddress.resolve(host: endpoint.host, port: endpoint.port) else { return nil }
+        known[endpoint.host] = (address, nowMillis)
+        return address
+    }
+
+    /// Resolved again before the next call (after a failed one).
+    func forget(_ endpoint: AppleServices.Endpoint) { known[endpoint.host] = nil }
 }

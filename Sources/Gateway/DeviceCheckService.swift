@@ -23,7 +23,7 @@ final class DeviceCheckService: @unchecked Sendable {
     let replay = DeviceTokenReplay()
     private var pausedUntil: Int64 = 0
     private var failures = 0
-    private var addresses: [String: (address: SocketAddress, at: Int64)] = [:]
+    private let addresses = AppleHostAddresses()
     private let problems = RateLimitedLog(interval: 60)
 
     init(client: AppleClient, metrics: AttestMetrics) {
@@ -59,7 +59,7 @@ final class DeviceCheckService: @unchecked Sendable {
                 switch result {
                 case .failure(let e):
                     if case .failed(.exchange(let p)) = e, [.upstreamUnavailable, .upstreamConnectTimeout].contains(p) {
-                        addresses[endpoint.host] = nil
+                        addresses.forget(endpoint)
                     }
                     finish(call, .unavailable(detail: e.description), completion)
                 case .success(let r):
@@ -104,13 +104,8 @@ final class DeviceCheckService: @unchecked Sendable {
         }
     }
 
-    /// The host's address, resolved on the service's queue and kept for five minutes.
     private func resolve(_ endpoint: AppleServices.Endpoint) -> SocketAddress? {
-        let now = Self.monotonicMillis()
-        if let known = addresses[endpoint.host], now - known.at < RiskRefresher.resolveEveryMillis { return known.address }
-        guard let address = try? SocketAddress.resolve(host: endpoint.host, port: endpoint.port) else { return nil }
-        addresses[endpoint.host] = (address, now)
-        return address
+        addresses.address(endpoint, nowMillis: Self.monotonicMillis())
     }
 }
 

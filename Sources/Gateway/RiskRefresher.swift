@@ -56,7 +56,7 @@ final class RiskRefresher: @unchecked Sendable {
     private var tokens: Double = 1
     private var tokensAt: Int64 = 0
     /// Resolved service hosts, by host, with when they were resolved (monotonic ms).
-    private var addresses: [String: (address: SocketAddress, at: Int64)] = [:]
+    private let addresses = AppleHostAddresses()
     /// The oldest due refresh the current scan pass saw (wall ms), for the lag gauge.
     private var passOldest: Int64?
 
@@ -68,8 +68,6 @@ final class RiskRefresher: @unchecked Sendable {
     }
     /// Memory store: records looked at per claim (a pass over a large store takes several ticks).
     static let scanBudget = 131_072
-    /// Addresses are resolved again after this long, or after a connection failed.
-    static let resolveEveryMillis: Int64 = 300_000
 
     init(store: any RiskRefreshStore, client: AppleClient, metrics: RiskMetrics, tickMillis: Int = 1_000) {
         self.store = store
@@ -195,7 +193,7 @@ final class RiskRefresher: @unchecked Sendable {
             switch result {
             case .failure(let e):
                 if case .failed(.exchange(let p)) = e, [.upstreamUnavailable, .upstreamConnectTimeout].contains(p) {
-                    addresses[endpoint.host] = nil  // resolved again before the next call
+                    addresses.forget(endpoint)  // resolved again before the next call
                 }
                 answered(.unavailable(e.description), candidate, newReceipt: nil, s)
             case .success(let response):
@@ -299,13 +297,7 @@ final class RiskRefresher: @unchecked Sendable {
         }
     }
 
-    /// The host's address, resolved here (the refresher's own queue, never an event loop) and kept
-    /// for `resolveEveryMillis`; nil when it does not resolve.
     private func resolve(_ endpoint: AppleServices.Endpoint) -> SocketAddress? {
-        let now = Self.monotonicMillis()
-        if let known = addresses[endpoint.host], now - known.at < Self.resolveEveryMillis { return known.address }
-        guard let address = try? SocketAddress.resolve(host: endpoint.host, port: endpoint.port) else { return nil }
-        addresses[endpoint.host] = (address, now)
-        return address
+        addresses.address(endpoint, nowMillis: Self.monotonicMillis())
     }
 }
