@@ -4,7 +4,6 @@ import GatewayCrypto
 import GatewayIO
 import GatewayPolicy
 import GatewayProxy
-import Synchronization
 
 /// The gateway's calls to Apple's DeviceCheck (docs/verification.md, "Devices without App Attest"):
 /// `validate_device_token` for the fallback, `query_two_bits` and `update_two_bits` for the two
@@ -19,8 +18,6 @@ final class DeviceCheckService: @unchecked Sendable {
     private let queue = DispatchQueue(label: "gateway.devicecheck", qos: .userInitiated)
     private let client: AppleClient
     private let metrics: AttestMetrics
-    /// Tokens seen (the fallback's replay cache), shared by every route and loop.
-    let replay = DeviceTokenReplay()
     private var pausedUntil: Int64 = 0
     private var failures = 0
     private let addresses = AppleHostAddresses()
@@ -112,50 +109,5 @@ final class DeviceCheckService: @unchecked Sendable {
 extension DeviceCheck.Decision {
     static func unavailable(detail: String) -> Self {
         Self(result: .unavailable, refusal: .deviceCheckUnavailable, bits: nil, pause: .some(nil), detail: detail)
-    }
-}
-
-/// The fallback's replay cache: each device token is accepted once within its route's `token_ttl`,
-/// keyed by the first 16 bytes of its SHA-256. Per process (docs/verification.md says what that
-/// means for a fleet). Bounded: when full of live entries, a new token is not admitted
-/// (`devicecheck_unavailable`), never an old one forgotten early.
-final class DeviceTokenReplay: Sendable {
-    struct Key: Hashable {
-        let a: UInt64
-        let b: UInt64
-
-        init(_ digest: [UInt8]) {
-            a = digest[0..<8].reduce(0) { $0 << 8 | UInt64($1) }
-            b = digest[8..<16].reduce(0) { $0 << 8 | UInt64($1) }
-        }
-    }
-
-    enum Reservation: Equatable {
-        case fresh
-        case replayed
-        case full
-    }
-
-    static let capacity = 262_144
-    private let seen = Mutex<[Key: Int64]>([:])
-
-    /// Takes `token` for `ttlMillis` from `nowMillis` unless it is already held.
-    func reserve(_ token: [UInt8], nowMillis: Int64, ttlMillis: Int64) -> Reservation {
-        let key = Key(SHA256.hash(token))
-        return seen.withLock { table in
-            if let until = table[key], until > nowMillis { return .replayed }
-            if table.count >= Self.capacity {
-                table = table.filter { $0.value > nowMillis }
-                if table.count >= Self.capacity { return .full }
-            }
-            table[key] = nowMillis + ttlMillis
-            return .fresh
-        }
-    }
-
-    /// Gives `token` back (DeviceCheck could not answer: the device may send it again).
-    func release(_ token: [UInt8]) {
-        let key = Key(SHA256.hash(token))
-        _ = seen.withLock { $0.removeValue(forKey: key) }
     }
 }

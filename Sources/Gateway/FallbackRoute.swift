@@ -1,15 +1,18 @@
 import AppAttest
 import Foundation
 import GatewayConfig
+import GatewayCrypto
 import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
 import GatewayProxy
+import GatewayStore
 
 /// The DeviceCheck fallback of a protected route (docs/verification.md, "Devices without App
 /// Attest"): a request without App Attest headers but with `X-Apple-Device-Token` is counted in the
 /// route's share (`FallbackShare`) and refused `fallback_share_exceeded` above `max_share`; its
-/// token is taken once (`DeviceTokenReplay`, for `token_ttl`) and checked with DeviceCheck
+/// token is claimed once in the store (`AttestStore.claimToken`, for `token_ttl`: across a fleet
+/// on Redis, across restarts with a data directory) and checked with DeviceCheck
 /// (`validate_device_token`, or `query_two_bits` on a `bits` route, which validates it too);
 /// accepted, it is forwarded with `X-Device-Check: valid` (and `X-Device-Check-Bits`), and on a
 /// `bits: write` route an upstream's `X-Device-Check-Update` writes the device's bits. Refusals go
@@ -81,35 +84,58 @@ extension GatewayRouter {
         if rt.apple == nil {
             early = Explanation(step: "devicecheck", error: .deviceCheckUnavailable, fields: [("path", "devicecheck"), ("detail", "apple is not configured")])
         }
-        let replay = attest.deviceCheck.replay
-        if early == nil {
-            switch replay.reserve(bytes, nowMillis: AttestContext.nowMillis(), ttlMillis: f.tokenTTLMillis) {
-            case .replayed:
-                early = Explanation(step: "device_token", error: .deviceTokenReplayed, fields: [
-                    ("path", "devicecheck"), ("detail", "the token was already presented"), ("token_ttl", Self.durationText(f.config.tokenTTL)),
-                ])
-            case .full:
-                early = Explanation(step: "device_token", error: .deviceCheckUnavailable, fields: [
-                    ("path", "devicecheck"), ("detail", "the replay cache is full of live tokens"),
-                ])
-            case .fresh:
-                break
-            }
-        }
         if let early { return concludeFallback(early, request: request, route: r, mode: mode, runtime: rt, done: done) }
         guard let services = rt.apple else { return }
-        let token = bytes
+        let digest = SHA256.hash(bytes)
         let boundRequest = LoopBound(request)
         let boundDone = LoopBound(done)
         let executor = self.executor
-        attest.deviceCheck.call(call, token: tokenText, services: services) { [unowned self] decision in
+        attest.store.claimToken(digest, ttlMillis: f.tokenTTLMillis, nowMillis: AttestContext.nowMillis()) { [unowned self] result in
             executor.run {
-                if decision.refusal == .deviceCheckUnavailable { replay.release(token) }
-                self.checked(
-                    decision, call: call, token: tokenText, services: services, request: boundRequest.value, route: r, fallback: f, mode: mode,
-                    runtime: rt, done: boundDone.value)
+                self.claimed(
+                    result, digest: digest, call: call, token: tokenText, services: services, request: boundRequest.value, route: r,
+                    fallback: f, mode: mode, runtime: rt, done: boundDone.value)
             }
         }
+    }
+
+    /// The store answered the token's claim (`AttestStore.claimToken`, shared by a fleet on Redis):
+    /// a replay, a full cache or a store failure is refused (`concludeFallback`; a failure is
+    /// `store_unavailable`, under the route's `on_store_error`); a fresh claim goes to DeviceCheck,
+    /// and is given back when DeviceCheck could not judge the token (the device may send it again).
+    private func claimed(
+        _ result: Result<TokenClaimOutcome, StoreError>, digest: [UInt8], call: DeviceCheck.Call, token tokenText: String,
+        services: AppleServices, request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, fallback f: GatewayRuntime.RouteFallback,
+        mode: RouteVerdict.Mode, runtime rt: GatewayRuntime, done: @escaping (BufferedOutcome) -> Void
+    ) {
+        let refused: Explanation
+        switch result {
+        case .success(.claimed):
+            let boundRequest = LoopBound(request)
+            let boundDone = LoopBound(done)
+            let executor = self.executor
+            let store = attest.store
+            attest.deviceCheck.call(call, token: tokenText, services: services) { [unowned self] decision in
+                if decision.refusal == .deviceCheckUnavailable { store.releaseToken(digest) { _ in } }
+                executor.run {
+                    self.checked(
+                        decision, call: call, token: tokenText, services: services, request: boundRequest.value, route: r, fallback: f,
+                        mode: mode, runtime: rt, done: boundDone.value)
+                }
+            }
+            return
+        case .success(.alreadyClaimed):
+            refused = Explanation(step: "device_token", error: .deviceTokenReplayed, fields: [
+                ("path", "devicecheck"), ("detail", "the token was already presented"), ("token_ttl", Self.durationText(f.config.tokenTTL)),
+            ])
+        case .success(.capacity(let maxTokens)):
+            refused = Explanation(step: "device_token", error: .deviceCheckUnavailable, fields: [
+                ("path", "devicecheck"), ("detail", "the replay cache is full of live tokens (\(maxTokens))"),
+            ])
+        case .failure(let error):
+            refused = Explanation(step: "store", error: GateError(error), fields: [("path", "devicecheck"), ("detail", error.detail)])
+        }
+        concludeFallback(refused, request: request, route: r, mode: mode, runtime: rt, done: done)
     }
 
     /// DeviceCheck answered: refused (`concludeFallback`), or forwarded with `X-Device-Check: valid`.

@@ -30,6 +30,9 @@ public enum RedisStoreOperation: String, Sendable, CaseIterable {
     /// The risk refresher's calls (`RiskRefreshStore`): claiming due keys, storing what a refresh found.
     case claimRefreshes = "claim_refreshes"
     case recordRefresh = "record_refresh"
+    /// The DeviceCheck fallback's replay cache: claiming a device token, giving it back.
+    case claimToken = "claim_token"
+    case releaseToken = "release_token"
 }
 
 /// `AttestStore` on Redis: the same semantics as `MemoryAttestStore`, shared by every gateway

@@ -44,6 +44,19 @@ public protocol AttestStore: AnyObject, Sendable {
         _ commit: AssertionCommit, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void)
 
+    /// The DeviceCheck fallback's replay cache (docs/verification.md, "Devices without App Attest"):
+    /// claims the device token whose SHA-256 is `digest` (32 bytes) for `ttlMillis` from
+    /// `nowMillis`, in one atomic step across every gateway on the store. `.claimed` once per token
+    /// per ttl, `.alreadyClaimed` while a claim lives (a replay), `.capacity` when the memory store's
+    /// bound is reached (nothing changed). A claim survives what the store's other state survives:
+    /// a restart with a data directory (journaled like a counter advance, in snapshots), Redis.
+    func claimToken(
+        _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void)
+
+    /// Gives a claimed token back (DeviceCheck could not judge it: the device may send it again).
+    func releaseToken(_ digest: [UInt8], completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+
     /// Sizes for metrics and readiness.
     var statistics: StoreStatistics { get }
 }

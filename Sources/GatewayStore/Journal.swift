@@ -6,7 +6,8 @@ import Synchronization
 ///
 /// Segment: header `AGJOURN1` (8 bytes), version (u32), reserved (u32), sequence (u64); then records
 /// `length (u32) ‖ CRC-32C of payload (u32) ‖ payload`. Payload type 1 is a registration, type 2 a
-/// counter advance, type 3 a key removal, type 4 a risk refresh (see `JournalRecord`). All integers
+/// counter advance, type 3 a key removal, type 4 a risk refresh, type 5 a DeviceCheck token claim
+/// (see `JournalRecord`; added within version 3: a segment without one reads as before). All integers
 /// little-endian. Version 2 added the removal and the registration's re-registration window;
 /// version 3 the registration's receipt dates, the risk refresh, and the counter window an advance
 /// leaves (`CounterWindow.gaps`, appended to advances that leave open counters). Version 1 and 2
@@ -87,11 +88,16 @@ enum JournalRecord {
     /// The key was removed (idle eviction).
     case removal(key: KeyBits)
     case risk(Risk)
+    /// A DeviceCheck token was claimed until `expiresMillis` (`MemoryAttestStore.claimToken`).
+    case claim(DeviceTokenClaim)
 
     static let registrationType: UInt8 = 1
     static let advanceType: UInt8 = 2
     static let removalType: UInt8 = 3
     static let riskType: UInt8 = 4
+    static let claimType: UInt8 = 5
+    /// type (1) + the token digest's first 16 bytes + expiry (Unix ms, 8).
+    static let claimPayloadSize = 25
     /// type (1) + key (32) + metric (4) + stale (1) + four times (16) + receipt offset (8) and length (4).
     static let riskPayloadSize = 66
 
@@ -196,6 +202,9 @@ enum JournalRecord {
             return .risk(Risk(
                 key: key, metric: metric, stale: stale == 1, receiptCreated: created, receiptNotBefore: notBefore,
                 receiptExpires: expires, nextRefresh: next, receiptOffset: offset, receiptLength: length))
+        case claimType:
+            guard let a = r.u64(), let b = r.u64(), let expires = r.i64(), r.remaining == 0 else { return nil }
+            return .claim(DeviceTokenClaim(a: a, b: b, expiresMillis: expires))
         default:
             return nil
         }
@@ -499,6 +508,22 @@ final class Journal: Sendable {
             payload.storeBytes(of: window.highest.littleEndian, toByteOffset: 33, as: UInt32.self)
             payload.storeBytes(of: lastSeen.littleEndian, toByteOffset: 37, as: UInt32.self)
             if window.gaps != 0 { payload.storeBytes(of: window.gaps.littleEndian, toByteOffset: 41, as: UInt64.self) }
+            frame.storeBytes(of: UInt32(size).littleEndian, toByteOffset: 0, as: UInt32.self)
+            frame.storeBytes(
+                of: CRC32C.checksum(UnsafeRawBufferPointer(payload)).littleEndian, toByteOffset: 4, as: UInt32.self)
+            try state.withLock { (s) throws in try write(&s, UnsafeRawBufferPointer(frame)) }
+        }
+    }
+
+    /// Appends a DeviceCheck token claim (allocation-free, like an advance).
+    func appendClaim(_ claim: DeviceTokenClaim) throws {
+        let size = JournalRecord.claimPayloadSize
+        try withUnsafeTemporaryAllocation(byteCount: 8 + size, alignment: 8) { (frame) throws in
+            let payload = UnsafeMutableRawBufferPointer(rebasing: frame[8...])
+            payload[0] = JournalRecord.claimType
+            payload.storeBytes(of: claim.a.littleEndian, toByteOffset: 1, as: UInt64.self)
+            payload.storeBytes(of: claim.b.littleEndian, toByteOffset: 9, as: UInt64.self)
+            payload.storeBytes(of: UInt64(bitPattern: claim.expiresMillis).littleEndian, toByteOffset: 17, as: UInt64.self)
             frame.storeBytes(of: UInt32(size).littleEndian, toByteOffset: 0, as: UInt32.self)
             frame.storeBytes(
                 of: CRC32C.checksum(UnsafeRawBufferPointer(payload)).littleEndian, toByteOffset: 4, as: UInt32.self)

@@ -65,6 +65,8 @@ public final class MemoryAttestStore: AttestStore {
     let directoryLock = Mutex<FileHandle?>(nil)
     /// Where the risk refresher's next scan starts (shard, record): `claimDueRefreshes`.
     let scanCursor = Mutex<(Int, Int)>((0, 0))
+    /// DeviceCheck token claims (`claimToken`; DeviceTokens.swift).
+    let deviceTokens: DeviceTokenTable
 
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
@@ -86,7 +88,7 @@ public final class MemoryAttestStore: AttestStore {
     init(
         states: [ShardState], live: Int, challenges: ChallengeLimits, limits: KeyLimits, clean: Bool,
         directory: String?, journal: Journal?, receipts: ReceiptsFile, observer: (any AttestStoreObserver)?,
-        restoreReport: RestoreReport = RestoreReport()
+        restoreReport: RestoreReport = RestoreReport(), deviceTokens claims: [DeviceTokenClaim] = []
     ) {
         var keys = 0
         var receiptBytes = 0
@@ -112,6 +114,7 @@ public final class MemoryAttestStore: AttestStore {
         self.liveCount = Atomic(live)
         self.keyCount = Atomic(keys)
         self.liveReceiptBytes = Atomic(receiptBytes)
+        deviceTokens = DeviceTokenTable(shards: states.count, restoring: claims)
     }
 
     /// The current receipts file (`Journal.receiptsName(generation:)`) and a reader of it.
@@ -244,6 +247,7 @@ public final class MemoryAttestStore: AttestStore {
             unused += u
         }
         if removed > 0 { liveCount.wrappingSubtract(removed, ordering: .relaxed) }
+        deviceTokens.sweep(nowMillis: nowMillis)
         observer?.challengesExpired(unused)
         return unused
     }

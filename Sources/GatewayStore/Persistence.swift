@@ -81,12 +81,16 @@ extension MemoryAttestStore {
         }
         var report = RestoreReport()
         var unmatched = UnmatchedAdvances()
+        // DeviceCheck token claims: the snapshot's, then the journal's (after a clean stop and after
+        // a crash alike: a claimed token stays refused until its claim expires).
+        var claims = loaded?.claims ?? []
         for (i, seq) in replay.enumerated() {
             let r = try replaySegment(
                 "\(directory)/\(JournalFormat.segmentName(seq))", seq: seq, isLast: i == replay.count - 1,
                 into: &states, unmatched: &unmatched, files: files)
             report.replayedRecords += r.applied
             report.damage += r.damage
+            claims += r.claims
             if let torn = r.torn { report.tornTail = torn }
         }
         // Advances of a key no registration or later removal explains: damage (their registration was lost).
@@ -145,7 +149,7 @@ extension MemoryAttestStore {
         let store = MemoryAttestStore(
             states: states, live: live, challenges: challenges, limits: limits, clean: clean, directory: directory,
             journal: journal, receipts: ReceiptsFile(reader: reader, generation: receiptsGeneration), observer: observer,
-            restoreReport: report)
+            restoreReport: report, deviceTokens: claims)
         store.directoryLock.withLock { $0 = lock }
         journal.snapshotter.withLock { $0 = { [weak store] in try store?.writeRecoverySnapshot() } }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
@@ -182,6 +186,8 @@ extension MemoryAttestStore {
     /// What replaying one segment found.
     struct SegmentReplay {
         var applied = 0
+        /// DeviceCheck token claims (type 5), restored whatever the stop was.
+        var claims: [DeviceTokenClaim] = []
         var damage: [JournalDamage] = []
         var torn: RestoreReport.TornTail?
     }
@@ -398,6 +404,9 @@ extension MemoryAttestStore {
                         d.keyID = risk.key.keyID
                         unmatched.add(risk.key, d)
                     }
+                case .claim(let claim):
+                    out.claims.append(claim)
+                    out.applied += 1
                 }
                 at = next
             }
@@ -467,7 +476,8 @@ extension MemoryAttestStore {
             shardCount: shards.count, generation: generation, journalSeq: seq, keyCount: keys,
             challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000,
             receiptsGeneration: receipts.withLock { $0.generation })
-        let bytes = try SnapshotFormat.write(directory: directory, header: header, shards: copies, files: journal.files)
+        let bytes = try SnapshotFormat.write(
+            directory: directory, header: header, shards: copies, claims: deviceTokens.copy(), files: journal.files)
         copies.removeAll()
         journal.snapshotCovers(seq)  // memory is on disk again: a write fault from before the rotation is over
         let receiptsName = Journal.receiptsName(generation: header.receiptsGeneration)

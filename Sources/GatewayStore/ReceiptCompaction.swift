@@ -164,7 +164,7 @@ extension MemoryAttestStore {
                 receiptsGeneration: newGeneration)
             let moved = relocations
             let bytes = try SnapshotFormat.writeTemporary(
-                directory: directory, header: header, shards: copies, files: files
+                directory: directory, header: header, shards: copies, claims: deviceTokens.copy(), files: files
             ) { r in
                 r.receiptOffset = r.receiptLength > 0 ? moved[r.receiptOffset]! : 0
             }

@@ -24,12 +24,13 @@ public struct SnapshotReport: Sendable, Equatable {
 /// segment to replay (u64), key count (u64), challenge count (u64), created at (i64, Unix ms),
 /// receipts file generation (u64: 0 `receipts.dat`, n `receipts-<n, 16 hex>.dat`); then per shard: string count (u32) and strings (u32 length ‖ UTF-8), record count (u64) and the
 /// records as in memory (`KeyRecord`, fixed stride; version 3 added the counter window's open
-/// counters), challenge count (u64) and the challenges (`ChallengeEntry`); then SHA-256 of
-/// everything before it (32 bytes). Integers little-endian.
+/// counters), challenge count (u64) and the challenges (`ChallengeEntry`); then (version 4 on) the
+/// DeviceCheck token claims: count (u64) and per claim the digest's first 16 bytes and the expiry
+/// (i64, Unix ms); then SHA-256 of everything before it (32 bytes). Integers little-endian.
 enum SnapshotFormat {
     static let fileName = "snapshot.dat"
     static let magic: [UInt8] = Array("AGSNAPS1".utf8)
-    static let version: UInt32 = 3
+    static let version: UInt32 = 4
     static let headerSize = 80
     /// Version 2 (before the receipt's risk fields): the same 80-byte header, `KeyRecordV2` records.
     /// Still read.
@@ -119,10 +120,11 @@ enum SnapshotFormat {
     /// `relocate` (receipt compaction) rewrites each record's receipt offset as it is written. A
     /// failed attempt removes the temporary file (on a full disk it would hold the space).
     static func write(
-        directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system,
+        directory: String, header: Header, shards: [ShardCopy], claims: [DeviceTokenClaim] = [], files: StoreFiles = .system,
         relocate: ((inout KeyRecord) -> Void)? = nil
     ) throws -> Int {
-        let bytes = try writeTemporary(directory: directory, header: header, shards: shards, files: files, relocate: relocate)
+        let bytes = try writeTemporary(
+            directory: directory, header: header, shards: shards, claims: claims, files: files, relocate: relocate)
         try install(directory: directory, files: files)
         try files.fsyncDirectory(directory)
         return bytes
@@ -143,7 +145,7 @@ enum SnapshotFormat {
     /// `snapshot.dat.tmp`, written and fsync'ed (not yet renamed into place). A failed attempt
     /// removes it.
     static func writeTemporary(
-        directory: String, header: Header, shards: [ShardCopy], files: StoreFiles = .system,
+        directory: String, header: Header, shards: [ShardCopy], claims: [DeviceTokenClaim], files: StoreFiles = .system,
         relocate: ((inout KeyRecord) -> Void)? = nil
     ) throws -> Int {
         let tmp = "\(directory)/\(fileName).tmp"
@@ -191,6 +193,14 @@ enum SnapshotFormat {
                 }
                 try out.write(c.bytes)
             }
+            var t = ByteWriter(capacity: 8 + claims.count * claimSize)
+            t.u64(UInt64(claims.count))
+            for claim in claims {
+                t.u64(claim.a)
+                t.u64(claim.b)
+                t.i64(claim.expiresMillis)
+            }
+            try out.write(t.bytes)
             try out.finish()
             try files.fsync(fd, path: tmp)
         } catch {
@@ -207,7 +217,12 @@ enum SnapshotFormat {
     struct Loaded {
         var header: Header
         var challenges: [ChallengeEntry]
+        /// DeviceCheck token claims (none before version 4).
+        var claims: [DeviceTokenClaim] = []
     }
+
+    /// A token claim in the snapshot: digest bytes 0..<16, expiry.
+    static let claimSize = 24
 
     /// Reads, checks (magic, version, layout, SHA-256) and loads `path` into `states`.
     static func load(path: String, into states: inout [ShardState]) throws -> Loaded? {
@@ -358,11 +373,21 @@ enum SnapshotFormat {
                 challenges.append(challengeBytes.loadUnaligned(fromByteOffset: n * challengeStride, as: ChallengeEntry.self))
             }
         }
+        var claims: [DeviceTokenClaim] = []
+        if version >= 4 {
+            guard let claimCount = r.u64(), claimCount <= UInt64(max(0, r.remaining - 32) / claimSize) else {
+                throw corrupt("truncated device token claims")
+            }
+            claims.reserveCapacity(Int(claimCount))
+            for _ in 0..<claimCount {
+                claims.append(DeviceTokenClaim(a: r.u64()!, b: r.u64()!, expiresMillis: r.i64()!))
+            }
+        }
         guard r.remaining == 32 else { throw corrupt("\(r.remaining - 32) bytes after the last shard") }
         guard keys == header.keyCount, challenges.count == header.challengeCount else {
             throw corrupt("counts in the header do not match the contents")
         }
-        return Loaded(header: header, challenges: challenges)
+        return Loaded(header: header, challenges: challenges, claims: claims)
     }
 }
 

@@ -106,7 +106,7 @@ enum TableError: Error {
 /// between the gate's lookup and its commit). Everything else goes to `inner`.
 final class StubStore: AttestStore {
     enum Operation: Hashable, Sendable {
-        case issueChallenge, challengeState, deviceKey, register, commitAssertion
+        case issueChallenge, challengeState, deviceKey, register, commitAssertion, claimToken
     }
 
     let inner: MemoryAttestStore
@@ -153,6 +153,17 @@ final class StubStore: AttestStore {
     ) {
         if let e = failures[.commitAssertion] { return completion(.failure(e)) }
         inner.commitAssertion(commit, nowMillis: nowMillis, completion: completion)
+    }
+
+    func claimToken(
+        _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64, completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
+    ) {
+        if let e = failures[.claimToken] { return completion(.failure(e)) }
+        inner.claimToken(digest, ttlMillis: ttlMillis, nowMillis: nowMillis, completion: completion)
+    }
+
+    func releaseToken(_ digest: [UInt8], completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
+        inner.releaseToken(digest, completion: completion)
     }
 
     var statistics: StoreStatistics { inner.statistics }

@@ -290,7 +290,7 @@ struct CounterWindowTests {
         _ = a
     }
 
-    @Test("a version 2 directory (144-byte records, version 2 journal) opens with every window closed; the next snapshot is version 3")
+    @Test("a version 2 directory (144-byte records, version 2 journal) opens with every window closed; the next snapshot is the current version, the journal version 3")
     func version2DirectoryConverts() throws {
         let dir = TempDirectory()
         defer { dir.remove() }
@@ -346,7 +346,7 @@ struct CounterWindowTests {
             s.record(at: s.find(KeyBits(key.keyID))!).reregistrations } == 1)
         try store.close()
         let written = readBytes(path)
-        #expect(Array(written[8..<12]) == [3, 0, 0, 0])
+        #expect(Array(written[8..<12]) == [4, 0, 0, 0])  // the current snapshot version (4: with DeviceCheck token claims)
         #expect(Array(readBytes(dir.lastSegment)[8..<12]) == [3, 0, 0, 0])
         let again = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         #expect(again.lastStopWasClean)

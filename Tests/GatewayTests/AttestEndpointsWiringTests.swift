@@ -87,6 +87,18 @@ struct AttestEndpointsWiringTests {
             inner.commitAssertion(commit, nowMillis: nowMillis, completion: completion)
         }
 
+        func claimToken(
+            _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64, completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
+        ) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.claimToken(digest, ttlMillis: ttlMillis, nowMillis: nowMillis, completion: completion)
+        }
+
+        func releaseToken(_ digest: [UInt8], completion: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
+            if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
+            inner.releaseToken(digest, completion: completion)
+        }
+
         var statistics: StoreStatistics { inner.statistics }
     }
 
