@@ -314,3 +314,59 @@ private func eventually(_ condition: () -> Bool) -> Bool {
     }
     return condition()
 }
+
+/// SIGHUP and the listener's trust (docs/configuration.md: "A reload applies a change to new
+/// connections"): `trusted_proxies` and `proxy_protocol` change what new connections get on the
+/// same socket; a connection opened before keeps what it was accepted with.
+@Suite("SIGHUP applies trusted_proxies and proxy_protocol to new connections (real gatewayd)", .serialized, .timeLimit(.minutes(2)))
+struct ReloadTrustTests {
+    static func config(trusted: String?, proxyProtocol: Bool) -> String {
+        """
+        workers: 1
+        listeners:
+          - {name: public, address: 127.0.0.1:0\(proxyProtocol ? ", proxy_protocol: true" : "")}
+        admin: {address: 127.0.0.1:0}
+        upstreams:
+          - {name: demo, url: demo}
+        routes:
+          - {name: demo, match: {path_prefix: /}, upstream: demo}
+        logging: {access_log: false}
+        \(trusted.map { "trusted_proxies: [\($0)]" } ?? "")
+        """
+    }
+
+    /// The X-Forwarded-For the demo upstream would have been sent.
+    static func forwardedFor(_ response: HTTPTestResponse) -> String? {
+        let obj = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        return (obj?["headers"] as? [String: Any])?["X-Forwarded-For"] as? String
+    }
+
+    @Test("trusted_proxies turned on then proxy_protocol: new connections follow, an open one keeps its trust")
+    func trustFollowsReload() throws {
+        let gw = try GatewayProcess(config: Self.config(trusted: nil, proxyProtocol: false))
+        defer { gw.stop() }
+        let port = ReloadTests.port(gw, "public")
+        let ask = "GET /who HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.7\r\n\r\n"
+        let before = try HTTPTestConnection(port: port)
+        // Not trusted: the client's X-Forwarded-For is replaced by the peer.
+        #expect(Self.forwardedFor(try before.request(ask)) == "127.0.0.1")
+
+        let trusted = try ReloadTests.reload(gw, Self.config(trusted: "127.0.0.1/32", proxyProtocol: false))
+        #expect(trusted?.contains("configuration reloaded") == true, "\(trusted ?? "no reload line")")
+        // A new connection from a trusted peer: the chain is kept and extended.
+        #expect(Self.forwardedFor(try HTTPTestConnection(port: port).request(ask)) == "203.0.113.7, 127.0.0.1")
+        // The connection accepted before the reload keeps its profile (not trusted).
+        #expect(Self.forwardedFor(try before.request(ask)) == "127.0.0.1")
+
+        let withProxy = try ReloadTests.reload(gw, Self.config(trusted: "127.0.0.1/32", proxyProtocol: true))
+        #expect(withProxy?.contains("configuration reloaded") == true, "\(withProxy ?? "no reload line")")
+        // Now every new connection must start with a PROXY header: a bare request is closed unanswered…
+        #expect(throws: (any Error).self) { _ = try HTTPTestConnection(port: port).request(ask) }
+        // …and one with a v1 header is served, its source the client (not a trusted proxy itself, so
+        // what it says in X-Forwarded-For is replaced by its address).
+        let proxied = try HTTPTestConnection(port: port)
+        let answer = try proxied.request("PROXY TCP4 198.51.100.9 127.0.0.1 40000 80\r\n" + ask)
+        #expect(answer.status == 200)
+        #expect(Self.forwardedFor(answer) == "198.51.100.9")
+    }
+}
