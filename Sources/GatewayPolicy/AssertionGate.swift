@@ -37,7 +37,8 @@ public struct AcceptedAssertion: Sendable {
     public let keyID: KeyID
     public let counter: UInt32
     public let appID: String
-    /// The key's receipt dates and risk metric as read before the assertion was verified (nil
+    /// The key's receipt dates and risk metric as read before the assertion was verified, or as the
+    /// commit found them when the store returns the record with it (nil
     /// without a dated receipt): the route verdict's `max_risk_metric`, the upstream's
     /// `X-App-Attest-Risk-Metric`, explain.
     public let risk: KeyRisk?
@@ -146,8 +147,19 @@ public final class AssertionGate {
             }
         }
 
-        // 2. The key.
-        store.deviceKey(keyID, completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
+        lookUp(
+            request, keyID: keyID, keyEncoding: keyEncoding, object: assertionObject, token: token, challengeText: challengeText,
+            authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: 0, completion: completion)
+    }
+
+    /// Step 2, the key; again (at most `maxKeyChangedRetries` times) when the store's commit found
+    /// the key's policy fields changed since they were read (a store that reads keys from a cache).
+    private func lookUp(
+        _ request: GateRequest, keyID: KeyID, keyEncoding: BinaryEncoding, object: AssertionObject, token: ChallengeToken?,
+        challengeText: String, authority: String, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int,
+        completion: @escaping (GateOutcome) -> Void
+    ) {
+        store.assertionKey(keyID, completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
                 switch result {
                 case .failure(let error):
                     completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
@@ -157,20 +169,27 @@ public final class AssertionGate {
                         fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
                 case .success(let record?):
                     self.verify(
-                        request, record: record, keyEncoding: keyEncoding, object: assertionObject, token: token,
+                        request, record: record, keyEncoding: keyEncoding, object: object, token: token,
                         challengeText: challengeText, authority: authority, route: route, policy: policy,
-                        nowMillis: nowMillis, completion: completion)
+                        nowMillis: nowMillis, attempt: attempt, completion: completion)
                 }
         })
     }
 
+    /// How often a request reads its key again when the commit finds it changed (a re-registration
+    /// on another instance between the read and the commit); then the store's answer is a failure.
+    static let maxKeyChangedRetries = 2
+
     private func verify(
         _ request: GateRequest, record: DeviceKeyRecord, keyEncoding: BinaryEncoding, object: AssertionObject,
         token: ChallengeToken?, challengeText: String, authority: String, route: AssertionPolicy, policy: AttestPolicy,
-        nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
+        nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
     ) {
         let keyID = record.keyID
-        var base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", record.appID)]
+        // What every refusal from here on names (built only when one is made: an accepted request
+        // never needs the key id in base64 or the counters as text).
+        let appID = record.appID
+        var base: [(String, String)] { [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", appID)] }
         // 3. The key's app must still be allowed, in an allowed environment.
         guard let app = policy.apps[record.appID] else {
             return completion(.refused(Explanation(step: "app_policy", error: .appNotAllowed, fields: base)))
@@ -247,31 +266,46 @@ public final class AssertionGate {
             return completion(.refused(e))
         }
         // 6. The atomic commit: only now is anything changed.
-        base.append(("counter_presented", String(verified.signCount)))
-        base.append(("counter_stored", String(record.counter)))
+        let (presented, read) = (verified.signCount, record.counter)
+        func committed() -> [(String, String)] {
+            base + [("counter_presented", String(presented)), ("counter_stored", String(read))]
+        }
         let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token, counterWindow: width)
-        store.commitAssertion(commit, nowMillis: nowMillis, completion: onLoop { (result: Result<CommitOutcome, StoreError>) in
+        // 7. With it, the next challenge, bound to this key (saves the app a round trip): one step
+        // for the store (on Redis one script).
+        let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
+        store.commitAssertion(commit, checked: CheckedKey(record), issuing: next, nowMillis: nowMillis, completion: onLoop {
+            (result: Result<CommitAndNext, StoreError>) in
                 switch result {
                 case .failure(let error):
-                    completion(.refused(Explanation(step: "store", error: GateError(error), fields: base + [("detail", error.detail)])))
-                case .success(.unknownKey):
-                    completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: base)))
-                case .success(.counterReplay(let stored, let open)):
-                    var fields = base + [("counter_stored_at_commit", String(stored))]
-                    if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
-                    completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
-                case .success(.challengeRejected(let why)):
-                    completion(.refused(Explanation(
-                        step: "commit", error: GateError(why),
-                        fields: base + [("challenge", Explanation.redact(challengeText))])))
-                case .success(.committed):
-                    // 7. The next challenge, bound to this key, saves the app a round trip.
-                    let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
-                    self.store.issueChallenge(next, nowMillis: nowMillis, completion: self.onLoop { (issued: Result<IssuedChallenge, StoreError>) in
+                    completion(.refused(Explanation(step: "store", error: GateError(error), fields: committed() + [("detail", error.detail)])))
+                case .success(let done) where done.keyChanged:
+                    guard attempt < Self.maxKeyChangedRetries else {
+                        let detail = "the key's record changed under every commit of this request"
+                        return completion(.refused(Explanation(
+                            step: "store", error: GateError(StoreError(.unavailable, detail)), fields: committed() + [("detail", detail)])))
+                    }
+                    self.lookUp(
+                        request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
+                        authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt + 1,
+                        completion: completion)
+                case .success(let done):
+                    switch done.outcome {
+                    case .unknownKey:
+                        completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: committed())))
+                    case .counterReplay(let stored, let open):
+                        var fields = committed() + [("counter_stored_at_commit", String(stored))]
+                        if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
+                        completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
+                    case .challengeRejected(let why):
+                        completion(.refused(Explanation(
+                            step: "commit", error: GateError(why),
+                            fields: committed() + [("challenge", Explanation.redact(challengeText))])))
+                    case .committed:
                         completion(.accepted(AcceptedAssertion(
-                            keyID: keyID, counter: verified.signCount, appID: record.appID, risk: record.risk,
-                            nextChallenge: try? issued.get())))
-                    })
+                            keyID: keyID, counter: verified.signCount, appID: record.appID,
+                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
+                    }
                 }
         })
     }

@@ -96,6 +96,13 @@ public final class RedisAttestStore: AttestStore {
     private let issueSHA = Array(Hex.encode(SHA1.hash(RedisScripts.issue)).utf8)
     private let registerSHA = Array(Hex.encode(SHA1.hash(RedisScripts.register)).utf8)
     private let commitSHA = Array(Hex.encode(SHA1.hash(RedisScripts.commit)).utf8)
+    private let commitNextSHA = Array(Hex.encode(SHA1.hash(RedisScripts.commitNext)).utf8)
+    /// Key records the assertion gate read or committed (`assertionKey`), so that a key's requests
+    /// after its first cost one round trip (`commitNext`). A public key never changes for a key id;
+    /// the counter is decided by the commit script, the policy fields are checked by it, and the
+    /// risk comes back with it. Bounded: emptied when full.
+    private let keyCache = Mutex<[KeyID: DeviceKeyRecord]>([:])
+    static let keyCacheLimit = 16_384
     let claimSHA = Array(Hex.encode(SHA1.hash(RedisScripts.claimRefreshes)).utf8)
     let recordRefreshSHA = Array(Hex.encode(SHA1.hash(RedisScripts.recordRefresh)).utf8)
     static let evalsha = Array("EVALSHA".utf8)
@@ -406,6 +413,7 @@ public final class RedisAttestStore: AttestStore {
     ) {
         let completion = timed(.register, completion)
         let rec = registration.record
+        forget(rec.keyID)
         guard rec.publicKey.count == 65, rec.publicKey[0] == 0x04 else {
             return completion(.failure(StoreError(
                 .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
@@ -448,6 +456,7 @@ public final class RedisAttestStore: AttestStore {
                 guard case .array(let a)? = replies.first, let status = a.first?.text else {
                     return completion(.failure(Self.protocolError("the register script", replies)))
                 }
+                forget(rec.keyID)
                 if options.cluster && status == "new" {
                     // The key count lives in its own slot: counted after the fact (a statistic only).
                     send(key: keyCountName, [RedisCommand([Array("INCR".utf8), keyCountName])]) { _ in }
@@ -536,6 +545,132 @@ public final class RedisAttestStore: AttestStore {
                     completion(.success(.challengeRejected(why)))
                 }
             }
+        }
+    }
+
+    // MARK: - The assertion gate's calls: one round trip per request of a known key
+
+    public func assertionKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        if let cached = keyCache.withLock({ $0[id] }) { return completion(.success(cached)) }
+        deviceKey(id) { [self] result in
+            if case .success(let record?) = result { remember(record) }
+            completion(result)
+        }
+    }
+
+    private func remember(_ record: DeviceKeyRecord) {
+        keyCache.withLock { cache in
+            if cache.count >= Self.keyCacheLimit, cache[record.keyID] == nil { cache.removeAll(keepingCapacity: true) }
+            cache[record.keyID] = record
+        }
+    }
+
+    private func forget(_ id: KeyID) { _ = keyCache.withLock { $0.removeValue(forKey: id) } }
+
+    /// Keys the gate's cache holds (tests).
+    var cachedKeyRecords: Int { keyCache.withLock { $0.count } }
+
+    /// The commit, the challenge's consumption and the next challenge in one script (`commitNext`).
+    /// On Cluster with a presented challenge in another slot than the key: as `commitAssertion` (it
+    /// can only refuse). Without `checked` or `next`: `commitAssertion`, then as the default.
+    public func commitAssertion(
+        _ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitAndNext, StoreError>) -> Void
+    ) {
+        guard let checked, let next, next.keyID == commit.keyID,
+            !(options.cluster && commit.challenge.map { !Self.sameSlot(commit.keyID, $0) } ?? false)
+        else {
+            return commitAssertion(commit, nowMillis: nowMillis) { [self] result in
+                switch result {
+                case .failure(let e):
+                    completion(.failure(e))
+                case .success(let outcome):
+                    noteOutcome(commit, outcome)
+                    guard case .committed = outcome, let next else { return completion(.success(CommitAndNext(outcome: outcome))) }
+                    issueChallenge(next, nowMillis: nowMillis) { issued in
+                        completion(.success(CommitAndNext(outcome: outcome, next: try? issued.get())))
+                    }
+                }
+            }
+        }
+        let timedCompletion = timed(.commitAssertion, completion)
+        let name = keyName(commit.keyID)
+        let ttl = max(0, next.ttlMillis)
+        let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
+        let expires = overflow ? Int64.max : sum
+        let token = ChallengeToken(Array(commit.keyID.bytes.prefix(4)) + SecureRandom.bytes(16))!
+        let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
+        var args: [[UInt8]] = [Self.evalsha, commitNextSHA, Self.decimal(commit.challenge == nil ? 2 : 3), name]
+        if let presented = commit.challenge { args.append(challengeName(presented)) }
+        args += [
+            challengeName(token), Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter),
+            Self.decimal(max(0, commit.counterWindow)), commit.challenge == nil ? [0x30] : [0x31],
+            Array(checked.appID.utf8), checked.environment == .production ? [0x31] : [0x30],
+            checked.validationCategory.map(Self.decimal) ?? [], checked.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
+            Array(Self.purposeCode(next.purpose).utf8), commit.keyID.bytes, Self.decimal(expires), Self.decimal(max(1, redisTTL)),
+        ]
+        send(key: name, [RedisCommand(args)]) { [self] result in
+            switch result {
+            case .failure(let e):
+                timedCompletion(.failure(e))
+            case .success(let replies):
+                guard case .array(let a)? = replies.first, a.count >= 2, let status = a[0].text, let n = a[1].integer else {
+                    return timedCompletion(.failure(Self.protocolError("the commit script", replies)))
+                }
+                let outcome: CommitOutcome
+                switch status {
+                case "committed":
+                    outcome = .committed(previousCounter: UInt32(clamping: n))
+                case "changed":
+                    forget(commit.keyID)
+                    return timedCompletion(.success(CommitAndNext(outcome: .unknownKey, keyChanged: true)))
+                case "unknown_key": outcome = .unknownKey
+                case "replay":
+                    let open = a.count > 2 ? Self.windowBits(a[2].text ?? "") : 0
+                    outcome = .counterReplay(stored: UInt32(clamping: n), open: open)
+                default:
+                    guard let why = Self.rejection(status) else {
+                        return timedCompletion(.failure(Self.protocolError("the commit script", replies)))
+                    }
+                    outcome = .challengeRejected(why)
+                }
+                noteOutcome(commit, outcome)
+                guard case .committed = outcome else { return timedCompletion(.success(CommitAndNext(outcome: outcome))) }
+                // The record as the commit left it: ctr app env cat bv fs ls rm rs rcr rnb rex rnx.
+                var read: DeviceKeyRecord?
+                if a.count > 3, case .array(let f) = a[3], f.count == Self.deviceKeyFields.count - 1 {
+                    read = Self.deviceKeyRecord(commit.keyID, [.string(keyCache.withLock { $0[commit.keyID]?.publicKey } ?? [])] + f)
+                }
+                let current = read
+                if let current, !current.publicKey.isEmpty { remember(current) } else { forget(commit.keyID) }
+                if a.count > 2, a[2].integer == 1 {
+                    let second = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000_000) + (ttl + 999) / 1000
+                    issued.withLock { $0[second, default: 0] += 1 }
+                    return timedCompletion(.success(CommitAndNext(
+                        outcome: outcome, next: IssuedChallenge(token: token, expiresAtMillis: expires), current: current)))
+                }
+                // The next challenge's name was taken (a 128-bit collision): issued on its own.
+                issue(next, nowMillis: nowMillis, attempts: 3) { issuedResult in
+                    timedCompletion(.success(CommitAndNext(outcome: outcome, next: try? issuedResult.get(), current: current)))
+                }
+            }
+        }
+    }
+
+    /// What a commit taught the cache: the counter it found stored (a replay), or that the key is gone.
+    private func noteOutcome(_ commit: AssertionCommit, _ outcome: CommitOutcome) {
+        switch outcome {
+        case .unknownKey:
+            forget(commit.keyID)
+        case .counterReplay(let stored, _):
+            keyCache.withLock { cache in
+                if var r = cache[commit.keyID], r.counter < stored {
+                    r.counter = stored
+                    cache[commit.keyID] = r
+                }
+            }
+        case .committed, .challengeRejected:
+            break
         }
     }
 

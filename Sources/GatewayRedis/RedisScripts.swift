@@ -123,42 +123,82 @@ enum RedisScripts {
         end
         """
 
+    /// The commit shared by `commit` and `commitNext`: `key` the key record, `ch` the challenge (nil:
+    /// none), `n` the counter, `width` the route's counter window (0: none), `checked` nil or the
+    /// app, env, cat and bv ("" none, else "v" ‖ text) the caller decided on (a differing one:
+    /// {'changed', 0}, nothing written). Returns as `commit` does.
+    private static let commitFunction = """
+
+        local function commit(key, ch, now, keyid, n, width, checked)
+          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv')
+          if not rec[1] then return {'unknown_key', 0} end
+          if checked and (rec[3] ~= checked[1] or rec[4] ~= checked[2] or (rec[5] or '') ~= checked[3]
+              or (rec[6] and 'v' .. rec[6] or '') ~= checked[4]) then
+            return {'changed', 0}
+          end
+          local cur = tonumber(rec[1])
+          local g = gaps(rec)
+          local top = cur
+          if n > cur then
+            local d = n - cur
+            if d > 63 then g = string.rep('1', 63) else g = string.rep('1', d - 1) .. '0' .. g end
+            g = trim(string.sub(g, 1, 63))
+            top = n
+          else
+            local d = cur - n
+            if d < 1 or d >= width or d > 63 or string.sub(g, d, d) ~= '1' then
+              return {'replay', cur, string.sub(g, 1, math.max(0, math.min(width, 64) - 1))}
+            end
+            g = trim(string.sub(g, 1, d - 1) .. '0' .. string.sub(g, d + 1))
+          end
+          if ch then
+            local why = check(ch, now, '2', keyid)
+            if why then return {why, 0} end
+          end
+          local ls = math.max(tonumber(redis.call('HGET', key, 'ls') or '0'), now)
+          local ctr = string.format('%d', top)
+          redis.call('HSET', key, 'ctr', ctr, 'ls', string.format('%d', ls))
+          if g == '' then redis.call('HDEL', key, 'cw') else redis.call('HSET', key, 'cw', ctr .. ':' .. g) end
+          if ch then redis.call('HSET', ch, 'u', '1') end
+          return {'committed', cur}
+        end
+        """
+
     /// KEYS[1] key record, KEYS[2] challenge (absent: no challenge). ARGV: now, key id, counter,
     /// the route's counter window (0: none).
     /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored, open} | {rejection, 0},
     /// `open`: the window's open counters a route window of that width still accepted (`cw` bits).
-    static let commit = check + window + """
+    static let commit = check + window + commitFunction + """
 
-        local rec = redis.call('HMGET', KEYS[1], 'ctr', 'cw')
-        if not rec[1] then return {'unknown_key', 0} end
-        local cur = tonumber(rec[1])
-        local g = gaps(rec)
-        local n = tonumber(ARGV[3])
-        local width = tonumber(ARGV[4])
-        local top = cur
-        if n > cur then
-          local d = n - cur
-          if d > 63 then g = string.rep('1', 63) else g = string.rep('1', d - 1) .. '0' .. g end
-          g = trim(string.sub(g, 1, 63))
-          top = n
-        else
-          local d = cur - n
-          if d < 1 or d >= width or d > 63 or string.sub(g, d, d) ~= '1' then
-            return {'replay', cur, string.sub(g, 1, math.max(0, math.min(width, 64) - 1))}
-          end
-          g = trim(string.sub(g, 1, d - 1) .. '0' .. string.sub(g, d + 1))
+        return commit(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil)
+        """
+
+    /// The assertion gate's one round trip: the commit (as `commit`, after checking that the key's
+    /// policy fields are still those the gate decided on) and, when it went through, the next
+    /// challenge (as `issue`), then the key's record as the commit left it.
+    /// KEYS[1] key record, then the challenge when ARGV[5] is "1", then the next challenge when
+    /// ARGV[10] is not "". ARGV: now, key id, counter, window, "1" with a challenge, checked app, env,
+    /// cat, bv ("" none, else "v" ‖ text), next purpose code, next bound key, next expiry ms, next Redis
+    /// expiry ms. Returns what `commit` returns (or {'changed', 0}); a committed one is
+    /// {'committed', previous, issued (1, or 0 when the next name was taken), record} with record
+    /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx`.
+    static let commitNext = check + window + commitFunction + """
+
+        local ch = nil
+        local nx = 2
+        if ARGV[5] == '1' then ch = KEYS[2]; nx = 3 end
+        local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
+          {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
+        if r[1] ~= 'committed' then return r end
+        local issued = 0
+        if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then
+          redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12])
+          if ARGV[11] ~= '' then redis.call('HSET', KEYS[nx], 'k', ARGV[11]) end
+          redis.call('PEXPIRE', KEYS[nx], ARGV[13])
+          issued = 1
         end
-        local now = tonumber(ARGV[1])
-        if #KEYS > 1 then
-          local why = check(KEYS[2], now, '2', ARGV[2])
-          if why then return {why, 0} end
-        end
-        local ls = math.max(tonumber(redis.call('HGET', KEYS[1], 'ls') or '0'), now)
-        local ctr = string.format('%d', top)
-        redis.call('HSET', KEYS[1], 'ctr', ctr, 'ls', string.format('%d', ls))
-        if g == '' then redis.call('HDEL', KEYS[1], 'cw') else redis.call('HSET', KEYS[1], 'cw', ctr .. ':' .. g) end
-        if #KEYS > 1 then redis.call('HSET', KEYS[2], 'u', '1') end
-        return {'committed', cur}
+        local rec = redis.call('HMGET', KEYS[1], 'ctr', 'app', 'env', 'cat', 'bv', 'fs', 'ls', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx')
+        return {'committed', r[2], issued, rec}
         """
 
     /// KEYS[1] the refresh schedule. ARGV: now, lease end, limit (ms, ms, count). Claims up to
@@ -202,5 +242,5 @@ enum RedisScripts {
         return 'stored'
         """
 
-    static let all = [issue, register, commit, claimRefreshes, recordRefresh]
+    static let all = [issue, register, commit, commitNext, claimRefreshes, recordRefresh]
 }

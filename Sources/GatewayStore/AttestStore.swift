@@ -59,6 +59,13 @@ public protocol AttestStore: AnyObject, Sendable {
 
     /// Sizes for metrics and readiness.
     var statistics: StoreStatistics { get }
+    /// The key as the assertion gate reads it (default: `deviceKey`; see the extension below).
+    func assertionKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void)
+    /// The gate's commit and next challenge together (default: `commitAssertion`, then
+    /// `issueChallenge`; see the extension below).
+    func commitAssertion(
+        _ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitAndNext, StoreError>) -> Void)
 }
 
 /// SHA-256 of a device public key: exactly 32 bytes.
@@ -326,5 +333,74 @@ public struct StoreStatistics: Sendable, Equatable {
     public init(keys: Int, liveChallenges: Int) {
         self.keys = keys
         self.liveChallenges = liveChallenges
+    }
+}
+
+// MARK: - The protected request's store calls (one round trip on a network store)
+
+/// What the assertion gate decided on of a key record besides its public key: a store that answers
+/// `assertionKey` from a cache commits only while these are still the key's (else `.keyChanged`).
+public struct CheckedKey: Sendable, Equatable {
+    public var appID: String
+    public var environment: KeyEnvironment
+    public var validationCategory: UInt32?
+    public var bundleVersion: String?
+
+    public init(_ record: DeviceKeyRecord) {
+        appID = record.appID
+        environment = record.environment
+        validationCategory = record.validationCategory
+        bundleVersion = record.bundleVersion
+    }
+}
+
+/// The outcome of `commitAssertion(_:checked:issuing:…)`.
+public struct CommitAndNext: Sendable, Equatable {
+    public var outcome: CommitOutcome
+    /// The next challenge, when one was asked for, the commit went through and it could be issued.
+    public var next: IssuedChallenge?
+    /// The key's record as the commit left it, when the store read it in the same step (its counter,
+    /// receipt risk); nil: the record the gate read stands.
+    public var current: DeviceKeyRecord?
+    /// The key's policy fields were no longer those `checked` named: nothing changed; the gate reads
+    /// the key again and decides afresh.
+    public var keyChanged: Bool
+
+    public init(outcome: CommitOutcome, next: IssuedChallenge? = nil, current: DeviceKeyRecord? = nil, keyChanged: Bool = false) {
+        self.outcome = outcome
+        self.next = next
+        self.current = current
+        self.keyChanged = keyChanged
+    }
+}
+
+extension AttestStore {
+    /// The key as the assertion gate needs it. A store may answer from a cache of what it read or
+    /// committed before (public keys never change for a key id; the counter, the policy fields and
+    /// the risk are checked or returned again by the commit): the Redis store does, so that a key's
+    /// requests after its first cost one round trip. By default: `deviceKey`.
+    public func assertionKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        deviceKey(id, completion: completion)
+    }
+
+    /// The gate's commit and, when it is `.committed` and `next` is given, the next challenge, in as
+    /// few steps as the store can: by default `commitAssertion` then `issueChallenge` (a next challenge
+    /// that cannot be issued is nil; the commit stands). `checked`: the policy fields the gate decided
+    /// on, for a store that answered `assertionKey` from a cache (ignored by the default).
+    public func commitAssertion(
+        _ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<CommitAndNext, StoreError>) -> Void
+    ) {
+        commitAssertion(commit, nowMillis: nowMillis) { [self] result in
+            switch result {
+            case .failure(let e):
+                completion(.failure(e))
+            case .success(let outcome):
+                guard case .committed = outcome, let next else { return completion(.success(CommitAndNext(outcome: outcome))) }
+                issueChallenge(next, nowMillis: nowMillis) { issued in
+                    completion(.success(CommitAndNext(outcome: outcome, next: try? issued.get())))
+                }
+            }
+        }
     }
 }

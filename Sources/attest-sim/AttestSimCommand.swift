@@ -10,7 +10,7 @@ struct AttestSimCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attest-sim",
         abstract: "Simulated App Attest devices for attest-gateway: test CA, load generator, attack runner.",
-        subcommands: [CA.self, Run.self, Attack.self, Flood.self, Apple.self, Unsupported.self]
+        subcommands: [CA.self, Run.self, Attack.self, Flood.self, Apple.self, Unsupported.self, Presign.self]
     )
 
     /// Usage errors exit 2 with the message on stderr (ArgumentParser's default is 64); help exits 0.

@@ -1,0 +1,91 @@
+import AppAttest
+import AppAttestSimulator
+import Foundation
+import GatewayTestSupport
+import Testing
+
+/// Redis commands per accepted protected request (issue 12 §3): in the steady state of a chained
+/// device (`bind: request`, each request signed over the previous response's next challenge), one
+/// round trip, the commit script that also consumes the challenge and issues the next one.
+@Suite(
+    "Redis round trips per protected request (real gatewayd, real redis-server, MONITOR)", .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+struct RedisRoundTripTests {
+    static let appID = "ABCDE12345.com.example.shop"
+
+    /// The commands `redis-cli MONITOR` saw from clients (script-internal ones, `[db lua]`, left out),
+    /// by name, while `body` ran.
+    static func monitored(_ redis: RedisProcess, _ body: () throws -> Void) throws -> [String: Int] {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("monitor-\(UUID().uuidString).txt")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: out) }
+        let handle = try FileHandle(forWritingTo: out)
+        let monitor = Process()
+        monitor.executableURL = URL(fileURLWithPath: RedisProcess.cliPath!)
+        monitor.arguments = ["-h", "127.0.0.1", "-p", String(redis.port), "MONITOR"]
+        monitor.standardOutput = handle
+        try monitor.run()
+        // redis-cli in MONITOR mode does not end on SIGTERM: SIGKILL.
+        defer {
+            if monitor.isRunning { kill(monitor.processIdentifier, SIGKILL) }
+            monitor.waitUntilExit()
+        }
+        // MONITOR answers OK once it is on: wait for it.
+        for _ in 0..<100 where (try? String(contentsOf: out, encoding: .utf8))?.contains("OK") != true { usleep(20_000) }
+        try body()
+        usleep(200_000)
+        kill(monitor.processIdentifier, SIGKILL)
+        monitor.waitUntilExit()
+        try handle.close()
+        var calls: [String: Int] = [:]
+        for line in try String(contentsOf: out, encoding: .utf8).split(whereSeparator: \.isNewline) {
+            // 1732612345.123456 [0 127.0.0.1:50000] "EVALSHA" "…" …
+            guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]"), !line[open..<close].contains("lua"),
+                let q = line[close...].firstIndex(of: "\"")
+            else { continue }
+            let rest = line[line.index(after: q)...]
+            guard let end = rest.firstIndex(of: "\"") else { continue }
+            calls[rest[..<end].lowercased(), default: 0] += 1
+        }
+        return calls
+    }
+
+    @Test("200 chained protected requests: at most one Redis command each (the first request of a key may take more)")
+    func oneRoundTripPerAcceptedRequest() throws {
+        let (ca, dir) = try makeTrustedTestCADirectory("gw-roundtrip")
+        let redis = try RedisProcess()
+        defer { redis.stop() }
+        let gw = try GatewayProcess(config: RedisFleetTests.fleetConfig(
+            root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
+        #expect(try phone.register().status == 201)
+        // The key's first request reads it (the cache of public keys starts empty).
+        let first = try phone.send(phone.sign(
+            target: "/api/purchase", body: Array("{\"n\":0}".utf8), challenge: try phone.challenge(purpose: "assert", keyID: phone.keyID)))
+        #expect(first.status == 200, "\(first.body)")
+        var next = try #require(first.headers["x-app-attest-next-challenge"])
+        let requests = 200
+        var accepted = 0
+        let calls = try Self.monitored(redis) {
+            for i in 1...requests {
+                let r = try phone.send(phone.sign(target: "/api/purchase", body: Array("{\"n\":\(i)}".utf8), challenge: next))
+                guard r.status == 200, let n = r.headers["x-app-attest-next-challenge"] else {
+                    Issue.record("request \(i): \(r.status) \(r.body)")
+                    return
+                }
+                accepted += 1
+                next = n
+            }
+        }
+        #expect(accepted == requests)
+        // What the gateway sends on its own, whatever the traffic: the key count (statistics, about
+        // once a second) and connection checks.
+        let background: Set<String> = ["get", "ping", "info", "client", "hello", "select", "auth", "script"]
+        let perRequest = calls.filter { !background.contains($0.key) }
+        let total = perRequest.values.reduce(0, +)
+        #expect(Double(total) / Double(requests) <= 1.0, "commands per accepted request: \(perRequest) over \(requests)")
+        #expect(perRequest["evalsha"] == requests, "\(calls)")
+    }
+}
