@@ -27,14 +27,26 @@ public struct RunOptions: Sendable {
     public var timeout: Double
     /// Numeric local address the workers connect from (`--source`); nil: the system's choice.
     public var source: String?
+    /// The last `unsupported` devices have no App Attest (`--unsupported`): they register nothing
+    /// and send each request with a fresh DeviceCheck token (`X-Apple-Device-Token`, accepted by
+    /// `attest-sim apple` for the same CA) and `X-App-Attest-Unsupported: 1`, as apps on such
+    /// devices do (docs/client-contract.md, "Devices without App Attest").
+    public var unsupported: Int = 0
+
+    /// Whether device `index` is one without App Attest.
+    public func isUnsupported(device index: Int) -> Bool { index >= devices - unsupported }
 
     public init(
         endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .production,
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
         bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
-        useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil
+        useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil, unsupported: Int = 0
     ) throws(AttestSimError) {
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
+        guard unsupported >= 0, unsupported <= devices else {
+            throw .usage("--unsupported must be 0…\(devices) (the number of devices; got \(unsupported))")
+        }
+        guard unsupported == 0 || !plain else { throw .usage("--unsupported needs protected requests: remove --plain") }
         guard requests >= 0 else { throw .usage("--requests must not be negative (got \(requests))") }
         guard concurrency >= 1 else { throw .usage("--concurrency must be at least 1 (got \(concurrency))") }
         guard bodySize >= 0, bodySize <= 16 * 1024 * 1024 else { throw .usage("--body-size must be 0…16777216 (got \(bodySize))") }
@@ -66,6 +78,7 @@ public struct RunOptions: Sendable {
         self.plain = plain
         self.timeout = timeout
         self.source = source
+        self.unsupported = unsupported
     }
 
     /// Workers actually used: a device's assertions are sequential (its counter), so never more
@@ -190,11 +203,17 @@ public final class LoadRunner: Sendable {
             var remaining: Int
             var next: String?
             var sent = 0
+            /// A device without App Attest: DeviceCheck tokens instead of assertions.
+            var deviceCheck: SimulatedDeviceCheck? = nil
         }
         var slots: [Slot] = []
         for i in o.devices(ofWorker: w) {
             let device = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)
             var remaining = o.share(ofDevice: i)
+            if o.isUnsupported(device: i) {
+                if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining, deviceCheck: SimulatedDeviceCheck(ca: ca))) }
+                continue
+            }
             if o.plain {
                 if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining)) }
                 continue
@@ -234,7 +253,7 @@ public final class LoadRunner: Sendable {
             for s in active {
                 let i = slots[s].index
                 var challenge: String?
-                if o.plain {
+                if o.plain || slots[s].deviceCheck != nil {
                     challenge = nil
                 } else if let next = slots[s].next {
                     challenge = next
@@ -251,13 +270,23 @@ public final class LoadRunner: Sendable {
                 }
                 let body = o.body(device: i, request: slots[s].sent, challenge: o.binding == .body ? challenge : nil)
                 let request =
-                    o.plain
-                    ? HTTPRequest(
-                        method: o.method, target: o.path,
-                        headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
-                    : GatewayRequests.protected(
-                        device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
-                        binding: o.binding, version: o.clientData, host: o.host)
+                    if let deviceCheck = slots[s].deviceCheck {
+                        // What an app on a device without App Attest sends: a new token per request.
+                        HTTPRequest(
+                            method: o.method, target: o.path,
+                            headers: [
+                                ("X-Apple-Device-Token", deviceCheck.tokenHeader()), ("X-App-Attest-Unsupported", "1"),
+                                ("Content-Type", "application/octet-stream"),
+                            ], body: body)
+                    } else if o.plain {
+                        HTTPRequest(
+                            method: o.method, target: o.path,
+                            headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
+                    } else {
+                        GatewayRequests.protected(
+                            device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
+                            binding: o.binding, version: o.clientData, host: o.host)
+                    }
                 let t0 = HTTPClient.now()
                 do {
                     let resp = try client.send(request)

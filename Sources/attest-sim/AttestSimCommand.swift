@@ -187,6 +187,11 @@ struct Run: ParsableCommand {
     @Flag(help: "Fetch a challenge for every request instead of using X-App-Attest-Next-Challenge.")
     var noNextChallenge = false
 
+    @Option(help: ArgumentHelp(
+        "How many of the devices have no App Attest: they send DeviceCheck tokens (X-Apple-Device-Token) instead of assertions.",
+        discussion: "For a route with a DeviceCheck fallback, and Apple's DeviceCheck played by `attest-sim apple` for the same --ca."))
+    var unsupported: Int = 0
+
     @Flag(help: "Baseline: send the same requests without registration, challenge or assertion (to an unprotected route).")
     var plain = false
 
@@ -201,7 +206,7 @@ struct Run: ParsableCommand {
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
-            timeout: common.timeout, source: common.source)
+            timeout: common.timeout, source: common.source, unsupported: unsupported)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }

@@ -1,3 +1,4 @@
+import AppAttest
 import AppAttestSimulator
 import AttestSim
 import Foundation
@@ -42,7 +43,7 @@ struct DeviceCheckFallbackTests {
           - {name: legacy, url: "http://127.0.0.1:\(legacyPort)"}
         apps:
           - {team_id: ABCDE12345, bundle_ids: [com.example.shop]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
         attest: {challenge_rate: {per_client: off}}
         apple:
           team_id: ABCDE12345
@@ -91,6 +92,36 @@ struct DeviceCheckFallbackTests {
     }
 
     func metrics(_ gw: GatewayProcess) throws -> String { try curl([gw.url("admin", "/metrics")]).1 }
+
+    @Test("attest-sim run --unsupported: devices without App Attest send DeviceCheck tokens among attested devices; all accepted, counted")
+    func simulatorMixesUnsupportedDevices() throws {
+        let apple = try standIn()
+        defer { apple.stop() }
+        let gw = try GatewayProcess(config: config(apple))
+        defer { gw.stop() }
+        // 4 devices, the last one without App Attest: a quarter of the route's requests take the
+        // fallback, under its max_share of 50 %.
+        let options = try RunOptions(
+            endpoint: HTTPEndpoint(host: "127.0.0.1", port: HTTPCall.port(gw, "public")), appID: AppID("ABCDE12345.com.example.shop"),
+            devices: 4, requests: 40, concurrency: 2, path: "/api/shop/buy", unsupported: 1)
+        #expect(options.isUnsupported(device: 3) && !options.isUnsupported(device: 2))
+        let report = LoadRunner(options: options, ca: ca).run()
+        #expect(report.passed, "\(report.text)")
+        let text = try metrics(gw)
+        #expect(text.contains("attest_gateway_fallback_requests_total{route=\"shop\",result=\"accepted\"} 10"), "\(text)")
+        #expect(text.contains("attest_gateway_unsupported_claims_total{route=\"shop\"} 10"))
+        #expect(text.contains("attest_gateway_assertion_verdicts_total{route=\"shop\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 40"))
+        // Usage errors: more unsupported devices than devices, or with --plain.
+        let endpoint = HTTPEndpoint(host: "127.0.0.1", port: 1)
+        #expect(throws: AttestSimError.self) {
+            try RunOptions(endpoint: endpoint, appID: AppID("ABCDE12345.com.example.shop"), devices: 2, requests: 1, concurrency: 1, unsupported: 3)
+        }
+        #expect(throws: AttestSimError.self) {
+            try RunOptions(
+                endpoint: endpoint, appID: AppID("ABCDE12345.com.example.shop"), devices: 2, requests: 1, concurrency: 1, plain: true,
+                unsupported: 1)
+        }
+    }
 
     @Test("accepted once with X-Device-Check: valid (client copies stripped), the replay refused, a bad token refused; shadow forwards; counted")
     func acceptedThenReplayRefused() throws {
