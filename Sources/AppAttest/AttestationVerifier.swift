@@ -141,33 +141,11 @@ public struct AttestationVerifier: Sendable {
         }
     }
 
-    /// `SEQUENCE { [1] EXPLICIT OCTET STRING }`, strictly: exactly one [1] element holding exactly one
-    /// OCTET STRING; other context-tagged elements in the sequence are tolerated (room for Apple to grow).
+    /// The nonce under [1] (`TaggedOctetString`: `SEQUENCE { [1] EXPLICIT OCTET STRING }`, strictly).
     static func parseNonceExtension(_ der: [UInt8]) throws(AppAttestError) -> [UInt8] {
-        do {
-            var outer = DERReader(der)
-            let seq = try outer.read(tag: DERReader.Tag.sequence)
-            try outer.finish()
-            var inner = DERReader(seq.contents)
-            var found: [UInt8]? = nil
-            while !inner.isAtEnd {
-                let el = try inner.read()
-                guard el.tag & 0xc0 == 0x80 else {
-                    throw AppAttestError(.malformed, "nonce extension holds a non-context-tagged element 0x\(String(el.tag, radix: 16))")
-                }
-                guard el.tag == DERReader.Tag.contextConstructed(1) else { continue }
-                guard found == nil else { throw AppAttestError(.malformed, "nonce extension holds [1] twice") }
-                var explicit = DERReader(el.contents)
-                let octets = try explicit.read(tag: DERReader.Tag.octetString)
-                try explicit.finish()
-                found = Array(octets.contents)
-            }
-            guard let found else { throw AppAttestError(.malformed, "nonce extension has no [1] element") }
-            return found
-        } catch let e as AppAttestError {
-            throw e
-        } catch {
-            throw AppAttestError(.malformed, "nonce extension: \(error)")
+        switch TaggedOctetString.value(der, tag: 1) {
+        case .success(let nonce): return nonce
+        case .failure(let p): throw AppAttestError(.malformed, "nonce extension \(p.why)")
         }
     }
 

@@ -38,29 +38,9 @@ public struct KeyAccessControl: Sendable, Equatable {
         der(0x30, der(0xa3, der(0x04, blob)))
     }
 
-    /// `SEQUENCE { [3] EXPLICIT OCTET STRING }`: exactly one [3] holding exactly one OCTET STRING;
-    /// other context-tagged elements are tolerated, as in the nonce extension.
+    /// The blob under [3] (`TaggedOctetString`, the nonce extension's shape); nil when not of that shape.
     static func parseBlob(_ value: [UInt8]) -> [UInt8]? {
-        do {
-            var outer = DERReader(value)
-            let seq = try outer.read(tag: DERReader.Tag.sequence)
-            try outer.finish()
-            var inner = DERReader(seq.contents)
-            var found: [UInt8]? = nil
-            while !inner.isAtEnd {
-                let el = try inner.read()
-                guard el.tag & 0xc0 == 0x80 else { return nil }
-                guard el.tag == DERReader.Tag.contextConstructed(3) else { continue }
-                guard found == nil else { return nil }
-                var explicit = DERReader(el.contents)
-                let octets = try explicit.read(tag: DERReader.Tag.octetString)
-                try explicit.finish()
-                found = Array(octets.contents)
-            }
-            return found
-        } catch {
-            return nil
-        }
+        try? TaggedOctetString.value(value, tag: 3).get()
     }
 
     /// A one-line rendering for logs and `explain`: `macos_full_security`, or the blob's operations

@@ -10,10 +10,6 @@ import Synchronization
 /// With `kind: redis`: connect at start (not ready until connected), key count every second, and
 /// readiness that follows the connection.
 final class ManagedStore: @unchecked Sendable {
-    /// How long an expired challenge is kept (memory store) before the sweep removes it: used then,
-    /// it answers `challenge_expired`; afterwards `challenge_unknown` (docs/client-contract.md).
-    static let expiredChallengeGraceMillis: Int64 = 10_000
-
     let attestStore: any AttestStore
     private let memory: MemoryAttestStore?
     private let redis: RedisAttestStore?
@@ -175,7 +171,7 @@ final class ManagedStore: @unchecked Sendable {
         let connectionLog = RedisConnectionLog(url: r.url.description)
         let store = RedisAttestStore(
             options: .init(
-                endpoint: endpoint, waitReplicas: r.waitReplicas, expiredGraceMillis: expiredChallengeGraceMillis, cluster: r.cluster,
+                endpoint: endpoint, waitReplicas: r.waitReplicas, cluster: r.cluster,
                 seeds: seeds, limits: limits),
             observer: RedisMetricsObserver(metrics: RedisMetrics(factory: metrics.factory), connectionLog: connectionLog))
         let connected = store.waitUntilConnected(timeoutMillis: max(1_000, r.timeout.millis))
@@ -255,9 +251,8 @@ final class ManagedStore: @unchecked Sendable {
         }
         guard let memory else { return }
         let now = AttestContext.nowMillis()
-        // An expired challenge stays for a grace period, so that a client that used it late learns
-        // `challenge_expired` (not `challenge_unknown`) whatever moment the sweep ran.
-        _ = memory.sweepExpired(nowMillis: now - Self.expiredChallengeGraceMillis)  // counted through the observer
+        // An expired challenge stays known as expired for the stores' grace (ChallengeState.expiredGraceMillis).
+        _ = memory.sweepExpired(nowMillis: now - ChallengeState.expiredGraceMillis)  // counted through the observer
         // While the store refuses writes the sweep would be refused too (its removals are journaled).
         if let every = idleSweepMillis, now - lastIdleSweep >= every, memory.writeFailure == nil {
             lastIdleSweep = now

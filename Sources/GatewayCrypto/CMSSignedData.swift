@@ -57,17 +57,20 @@ public final class CMSSignedDataVerifier: @unchecked Sendable {
         guard let param = X509_STORE_get0_param(store) else { OpenSSLFatal.fail("X509_STORE_get0_param") }
         X509_VERIFY_PARAM_set_time(param, time_t(instant))
 
+        // The signer's chain, verified once as CMS_verify would (same store, the message's
+        // certificates, the smime_sign purpose) and kept for the caller; then the signature alone.
+        let chain = try Self.verifiedChain(cms, store: store).get()
         guard let out = BIO_new(BIO_s_mem()) else { OpenSSLFatal.fail("BIO_new") }
         defer { BIO_free(out) }
         OpenSSLError.clear()
-        guard CMS_verify(cms, nil, store, nil, out, UInt32(CMS_BINARY)) == 1 else {
-            throw diagnose(cms, store: store)
+        guard CMS_verify(cms, nil, store, nil, out, UInt32(CMS_BINARY | CMS_NO_SIGNER_CERT_VERIFY)) == 1 else {
+            throw diagnose()
         }
         OpenSSLError.clear()
         var ptr: UnsafeMutablePointer<CChar>? = nil
         let n = cgw_BIO_get_mem_data(out, &ptr)
         let content: [UInt8] = n > 0 && ptr != nil ? Array(UnsafeRawBufferPointer(start: ptr, count: Int(n))) : []
-        return Verified(content: content, chain: Self.chain(cms, store: store))
+        return Verified(content: content, chain: chain)
     }
 
     /// The encapsulated content of a SignedData without verifying anything: for receipts verified
@@ -117,15 +120,12 @@ public final class CMSSignedDataVerifier: @unchecked Sendable {
         return cms
     }
 
-    /// Why `CMS_verify` said no: a chain failure is verified again on its own for OpenSSL's exact
-    /// reason (expired, not yet valid, or untrusted); anything else is the signature or the shape.
-    private func diagnose(_ cms: OpaquePointer, store: OpaquePointer) -> Failure {
+    /// Why `CMS_verify` said no once the chain had verified: the signature, or the message's shape.
+    private func diagnose() -> Failure {
         let code = ERR_peek_last_error()
         let text = OpenSSLError.drain()
         guard cgw_ERR_GET_LIB(code) == ERR_LIB_CMS else { return .malformed(text) }
         switch cgw_ERR_GET_REASON(code) {
-        case CMS_R_CERTIFICATE_VERIFY_ERROR:
-            return chainFailure(cms, store: store) ?? .untrusted(text)
         case CMS_R_SIGNER_CERTIFICATE_NOT_FOUND, CMS_R_NO_SIGNERS:
             return .untrusted("the signer's certificate is not in the SignedData (\(text))")
         case CMS_R_VERIFICATION_FAILURE, CMS_R_CONTENT_VERIFY_ERROR, CMS_R_NO_MATCHING_SIGNATURE:
@@ -135,10 +135,11 @@ public final class CMSSignedDataVerifier: @unchecked Sendable {
         }
     }
 
-    /// Verifies the signer's chain as `CMS_verify` does (same store, untrusted certificates from the
-    /// message, the `smime_sign` purpose) and maps OpenSSL's verification error.
-    private func chainFailure(_ cms: OpaquePointer, store: OpaquePointer) -> Failure? {
-        guard let leaf = Self.signerCertificate(cms) else { return .untrusted("the signer's certificate is not in the SignedData") }
+    /// The signer's chain verified as `CMS_verify` does (same store, untrusted certificates from the
+    /// message, the `smime_sign` purpose): the chain as OpenSSL built it, signer first, or OpenSSL's
+    /// exact reason (expired, not yet valid, or untrusted).
+    private static func verifiedChain(_ cms: OpaquePointer, store: OpaquePointer) -> Result<[X509Certificate], Failure> {
+        guard let leaf = signerCertificate(cms) else { return .failure(.untrusted("the signer's certificate is not in the SignedData")) }
         defer { X509_free(leaf) }
         guard let ctx = X509_STORE_CTX_new() else { OpenSSLFatal.fail("X509_STORE_CTX_new") }
         defer { X509_STORE_CTX_free(ctx) }
@@ -146,20 +147,29 @@ public final class CMSSignedDataVerifier: @unchecked Sendable {
         defer { if let certs { cgw_sk_X509_pop_free(certs) } }
         guard X509_STORE_CTX_init(ctx, store, leaf, certs) == 1 else { OpenSSLFatal.fail("X509_STORE_CTX_init") }
         _ = X509_STORE_CTX_set_default(ctx, "smime_sign")
-        guard X509_verify_cert(ctx) != 1 else {
+        guard X509_verify_cert(ctx) == 1 else {
+            let err = X509_STORE_CTX_get_error(ctx)
+            let depth = X509_STORE_CTX_get_error_depth(ctx)
+            let subject = X509_STORE_CTX_get_current_cert(ctx).map(Self.subject) ?? "?"
+            let msg = "\(String(cString: X509_verify_cert_error_string(Int(err)))): \(subject) (certificate at depth \(depth))"
             OpenSSLError.clear()
-            return nil
+            switch err {
+            case X509_V_ERR_CERT_HAS_EXPIRED: return .failure(.expired(msg))
+            case X509_V_ERR_CERT_NOT_YET_VALID: return .failure(.notYetValid(msg))
+            default: return .failure(.untrusted(msg))
+            }
         }
-        let err = X509_STORE_CTX_get_error(ctx)
-        let depth = X509_STORE_CTX_get_error_depth(ctx)
-        let subject = X509_STORE_CTX_get_current_cert(ctx).map(Self.subject) ?? "?"
-        let msg = "\(String(cString: X509_verify_cert_error_string(Int(err)))): \(subject) (certificate at depth \(depth))"
         OpenSSLError.clear()
-        switch err {
-        case X509_V_ERR_CERT_HAS_EXPIRED: return .expired(msg)
-        case X509_V_ERR_CERT_NOT_YET_VALID: return .notYetValid(msg)
-        default: return .untrusted(msg)
+        var out: [X509Certificate] = []
+        if let sk = X509_STORE_CTX_get0_chain(ctx) {
+            for i in 0..<cgw_sk_X509_num(sk) {
+                guard let x = cgw_sk_X509_value(sk, i), let der = X509Certificate.derBytes(of: x),
+                    let cert = try? X509Certificate(der: der)
+                else { continue }
+                out.append(cert)
+            }
         }
+        return .success(out)
     }
 
     /// The certificate in the message that the (single) SignerInfo names.
@@ -176,30 +186,6 @@ public final class CMSSignedDataVerifier: @unchecked Sendable {
             }
         }
         return nil
-    }
-
-    /// The chain of a message `CMS_verify` accepted, rebuilt the same way for the caller to inspect.
-    private static func chain(_ cms: OpaquePointer, store: OpaquePointer) -> [X509Certificate] {
-        guard let leaf = signerCertificate(cms) else { return [] }
-        defer { X509_free(leaf) }
-        guard let ctx = X509_STORE_CTX_new() else { OpenSSLFatal.fail("X509_STORE_CTX_new") }
-        defer { X509_STORE_CTX_free(ctx) }
-        let certs = CMS_get1_certs(cms)
-        defer { if let certs { cgw_sk_X509_pop_free(certs) } }
-        guard X509_STORE_CTX_init(ctx, store, leaf, certs) == 1 else { OpenSSLFatal.fail("X509_STORE_CTX_init") }
-        _ = X509_STORE_CTX_set_default(ctx, "smime_sign")
-        guard X509_verify_cert(ctx) == 1, let sk = X509_STORE_CTX_get0_chain(ctx) else {
-            OpenSSLError.clear()
-            return []
-        }
-        var out: [X509Certificate] = []
-        for i in 0..<cgw_sk_X509_num(sk) {
-            guard let x = cgw_sk_X509_value(sk, i), let der = X509Certificate.derBytes(of: x),
-                let cert = try? X509Certificate(der: der)
-            else { continue }
-            out.append(cert)
-        }
-        return out
     }
 
     private static func subject(_ x: OpaquePointer) -> String {

@@ -50,7 +50,7 @@ public final class RedisAttestStore: AttestStore {
         /// Prefix of every Redis key the store writes. Default `ag:`.
         public var keyPrefix: String
         /// How long a challenge stays in Redis after its expiry, so that it answers `expired`
-        /// (then `unknown`), like the memory store between sweeps. Default 1 s.
+        /// (then `unknown`), like the memory store before its sweep. Default `ChallengeState.expiredGraceMillis`.
         public var expiredGraceMillis: Int64
         /// Redis Cluster: `endpoint` (and `seeds`) are where the slot map is first read; commands go
         /// to the primary serving their slot, with `connections` per primary. Every challenge must be
@@ -65,7 +65,7 @@ public final class RedisAttestStore: AttestStore {
 
         public init(
             endpoint: RedisEndpoint, waitReplicas: Int = 0, connections: Int = 2, keyPrefix: String = "ag:",
-            expiredGraceMillis: Int64 = 1_000, cluster: Bool = false, seeds: [RedisEndpoint] = [],
+            expiredGraceMillis: Int64 = ChallengeState.expiredGraceMillis, cluster: Bool = false, seeds: [RedisEndpoint] = [],
             limits: KeyLimits = KeyLimits(maxKeys: KeyLimits.defaultRedisMaxKeys)
         ) {
             self.endpoint = endpoint

@@ -17,12 +17,12 @@ final class RedisFixture: Sendable {
 
     init(
         durable: Bool = false, connections: Int = 2, timeoutMillis: Int64 = 1_000, waitReplicas: Int = 0,
-        limits: KeyLimits = KeyLimits()
+        limits: KeyLimits = KeyLimits(), expiredGraceMillis: Int64 = ChallengeState.expiredGraceMillis
     ) throws {
         redis = try RedisProcess(durable: durable)
         store = RedisAttestStore(options: .init(
             endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, timeoutMillis: timeoutMillis),
-            waitReplicas: waitReplicas, connections: connections, limits: limits))
+            waitReplicas: waitReplicas, connections: connections, expiredGraceMillis: expiredGraceMillis, limits: limits))
         guard store.waitUntilConnected(timeoutMillis: 10_000) else {
             stop()
             throw NSError(domain: "RedisFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
@@ -115,11 +115,11 @@ struct RedisStoreTests {
 
     /// The Redis expiry removes a challenge (consumed or not) shortly after its expiry.
     @Test func redisExpiryRemovesChallenges() throws {
-        let f = try RedisFixture()
+        let f = try RedisFixture(expiredGraceMillis: 1_000)  // a shorter grace than the default 10 s: a quick test
         defer { f.stop() }
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let c = try f.store.issue(.assert, ttl: 50, now: now)
-        // The challenge's ttl plus the expired grace (1 s by default): at most 1,050 ms left, however slow this machine.
+        // The challenge's ttl plus the expired grace (1 s here): at most 1,050 ms left, however slow this machine.
         let pttl = Int(try f.redis.cli(["PTTL", String(decoding: f.store.challengeName(c.token), as: UTF8.self)]).trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(pttl.map { $0 > 0 && $0 <= 1_050 } == true, "PTTL \(String(describing: pttl))")
         #expect(try f.store.state(c.token, now: now + 50) == .expired(expiresAtMillis: now + 50))

@@ -296,38 +296,9 @@ struct CounterWindowTests {
         defer { dir.remove() }
         var rng = SeededRandom(seed: 1609)
         let key = makeRecord(&rng, seen: t0)
-        let v2 = KeyRecordV2(
-            key: KeyBits(key.keyID), point: PointBits(key.publicKey)!, receiptOffset: 0, counter: 7, receiptLength: 0,
-            appIndex: 0, bundleIndex: KeyRecord.noString, category: 0, firstSeen: UInt32(t0 / 1000),
-            lastSeen: UInt32(t0 / 1000), flags: KeyRecord.flagProduction, reregistrations: 1, reregistrationWindow: UInt32(t0 / 1000))
         #expect(MemoryLayout<KeyRecordV2>.stride == 144 && MemoryLayout<KeyRecord>.stride == 168)
-        // snapshot.dat, version 2: one shard, one string, one record, no challenges.
         let path = dir.file("snapshot.dat")
-        let out = BufferedHashingWriter(fd: try FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC), path: path)
-        var h = ByteWriter()
-        h.bytes += SnapshotFormat.magic
-        h.u32(2)
-        h.u32(1)
-        h.u32(UInt32(MemoryLayout<KeyRecordV2>.stride))
-        h.u32(UInt32(MemoryLayout<ChallengeEntry>.stride))
-        h.u64(SnapshotFormat.layoutFingerprintV2)
-        h.u64(0x2222)
-        h.u64(1)
-        h.u64(1)
-        h.u64(0)
-        h.i64(t0)
-        h.u64(0)
-        #expect(h.bytes.count == SnapshotFormat.headerSize)
-        h.u32(1)
-        h.string(key.appID)
-        h.u64(1)
-        try out.write(h.bytes)
-        try [v2].withUnsafeBytes { (raw) throws in try out.write(raw) }
-        var c = ByteWriter()
-        c.u64(0)
-        try out.write(c.bytes)
-        try out.finish()
-        Glibc.close(out.fd)
+        try writeVersion2Snapshot(path, key, counter: 7, seenMillis: t0, sequence: 0x2222)
         // journal segment 1, version 2: the key's counter advanced to 10 (a 41-byte advance).
         var segment = JournalFormat.header(1)
         segment.replaceSubrange(8..<12, with: [2, 0, 0, 0])

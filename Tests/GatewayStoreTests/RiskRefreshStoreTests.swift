@@ -143,35 +143,7 @@ struct RiskRefreshStoreTests {
         defer { dir.remove() }
         var rng = SeededRandom(seed: 75)
         let r = makeRecord(&rng, seen: t0)
-        let v2 = KeyRecordV2(
-            key: KeyBits(r.keyID), point: PointBits(r.publicKey)!, receiptOffset: 0, counter: 9, receiptLength: 0,
-            appIndex: 0, bundleIndex: KeyRecord.noString, category: 0, firstSeen: UInt32(t0 / 1000), lastSeen: UInt32(t0 / 1000),
-            flags: KeyRecord.flagProduction, reregistrations: 1, reregistrationWindow: UInt32(t0 / 1000))
-        let path = dir.file("snapshot.dat")
-        let out = BufferedHashingWriter(fd: try FileIO.open(path, O_WRONLY | O_CREAT | O_TRUNC), path: path)
-        var h = ByteWriter()
-        h.bytes += SnapshotFormat.magic
-        h.u32(2)
-        h.u32(1)
-        h.u32(UInt32(MemoryLayout<KeyRecordV2>.stride))
-        h.u32(UInt32(MemoryLayout<ChallengeEntry>.stride))
-        h.u64(SnapshotFormat.layoutFingerprintV2)
-        h.u64(42)
-        h.u64(1)
-        h.u64(1)
-        h.u64(0)
-        h.i64(t0)
-        h.u64(0)
-        h.u32(1)
-        h.string(r.appID)
-        h.u64(1)
-        try out.write(h.bytes)
-        try [v2].withUnsafeBytes { (raw) throws in try out.write(raw) }
-        var c = ByteWriter()
-        c.u64(0)
-        try out.write(c.bytes)
-        try out.finish()
-        Glibc.close(out.fd)
+        try writeVersion2Snapshot(dir.file("snapshot.dat"), r, counter: 9, seenMillis: t0, sequence: 42)
 
         let store = try MemoryAttestStore.open(directory: dir.path, shards: 1)
         let key = try #require(try store.key(r.keyID))

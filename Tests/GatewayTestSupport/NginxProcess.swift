@@ -134,21 +134,25 @@ public final class NginxProcess: @unchecked Sendable {
 
     private func config(port: UInt16) -> String {
         let p = prefix.path
+        // Both configurations: one foreground process, logs and temporary files under the prefix.
+        let preamble = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            error_log \(p)/logs/error.log warn;
+            pid \(p)/logs/nginx.pid;
+            events { worker_connections 1024; }
+            http {
+                access_log off;
+                client_body_temp_path \(p)/tmp/body;
+                proxy_temp_path \(p)/tmp/proxy;
+                fastcgi_temp_path \(p)/tmp/fastcgi;
+                uwsgi_temp_path \(p)/tmp/uwsgi;
+                scgi_temp_path \(p)/tmp/scgi;
+            """
         if let front {
-            return """
-                daemon off;
-                master_process off;
-                worker_processes 1;
-                error_log \(p)/logs/error.log warn;
-                pid \(p)/logs/nginx.pid;
-                events { worker_connections 1024; }
-                http {
-                    access_log off;
-                    client_body_temp_path \(p)/tmp/body;
-                    proxy_temp_path \(p)/tmp/proxy;
-                    fastcgi_temp_path \(p)/tmp/fastcgi;
-                    uwsgi_temp_path \(p)/tmp/uwsgi;
-                    scgi_temp_path \(p)/tmp/scgi;
+            return preamble + """
+
                     server {
                         listen 127.0.0.1:\(port);
                         location / {
@@ -168,20 +172,8 @@ public final class NginxProcess: @unchecked Sendable {
             "proxyauth=$http_proxy_authorization", "secret=$http_x_secret", "custom=$http_x_custom",
             "conn=$connection", "conn_requests=$connection_requests", "protocol=$server_protocol", "port=$server_port",
         ].joined(separator: "\\n") + "\\n"
-        return """
-            daemon off;
-            master_process off;
-            worker_processes 1;
-            error_log \(p)/logs/error.log warn;
-            pid \(p)/logs/nginx.pid;
-            events { worker_connections 1024; }
-            http {
-                access_log off;
-                client_body_temp_path \(p)/tmp/body;
-                proxy_temp_path \(p)/tmp/proxy;
-                fastcgi_temp_path \(p)/tmp/fastcgi;
-                uwsgi_temp_path \(p)/tmp/uwsgi;
-                scgi_temp_path \(p)/tmp/scgi;
+        return preamble + """
+
                 default_type application/octet-stream;
                 types { text/html html; text/plain txt; }
                 keepalive_timeout 60s 60s;

@@ -14,22 +14,14 @@ import Testing
 /// open), the unsupported-claims signal.
 @Suite("DeviceCheck fallback (real gatewayd, the Apple stand-in)", .serialized, .timeLimit(.minutes(3)))
 struct DeviceCheckFallbackTests {
-    let ca: TestCA
-    let dir: URL
-    let teamKey = ECPrivateKey(curve: .p256)
-    let keyPath: String
+    let team: AppleTeamFixture
+    var ca: TestCA { team.ca }
+    var dir: URL { team.dir }
+    var keyPath: String { team.keyPath }
 
-    init() throws {
-        (ca, dir) = try makeTrustedTestCADirectory("gw-devicecheck")
-        keyPath = dir.appendingPathComponent("AuthKey_KEY1234567.p8").path
-        #expect(FileManager.default.createFile(
-            atPath: keyPath, contents: Data(teamKey.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
-    }
+    init() throws { team = try AppleTeamFixture("gw-devicecheck") }
 
-    func standIn() throws -> AppleStandIn {
-        try AppleStandIn(
-            options: .init(teamID: "ABCDE12345", keyID: "KEY1234567", teamKey: teamKey.p256PublicKey!), ca: ca, workDirectory: dir)
-    }
+    func standIn() throws -> AppleStandIn { try team.standIn() }
 
     func config(_ apple: AppleStandIn, legacyPort: UInt16 = 9) -> String {
         """

@@ -12,22 +12,14 @@ import Testing
 /// Real gatewayd processes, real redis-server, the Apple stand-in.
 @Suite("DeviceCheck token claims in the store (real gatewayd, redis-server, the Apple stand-in)", .serialized, .timeLimit(.minutes(3)))
 struct DeviceTokenStoreTests {
-    let ca: TestCA
-    let dir: URL
-    let teamKey = ECPrivateKey(curve: .p256)
-    let keyPath: String
+    let team: AppleTeamFixture
+    var ca: TestCA { team.ca }
+    var dir: URL { team.dir }
+    var keyPath: String { team.keyPath }
 
-    init() throws {
-        (ca, dir) = try makeTrustedTestCADirectory("gw-devicetoken")
-        keyPath = dir.appendingPathComponent("AuthKey_KEY1234567.p8").path
-        #expect(FileManager.default.createFile(
-            atPath: keyPath, contents: Data(teamKey.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
-    }
+    init() throws { team = try AppleTeamFixture("gw-devicetoken") }
 
-    func standIn() throws -> AppleStandIn {
-        try AppleStandIn(
-            options: .init(teamID: "ABCDE12345", keyID: "KEY1234567", teamKey: teamKey.p256PublicKey!), ca: ca, workDirectory: dir)
-    }
+    func standIn() throws -> AppleStandIn { try team.standIn() }
 
     func config(_ apple: AppleStandIn, store: String) -> String {
         """

@@ -16,25 +16,18 @@ import Testing
 @Suite("Risk metric refresh (real gatewayd, the Apple stand-in)", .serialized, .timeLimit(.minutes(5)))
 struct RiskRefreshTests {
     static let appID = "ABCDE12345.com.example.shop"
-    let ca: TestCA
-    let dir: URL
-    let teamKey = ECPrivateKey(curve: .p256)
-    let keyPath: String
+    let team: AppleTeamFixture
+    var ca: TestCA { team.ca }
+    var dir: URL { team.dir }
+    var keyPath: String { team.keyPath }
     let dataDir: String
 
     init() throws {
-        (ca, dir) = try makeTrustedTestCADirectory("gw-risk")
-        keyPath = dir.appendingPathComponent("AuthKey_KEY1234567.p8").path
-        #expect(FileManager.default.createFile(
-            atPath: keyPath, contents: Data(teamKey.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
-        dataDir = dir.appendingPathComponent("data").path
+        team = try AppleTeamFixture("gw-risk")
+        dataDir = team.dir.appendingPathComponent("data").path
     }
 
-    func standIn(notBefore: Int64 = 1) throws -> AppleStandIn {
-        try AppleStandIn(
-            options: .init(teamID: "ABCDE12345", keyID: "KEY1234567", teamKey: teamKey.p256PublicKey!, receiptNotBeforeSeconds: notBefore),
-            ca: ca, workDirectory: dir)
-    }
+    func standIn(notBefore: Int64 = 1) throws -> AppleStandIn { try team.standIn(notBefore: notBefore) }
 
     func config(_ apple: AppleStandIn, refresh: String = "2s", staleProbe: String = "1h", teamID: String = "ABCDE12345") -> String {
         """
