@@ -121,9 +121,7 @@ struct AssertionGateTests {
         }
 
         func challengeState(_ token: ChallengeToken, at nowMillis: Int64) -> ChallengeState? {
-            let answer = Answer<Result<ChallengeState, StoreError>>()
-            memory.challengeState(token, nowMillis: nowMillis) { answer.set($0) }
-            return try? answer.wait().get()
+            memory.waitedChallengeState(token, at: nowMillis)
         }
     }
 

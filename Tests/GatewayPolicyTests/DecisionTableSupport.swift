@@ -173,3 +173,12 @@ extension Explanation {
     /// The value of the first detail named `name`.
     func detail(_ name: String) -> String? { fields.first { $0.0 == name }?.1 }
 }
+
+extension MemoryAttestStore {
+    /// A challenge's state, its completion waited for (the decision tables' fixtures); nil on a store error.
+    func waitedChallengeState(_ token: ChallengeToken, at nowMillis: Int64) -> ChallengeState? {
+        let answer = Answer<Result<ChallengeState, StoreError>>()
+        challengeState(token, nowMillis: nowMillis) { answer.set($0) }
+        return try? answer.wait().get()
+    }
+}
