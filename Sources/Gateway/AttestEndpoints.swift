@@ -269,9 +269,8 @@ extension GatewayRouter {
         // Apps whose device has no App Attest say so (docs/client-contract.md): counted, fallback or not.
         if h.headers[AttestHeaders.unsupported] == "1" { attest.metrics.unsupportedClaim(route: r.name) }
         if let decided = fallbackDecision(h, peer: peer, requestID: requestID, route: r, mode: mode, runtime: rt) { return decided }
-        let headers = AssertionGate.readHeaders(
-            keyID: keyText, challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
-            route: r.assertion)
+        let (challengeText, assertionText) = (h.headers[AttestHeaders.challenge], h.headers[AttestHeaders.assertion])
+        let headers = AssertionGate.readHeaders(keyID: keyText, challenge: challengeText, assertion: assertionText, route: r.assertion)
         if case .failure(var e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
             if r.fallback != nil { e.add("path", "app_attest") }
             record(verdict, route: r)
@@ -281,20 +280,20 @@ extension GatewayRouter {
             return .respond(routeName: r.name, answer)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
-            self.protected(request, route: r, runtime: rt, mode: mode, headers: headers, done: done)
+            // The three fields as read above (the buffered request's head is the same head).
+            let gateRequest = GateRequest(
+                method: request.head.method, target: request.head.target, body: request.body, keyID: keyText,
+                challenge: challengeText, assertion: assertionText, host: request.head.headers["Host"], scheme: request.scheme)
+            self.protected(request, gateRequest, route: r, runtime: rt, mode: mode, headers: headers, done: done)
         }
     }
 
     /// The gate's outcome carried out as its `RouteVerdict` says.
     func protected(
-        _ request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, mode: RouteVerdict.Mode,
-        headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
+        _ request: BufferedRequest, _ gateRequest: GateRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
+        mode: RouteVerdict.Mode, headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
     ) {
         let h = request.head
-        let gateRequest = GateRequest(
-            method: h.method, target: h.target, body: request.body, keyID: h.headers[AttestHeaders.keyID],
-            challenge: h.headers[AttestHeaders.challenge], assertion: h.headers[AttestHeaders.assertion],
-            host: h.headers["Host"], scheme: request.scheme)
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
             [unowned self] outcome in

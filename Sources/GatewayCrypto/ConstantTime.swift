@@ -33,4 +33,10 @@ public enum SecureRandom {
         guard ok == 1 else { OpenSSLFatal.fail("RAND_bytes") }
         return out
     }
+
+    /// Fills `buffer` from OpenSSL's CSPRNG.
+    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, !buffer.isEmpty else { return }
+        guard RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1 else { OpenSSLFatal.fail("RAND_bytes") }
+    }
 }

@@ -17,8 +17,13 @@ public enum BinaryEncoding: String, Sendable {
         if utf8.count == 64, utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) }) {
             if let bytes = Hex.decode(text) { return (bytes, .hex) }
         }
-        let url = utf8.contains(UInt8(ascii: "-")) || utf8.contains(UInt8(ascii: "_"))
         guard let bytes = try? Base64.decode(text) else { return (nil, .invalid) }
+        // It decoded, so it holds one alphabet: a '-' or '_' names the URL one.
+        var url = false
+        for c in utf8 where c == UInt8(ascii: "-") || c == UInt8(ascii: "_") {
+            url = true
+            break
+        }
         return (bytes, url ? .base64URL : .base64Standard)
     }
 }

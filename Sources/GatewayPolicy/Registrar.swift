@@ -247,12 +247,41 @@ public enum RFC3339 {
         var t = time_t(millis / 1000)
         var parts = tm()
         gmtime_r(&t, &parts)
-        func pad(_ v: Int32, _ width: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
+        let year = Int(parts.tm_year) + 1900
+        // Before 1970 or after 9999 (never a challenge's or a receipt's): the padded decimal form.
+        guard millis >= 0, year <= 9999 else {
+            func pad(_ v: Int32, _ width: Int) -> String {
+                let s = String(v)
+                return String(repeating: "0", count: max(0, width - s.count)) + s
+            }
+            return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+                + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis % 1000), 3))Z"
         }
-        return "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
-            + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis % 1000), 3))Z"
+        let ms = Int(millis % 1000)
+        return String(unsafeUninitializedCapacity: 24) { out in
+            func put(_ value: Int, _ width: Int, at offset: Int) {
+                var v = value
+                for k in stride(from: offset + width - 1, through: offset, by: -1) {
+                    out[k] = UInt8(truncatingIfNeeded: 0x30 + v % 10)
+                    v /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            out[4] = UInt8(ascii: "-")
+            put(Int(parts.tm_mon) + 1, 2, at: 5)
+            out[7] = UInt8(ascii: "-")
+            put(Int(parts.tm_mday), 2, at: 8)
+            out[10] = UInt8(ascii: "T")
+            put(Int(parts.tm_hour), 2, at: 11)
+            out[13] = UInt8(ascii: ":")
+            put(Int(parts.tm_min), 2, at: 14)
+            out[16] = UInt8(ascii: ":")
+            put(Int(parts.tm_sec), 2, at: 17)
+            out[19] = UInt8(ascii: ".")
+            put(ms, 3, at: 20)
+            out[23] = UInt8(ascii: "Z")
+            return 24
+        }
     }
 }
 

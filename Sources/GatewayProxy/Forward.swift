@@ -41,11 +41,25 @@ public final class Forward {
         self.connectTimeoutMillis = connectTimeoutMillis ?? pool.target.connectTimeoutMillis
         self.responseHook = responseHook
         self.verdict = verdict
+        responseFieldsAsBytes = Self.writableAsBytes(responseHeaders)
     }
 
-    /// Whether the response head goes through strings (`DownstreamResponseHead.fields`): route fields
-    /// to set, or a hook.
-    var rewritesResponse: Bool { responseHeaders.count > 0 || responseHook != nil }
+    /// `responseFieldsAsBytes` for these route fields.
+    static func writableAsBytes(_ routeFields: HTTPFields) -> Bool {
+        routeFields.allSatisfy { f in
+            !HopByHop.isListed(f.name) && !f.name.equalsIgnoringASCIICase("Via") && !f.name.equalsIgnoringASCIICase("Content-Length")
+                && !f.name.equalsIgnoringASCIICase(RequestID.field)
+        }
+    }
+
+    /// Whether the response head goes through strings (`DownstreamResponseHead.fields`): a hook, or
+    /// route fields the byte writers cannot set (below).
+    var rewritesResponse: Bool { responseHook != nil || (responseHeaders.count > 0 && !responseFieldsAsBytes) }
+    /// Whether the route's response fields can be written next to the upstream's bytes (set over the
+    /// upstream's fields of the same names, after Via): true unless one of them names a field the
+    /// proxy itself rewrites (hop-by-hop, Via, Content-Length, X-Request-Id), whose rules the
+    /// string path applies. A protected route's next challenge takes the byte path.
+    let responseFieldsAsBytes: Bool
 }
 
 /// A route's look at an upstream's response head before the client's: `observe` sees the head as

@@ -49,6 +49,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// Whether `head` is the current exchange's (false between requests and for a request whose
     /// head could not be parsed).
     var hasHead = false
+    /// `head` as strings, once the router asked for them (a protected route reads them before the
+    /// body, and its buffered request carries the same): made at most once per request.
+    private var materializedHead: HTTPRequestHead?
     /// What the connection read of `head` besides the parser's findings (request id, access line).
     var headExtras = HeadExtras.none
     /// The current request's framing and HTTP minor version (kept apart from `head`: read on every
@@ -254,7 +257,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if !h.keepAlive { closeAfterResponse = true }
         let decision = bytes.with { buf in
             router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: clientAddress, requestID: requestID,
-                         head: { h.materialize(buf) })
+                         head: {
+                             let full = h.materialize(buf)
+                             self.materializedHead = full
+                             return full
+                         })
         }
         dispatch(decision, head: h)
     }
@@ -273,6 +280,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     /// The current request's head as strings (for buffered routes, which hand it to a handler).
     private func fullHead() -> HTTPRequestHead {
+        if let full = materializedHead { return full }
         let h = head
         return headBytes.with { h.materialize($0) }
     }
@@ -281,6 +289,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private func dropHead() {
         guard hasHead else { return }
         hasHead = false
+        materializedHead = nil
         headBytes.trim()
         let fields = replace(&head.fields, with: [])
         replace(&spareFields, with: fields)

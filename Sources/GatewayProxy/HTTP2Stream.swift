@@ -401,9 +401,11 @@ extension HTTP2Stream: UpstreamExchangeHost {
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.
+                let routeFields = exchange.forward?.responseHeaders ?? HTTPFields()
                 try requestID.withBytes { i in
                     try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
-                        DownstreamResponseHead.appendHTTP2(r, from: buf, dropContentLength: dropContentLength, requestID: i, to: &$0)
+                        DownstreamResponseHead.appendHTTP2(
+                            r, from: buf, dropContentLength: dropContentLength, requestID: i, routeFields: routeFields, to: &$0)
                     }
                 }
             }

@@ -166,7 +166,7 @@ public final class MemoryAttestStore: AttestStore {
             let chained = request.chained
             evicted = shards[index].state.withLock { s in
                 repeat {
-                    entry.token = ChallengeBits(a: rng.next() & ~shardMask | UInt64(index), b: rng.next())
+                    entry.token = ChallengeBits(a: s.random.draw() & ~shardMask | UInt64(index), b: s.random.draw())
                 } while s.challenges[entry.token] != nil
                 // Bound to a registered key: the key-bound budget. A key not (yet) registered, as in
                 // the registration flow, is anyone's to name: the anonymous budget.

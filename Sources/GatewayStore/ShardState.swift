@@ -238,6 +238,8 @@ struct ShardState {
     /// Per registered key, its key-bound challenges in this shard, oldest first: the per-key limit.
     /// A ring exists only while it holds a challenge.
     var rings: [KeyBits: KeyRing] = [:]
+    /// The random words of the key-bound challenges issued in this shard (drawn under its lock).
+    var random = RandomWords()
     let seed: UInt64
 
     init(seed: UInt64) {

@@ -78,6 +78,25 @@ struct PolicyTests {
     @Test func rfc3339() {
         #expect(RFC3339.format(millis: 0) == "1970-01-01T00:00:00.000Z")
         #expect(RFC3339.format(millis: 1_795_442_709_123) == "2026-11-23T14:05:09.123Z")
+        #expect(RFC3339.format(millis: 951_782_400_999) == "2000-02-29T00:00:00.999Z")
+        #expect(RFC3339.format(millis: 253_402_300_799_999) == "9999-12-31T23:59:59.999Z")
+        #expect(RFC3339.format(millis: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
+        // Every field's digits, against the calendar arithmetic done here independently.
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let millis = Int64.random(in: 0...253_402_300_799_999, using: &rng)
+            let text = RFC3339.format(millis: millis)
+            let days = Int(millis / 86_400_000), ofDay = Int(millis % 86_400_000)
+            // Howard Hinnant's civil_from_days.
+            let z = days + 719_468, era = z / 146_097, doe = z - era * 146_097
+            let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153
+            let d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+            func p(_ v: Int, _ w: Int) -> String { String(repeating: "0", count: max(0, w - String(v).count)) + String(v) }
+            let expected = "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(ofDay / 3_600_000, 2)):\(p(ofDay / 60_000 % 60, 2)):"
+                + "\(p(ofDay / 1000 % 60, 2)).\(p(ofDay % 1000, 3))Z"
+            #expect(text == expected)
+        }
     }
 
     @Test func appPolicyChecksEnvironmentCategoryAndBundleVersion() throws {

@@ -115,4 +115,63 @@ struct ResponseForwardingTests {
                                                    dropContentLength: true)
         #expect(fields.map { "\($0.name): \($0.value)" } == ["Via: 1.0 a, 1.1 attest-gateway", "X-Next: gateway", "X-New: 1"])
     }
+
+    /// Route fields that take the byte path (`Forward.responseFieldsAsBytes`): new names, and names an
+    /// upstream also sends (in another case), which the route's value replaces.
+    static let routeFieldSets: [HTTPFields] = [
+        HTTPFields([("X-App-Attest-Next-Challenge", "abc"), ("X-App-Attest-Next-Challenge-Expires", "2026-11-26T13:00:00.000Z")]),
+        HTTPFields([("x-a", "route"), ("Set-Cookie", "r=1"), ("X-F61", "61"), ("x-kept", "no")]),
+        HTTPFields([("ETag", "\"r\""), ("Location", "/route")]),
+    ]
+
+    @Test("HTTP/1.1 and HTTP/2: a route's response fields written with the upstream's bytes equal the rules on strings",
+          arguments: heads)
+    func routeFieldsAsBytes(_ text: String) throws {
+        let (raw, lines, head) = try Self.parse(text)
+        for routeFields in Self.routeFieldSets {
+            #expect(Forward.writableAsBytes(routeFields))
+            for drop in [false, true] {
+                for connection in [nil, "close"] {
+                    let id = connection == nil ? "" : "rid-3"
+                    var out: [UInt8] = []
+                    HeadWriter.appendHead(to: &out) { w in
+                        raw.withUnsafeBytes { buf in
+                            var i = id
+                            i.withUTF8 {
+                                DownstreamResponseHead.writeHTTP1(lines, from: buf, dropContentLength: drop, chunked: drop,
+                                                                  connection: connection, requestID: UnsafeRawBufferPointer($0),
+                                                                  routeFields: routeFields, to: &w)
+                            }
+                        }
+                    }
+                    var fields = DownstreamResponseHead.fields(head, routeFields: routeFields, dropContentLength: drop, requestID: id)
+                    if drop { fields.append("Transfer-Encoding", "chunked") }
+                    if let connection { fields.set("Connection", connection) }
+                    let expected = HTTP1Serializer.responseHead(status: head.status, reason: head.reason, headers: fields)
+                    #expect(out == expected, "\(text.debugDescription) drop=\(drop) \(routeFields)")
+                }
+                var block = HTTP2HeaderBlock()
+                block.appendStatus(lines.status)
+                var id = drop ? "rid-4" : ""
+                raw.withUnsafeBytes { buf in
+                    id.withUTF8 {
+                        DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
+                                                           routeFields: routeFields, to: &block)
+                    }
+                }
+                let expected = HTTP2ServerSession.responseFields(
+                    status: head.status,
+                    DownstreamResponseHead.fields(head, routeFields: routeFields, dropContentLength: drop, requestID: id))
+                #expect(block.pairs.map { "\($0.0): \($0.1)" } == expected.map { "\($0.0): \($0.1)" }, "\(text.debugDescription) drop=\(drop)")
+            }
+        }
+    }
+
+    @Test("route fields the proxy rewrites itself keep the string path")
+    func routeFieldsOnStrings() {
+        for name in ["Via", "content-length", "X-Request-Id", "Connection", "Transfer-Encoding", "Keep-Alive", "TE", "Upgrade"] {
+            #expect(!Forward.writableAsBytes(HTTPFields([("X-Ok", "1"), (name, "x")])), "\(name)")
+        }
+        #expect(Forward.writableAsBytes(HTTPFields()))
+    }
 }

@@ -44,10 +44,11 @@ enum DownstreamResponseHead {
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
         } else {
+            let routeFields = forward?.responseHeaders ?? HTTPFields()
             requestID.withBytes { i in
                 downstream.writeHead {
                     writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection,
-                               requestID: i, to: &$0)
+                               requestID: i, routeFields: routeFields, to: &$0)
                 }
             }
         }
@@ -55,16 +56,26 @@ enum DownstreamResponseHead {
     }
 
     /// The HTTP/1.1 head for the client, from the upstream's bytes: status line (the reason as
-    /// received), the kept fields, Via, X-Request-Id (none when `requestID` is empty), then
-    /// `Transfer-Encoding: chunked` when `chunked` and `Connection: <connection>` when given.
+    /// received), the kept fields, Via, the route's fields (`routeFields`, set over the upstream's
+    /// of the same names: only fields `Forward.responseFieldsAsBytes` allows), X-Request-Id (none
+    /// when `requestID` is empty), then `Transfer-Encoding: chunked` when `chunked` and
+    /// `Connection: <connection>` when given: what `fields` gives on strings, in the same order.
     static func writeHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                           chunked: Bool, connection: String?, requestID: UnsafeRawBufferPointer, to out: inout HeadWriter)
+                           chunked: Bool, connection: String?, requestID: UnsafeRawBufferPointer,
+                           routeFields: HTTPFields = HTTPFields(), to out: inout HeadWriter)
     {
         out.appendStatusLineStart(status: r.status)
         out.append(UnsafeRawBufferPointer(rebasing: buf[r.reason]))
         out.crlf()
         let filter = ForwardingFilter(r, buf)
-        let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { out.appendFieldLine(buf, $0) }
+        let hasVia: Bool
+        if routeFields.count == 0 {
+            hasVia = filter.forEachKept(dropContentLength: dropContentLength) { out.appendFieldLine(buf, $0) }
+        } else {
+            hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
+                if !Self.named(UnsafeRawBufferPointer(rebasing: buf[f.name]), in: routeFields) { out.appendFieldLine(buf, f) }
+            }
+        }
         // Via: the received values joined (an all-empty join counts as none), then ours.
         out.append("Via: ")
         if hasVia {
@@ -73,6 +84,7 @@ enum DownstreamResponseHead {
         }
         out.append(UpstreamRequestHead.via)
         out.crlf()
+        for f in routeFields { out.appendField(f.name, f.value) }
         if !requestID.isEmpty {
             out.append("X-Request-Id: ")
             out.append(requestID)
@@ -90,11 +102,13 @@ enum DownstreamResponseHead {
     /// The same fields for an HTTP/2 client, appended to the session's header block (whose HTTP/2
     /// rules then apply: names lowercased, fields HTTP/2 cannot carry dropped).
     static func appendHTTP2(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                            requestID: UnsafeRawBufferPointer, to block: inout HTTP2HeaderBlock)
+                            requestID: UnsafeRawBufferPointer, routeFields: HTTPFields = HTTPFields(), to block: inout HTTP2HeaderBlock)
     {
         let filter = ForwardingFilter(r, buf)
         let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
-            block.append(name: UnsafeRawBufferPointer(rebasing: buf[f.name]), value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+            let name = UnsafeRawBufferPointer(rebasing: buf[f.name])
+            if routeFields.count > 0 && Self.named(name, in: routeFields) { return }
+            block.append(name: name, value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
         }
         let (n, v) = block.beginField(name: "via")
         if hasVia {
@@ -103,11 +117,30 @@ enum DownstreamResponseHead {
         }
         block.appendValue(UnsafeRawBufferPointer(staticString: UpstreamRequestHead.via))
         block.commit(nameStart: n, valueStart: v)
+        for f in routeFields { block.append(name: f.name, value: f.value) }
         if !requestID.isEmpty {
             let (n, v) = block.beginField(name: "x-request-id")
             block.appendValue(requestID)
             block.commit(nameStart: n, valueStart: v)
         }
+    }
+
+    /// Whether `name` (bytes of a received field) names one of `fields`, in any ASCII case.
+    static func named(_ name: UnsafeRawBufferPointer, in fields: HTTPFields) -> Bool {
+        for f in fields where f.name.utf8.count == name.count {
+            var i = 0
+            var same = true
+            for c in f.name.utf8 {
+                let a = c | (c &- 0x41 < 26 ? 0x20 : 0), b = name[i] | (name[i] &- 0x41 < 26 ? 0x20 : 0)
+                if a != b {
+                    same = false
+                    break
+                }
+                i += 1
+            }
+            if same { return true }
+        }
+        return false
     }
 
     /// The same rules on strings, for a route that sets response fields: the upstream's fields
