@@ -401,7 +401,7 @@ public final class MemoryAttestStore: AttestStore {
                         return .rejected(why)
                     }
                     let result = store(&s)
-                    if case .stored = result { s.challenges[bits]?.consumed = true }
+                    if case .stored = result { s.markConsumed(bits) }
                     return result
                 }
             }
@@ -412,7 +412,7 @@ public final class MemoryAttestStore: AttestStore {
                             return .rejected(why)
                         }
                         let result = store(&k)
-                        if case .stored = result { c.challenges[bits]?.consumed = true }
+                        if case .stored = result { c.markConsumed(bits) }
                         return result
                     }
                     return ki < ci ? run(&first, &second) : run(&second, &first)
@@ -710,7 +710,7 @@ public final class MemoryAttestStore: AttestStore {
                     } catch {
                         return .failure(StoreError.from(error))
                     }
-                    s.challenges[bits]?.consumed = true
+                    s.markConsumed(bits)
                     return .success(.committed(previousCounter: previous))
                 }
             }
@@ -729,7 +729,7 @@ public final class MemoryAttestStore: AttestStore {
                             } catch {
                                 return .failure(StoreError.from(error))
                             }
-                            c.challenges[bits]?.consumed = true
+                            c.markConsumed(bits)
                             return .success(.committed(previousCounter: previous))
                         }
                     }

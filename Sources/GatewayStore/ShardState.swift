@@ -397,7 +397,16 @@ struct ShardState {
         challenges[entry.token] = entry
         boundExpiries.push(ExpiryItem(expiresAt: entry.expiresAt, token: entry.token))
         boundCount += 1
-        rings[entry.boundKey, default: KeyRing()].append(entry.token, chained: chained)
+        rings[entry.boundKey, default: KeyRing()].append(entry.token, chained: chained, consumed: entry.consumed)
+    }
+
+    /// Marks a live challenge consumed, in the table and, for a key-bound one, in its key's ring
+    /// (which then picks it first to make room without looking the ring's tokens up).
+    mutating func markConsumed(_ token: ChallengeBits) {
+        guard var entry = challenges[token] else { return }
+        entry.consumed = true
+        challenges[token] = entry
+        if entry.hasBoundKey, let slot = rings[entry.boundKey]?.slot(of: token) { rings[entry.boundKey]!.markConsumed(slot) }
     }
 
     /// Inserts an anonymous challenge, first evicting the oldest anonymous ones while `limit` are
@@ -424,8 +433,8 @@ struct ShardState {
         var unused = 0
         var evicted = 0
         while let ring = rings[entry.boundKey], Int(ring.count) >= perKey {
-            let victim = ring.victim { challenges[$0]?.consumed ?? true }
-            if challenges[ring[victim]]?.consumed == false { unused += 1 }
+            let victim = ring.victim()
+            if !ring.isConsumed(victim) { unused += 1 }
             removeBound(ring[victim], key: entry.boundKey, slot: victim)
             replaced += 1
         }
@@ -510,6 +519,8 @@ struct KeyRing {
     private(set) var count: UInt8 = 0
     /// Bit i: slot i was issued with a verified response (`ChallengeRequest.chained`).
     private var chainedBits: UInt8 = 0
+    /// Bit i: slot i's challenge was consumed (`ShardState.markConsumed`), as its entry says.
+    private var consumedBits: UInt8 = 0
 
     subscript(i: Int) -> ChallengeBits {
         get {
@@ -525,12 +536,16 @@ struct KeyRing {
     }
 
     func isChained(_ i: Int) -> Bool { chainedBits & (1 << i) != 0 }
+    func isConsumed(_ i: Int) -> Bool { consumedBits & (1 << i) != 0 }
 
-    mutating func append(_ token: ChallengeBits, chained: Bool) {
+    mutating func markConsumed(_ i: Int) { consumedBits |= 1 << i }
+
+    mutating func append(_ token: ChallengeBits, chained: Bool, consumed: Bool = false) {
         let i = Int(count)
         precondition(i < Self.maxSlots, "a key ring holds at most \(Self.maxSlots) challenges")
         self[i] = token
         if chained { chainedBits |= 1 << i } else { chainedBits &= ~(1 << i) }
+        if consumed { consumedBits |= 1 << i } else { consumedBits &= ~(1 << i) }
         count += 1
     }
 
@@ -541,9 +556,11 @@ struct KeyRing {
         while j + 1 < n {
             self[j] = self[j + 1]
             if isChained(j + 1) { chainedBits |= 1 << j } else { chainedBits &= ~(1 << j) }
+            if isConsumed(j + 1) { consumedBits |= 1 << j } else { consumedBits &= ~(1 << j) }
             j += 1
         }
         chainedBits &= ~(1 << (n - 1))
+        consumedBits &= ~(1 << (n - 1))
         count -= 1
         return Int(count)
     }
@@ -555,9 +572,9 @@ struct KeyRing {
 
     /// Which slot makes room: the oldest consumed one, else the oldest asked for at the endpoint,
     /// else the oldest.
-    func victim(consumed: (ChallengeBits) -> Bool) -> Int {
+    func victim() -> Int {
         let n = Int(count)
-        for i in 0..<n where consumed(self[i]) { return i }
+        for i in 0..<n where isConsumed(i) { return i }
         for i in 0..<n where !isChained(i) { return i }
         return 0
     }
