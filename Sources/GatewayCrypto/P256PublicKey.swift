@@ -12,22 +12,14 @@ public final class P256PublicKey: @unchecked Sendable {
 
     public enum Error: Swift.Error, Equatable, Sendable { case invalidPoint(String) }
 
-    /// DER prefix of a SubjectPublicKeyInfo {id-ecPublicKey, prime256v1} with a 65-byte BIT STRING.
-    static let spkiPrefix: [UInt8] = [
-        0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a,
-        0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
-    ]
-
     /// Parses an uncompressed point; OpenSSL checks that it lies on the curve.
     public init(x962 point: [UInt8]) throws(Error) {
         guard point.count == 65, point[0] == 0x04 else {
             throw .invalidPoint("expected a 65-byte uncompressed point (0x04 ‖ X ‖ Y), got \(point.count) bytes")
         }
-        let der = P256PublicKey.spkiPrefix + point
-        let key: OpaquePointer? = der.withUnsafeBufferPointer { buf in
-            var p: UnsafePointer<UInt8>? = buf.baseAddress
-            return d2i_PUBKEY(nil, &p, buf.count)
-        }
+        // The EC key manager's import (not d2i_PUBKEY of the SubjectPublicKeyInfo: the generic
+        // decoder chain costs twice a verification, and every key a loop first sees pays it).
+        let key: OpaquePointer? = point.withUnsafeBufferPointer { cgw_p256_public_key($0.baseAddress, $0.count) }
         guard let key else {
             OpenSSLError.clear()
             throw .invalidPoint("the point is not on the P-256 curve")

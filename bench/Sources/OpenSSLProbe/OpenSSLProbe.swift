@@ -34,6 +34,19 @@ public final class OpenSSLProbe: @unchecked Sendable {
         0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
     ]
 
+    /// d2i_PUBKEY of the point's SubjectPublicKeyInfo (what P256PublicKey did until it imported the
+    /// point through the EC key manager): true when a key came out.
+    public static func parseSPKI(_ point: [UInt8]) -> Bool {
+        let der = spkiPrefix + point
+        let key: OpaquePointer? = der.withUnsafeBufferPointer { buf in
+            var p: UnsafePointer<UInt8>? = buf.baseAddress
+            return d2i_PUBKEY(nil, &p, buf.count)
+        }
+        guard let key else { return false }
+        EVP_PKEY_free(key)
+        return true
+    }
+
     public init?(x962 point: [UInt8]) {
         let der = Self.spkiPrefix + point
         let key: OpaquePointer? = der.withUnsafeBufferPointer { buf in

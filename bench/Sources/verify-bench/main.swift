@@ -347,6 +347,10 @@ if options.breakdown {
         "assertion_parse", measure(seconds: ps, batch: 256) { (try? AssertionObject.parse(assertion)).map { UInt64($0.signature.count) } ?? 0 }
     ))
     pieces.append(("nonce_sha256", measure(seconds: ps, batch: 256) { UInt64(SHA256.hash(object.authenticatorData.bytes, givenHash)[0]) }))
+    // A key the loop's cache has not seen: parsed once, then every request of it verified with it.
+    let point = work.publicKeyX962
+    pieces.append(("p256publickey_init", measure(seconds: ps) { (try? P256PublicKey(x962: point)) == nil ? 0 : 1 }))
+    pieces.append(("openssl_d2i_pubkey_spki", measure(seconds: ps) { OpenSSLProbe.parseSPKI(point) ? 1 : 0 }))
     pieces.append(("p256publickey_isValidSignature", measure(seconds: ps) { key.isValidSignature(object.signature, for: nonce) ? 1 : 0 }))
     for v in OpenSSLProbe.Variant.allCases {
         let msg = v == .pkeyVerifyOnly ? digest : nonce
