@@ -30,16 +30,20 @@ public enum ClientData {
     ) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(challenge.utf8.count + method.utf8.count + target.utf8.count + authority.utf8.count + 68)
-        out += challenge.utf8
+        func put(_ text: String) {
+            var t = text
+            t.withUTF8 { out.append(contentsOf: $0) }
+        }
+        put(challenge)
         out.append(0x0a)
-        out += method.utf8
+        put(method)
         out.append(0x0a)
-        out += target.utf8
+        put(target)
         out.append(0x0a)
-        out += Hex.encode(SHA256.hash(body)).utf8
+        Hex.append(SHA256.hash(body), to: &out)
         if version == .v2 {
             out.append(0x0a)
-            out += authority.utf8
+            put(authority)
         }
         return out
     }

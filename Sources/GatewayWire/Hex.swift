@@ -2,6 +2,16 @@
 public enum Hex {
     private static let digits = Array("0123456789abcdef".utf8)
 
+    /// Appends the lowercase hex of `bytes` to `out` (no string in between).
+    public static func append(_ bytes: [UInt8], to out: inout [UInt8]) {
+        digits.withUnsafeBufferPointer { d in
+            for b in bytes {
+                out.append(d[Int(b >> 4)])
+                out.append(d[Int(b & 0x0f)])
+            }
+        }
+    }
+
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out = [UInt8]()
         for b in bytes {
