@@ -90,21 +90,29 @@ struct ResponseForwardingTests {
         }
     }
 
+    /// The HTTP/2 header list the byte writer builds for `lines`, as "name: value" lines.
+    static func http2Pairs(_ raw: [UInt8], _ lines: HTTPResponseHeadLines, drop: Bool, requestID: String,
+                           routeFields: HTTPFields = HTTPFields()) -> [String] {
+        var block = HTTP2HeaderBlock()
+        block.appendStatus(lines.status)
+        var id = requestID
+        raw.withUnsafeBytes { buf in
+            id.withUTF8 {
+                DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
+                                                   routeFields: routeFields, to: &block)
+            }
+        }
+        return block.pairs.map { "\($0.0): \($0.1)" }
+    }
+
     @Test("HTTP/2: the header list built from bytes equals the rules on strings", arguments: heads)
     func http2(_ text: String) throws {
         let (raw, lines, head) = try Self.parse(text)
         for drop in [false, true] {
-            var block = HTTP2HeaderBlock()
-            block.appendStatus(lines.status)
-            var id = drop ? "rid-2" : ""
-            raw.withUnsafeBytes { buf in
-                id.withUTF8 {
-                    DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
-                                                       to: &block)
-                }
-            }
+            let id = drop ? "rid-2" : ""
             let expected = HTTP2ServerSession.responseFields(status: head.status, Self.model(head, dropContentLength: drop, requestID: id))
-            #expect(block.pairs.map { "\($0.0): \($0.1)" } == expected.map { "\($0.0): \($0.1)" }, "\(text.debugDescription) drop=\(drop)")
+            #expect(Self.http2Pairs(raw, lines, drop: drop, requestID: id) == expected.map { "\($0.0): \($0.1)" },
+                    "\(text.debugDescription) drop=\(drop)")
         }
     }
 
@@ -150,19 +158,12 @@ struct ResponseForwardingTests {
                     let expected = HTTP1Serializer.responseHead(status: head.status, reason: head.reason, headers: fields)
                     #expect(out == expected, "\(text.debugDescription) drop=\(drop) \(routeFields)")
                 }
-                var block = HTTP2HeaderBlock()
-                block.appendStatus(lines.status)
-                var id = drop ? "rid-4" : ""
-                raw.withUnsafeBytes { buf in
-                    id.withUTF8 {
-                        DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
-                                                           routeFields: routeFields, to: &block)
-                    }
-                }
+                let id = drop ? "rid-4" : ""
                 let expected = HTTP2ServerSession.responseFields(
                     status: head.status,
                     DownstreamResponseHead.fields(head, routeFields: routeFields, dropContentLength: drop, requestID: id))
-                #expect(block.pairs.map { "\($0.0): \($0.1)" } == expected.map { "\($0.0): \($0.1)" }, "\(text.debugDescription) drop=\(drop)")
+                #expect(Self.http2Pairs(raw, lines, drop: drop, requestID: id, routeFields: routeFields) == expected.map { "\($0.0): \($0.1)" },
+                        "\(text.debugDescription) drop=\(drop)")
             }
         }
     }
