@@ -198,6 +198,7 @@ final class RedisLoopConnection: ConnectionDelegate {
         if inflightCount == 0 {
             lastProgressMillis = EventLoop.monotonicMillis()
             armWatchdog()
+            loop.awaitedReplies += 1
         }
         c.write { out in for command in entry.commands { RESP.encode(command, into: &out) } }
         inflight.append(entry)
@@ -229,6 +230,7 @@ final class RedisLoopConnection: ConnectionDelegate {
             if head == inflight.count {
                 inflight.removeAll(keepingCapacity: inflight.capacity <= 1024)
                 head = 0
+                loop.awaitedReplies -= 1
             } else if head >= 1024 && head * 2 >= inflight.count {
                 inflight.removeFirst(head)
                 head = 0
@@ -290,6 +292,7 @@ final class RedisLoopConnection: ConnectionDelegate {
         guard state != .closed else { return }
         lastError = why
         let failed = Array(inflight[head...])
+        if !failed.isEmpty { loop.awaitedReplies -= 1 }
         inflight.removeAll()
         head = 0
         if let c = connection {
@@ -327,7 +330,7 @@ final class RedisLoopConnection: ConnectionDelegate {
             }
             guard waiting else { return }
             if EventLoop.monotonicMillis() - lastProgressMillis >= endpoint.timeoutMillis {
-                return teardown("no answer within \(endpoint.timeoutMillis) ms")
+                return teardown("no reply from \(endpoint.host):\(endpoint.port) within \(endpoint.timeoutMillis) ms")
             }
             armWatchdog()
         }
