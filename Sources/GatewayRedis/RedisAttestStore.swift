@@ -318,9 +318,25 @@ public final class RedisAttestStore: AttestStore {
     /// for a challenge bound to a key, so that both hash to one Cluster slot).
     func challengeName(_ token: ChallengeToken) -> [UInt8] { Self.tagged(options.keyPrefix + "c:", token.bytes) }
 
-    private static func tagged(_ prefix: String, _ bytes: [UInt8]) -> [UInt8] {
-        Array((prefix + "{" + Hex.encode(bytes.prefix(4)) + "}" + Hex.encode(bytes.dropFirst(4))).utf8)
+    /// Built as bytes, without Strings (two key names per protected request).
+    static func tagged(_ prefix: String, _ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(prefix.utf8.count + 2 + 2 * bytes.count)
+        out += prefix.utf8
+        for (i, b) in bytes.enumerated() {
+            if i == 0 { out.append(UInt8(ascii: "{")) }
+            out.append(hexDigits[Int(b >> 4)])
+            out.append(hexDigits[Int(b & 0x0f)])
+            if i == 3 { out.append(UInt8(ascii: "}")) }
+        }
+        if bytes.count < 4 {
+            if bytes.isEmpty { out.append(UInt8(ascii: "{")) }
+            out.append(UInt8(ascii: "}"))
+        }
+        return out
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     static func purposeCode(_ p: ChallengePurpose?) -> String {
         switch p {
@@ -330,7 +346,12 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    static func decimal(_ n: some BinaryInteger) -> [UInt8] { Array(String(n).utf8) }
+    static func decimal(_ n: some BinaryInteger) -> [UInt8] {
+        guard n >= 0, let value = Int(exactly: n) else { return Array(String(n).utf8) }
+        var out: [UInt8] = []
+        RESP.appendDecimal(value, to: &out)
+        return out
+    }
 
     // MARK: - AttestStore
 

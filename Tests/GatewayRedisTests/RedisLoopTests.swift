@@ -124,6 +124,24 @@ final class LoopFixture: Sendable {
     }
 }
 
+@Suite("Redis store: key names and numbers written as bytes")
+struct RedisBytesTests {
+    /// The byte-built names and decimals are exactly what the String forms were.
+    @Test func sameAsTheStringForms() {
+        var rng = SeededRandom(seed: 700)
+        for n in 0...40 {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let text = "ag:k:" + "{" + Hex.encode(bytes.prefix(4)) + "}" + Hex.encode(bytes.dropFirst(4))
+            #expect(RedisAttestStore.tagged("ag:k:", bytes) == Array(text.utf8), "\(n) bytes")
+        }
+        for v: Int64 in [0, 1, 9, 10, 99, 100, 12_345, 1_700_000_000_000, Int64.max, -1, -42, Int64.min] {
+            #expect(RedisAttestStore.decimal(v) == Array(String(v).utf8))
+        }
+        #expect(RedisAttestStore.decimal(UInt32.max) == Array(String(UInt32.max).utf8))
+        #expect(RedisAttestStore.decimal(UInt64.max) == Array(String(UInt64.max).utf8))
+    }
+}
+
 @Suite(
     "Redis store: calls made on an event loop are served on that loop", .serialized, .timeLimit(.minutes(3)),
     .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
