@@ -221,10 +221,10 @@ public final class RedisAttestStore: AttestStore {
     /// (`RedisLoopConnection`), instead of a hop to a connection thread and back. Calls made
     /// anywhere else (start-up, the admin's upkeep, the risk refresher, registrations verified off
     /// the loops), and calls made while a loop's connection is not up, keep going through the
-    /// threaded pool. Single server over plain TCP only: on Redis Cluster (redirections, a pool per
-    /// primary) and over TLS (`rediss://`) every call keeps the threaded connections. Call once.
+    /// threaded pool. Single server (TCP or TLS) only: on Redis Cluster (redirections, a pool per
+    /// primary) every call keeps the threaded connections. Call once.
     public func serve(on loops: [EventLoop]) {
-        guard case .single = transport, options.endpoint.security.tls == nil, !isClosed.load(ordering: .acquiring) else { return }
+        guard case .single = transport, !isClosed.load(ordering: .acquiring) else { return }
         for loop in loops {
             let connection = LoopOwned(RedisLoopConnection(loop: loop, endpoint: options.endpoint, scripts: RedisScripts.all))
             loopConnections.withLock { $0.append((loop, connection)) }

@@ -1,5 +1,6 @@
 import CGatewayHiredis
 import Dispatch
+import GatewayCrypto
 import GatewayIO
 import GatewayStore
 import Glibc
@@ -26,7 +27,8 @@ import Glibc
 /// - `NOSCRIPT` (the script cache flushed, a restart, a failover) loads the scripts again and runs
 ///   the request once more, as the threaded connection does.
 ///
-/// Plain TCP only: a `rediss://` store keeps the threaded connections (`RedisAttestStore.serve(on:)`).
+/// Plain TCP, or TLS (`rediss://`) with the same session settings as the threaded connections. On
+/// Redis Cluster the store keeps the threaded connections (`RedisAttestStore.serve(on:)`).
 final class RedisLoopConnection: ConnectionDelegate {
     private enum State { case idle, resolving, connecting, settingUp, up, closed }
 
@@ -139,20 +141,29 @@ final class RedisLoopConnection: ConnectionDelegate {
     private func connect(to address: SocketAddress) {
         connects += 1
         let fd: Int32
-        let pending: Bool
         switch Socket.connect(address) {
         case .failed(let e):
             return teardown(e.description)
-        case .connected(let c):
-            (fd, pending) = (c, false)
-        case .inProgress(let c):
-            (fd, pending) = (c, true)
+        case .connected(let c), .inProgress(let c):
+            // Connected at once or not, the socket's first writable edge finishes the connect.
+            fd = c
         }
         var on: Int32 = 1
         _ = setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, socklen_t(MemoryLayout<Int32>.size))
+        // rediss://: the same TLS session as the threaded connections' (verified against the CA, the
+        // name is `tlsServerName` or the host), run by the loop's `Connection`.
+        var session: TLSSession?
+        if let tls = endpoint.security.tls {
+            do {
+                session = try tls.makeSession(serverName: endpoint.security.tlsServerName ?? endpoint.host)
+            } catch {
+                Socket.close(fd)
+                return teardown("TLS with \(address): \(error.message)")
+            }
+        }
         let c: Connection
         do {
-            c = try Connection(fd: fd, loop: loop, peer: address, connecting: pending)
+            c = try Connection(fd: fd, loop: loop, peer: address, connecting: true, tls: session)
         } catch {
             Socket.close(fd)
             return teardown(error.description)
@@ -160,9 +171,15 @@ final class RedisLoopConnection: ConnectionDelegate {
         c.delegate = self
         connection = c
         state = .connecting
-        if !pending { connectionDidConnect(c) }
     }
 
+    /// TLS: the handshake failed (a certificate that does not verify, a refused client certificate).
+    func connectionDidFailHandshake(_ c: Connection, failure: TLSFailure) {
+        guard c === connection else { return }
+        teardown("TLS handshake with \(endpoint.host):\(endpoint.port): \(failure)")
+    }
+
+    /// Plain TCP: connected; TLS: connected and the handshake done.
     func connectionDidConnect(_ c: Connection) {
         guard c === connection, state == .connecting else { return }
         if reader == nil { reader = redisReaderCreate() }

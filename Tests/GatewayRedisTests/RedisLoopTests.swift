@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import GatewayCrypto
 import GatewayIO
 import GatewayStore
 import GatewayTestSupport
@@ -402,6 +403,40 @@ struct RedisLoopTests {
         #expect(unavailable(refused))
         let lastError = loop.queue.sync { wrong.currentLoopConnection?.lastError ?? "" }
         #expect(lastError.contains("WRONGPASS") && !lastError.contains("nope"), "\(lastError)")
+    }
+
+    /// `rediss://`: the loop's connection runs the same TLS session (CA, name) and serves; with a CA
+    /// that did not sign the server's certificate it never comes up (the handshake's failure named),
+    /// and calls get the threaded pool's answer.
+    @Test func tlsOnTheLoop() throws {
+        let certs = try TestCertificates()
+        defer { certs.remove() }
+        func context(_ ca: String) throws -> TLSClientContext {
+            try TLSClientContext(configuration: TLSClientConfiguration(caFile: ca, clientCertificatePath: nil, clientKeyPath: nil, alpnProtocols: []))
+        }
+        var client = RedisSecurity(username: "gateway", password: Array("tls-pass".utf8))
+        client.tls = try context(certs.caCertificate)
+        let f = try LoopFixture(security: RedisServerSecurity(users: [("gateway", "tls-pass")], tls: certs), client: client)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 708)
+        try checkCommitOutcomes(f.onLoop, rng: &rng, t0: t0)
+        #expect(f.onLoop.offLoop.load(ordering: .relaxed) == 0)
+        #expect(f.onLoop.loopStatus.served >= 10, "requests the loop's connection answered: \(f.onLoop.loopStatus.served)")
+
+        var wrongCA = client
+        wrongCA.tls = try context(certs.otherCACertificate)
+        let untrusted = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port, timeoutMillis: 500, security: wrongCA)))
+        let loop = EventLoop(index: 1)
+        let view = OnLoopStore(untrusted, loop: loop)
+        untrusted.serve(on: [loop])
+        defer {
+            untrusted.close()
+            loop.shutdown()
+        }
+        #expect(!view.waitUntilLoopUp(millis: 1_000))
+        #expect(unavailable(wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
+        let lastError = loop.queue.sync { untrusted.currentLoopConnection?.lastError ?? "" }
+        #expect(lastError.contains("TLS handshake") && lastError.contains("certificate_verification"), "\(lastError)")
     }
 
     /// After `close()`, calls made on the loop fail with `unavailable` (nothing goes out any more).
