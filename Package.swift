@@ -138,7 +138,7 @@ let package = Package(
         ),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
-        .testTarget(name: "GatewayRedisTests", dependencies: ["GatewayCrypto", "GatewayWire", "GatewayRedis", "GatewayStore", "GatewayTestSupport"]),
+        .testTarget(name: "GatewayRedisTests", dependencies: ["GatewayCrypto", "GatewayWire", "GatewayRedis", "GatewayStore", "GatewayTestSupport", "GatewayIO"]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

@@ -93,6 +93,7 @@ public final class GatewayServer: @unchecked Sendable {
         Self.logWarnings(rt)
         let store = try ManagedStore.open(config.store, security: rt.storeSecurity, metrics: attestMetrics)
         self.store = store
+        store.serve(on: loops)
         // The one client of Apple's services (the risk refresh, DeviceCheck), on the first loop.
         let client = AppleClient(loop: loops[0])
         appleClient = client

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GatewayConfig
+import GatewayIO
 import GatewayRedis
 import GatewayStore
 import Synchronization
@@ -50,6 +51,9 @@ final class ManagedStore: @unchecked Sendable {
         snapshotInterval = nil
         lastSnapshot = LastSnapshot()
     }
+
+    /// The Redis store answers the calls made on each loop on that loop (docs/redis.md, "Connections").
+    func serve(on loops: [EventLoop]) { redis?.serve(on: loops) }
 
     /// False while the Redis store has no live connection, or while the memory store refuses
     /// writes after a failed write to its data directory (`/readyz` answers 503 then).

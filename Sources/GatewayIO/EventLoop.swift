@@ -165,11 +165,34 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         if Int(fd) < handlers.count { handlers[Int(fd)] = nil }
     }
 
+    /// Replies this loop awaits from a peer that answers within a fraction of a millisecond (the
+    /// Redis store's connection of this loop, `RedisLoopConnection`, while it has requests in
+    /// flight). While it is above 0 and no loop task is queued, a drain that finds nothing ready
+    /// waits in `epoll_wait` itself (up to `awaitMillis`, at most `maxAwaits` times per drain)
+    /// instead of handing the thread back to libdispatch: the reply then wakes this thread
+    /// directly, instead of libdispatch's event thread which then wakes a worker (two thread
+    /// wake-ups per reply; docs/redis.md, "Connections"). Work queued from other threads
+    /// (`execute`, Dispatch timers) waits at most `maxAwaits` × `awaitMillis` for it.
+    public var awaitedReplies = 0
+    static let awaitMillis: Int32 = 1
+    static let maxAwaits = 8
+
     private func drain() {
         var rounds = 0
+        var awaits = 0
         while !closed {
-            let n = Int(cgw_epoll_poll(epfd, fds, masks, 512))
-            if n <= 0 { return }
+            var n = Int(cgw_epoll_poll(epfd, fds, masks, 512))
+            if n <= 0 {
+                guard awaitedReplies > 0, pendingTasks.isEmpty else { return }
+                if awaits >= Self.maxAwaits {
+                    // Let queued work (cross-loop tasks, timers) run, then drain again.
+                    queue.async { [weak self] in self?.drain() }
+                    return
+                }
+                awaits += 1
+                n = Int(cgw_epoll_wait_ms(epfd, fds, masks, 512, Self.awaitMillis))
+                if n <= 0 || closed { return }
+            }
             dispatching {
                 for i in 0..<n {
                     let fd = Int(fds[i])

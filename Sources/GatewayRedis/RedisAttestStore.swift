@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import GatewayCrypto
+import GatewayIO
 import GatewayStore
 import GatewayWire
 import Synchronization
@@ -87,6 +88,12 @@ public final class RedisAttestStore: AttestStore {
 
     public let options: Options
     private let transport: Transport
+    /// The connection of each event loop the store serves on (`serve(on:)`), found from the loop's
+    /// queue: a call made on a loop goes out on that loop's own connection.
+    private let loopKey = DispatchSpecificKey<LoopOwned<RedisLoopConnection>>()
+    private let loopConnections = Mutex<[(loop: EventLoop, connection: LoopOwned<RedisLoopConnection>)]>([])
+    private let servesOnLoops = Atomic<Bool>(false)
+    private let isClosed = Atomic<Bool>(false)
     private let next = Atomic<Int>(0)
     private let observer: (any RedisStoreObserver)?
     private let cachedKeys = Atomic<Int>(0)
@@ -193,6 +200,8 @@ public final class RedisAttestStore: AttestStore {
 
     /// Ends the connections; later calls fail with `unavailable`.
     public func close() {
+        isClosed.store(true, ordering: .releasing)
+        closeLoopConnections(wait: true)
         switch transport {
         case .single(let pool): for c in pool { c.close() }
         case .cluster(let c): c.close()
@@ -201,8 +210,57 @@ public final class RedisAttestStore: AttestStore {
 
     /// The last reference may go away inside a completion, on a connection's thread: no waiting.
     deinit {
+        closeLoopConnections(wait: false)
         if case .single(let pool) = transport { for c in pool { c.close(wait: false) } }
     }
+
+    // MARK: - Event loops
+
+    /// Serves the calls made on each of `loops` on that loop: a non-blocking connection per loop,
+    /// on the loop's epoll, pipelined, its replies completing the calls inline on the loop
+    /// (`RedisLoopConnection`), instead of a hop to a connection thread and back. Calls made
+    /// anywhere else (start-up, the admin's upkeep, the risk refresher, registrations verified off
+    /// the loops), and calls made while a loop's connection is not up, keep going through the
+    /// threaded pool. Single server (TCP or TLS) only: on Redis Cluster (redirections, a pool per
+    /// primary) every call keeps the threaded connections. Call once.
+    public func serve(on loops: [EventLoop]) {
+        guard case .single = transport, !isClosed.load(ordering: .acquiring) else { return }
+        for loop in loops {
+            let connection = LoopOwned(RedisLoopConnection(loop: loop, endpoint: options.endpoint, scripts: RedisScripts.all))
+            loopConnections.withLock { $0.append((loop, connection)) }
+            let key = loopKey
+            // Installed on the loop itself: the loop alone reads its queue's specific value.
+            loop.execute {
+                loop.queue.setSpecific(key: key, value: connection)
+                connection.value.start()
+            }
+        }
+        servesOnLoops.store(true, ordering: .releasing)
+    }
+
+    private func closeLoopConnections(wait: Bool) {
+        let all = loopConnections.withLock { all in
+            defer { all.removeAll() }
+            return all
+        }
+        for (loop, connection) in all {
+            let key = loopKey
+            let end: @Sendable () -> Void = {
+                loop.queue.setSpecific(key: key, value: nil)
+                connection.value.close()
+            }
+            if DispatchQueue.getSpecific(key: key)?.value === connection.value {
+                end()
+            } else if wait {
+                loop.queue.sync(execute: end)
+            } else {
+                loop.execute(end)
+            }
+        }
+    }
+
+    /// The loop connection of the loop this runs on (tests: on `loop.queue`).
+    var currentLoopConnection: RedisLoopConnection? { DispatchQueue.getSpecific(key: loopKey)?.value }
 
     // MARK: - Sending
 
@@ -217,6 +275,11 @@ public final class RedisAttestStore: AttestStore {
         case .cluster(let c): return c.send(key: key, commands, completion)
         }
         let request = RedisRequest(commands: commands, completion: completion)
+        if servesOnLoops.load(ordering: .relaxed), !isClosed.load(ordering: .relaxed),
+            let connection = DispatchQueue.getSpecific(key: loopKey), connection.value.submit(request)
+        {
+            return
+        }
         let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
         for i in 0..<pool.count where pool[(start &+ i) % pool.count].submit(request) { return }
         let detail = isHealthy
@@ -255,9 +318,25 @@ public final class RedisAttestStore: AttestStore {
     /// for a challenge bound to a key, so that both hash to one Cluster slot).
     func challengeName(_ token: ChallengeToken) -> [UInt8] { Self.tagged(options.keyPrefix + "c:", token.bytes) }
 
-    private static func tagged(_ prefix: String, _ bytes: [UInt8]) -> [UInt8] {
-        Array((prefix + "{" + Hex.encode(bytes.prefix(4)) + "}" + Hex.encode(bytes.dropFirst(4))).utf8)
+    /// Built as bytes, without Strings (two key names per protected request).
+    static func tagged(_ prefix: String, _ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(prefix.utf8.count + 2 + 2 * bytes.count)
+        out += prefix.utf8
+        for (i, b) in bytes.enumerated() {
+            if i == 0 { out.append(UInt8(ascii: "{")) }
+            out.append(hexDigits[Int(b >> 4)])
+            out.append(hexDigits[Int(b & 0x0f)])
+            if i == 3 { out.append(UInt8(ascii: "}")) }
+        }
+        if bytes.count < 4 {
+            if bytes.isEmpty { out.append(UInt8(ascii: "{")) }
+            out.append(UInt8(ascii: "}"))
+        }
+        return out
     }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     static func purposeCode(_ p: ChallengePurpose?) -> String {
         switch p {
@@ -267,7 +346,12 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    static func decimal(_ n: some BinaryInteger) -> [UInt8] { Array(String(n).utf8) }
+    static func decimal(_ n: some BinaryInteger) -> [UInt8] {
+        guard n >= 0, let value = Int(exactly: n) else { return Array(String(n).utf8) }
+        var out: [UInt8] = []
+        RESP.appendDecimal(value, to: &out)
+        return out
+    }
 
     // MARK: - AttestStore
 

@@ -92,6 +92,16 @@ public final class RedisProcess: @unchecked Sendable {
         }
     }
 
+    /// SIGSTOP: the server keeps its connections but answers nothing (a silent peer) until `resume()`.
+    public func pause() {
+        lock.withLock { if let p = process, p.isRunning { Foundation.kill(p.processIdentifier, SIGSTOP) } }
+    }
+
+    /// SIGCONT after `pause()`.
+    public func resume() {
+        lock.withLock { if let p = process { Foundation.kill(p.processIdentifier, SIGCONT) } }
+    }
+
     /// Kills and starts again on the same port with the same directory (AOF kept when durable).
     public func restart() throws {
         kill()

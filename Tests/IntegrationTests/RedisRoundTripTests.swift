@@ -16,6 +16,13 @@ struct RedisRoundTripTests {
     /// The commands `redis-cli MONITOR` saw from clients (script-internal ones, `[db lua]`, left out),
     /// by name, while `body` ran.
     static func monitored(_ redis: RedisProcess, _ body: () throws -> Void) throws -> [String: Int] {
+        var calls: [String: Int] = [:]
+        for c in try monitoredCommands(redis, body) { calls[c.command, default: 0] += 1 }
+        return calls
+    }
+
+    /// The same, each command with the client address that sent it (`127.0.0.1:PORT`), in order.
+    static func monitoredCommands(_ redis: RedisProcess, _ body: () throws -> Void) throws -> [(source: String, command: String)] {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("monitor-\(UUID().uuidString).txt")
         FileManager.default.createFile(atPath: out.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: out) }
@@ -37,7 +44,7 @@ struct RedisRoundTripTests {
         kill(monitor.processIdentifier, SIGKILL)
         monitor.waitUntilExit()
         try handle.close()
-        var calls: [String: Int] = [:]
+        var commands: [(source: String, command: String)] = []
         for line in try String(contentsOf: out, encoding: .utf8).split(whereSeparator: \.isNewline) {
             // 1732612345.123456 [0 127.0.0.1:50000] "EVALSHA" "…" …
             guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]"), !line[open..<close].contains("lua"),
@@ -45,9 +52,10 @@ struct RedisRoundTripTests {
             else { continue }
             let rest = line[line.index(after: q)...]
             guard let end = rest.firstIndex(of: "\"") else { continue }
-            calls[rest[..<end].lowercased(), default: 0] += 1
+            let source = line[line.index(after: open)..<close].split(separator: " ").last.map(String.init) ?? ""
+            commands.append((source, rest[..<end].lowercased()))
         }
-        return calls
+        return commands
     }
 
     @Test("200 chained protected requests: at most one Redis command each (the first request of a key may take more)")
@@ -87,5 +95,42 @@ struct RedisRoundTripTests {
         let total = perRequest.values.reduce(0, +)
         #expect(Double(total) / Double(requests) <= 1.0, "commands per accepted request: \(perRequest) over \(requests)")
         #expect(perRequest["evalsha"] == requests, "\(calls)")
+    }
+
+    /// The gate's calls go out on the event loops' own Redis connections (docs/redis.md,
+    /// "Connections"), not through the threaded pool: every `EVALSHA` of the protected requests
+    /// comes from a connection that never sends the pool's background commands (the key count
+    /// `GET` every second, the idle `PING`), and gatewayd holds one connection per loop besides
+    /// the pool's two.
+    @Test("the gate's Redis calls go out on the event loop's own connection, the pool keeps the background commands")
+    func gateCallsGoOutOnTheLoopsConnection() throws {
+        let (ca, dir) = try makeTrustedTestCADirectory("gw-loopconn")
+        let redis = try RedisProcess()
+        defer { redis.stop() }
+        let gw = try GatewayProcess(config: RedisFleetTests.fleetConfig(
+            root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
+        #expect(try phone.register().status == 201)
+        var next = try phone.challenge(purpose: "assert", keyID: phone.keyID)
+        let commands = try Self.monitoredCommands(redis) {
+            for i in 1...50 {
+                let r = try phone.send(phone.sign(target: "/api/purchase", body: Array("{\"n\":\(i)}".utf8), challenge: next))
+                guard r.status == 200, let n = r.headers["x-app-attest-next-challenge"] else {
+                    Issue.record("request \(i): \(r.status) \(r.body)")
+                    return
+                }
+                next = n
+            }
+            usleep(1_500_000)  // at least one key count GET from the pool
+        }
+        let gate = Set(commands.filter { $0.command == "evalsha" }.map(\.source))
+        let background = Set(commands.filter { $0.command == "get" || $0.command == "ping" }.map(\.source))
+        #expect(!gate.isEmpty && !background.isEmpty, "\(commands.map { "\($0.source) \($0.command)" })")
+        #expect(gate.isDisjoint(with: background), "EVALSHA from \(gate), GET/PING from \(background)")
+        // `workers: 2`: the pool's 2 connections and one per loop (the listing's own connection left out).
+        let clients = try redis.cli(["CLIENT", "LIST"]).split(whereSeparator: \.isNewline).filter { !$0.contains("cmd=client|list") }
+        #expect(clients.count == 4, "\(clients)")
     }
 }

@@ -46,6 +46,14 @@ static inline int cgw_epoll_poll(int epfd, int *fds, uint32_t *masks, int max) {
     for (int i = 0; i < n; i++) { fds[i] = evs[i].data.fd; masks[i] = evs[i].events; }
     return n;
 }
+/* Waits up to timeout_ms for the first events (the loop awaiting a reply it expects shortly). */
+static inline int cgw_epoll_wait_ms(int epfd, int *fds, uint32_t *masks, int max, int timeout_ms) {
+    struct epoll_event evs[512];
+    if (max > 512) max = 512;
+    int n = epoll_wait(epfd, evs, max, timeout_ms);
+    for (int i = 0; i < n; i++) { fds[i] = evs[i].data.fd; masks[i] = evs[i].events; }
+    return n;
+}
 static inline int cgw_accept4(int fd, struct sockaddr *addr, socklen_t *len) {
     return accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
