@@ -58,17 +58,33 @@ struct RedisRoundTripTests {
         return commands
     }
 
+    /// A Redis server, a gatewayd on it, and a device registered there (the caller stops both).
+    static func registeredDevice(_ name: String) throws -> (RedisProcess, GatewayProcess, ContractDevice) {
+        let (ca, dir) = try makeTrustedTestCADirectory(name)
+        let redis = try RedisProcess()
+        let gw: GatewayProcess
+        do {
+            gw = try GatewayProcess(config: RedisFleetTests.fleetConfig(
+                root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
+        } catch {
+            redis.stop()
+            throw error
+        }
+        do {
+            let phone = try ContractDevice(ca: ca, appID: appID, port: HTTPCall.port(gw, "public"))
+            #expect(try phone.register().status == 201)
+            return (redis, gw, phone)
+        } catch {
+            gw.stop()
+            redis.stop()
+            throw error
+        }
+    }
+
     @Test("200 chained protected requests: at most one Redis command each (the first request of a key may take more)")
     func oneRoundTripPerAcceptedRequest() throws {
-        let (ca, dir) = try makeTrustedTestCADirectory("gw-roundtrip")
-        let redis = try RedisProcess()
-        defer { redis.stop() }
-        let gw = try GatewayProcess(config: RedisFleetTests.fleetConfig(
-            root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
-        defer { gw.stop() }
-        let port = HTTPCall.port(gw, "public")
-        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
-        #expect(try phone.register().status == 201)
+        let (redis, gw, phone) = try Self.registeredDevice("gw-roundtrip")
+        defer { gw.stop(); redis.stop() }
         // The key's first request reads it (the cache of public keys starts empty).
         let first = try phone.send(phone.sign(
             target: "/api/purchase", body: Array("{\"n\":0}".utf8), challenge: try phone.challenge(purpose: "assert", keyID: phone.keyID)))
@@ -104,15 +120,8 @@ struct RedisRoundTripTests {
     /// the pool's two.
     @Test("the gate's Redis calls go out on the event loop's own connection, the pool keeps the background commands")
     func gateCallsGoOutOnTheLoopsConnection() throws {
-        let (ca, dir) = try makeTrustedTestCADirectory("gw-loopconn")
-        let redis = try RedisProcess()
-        defer { redis.stop() }
-        let gw = try GatewayProcess(config: RedisFleetTests.fleetConfig(
-            root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
-        defer { gw.stop() }
-        let port = HTTPCall.port(gw, "public")
-        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
-        #expect(try phone.register().status == 201)
+        let (redis, gw, phone) = try Self.registeredDevice("gw-loopconn")
+        defer { gw.stop(); redis.stop() }
         var next = try phone.challenge(purpose: "assert", keyID: phone.keyID)
         let commands = try Self.monitoredCommands(redis) {
             for i in 1...50 {
