@@ -1,4 +1,5 @@
 import GatewayConfig
+import GatewayPolicy
 import GatewayProxy
 import Glibc
 
@@ -247,21 +248,7 @@ struct LogClock {
         gmtime_r(&t, &tm)
         let year = Int(tm.tm_year) + 1900, month = Int(tm.tm_mon), day = Int(tm.tm_mday)
         let hour = Int(tm.tm_hour), minute = Int(tm.tm_min), sec = Int(tm.tm_sec)
-        withUnsafeMutableBytes(of: &rfc3339Words) { b in
-            var w = LineBytes(base: b.baseAddress!, count: 0)
-            w.digits(year, width: 4)
-            w.byte(0x2d)
-            w.digits(month + 1, width: 2)
-            w.byte(0x2d)
-            w.digits(day, width: 2)
-            w.byte(0x54)
-            w.digits(hour, width: 2)
-            w.byte(0x3a)
-            w.digits(minute, width: 2)
-            w.byte(0x3a)
-            w.digits(sec, width: 2)
-            w.byte(0x2e)
-        }
+        withUnsafeMutableBytes(of: &rfc3339Words) { _ = RFC3339.writePrefix(seconds: seconds, into: $0) }
         withUnsafeMutableBytes(of: &commonWords) { b in
             var w = LineBytes(base: b.baseAddress!, count: 0)
             w.digits(day, width: 2)

@@ -41,13 +41,6 @@ final class AttestContext: Sendable {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
-    /// For the token buckets: never steps back when the wall clock is set.
-    static func monotonicMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
     /// A request over a limit: counted, and remembered for the interval's log line.
     func limited(_ limit: AttestMetrics.Limit, at endpoint: AttestMetrics.LimitedEndpoint, client: ClientKey?) {
         metrics.rateLimited(limit, endpoint)
@@ -89,7 +82,7 @@ extension GatewayRouter {
                      endpoint: AttestMetrics.LimitedEndpoint) -> LocalResponse? {
         guard let limit = rt.clientLimit, let key = Self.clientKey(peer: peer, head: head) else { return nil }
         let decision = limit.buckets.admit(
-            key, nowMillis: AttestContext.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
+            key, nowMillis: EventLoop.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
         guard case .limited(let seconds) = decision else { return nil }
         attest.limited(.client, at: endpoint, client: key)
         return Self.rateLimited(.client, retryAfter: seconds)
@@ -101,7 +94,7 @@ extension GatewayRouter {
                            head: HTTPRequestHead) -> LocalResponse? {
         guard let limit = rt.registrationLimit else { return nil }
         let decision = limit.buckets.take(
-            nowMillis: AttestContext.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
+            nowMillis: EventLoop.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
         guard case .limited(let seconds) = decision else { return nil }
         attest.limited(.registration, at: endpoint, client: Self.clientKey(peer: peer, head: head))
         return Self.rateLimited(.registration, retryAfter: seconds)

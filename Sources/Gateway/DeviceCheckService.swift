@@ -28,7 +28,6 @@ final class DeviceCheckService: @unchecked Sendable {
         self.metrics = metrics
     }
 
-    private static func monotonicMillis() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) }
 
     /// Calls `call` for the device token `token` (base64, as the device sent it); `update` for
     /// `update_two_bits`. `completion` runs on the service's queue.
@@ -37,7 +36,7 @@ final class DeviceCheckService: @unchecked Sendable {
         completion: @escaping @Sendable (DeviceCheck.Decision) -> Void
     ) {
         queue.async { [self] in
-            let now = Self.monotonicMillis()
+            let now = EventLoop.monotonicMillis()
             if now < pausedUntil {
                 return completion(DeviceCheck.Decision(
                     result: .unavailable, refusal: .deviceCheckUnavailable, bits: nil, pause: nil,
@@ -73,7 +72,7 @@ final class DeviceCheckService: @unchecked Sendable {
         if let pause = d.pause {
             failures += 1
             let millis = pause ?? RiskSchedule.backOffMillis(failures: failures)
-            pausedUntil = max(pausedUntil, Self.monotonicMillis() + millis)
+            pausedUntil = max(pausedUntil, EventLoop.monotonicMillis() + millis)
             log(call, d, pauseMillis: millis)
         } else {
             if d.refusal == nil { failures = 0 }
@@ -102,7 +101,7 @@ final class DeviceCheckService: @unchecked Sendable {
     }
 
     private func resolve(_ endpoint: AppleServices.Endpoint) -> SocketAddress? {
-        addresses.address(endpoint, nowMillis: Self.monotonicMillis())
+        addresses.address(endpoint, nowMillis: EventLoop.monotonicMillis())
     }
 }
 

@@ -29,7 +29,7 @@ extension GatewayRouter {
         let isFallback =
             h.headers[AttestHeaders.assertion] == nil && h.headers[AttestHeaders.keyID] == nil
             && h.headers[AttestHeaders.deviceToken] != nil
-        let reading = f.share.record(fallback: isFallback, nowMillis: AttestContext.monotonicMillis())
+        let reading = f.share.record(fallback: isFallback, nowMillis: EventLoop.monotonicMillis())
         attest.metrics.fallbackShare(route: r.name, reading.share)
         guard isFallback else { return nil }
         guard reading.exceeded else {

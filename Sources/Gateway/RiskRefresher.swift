@@ -107,13 +107,12 @@ final class RiskRefresher: @unchecked Sendable {
         }
     }
 
-    private static func monotonicMillis() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) }
 
     // MARK: - The loop of work (on `queue`)
 
     private func tick() {
         guard !stopped, let s = settings else { return }
-        let now = Self.monotonicMillis()
+        let now = EventLoop.monotonicMillis()
         if now < pausedUntil { return }
         if !claiming, queued.count < s.concurrency * 2 {
             claiming = true
@@ -146,7 +145,7 @@ final class RiskRefresher: @unchecked Sendable {
     /// Starts refreshes while the concurrency, the rate and the pause allow.
     private func startWhatCan() {
         guard !stopped, let s = settings else { return }
-        let now = Self.monotonicMillis()
+        let now = EventLoop.monotonicMillis()
         guard now >= pausedUntil else { return }
         let burst = max(1, s.ratePerSecond)
         tokens = min(burst, tokens + Double(now - tokensAt) / 1000 * s.ratePerSecond)
@@ -240,7 +239,7 @@ final class RiskRefresher: @unchecked Sendable {
                 case .retryAfter(let ms): ms
                 case .backOff: RiskSchedule.backOffMillis(failures: failures)
                 }
-            let until = Self.monotonicMillis() + millis
+            let until = EventLoop.monotonicMillis() + millis
             if until > pausedUntil {
                 pausedUntil = until
                 queued = []  // claimed keys come back when their lease ends
@@ -298,6 +297,6 @@ final class RiskRefresher: @unchecked Sendable {
     }
 
     private func resolve(_ endpoint: AppleServices.Endpoint) -> SocketAddress? {
-        addresses.address(endpoint, nowMillis: Self.monotonicMillis())
+        addresses.address(endpoint, nowMillis: EventLoop.monotonicMillis())
     }
 }

@@ -147,9 +147,9 @@ public final class BlockingStream {
     /// Waits until `fd` is ready for `events` (POLLHUP and POLLERR count as ready: the next call reports them).
     static func wait(_ fd: Int32, events: Int16, timeoutMillis: Int64) -> Wait {
         var p = pollfd(fd: fd, events: events, revents: 0)
-        let deadline = monotonicMillis() + timeoutMillis
+        let deadline = EventLoop.monotonicMillis() + timeoutMillis
         while true {
-            let left = deadline - monotonicMillis()
+            let left = deadline - EventLoop.monotonicMillis()
             guard left > 0 else { return .timedOut }
             let r = poll(&p, 1, Int32(clamping: left))
             if r > 0 { return .ready }
@@ -157,12 +157,6 @@ public final class BlockingStream {
             let e = cgw_errno()
             if e != EINTR { return .failed(e) }
         }
-    }
-
-    static func monotonicMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
     // MARK: - TLS

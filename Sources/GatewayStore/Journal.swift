@@ -465,9 +465,25 @@ final class Journal: Sendable {
     // MARK: - Appends
 
     private static func frame(_ payload: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
-        out.storeBytes(of: UInt32(payload.count).littleEndian, toByteOffset: 0, as: UInt32.self)
-        out.storeBytes(of: CRC32C.checksum(payload).littleEndian, toByteOffset: 4, as: UInt32.self)
         UnsafeMutableRawBufferPointer(rebasing: out[8..<8 + payload.count]).copyMemory(from: payload)
+        seal(UnsafeMutableRawBufferPointer(rebasing: out[0..<8 + payload.count]))
+    }
+
+    /// Writes the frame's header for the payload in `frame[8...]`: its length and CRC32C.
+    private static func seal(_ frame: UnsafeMutableRawBufferPointer) {
+        let payload = UnsafeRawBufferPointer(rebasing: frame[8...])
+        frame.storeBytes(of: UInt32(payload.count).littleEndian, toByteOffset: 0, as: UInt32.self)
+        frame.storeBytes(of: CRC32C.checksum(payload).littleEndian, toByteOffset: 4, as: UInt32.self)
+    }
+
+    /// Appends one record of `size` payload bytes that `fill` writes, framed on the stack
+    /// (allocation-free: the records written per request).
+    private func appendOnStack(payloadSize size: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try withUnsafeTemporaryAllocation(byteCount: 8 + size, alignment: 8) { (frame) throws in
+            fill(UnsafeMutableRawBufferPointer(rebasing: frame[8...]))
+            Self.seal(frame)
+            try state.withLock { (s) throws in try write(&s, UnsafeRawBufferPointer(frame)) }
+        }
     }
 
     private static let closedError = StoreError(.unavailable, "the store is closed")
@@ -494,40 +510,27 @@ final class Journal: Sendable {
         s.records += records
     }
 
-    /// Appends a counter advance: the key's counter window after it (allocation-free: the frame is
-    /// built on the stack). The window's open counters are appended only when there are some.
+    /// Appends a counter advance: the key's counter window after it. The window's open counters
+    /// are appended only when there are some.
     func appendAdvance(key: KeyBits, window: CounterWindow, lastSeen: UInt32) throws {
         let size = window.gaps == 0 ? JournalRecord.advancePayloadSize : JournalRecord.windowAdvancePayloadSize
-        try withUnsafeTemporaryAllocation(byteCount: 8 + JournalRecord.windowAdvancePayloadSize, alignment: 8) {
-            (buffer) throws in
-            let frame = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(8 + size)])
-            let payload = UnsafeMutableRawBufferPointer(rebasing: frame[8...])
+        try appendOnStack(payloadSize: size) { payload in
             payload[0] = JournalRecord.advanceType
             var k = key
             withUnsafeBytes(of: &k) { UnsafeMutableRawBufferPointer(rebasing: payload[1..<33]).copyMemory(from: $0) }
             payload.storeBytes(of: window.highest.littleEndian, toByteOffset: 33, as: UInt32.self)
             payload.storeBytes(of: lastSeen.littleEndian, toByteOffset: 37, as: UInt32.self)
             if window.gaps != 0 { payload.storeBytes(of: window.gaps.littleEndian, toByteOffset: 41, as: UInt64.self) }
-            frame.storeBytes(of: UInt32(size).littleEndian, toByteOffset: 0, as: UInt32.self)
-            frame.storeBytes(
-                of: CRC32C.checksum(UnsafeRawBufferPointer(payload)).littleEndian, toByteOffset: 4, as: UInt32.self)
-            try state.withLock { (s) throws in try write(&s, UnsafeRawBufferPointer(frame)) }
         }
     }
 
-    /// Appends a DeviceCheck token claim (allocation-free, like an advance).
+    /// Appends a DeviceCheck token claim.
     func appendClaim(_ claim: DeviceTokenClaim) throws {
-        let size = JournalRecord.claimPayloadSize
-        try withUnsafeTemporaryAllocation(byteCount: 8 + size, alignment: 8) { (frame) throws in
-            let payload = UnsafeMutableRawBufferPointer(rebasing: frame[8...])
+        try appendOnStack(payloadSize: JournalRecord.claimPayloadSize) { payload in
             payload[0] = JournalRecord.claimType
             payload.storeBytes(of: claim.a.littleEndian, toByteOffset: 1, as: UInt64.self)
             payload.storeBytes(of: claim.b.littleEndian, toByteOffset: 9, as: UInt64.self)
             payload.storeBytes(of: UInt64(bitPattern: claim.expiresMillis).littleEndian, toByteOffset: 17, as: UInt64.self)
-            frame.storeBytes(of: UInt32(size).littleEndian, toByteOffset: 0, as: UInt32.self)
-            frame.storeBytes(
-                of: CRC32C.checksum(UnsafeRawBufferPointer(payload)).littleEndian, toByteOffset: 4, as: UInt32.self)
-            try state.withLock { (s) throws in try write(&s, UnsafeRawBufferPointer(frame)) }
         }
     }
 

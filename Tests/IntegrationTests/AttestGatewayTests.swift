@@ -94,16 +94,7 @@ struct AttestGatewayTests {
 
     func config(dataDir: String? = nil, ttl: String = "5m", extraRoutes: String = "") -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 5s}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
+        \(TestGatewayYAML.base(caDir: dir))
         attest: {challenge_ttl: \(ttl), challenge_rate: {per_client: off}}    # one address plays every device
         store: {kind: memory, shards: 8\(dataDir.map { ", data_dir: \($0), snapshot_interval: 1s" } ?? "")}
         routes:

@@ -25,16 +25,7 @@ struct ChallengeFloodTests {
     /// Small budgets, so that a flood at loopback speed would fill them many times over.
     func config(challengeRate: String) -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 5s}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
+        \(TestGatewayYAML.base(caDir: dir))
         attest: {challenge_ttl: 5m, challenge_rate: \(challengeRate)}
         store: {kind: memory, shards: 8, max_anonymous_challenges: 256, max_key_bound_challenges: 256}
         routes:

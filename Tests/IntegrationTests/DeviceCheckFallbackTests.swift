@@ -25,26 +25,9 @@ struct DeviceCheckFallbackTests {
 
     func config(_ apple: AppleStandIn, legacyPort: UInt16 = 9) -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 5s}
-        upstreams:
-          - {name: demo, url: demo}
-          - {name: legacy, url: "http://127.0.0.1:\(legacyPort)"}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
+        \(TestGatewayYAML.base(caDir: dir, upstreams: ["{name: legacy, url: \"http://127.0.0.1:\(legacyPort)\"}"], environments: false))
         attest: {challenge_rate: {per_client: off}}
-        apple:
-          team_id: ABCDE12345
-          key_id: KEY1234567
-          private_key: \(keyPath)
-          devicecheck_url: \(apple.url)
-          ca_file: \(dir.appendingPathComponent("root.pem").path)
-          connect_timeout: 1s
-          response_timeout: 2s
+        \(team.appleSection(apple, service: "devicecheck_url"))
         risk: {refresh: off}
         routes:
           - name: shop

@@ -23,26 +23,10 @@ struct DeviceTokenStoreTests {
 
     func config(_ apple: AppleStandIn, store: String) -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 2s}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)]}
+        \(TestGatewayYAML.base(caDir: dir, drain: "2s", environments: false, receiptRoot: false))
         attest: {challenge_rate: {per_client: off}}
         store: \(store)
-        apple:
-          team_id: ABCDE12345
-          key_id: KEY1234567
-          private_key: \(keyPath)
-          devicecheck_url: \(apple.url)
-          ca_file: \(dir.appendingPathComponent("root.pem").path)
-          connect_timeout: 1s
-          response_timeout: 2s
+        \(team.appleSection(apple, service: "devicecheck_url"))
         risk: {refresh: off}
         routes:
           - name: shop

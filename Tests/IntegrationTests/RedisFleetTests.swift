@@ -24,16 +24,7 @@ struct RedisFleetTests {
     /// `root`, the enforced purchase route (then `extraRoutes`, YAML lines indented by two), `store`.
     static func fleetConfig(root: String, store: String, extraRoutes: String = "") -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 2s}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(root)], extra_receipt_roots: [\(receiptRoot(besideRoot: root))]}
+        \(TestGatewayYAML.base(caDir: URL(fileURLWithPath: root).deletingLastPathComponent(), drain: "2s"))
         attest: {challenge_ttl: 5m}
         store: \(store)
         routes:

@@ -31,26 +31,10 @@ struct RiskRefreshTests {
 
     func config(_ apple: AppleStandIn, refresh: String = "2s", staleProbe: String = "1h", teamID: String = "ABCDE12345") -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 5s}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
+        \(TestGatewayYAML.base(caDir: dir))
         attest: {challenge_rate: {per_client: off}}
         store: {kind: memory, shards: 8, data_dir: \(dataDir), snapshot_interval: 1s}
-        apple:
-          team_id: \(teamID)
-          key_id: KEY1234567
-          private_key: \(keyPath)
-          attest_data_url: \(apple.url)
-          ca_file: \(dir.appendingPathComponent("root.pem").path)
-          connect_timeout: 1s
-          response_timeout: 2s
+        \(team.appleSection(apple, service: "attest_data_url", teamID: teamID))
         risk: {refresh: \(refresh), concurrency: 2, stale_probe: \(staleProbe)}
         routes:
           - name: purchase

@@ -67,16 +67,7 @@ struct StoreDiskTests {
 
     func config(dataDir: String, snapshotInterval: String) -> String {
         """
-        workers: 2
-        listeners:
-          - {name: public, address: 127.0.0.1:0}
-        admin: {address: 127.0.0.1:0}
-        limits: {drain_timeout: 5s}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development, production]}
-        trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
+        \(TestGatewayYAML.base(caDir: dir))
         store: {kind: memory, shards: 8, data_dir: \(dataDir), snapshot_interval: \(snapshotInterval)}
         routes:
           - name: signed-body
