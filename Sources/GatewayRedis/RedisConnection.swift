@@ -161,6 +161,22 @@ public struct RedisEndpoint: Sendable, Equatable {
         self.security = security
     }
 
+    /// `AUTH [user] password`, when the endpoint has a password (sent to the server only: no
+    /// message repeats it).
+    var authCommand: RedisCommand? {
+        guard let password = security.password else { return nil }
+        var args = [Array("AUTH".utf8)]
+        if let user = security.username { args.append(Array(user.utf8)) }
+        args.append(password)
+        return RedisCommand(args)
+    }
+
+    /// What a connection sends after `AUTH`: `SELECT` (database other than 0), then a `SCRIPT
+    /// LOAD` per script.
+    func setupCommands(scripts: [String]) -> [RedisCommand] {
+        (database != 0 ? [RedisCommand("SELECT", String(database))] : []) + scripts.map { RedisCommand("SCRIPT", "LOAD", $0) }
+    }
+
     /// `redis://host:port/db` (`rediss://` with TLS); never with credentials.
     public var description: String {
         "\(security.tls == nil ? "redis" : "rediss")://\(host.contains(":") ? "[\(host)]" : host):\(port)/\(database)"
@@ -312,13 +328,9 @@ final class RedisConnection: @unchecked Sendable {
             disconnect(RedisIOError("cannot allocate a Redis reply reader"))
             return false
         }
-        if let password = security.password {
-            // The password goes to the server only; no message below repeats the command.
-            var args = [Array("AUTH".utf8)]
-            if let user = security.username { args.append(Array(user.utf8)) }
-            args.append(password)
+        if let auth = endpoint.authCommand {
             let who = security.username.map { "AUTH as user \"\($0)\"" } ?? "AUTH with the default user's password"
-            switch roundTrip(RedisCommand(args)) {
+            switch roundTrip(auth) {
             case .failure(let why):
                 disconnect(why)
                 return false
@@ -329,10 +341,7 @@ final class RedisConnection: @unchecked Sendable {
                 break
             }
         }
-        var setup: [RedisCommand] = []
-        if endpoint.database != 0 { setup.append(RedisCommand("SELECT", String(endpoint.database))) }
-        setup += scripts.map { RedisCommand("SCRIPT", "LOAD", $0) }
-        for command in setup {
+        for command in endpoint.setupCommands(scripts: scripts) {
             switch roundTrip(command) {
             case .failure(let why):
                 disconnect(why)
@@ -452,7 +461,7 @@ final class RedisConnection: @unchecked Sendable {
                     return
                 }
             }
-            if replies.contains(where: Self.isNoScript) { retry.append(request) } else { request.completion(.success(replies)) }
+            if replies.contains(where: \.isNoScript) { retry.append(request) } else { request.completion(.success(replies)) }
         }
         guard !retry.isEmpty else { return }
         // The server lost its script cache (restart, SCRIPT FLUSH, failover): load and run again.
@@ -477,11 +486,6 @@ final class RedisConnection: @unchecked Sendable {
             }
             request.completion(.success(replies))
         }
-    }
-
-    private static func isNoScript(_ value: RedisValue) -> Bool {
-        if case .error(let message) = value { return message.hasPrefix("NOSCRIPT") }
-        return false
     }
 }
 
@@ -512,5 +516,14 @@ enum RESP {
             rest %= divisor
             divisor /= 10
         }
+    }
+}
+
+extension RedisValue {
+    /// A `NOSCRIPT` error: the server's script cache lost a script (flushed, a restart, a
+    /// failover); the connection loads the scripts again and runs the request again.
+    var isNoScript: Bool {
+        if case .error(let message) = self { return message.hasPrefix("NOSCRIPT") }
+        return false
     }
 }

@@ -185,15 +185,7 @@ final class RedisLoopConnection: ConnectionDelegate {
         if reader == nil { reader = redisReaderCreate() }
         guard reader != nil else { return teardown("cannot allocate a Redis reply reader") }
         state = .settingUp
-        var setup: [RedisCommand] = []
-        if let password = endpoint.security.password {
-            var args = [Array("AUTH".utf8)]
-            if let user = endpoint.security.username { args.append(Array(user.utf8)) }
-            args.append(password)
-            setup.append(RedisCommand(args))
-        }
-        if endpoint.database != 0 { setup.append(RedisCommand("SELECT", String(endpoint.database))) }
-        setup += scripts.map { RedisCommand("SCRIPT", "LOAD", $0) }
+        let setup = (endpoint.authCommand.map { [$0] } ?? []) + endpoint.setupCommands(scripts: scripts)
         guard !setup.isEmpty else { return becameUp() }
         lastProgressMillis = EventLoop.monotonicMillis()
         write(Entry(kind: .setup, commands: setup, sequence: 0), on: c)
@@ -271,7 +263,7 @@ final class RedisLoopConnection: ConnectionDelegate {
                 if case .error(let message) = reply { return teardown("SCRIPT LOAD: \(message)") }
             }
         case .request(let request, let retried):
-            if !retried, entry.replies.contains(where: Self.isNoScript) {
+            if !retried, entry.replies.contains(where: \.isNoScript) {
                 // The server lost its scripts: load them (once for every request written before the
                 // reload) and run this request again after them.
                 if reloadSequence < entry.sequence {
@@ -284,11 +276,6 @@ final class RedisLoopConnection: ConnectionDelegate {
             served += 1
             request.completion(.success(entry.replies))
         }
-    }
-
-    private static func isNoScript(_ value: RedisValue) -> Bool {
-        if case .error(let message) = value { return message.hasPrefix("NOSCRIPT") }
-        return false
     }
 
     func connectionDidReadEOF(_ c: Connection) {

@@ -112,18 +112,7 @@ struct AppleConfigTests {
     @Test("on_risk needs max_risk_metric; both have no effect with mode: off; the maximum is 0 to 1,000,000")
     func routeKeys() {
         func errors(_ assertion: String) -> [String] {
-            ConfigFixture.errors("""
-                listeners:
-                  - {name: public, address: 0.0.0.0:8080}
-                upstreams:
-                  - {name: demo, url: demo}
-                apps:
-                  - {team_id: ABCDE12345, bundle_ids: [com.example.app]}
-                routes:
-                  - {name: purchase, match: {path_prefix: /api}, upstream: demo, assertion: \(assertion)}
-                \(Self.apple)
-                \(Self.store)
-                """)
+            ConfigFixture.errors(ConfigFixture.protectedRoute(assertion) + "\n" + Self.apple + "\n" + Self.store)
         }
         #expect(errors("{mode: enforce, on_risk: refuse}") == [
             "gateway.yaml:8:93: routes[0].assertion.on_risk has no effect without routes[0].assertion.max_risk_metric (the risk metric above which a key is flagged or refused); set it, or remove on_risk",

@@ -22,6 +22,22 @@ enum ConfigFixture {
         ("routes", "routes:\n  - {name: default, match: {path_prefix: /}, upstream: demo}"),
     ]
 
+    /// One listener, the demo upstream, the app `ABCDE12345.com.example.app` and one route `name` on
+    /// /api with `assertion` (a flow mapping): where a protected route's keys are checked. The
+    /// route is on line 8.
+    static func protectedRoute(_ assertion: String, name: String = "purchase") -> String {
+        """
+        listeners:
+          - {name: public, address: 0.0.0.0:8080}
+        upstreams:
+          - {name: demo, url: demo}
+        apps:
+          - {team_id: ABCDE12345, bundle_ids: [com.example.app]}
+        routes:
+          - {name: \(name), match: {path_prefix: /api}, upstream: demo, assertion: \(assertion)}
+        """
+    }
+
     static let baseDirectory = "/etc/attest-gateway"
 
     static let repositoryRoot = URL(fileURLWithPath: #filePath)

@@ -9,17 +9,7 @@ struct FallbackConfigTests {
     static let apple = "apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: /keys/team.p8}\nrisk: {refresh: off}"
 
     static func yaml(_ assertion: String, apple: String = FallbackConfigTests.apple) -> String {
-        """
-        listeners:
-          - {name: public, address: 0.0.0.0:8080}
-        upstreams:
-          - {name: demo, url: demo}
-        apps:
-          - {team_id: ABCDE12345, bundle_ids: [com.example.app]}
-        routes:
-          - {name: shop, match: {path_prefix: /api}, upstream: demo, assertion: \(assertion)}
-        \(apple)
-        """
+        ConfigFixture.protectedRoute(assertion, name: "shop") + "\n" + apple
     }
 
     @Test("defaults: no fallback; devicecheck: true is 5% over 10m, from 20 requests, tokens kept 1h, no bits; Apple's production host")

@@ -33,6 +33,13 @@ final class RedisFixture: Sendable {
         store.close()
         redis.stop()
     }
+
+    /// A second store on the same Redis (another gateway instance), connected; the caller closes it.
+    func secondInstance() -> RedisAttestStore {
+        let second = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port)))
+        #expect(second.waitUntilConnected(timeoutMillis: 10_000))
+        return second
+    }
 }
 
 func unavailable<T>(_ result: Result<T, StoreError>) -> Bool {
@@ -253,9 +260,8 @@ struct RedisStoreTests {
     @Test func exactlyOneAcceptsAnOpenCounterAcrossInstances() throws {
         let f = try RedisFixture()
         defer { f.stop() }
-        let second = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port)))
+        let second = f.secondInstance()
         defer { second.close() }
-        #expect(second.waitUntilConnected(timeoutMillis: 10_000))
         let stores: [RedisAttestStore] = [f.store, second]
         var rng = SeededRandom(seed: 1611)
         let record = makeRecord(&rng)
@@ -303,9 +309,8 @@ struct RedisStoreTests {
     @Test func exactlyOneCommitWinsAcrossInstances() throws {
         let f = try RedisFixture()
         defer { f.stop() }
-        let second = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port)))
+        let second = f.secondInstance()
         defer { second.close() }
-        #expect(second.waitUntilConnected(timeoutMillis: 10_000))
         let stores: [RedisAttestStore] = [f.store, second]
         var rng = SeededRandom(seed: 8)
         let record = makeRecord(&rng)
