@@ -17,7 +17,6 @@ struct DeviceCheckFallbackTests {
     let team: AppleTeamFixture
     var ca: TestCA { team.ca }
     var dir: URL { team.dir }
-    var keyPath: String { team.keyPath }
 
     init() throws { team = try AppleTeamFixture("gw-devicecheck") }
 

@@ -15,7 +15,6 @@ struct DeviceTokenStoreTests {
     let team: AppleTeamFixture
     var ca: TestCA { team.ca }
     var dir: URL { team.dir }
-    var keyPath: String { team.keyPath }
 
     init() throws { team = try AppleTeamFixture("gw-devicetoken") }
 

@@ -19,7 +19,6 @@ struct RiskRefreshTests {
     let team: AppleTeamFixture
     var ca: TestCA { team.ca }
     var dir: URL { team.dir }
-    var keyPath: String { team.keyPath }
     let dataDir: String
 
     init() throws {
