@@ -167,7 +167,7 @@ struct DeviceCheckFallbackTests {
         #expect(refused.status == 401 && refused.error == "fallback_share_exceeded" && refused.json?["action"] as? String == "none")
         #expect(try send(gw, "/api/shop/x", token: phone.tokenHeader()).error == "fallback_share_exceeded")
         #expect(apple.deviceCheckRequests.count == 2)  // refused before DeviceCheck
-        #expect(try eventually { gw.stderr.contains("fallback share above max_share") })
+        #expect(eventually { gw.stderr.contains("fallback share above max_share") })
         #expect(gw.stderr.components(separatedBy: "fallback share above max_share").count == 2, "logged once per window")
         let (_, explained) = try curl([gw.url("admin", "/explain/\(try #require(refused.json?["requestId"] as? String))")])
         #expect(explained.contains("\"max_share\":\"50%\"") && explained.contains("\"fallback_requests\":\"3\""), "\(explained)")
