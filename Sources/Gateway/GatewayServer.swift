@@ -581,7 +581,7 @@ public final class GatewayServer: @unchecked Sendable {
             }
         }
         for (_, r) in ticketRotations { r.timer.cancel() }
-        for loop in loops { loop.shutdown() }
+        for loop in loops { loop.shutdownAndWait() }
         // Nothing can change the store any more: the final snapshot marks a clean stop.
         store?.close()
         state.withLock { $0 = .stopped }

@@ -81,7 +81,7 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
     /// work; must be called on the loop. Tasks run in the order enqueued.
     public func enqueue(_ task: @escaping () -> Void) {
         pendingTasks.append(task)
-        if pendingTasks.count == 1 { queue.async { [unowned self] in self.runPending() } }
+        if pendingTasks.count == 1 { queue.async { self.runPending() } }  // holds the loop until it ran
     }
 
     private func runPending() {
@@ -214,6 +214,13 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
                 return
             }
         }
+    }
+
+    /// `shutdown`, then waits until it ran: afterwards no event, timer or task of this loop is
+    /// handled, so what its handlers reach (unowned) may go. Not on the loop's queue.
+    public func shutdownAndWait() {
+        shutdown()
+        queue.sync {}
     }
 
     /// Cancels the sources and closes the epoll descriptor; registered descriptors are the owners' to close.

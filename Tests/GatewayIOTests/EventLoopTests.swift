@@ -47,7 +47,7 @@ final class EchoServer: ConnectionDelegate, @unchecked Sendable {
             listener.close()
             for c in connections.values { c.close() }
         }
-        loop.shutdown()
+        loop.shutdownAndWait()
     }
 }
 
@@ -88,7 +88,7 @@ struct EventLoopTests {
     /// bytes land in another loop's connection (seen once as a 414 from the proxy tests' upstream).
     @Test("each loop reads into a buffer of its own") func readBufferPerLoop() {
         let loops = [EventLoop(index: 30), EventLoop(index: 31)]
-        defer { for l in loops { l.shutdown() } }
+        defer { for l in loops { l.shutdownAndWait() } }
         #expect(loops[0].readScratch.baseAddress != loops[1].readScratch.baseAddress)
         #expect(loops.allSatisfy { $0.readScratch.count >= 64 * 1024 })
     }
@@ -113,7 +113,7 @@ struct EventLoopTests {
             func connectionDidClose(_ c: Connection, error: Socket.Error?) { result = error.map { "error \($0.errno)" } ?? "closed" }
         }
         let loop = EventLoop(index: 3)
-        defer { loop.shutdown() }
+        defer { loop.shutdownAndWait() }
         // A port that was free a moment ago.
         let fd = try Socket.listen(try SocketAddress("127.0.0.1:0"), reusePort: false)
         let port = Socket.localAddress(fd)!.port
@@ -137,7 +137,7 @@ struct EventLoopTests {
 
     @Test("timers fire in order, after their delay, and cancelled ones never") func timers() throws {
         let loop = EventLoop(index: 4)
-        defer { loop.shutdown() }
+        defer { loop.shutdownAndWait() }
         final class Log: @unchecked Sendable { var events: [String] = [] }
         let log = Log()
         let start = Date()

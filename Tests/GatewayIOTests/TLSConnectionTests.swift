@@ -102,7 +102,7 @@ final class TLSEchoServer: ConnectionDelegate, @unchecked Sendable {
             listener.close()
             for c in connections.values { c.close() }
         }
-        loop.shutdown()
+        loop.shutdownAndWait()
     }
 }
 
@@ -173,7 +173,7 @@ final class TLSEchoClient: ConnectionDelegate, @unchecked Sendable {
 
     func stop() {
         loop.queue.sync { connection?.close() }
-        loop.shutdown()
+        loop.shutdownAndWait()
     }
 }
 

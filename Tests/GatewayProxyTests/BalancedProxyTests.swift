@@ -75,7 +75,7 @@ final class BalancedProxyFixture: @unchecked Sendable {
     func stop() {
         proxy.drain(deadlineMillis: 0)
         loop.queue.sync { balancer?.closeIdle() }
-        withExtendedLifetime(balancer) { loop.shutdown() }
+        withExtendedLifetime(balancer) { loop.shutdownAndWait() }
     }
 }
 

@@ -84,8 +84,8 @@ final class H2ProxyFixture: @unchecked Sendable {
         proxy.drain(deadlineMillis: 0)
         upstream.drain(deadlineMillis: 0)
         proxyLoop.queue.sync { router.pool.closeIdle() }
-        proxyLoop.shutdown()
-        upstreamLoop.shutdown()
+        proxyLoop.shutdownAndWait()
+        upstreamLoop.shutdownAndWait()
     }
 }
 
@@ -305,7 +305,7 @@ struct HTTP2ProxyTests {
         }
         let dead = probe.address
         probe.stopAccepting()
-        probe.loops[0].shutdown()
+        probe.loops[0].shutdownAndWait()
         let f = try H2ProxyFixture(protocols: .h2c, upstreamAddress: dead)
         defer { f.stop() }
         let a = try curlCall(["--http2-prior-knowledge", f.url("/x")])

@@ -57,8 +57,8 @@ final class HygieneProxyFixture: @unchecked Sendable {
         proxy.drain(deadlineMillis: 0)
         upstream.drain(deadlineMillis: 0)
         proxyLoop.queue.sync { pool.closeIdle() }
-        proxyLoop.shutdown()
-        upstreamLoop.shutdown()
+        proxyLoop.shutdownAndWait()
+        upstreamLoop.shutdownAndWait()
     }
 }
 

@@ -82,8 +82,8 @@ final class TrustedProxyFixture: @unchecked Sendable {
         proxy.drain(deadlineMillis: 0)
         upstream.drain(deadlineMillis: 0)
         proxyLoop.queue.sync { router.pool.closeIdle() }
-        proxyLoop.shutdown()
-        upstreamLoop.shutdown()
+        proxyLoop.shutdownAndWait()
+        upstreamLoop.shutdownAndWait()
     }
 
     /// Waits (bounded) until `done` holds.

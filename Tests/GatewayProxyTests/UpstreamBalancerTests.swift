@@ -94,7 +94,7 @@ struct UpstreamBalancerTests {
         let kept = PoolsBox()
         defer {
             server.stop()
-            withExtendedLifetime(kept) { loop.shutdown() }  // the pools outlive their connections' events
+            withExtendedLifetime(kept) { loop.shutdownAndWait() }  // the pools outlive their connections' events
         }
         let (picks, active): ([String], [Int]) = try loop.queue.sync {
             var pools: [UpstreamPool] = []

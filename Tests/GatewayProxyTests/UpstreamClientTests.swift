@@ -44,7 +44,7 @@ struct UpstreamClientTests {
         func stop() {
             let client = LoopBox(client)
             loop.queue.sync { client.value.pool.closeIdle() }
-            loop.shutdown()
+            loop.shutdownAndWait()
         }
     }
 

@@ -43,7 +43,7 @@ struct UpstreamHeadTests {
     func sameBytes() throws {
         let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))
         let loop = EventLoop(index: 0)
-        defer { loop.shutdown() }
+        defer { loop.shutdownAndWait() }
         let upstreamPool = UpstreamPool(target: upstream, loop: loop)
         var rng = SeededRandom(seed: 0xfeed)
         for i in 0..<4000 {
@@ -140,7 +140,7 @@ struct UpstreamHeadTests {
     func ownedAndUnderscores() throws {
         let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))
         let loop = EventLoop(index: 0)
-        defer { loop.shutdown() }
+        defer { loop.shutdownAndWait() }
         let f = Forward(routeName: "r", pool: UpstreamPool(target: upstream, loop: loop), maxBody: 1,
                         editHeaders: HeaderEdit(remove: ["X-App-Attest-Verified-Key-Id"], add: [("X-App-Attest-Verified-Key-Id", "real")]))
         let client: [(String, String)] = [

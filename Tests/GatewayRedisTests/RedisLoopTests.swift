@@ -120,7 +120,7 @@ final class LoopFixture: Sendable {
 
     func stop() {
         store.close()
-        loop.shutdown()
+        loop.shutdownAndWait()
         redis.stop()
     }
 }
@@ -235,7 +235,7 @@ struct RedisLoopTests {
         store.serve(on: loops)
         defer {
             store.close()
-            for l in loops { l.shutdown() }
+            for l in loops { l.shutdownAndWait() }
         }
         try #require(store.waitUntilConnected(timeoutMillis: 10_000) && views.allSatisfy { $0.waitUntilLoopUp() })
         var rng = SeededRandom(seed: 703)
@@ -396,7 +396,7 @@ struct RedisLoopTests {
         wrong.serve(on: [loop])
         defer {
             wrong.close()
-            loop.shutdown()
+            loop.shutdownAndWait()
         }
         #expect(!view.waitUntilLoopUp(millis: 1_000))
         let refused = wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }
@@ -431,7 +431,7 @@ struct RedisLoopTests {
         untrusted.serve(on: [loop])
         defer {
             untrusted.close()
-            loop.shutdown()
+            loop.shutdownAndWait()
         }
         #expect(!view.waitUntilLoopUp(millis: 1_000))
         #expect(unavailable(wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))

@@ -109,7 +109,7 @@ struct UpstreamResolverTests {
     func poolTakesNewAddress() throws {
         let s = try Self.server()
         let loop = EventLoop(index: 30)
-        defer { loop.shutdown() }
+        defer { loop.shutdownAndWait() }
         let (before, changed, after, again) = try loop.queue.sync {
             let pool = UpstreamPool(target: UpstreamTarget(name: "api", address: try SocketAddress(host: "10.0.0.1", port: 8081)), loop: loop, server: s)
             let before = pool.address.description
