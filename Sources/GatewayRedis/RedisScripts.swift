@@ -16,8 +16,11 @@ enum RedisScripts {
     /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
     static let issue = """
         if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-        redis.call('HSET', KEYS[1], 'p', ARGV[1], 'e', ARGV[3])
-        if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'k', ARGV[2]) end
+        if ARGV[2] ~= '' then
+          redis.call('HSET', KEYS[1], 'p', ARGV[1], 'e', ARGV[3], 'k', ARGV[2])
+        else
+          redis.call('HSET', KEYS[1], 'p', ARGV[1], 'e', ARGV[3])
+        end
         redis.call('PEXPIRE', KEYS[1], ARGV[4])
         return 1
         """
@@ -126,11 +129,14 @@ enum RedisScripts {
     /// The commit shared by `commit` and `commitNext`: `key` the key record, `ch` the challenge (nil:
     /// none), `n` the counter, `width` the route's counter window (0: none), `checked` nil or the
     /// app, env, cat and bv ("" none, else "v" ‖ text) the caller decided on (a differing one:
-    /// {'changed', 0}, nothing written). Returns as `commit` does.
+    /// {'changed', 0}, nothing written). Returns as `commit` does, and, committed, the key hash's
+    /// `ctr app env cat bv fs ls rm rs rcr rnb rex rnx` as the commit left it (third value). One
+    /// `HMGET` reads all it needs and one `HSET` writes it (an `HDEL` more when the last open counter
+    /// of the window closed): Redis' time per script is mostly its calls.
     private static let commitFunction = """
 
         local function commit(key, ch, now, keyid, n, width, checked)
-          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv')
+          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv', 'ls', 'fs', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx')
           if not rec[1] then return {'unknown_key', 0} end
           if checked and (rec[3] ~= checked[1] or rec[4] ~= checked[2] or (rec[5] or '') ~= checked[3]
               or (rec[6] and 'v' .. rec[6] or '') ~= checked[4]) then
@@ -155,12 +161,17 @@ enum RedisScripts {
             local why = check(ch, now, '2', keyid)
             if why then return {why, 0} end
           end
-          local ls = math.max(tonumber(redis.call('HGET', key, 'ls') or '0'), now)
+          local ls = string.format('%d', math.max(tonumber(rec[7] or '0'), now))
           local ctr = string.format('%d', top)
-          redis.call('HSET', key, 'ctr', ctr, 'ls', string.format('%d', ls))
-          if g == '' then redis.call('HDEL', key, 'cw') else redis.call('HSET', key, 'cw', ctr .. ':' .. g) end
+          if g == '' then
+            redis.call('HSET', key, 'ctr', ctr, 'ls', ls)
+            if rec[2] then redis.call('HDEL', key, 'cw') end
+          else
+            redis.call('HSET', key, 'ctr', ctr, 'ls', ls, 'cw', ctr .. ':' .. g)
+          end
           if ch then redis.call('HSET', ch, 'u', '1') end
-          return {'committed', cur}
+          return {'committed', cur,
+            {ctr, rec[3], rec[4], rec[5], rec[6], rec[8], ls, rec[9], rec[10], rec[11], rec[12], rec[13], rec[14]}}
         end
         """
 
@@ -170,7 +181,9 @@ enum RedisScripts {
     /// `open`: the window's open counters a route window of that width still accepted (`cw` bits).
     static let commit = check + window + commitFunction + """
 
-        return commit(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil)
+        local r = commit(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil)
+        if r[1] == 'committed' then return {'committed', r[2]} end
+        return r
         """
 
     /// The assertion gate's one round trip: the commit (as `commit`, after checking that the key's
@@ -192,13 +205,15 @@ enum RedisScripts {
         if r[1] ~= 'committed' then return r end
         local issued = 0
         if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then
-          redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12])
-          if ARGV[11] ~= '' then redis.call('HSET', KEYS[nx], 'k', ARGV[11]) end
+          if ARGV[11] ~= '' then
+            redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12], 'k', ARGV[11])
+          else
+            redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12])
+          end
           redis.call('PEXPIRE', KEYS[nx], ARGV[13])
           issued = 1
         end
-        local rec = redis.call('HMGET', KEYS[1], 'ctr', 'app', 'env', 'cat', 'bv', 'fs', 'ls', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx')
-        return {'committed', r[2], issued, rec}
+        return {'committed', r[2], issued, r[3]}
         """
 
     /// KEYS[1] the refresh schedule. ARGV: now, lease end, limit (ms, ms, count). Claims up to

@@ -13,16 +13,22 @@ import Testing
 struct RedisRoundTripTests {
     static let appID = "ABCDE12345.com.example.shop"
 
-    /// The commands `redis-cli MONITOR` saw from clients (script-internal ones, `[db lua]`, left out),
-    /// by name, while `body` ran.
-    static func monitored(_ redis: RedisProcess, _ body: () throws -> Void) throws -> [String: Int] {
-        var calls: [String: Int] = [:]
-        for c in try monitoredCommands(redis, body) { calls[c.command, default: 0] += 1 }
-        return calls
+    /// The commands `redis-cli MONITOR` saw from clients, by name, while `body` ran: `sent` those
+    /// the clients sent, `scripted` those their scripts ran (`[db lua]`).
+    static func monitored(_ redis: RedisProcess, _ body: () throws -> Void) throws -> (sent: [String: Int], scripted: [String: Int]) {
+        var sent: [String: Int] = [:]
+        var scripted: [String: Int] = [:]
+        for c in try monitoredCommands(redis, inScripts: true, body) {
+            if c.source == "lua" { scripted[c.command, default: 0] += 1 } else { sent[c.command, default: 0] += 1 }
+        }
+        return (sent, scripted)
     }
 
-    /// The same, each command with the client address that sent it (`127.0.0.1:PORT`), in order.
-    static func monitoredCommands(_ redis: RedisProcess, _ body: () throws -> Void) throws -> [(source: String, command: String)] {
+    /// The commands clients sent (and, with `inScripts`, those their scripts ran, from `lua`), each
+    /// with the client address that sent it (`127.0.0.1:PORT`), in order.
+    static func monitoredCommands(_ redis: RedisProcess, inScripts: Bool = false, _ body: () throws -> Void) throws
+        -> [(source: String, command: String)]
+    {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("monitor-\(UUID().uuidString).txt")
         FileManager.default.createFile(atPath: out.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: out) }
@@ -47,7 +53,7 @@ struct RedisRoundTripTests {
         var commands: [(source: String, command: String)] = []
         for line in try String(contentsOf: out, encoding: .utf8).split(whereSeparator: \.isNewline) {
             // 1732612345.123456 [0 127.0.0.1:50000] "EVALSHA" "…" …
-            guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]"), !line[open..<close].contains("lua"),
+            guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]"), inScripts || !line[open..<close].contains("lua"),
                 let q = line[close...].firstIndex(of: "\"")
             else { continue }
             let rest = line[line.index(after: q)...]
@@ -92,7 +98,7 @@ struct RedisRoundTripTests {
         var next = try #require(first.headers["x-app-attest-next-challenge"])
         let requests = 200
         var accepted = 0
-        let calls = try Self.monitored(redis) {
+        let (calls, scripted) = try Self.monitored(redis) {
             for i in 1...requests {
                 let r = try phone.send(phone.sign(target: "/api/purchase", body: Array("{\"n\":\(i)}".utf8), challenge: next))
                 guard r.status == 200, let n = r.headers["x-app-attest-next-challenge"] else {
@@ -104,6 +110,12 @@ struct RedisRoundTripTests {
             }
         }
         #expect(accepted == requests)
+        // Inside the script, Redis' own work: the key's fields read once and written once, the
+        // challenge read and marked used, the next one created (EXISTS, HSET, PEXPIRE): 7 commands
+        // (deleting the key's window field, rarely, makes 8).
+        let inside = scripted.values.reduce(0, +)
+        #expect(inside <= 7 * requests, "commands inside the script per request: \(scripted) over \(requests)")
+        #expect(scripted["hget"] == nil && scripted["hdel"] == nil, "\(scripted)")
         // What the gateway sends on its own, whatever the traffic: the key count (statistics, about
         // once a second) and connection checks.
         let background: Set<String> = ["get", "ping", "info", "client", "hello", "select", "auth", "script"]
