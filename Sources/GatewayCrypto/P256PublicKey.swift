@@ -12,14 +12,21 @@ public final class P256PublicKey: @unchecked Sendable {
 
     public enum Error: Swift.Error, Equatable, Sendable { case invalidPoint(String) }
 
+    /// P-256's domain parameters, made once and only read afterwards (by every thread).
+    nonisolated(unsafe) private static let parameters: OpaquePointer = {
+        guard let p = cgw_p256_parameters() else { OpenSSLFatal.fail("the P-256 parameters") }
+        return p
+    }()
+
     /// Parses an uncompressed point; OpenSSL checks that it lies on the curve.
     public init(x962 point: [UInt8]) throws(Error) {
         guard point.count == 65, point[0] == 0x04 else {
             throw .invalidPoint("expected a 65-byte uncompressed point (0x04 ‖ X ‖ Y), got \(point.count) bytes")
         }
-        // The EC key manager's import (not d2i_PUBKEY of the SubjectPublicKeyInfo: the generic
-        // decoder chain costs twice a verification, and every key a loop first sees pays it).
-        let key: OpaquePointer? = point.withUnsafeBufferPointer { cgw_p256_public_key($0.baseAddress, $0.count) }
+        // The curve's parameters copied and the point set (not d2i_PUBKEY of the
+        // SubjectPublicKeyInfo: the generic decoder chain costs twice a verification, nor an
+        // import by group name, which builds the curve anew): every key a loop first sees pays it.
+        let key: OpaquePointer? = point.withUnsafeBufferPointer { cgw_p256_public_key(Self.parameters, $0.baseAddress, $0.count) }
         guard let key else {
             OpenSSLError.clear()
             throw .invalidPoint("the point is not on the P-256 curve")

@@ -1,7 +1,9 @@
 import CGatewayNGHTTP2
+import Dispatch
 import Foundation
-import GatewayCrypto
+@testable import GatewayCrypto
 import GatewayWire
+import Synchronization
 import Testing
 
 @Suite("SHA-256")
@@ -65,6 +67,32 @@ struct P256PublicKeyTests {
         offCurve[64] ^= 0x01
         #expect(throws: P256PublicKey.Error.self) { try P256PublicKey(x962: offCurve) }
         #expect(throws: P256PublicKey.Error.self) { try P256PublicKey(x962: [0x04] + [UInt8](repeating: 0, count: 64)) }
+    }
+
+    /// Every key is a copy of one shared set of curve parameters given its own point: a key
+    /// verifies its own signatures and no other key's, the point OpenSSL holds is the one given,
+    /// and keys made and used on several threads at once stay apart.
+    @Test("keys made from one shared set of curve parameters stay apart, on several threads at once") func keysStayApart() throws {
+        let signers = (0..<4).map { _ in ECPrivateKey(curve: .p256) }
+        let message = Array("purchase #1".utf8)
+        let signatures = signers.map { $0.signature(for: message) }
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for round in 0..<50 {
+                for (i, signer) in signers.enumerated() {
+                    guard let key = try? P256PublicKey(x962: signer.publicKeyX962),
+                        P256PublicKey.uncompressedPoint(of: key.pkey) == signer.publicKeyX962,
+                        key.isValidSignature(signatures[i], for: message),
+                        !key.isValidSignature(signatures[(i + 1) % signers.count], for: message),
+                        !key.isValidSignature(signatures[i], for: message + [UInt8(truncatingIfNeeded: worker + round)])
+                    else {
+                        failures.withLock { $0 += 1 }
+                        continue
+                    }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 } == 0)
     }
 
     @Test("garbage signatures are refused, never a crash") func garbageSignatures() throws {
