@@ -120,12 +120,20 @@ public final class RedisAttestStore: AttestStore {
     private let keyCountName: [UInt8]
     /// The risk refresher's schedule: a sorted set of key ids by next refresh (Unix ms).
     let refreshScheduleName: [UInt8]
+    /// `<prefix>k:` and `<prefix>c:`, the key records' and the challenges' name prefixes as bytes.
+    private let keyNamePrefix: [UInt8]
+    private let challengeNamePrefix: [UInt8]
+    /// The random part of the challenges this instance names: OpenSSL's CSPRNG 256 bytes at a
+    /// time (`RandomWords`), not a `RAND_bytes` call per challenge.
+    private let random = Mutex(RandomWords())
 
     /// Starts the connections (they connect in the background; see `waitUntilConnected`).
     public init(options: Options, observer: (any RedisStoreObserver)? = nil) {
         self.options = options
         self.observer = observer
         keyCountName = Array((options.keyPrefix + "keys").utf8)
+        keyNamePrefix = Array((options.keyPrefix + "k:").utf8)
+        challengeNamePrefix = Array((options.keyPrefix + "c:").utf8)
         refreshScheduleName = Array((options.keyPrefix + "riskdue").utf8)
         let changed: @Sendable (Bool) -> Void = { up in observer?.connectionChanged(up: up) }
         if options.cluster {
@@ -312,31 +320,62 @@ public final class RedisAttestStore: AttestStore {
     // MARK: - Key layout
 
     /// `ag:k:{8 hex}` ‖ 56 hex: the tag is the key id's first 4 bytes.
-    func keyName(_ id: KeyID) -> [UInt8] { Self.tagged(options.keyPrefix + "k:", id.bytes) }
+    func keyName(_ id: KeyID) -> [UInt8] { Self.tagged(keyNamePrefix, id.bytes) }
 
     /// `ag:c:{8 hex}` ‖ rest: the tag is the token's first 4 bytes (the bound key's first 4 bytes
     /// for a challenge bound to a key, so that both hash to one Cluster slot).
-    func challengeName(_ token: ChallengeToken) -> [UInt8] { Self.tagged(options.keyPrefix + "c:", token.bytes) }
+    func challengeName(_ token: ChallengeToken) -> [UInt8] { Self.tagged(challengeNamePrefix, token.bytes) }
 
-    /// Built as bytes, without Strings (two key names per protected request).
-    static func tagged(_ prefix: String, _ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(prefix.utf8.count + 2 + 2 * bytes.count)
-        out += prefix.utf8
-        for (i, b) in bytes.enumerated() {
-            if i == 0 { out.append(UInt8(ascii: "{")) }
-            out.append(hexDigits[Int(b >> 4)])
-            out.append(hexDigits[Int(b & 0x0f)])
-            if i == 3 { out.append(UInt8(ascii: "}")) }
+    /// `prefix` ‖ `{` hex of the first 4 bytes `}` ‖ hex of the rest, written straight into the
+    /// array's storage (three names per protected request).
+    static func tagged(_ prefix: [UInt8], _ bytes: [UInt8]) -> [UInt8] {
+        let count = prefix.count + 2 + 2 * bytes.count
+        return [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+            guard let base = out.baseAddress else { return }
+            prefix.withUnsafeBufferPointer { p in
+                if let pb = p.baseAddress { base.update(from: pb, count: p.count) }
+            }
+            var i = prefix.count
+            base[i] = UInt8(ascii: "{")
+            i += 1
+            bytes.withUnsafeBufferPointer { src in
+                for n in 0..<src.count {
+                    let b = src[n]
+                    base[i] = Hex.lowercaseDigit(b >> 4)
+                    base[i + 1] = Hex.lowercaseDigit(b & 0x0f)
+                    i += 2
+                    if n == 3 {
+                        base[i] = UInt8(ascii: "}")
+                        i += 1
+                    }
+                }
+            }
+            if bytes.count < 4 {
+                base[i] = UInt8(ascii: "}")
+                i += 1
+            }
+            initialized = i
         }
-        if bytes.count < 4 {
-            if bytes.isEmpty { out.append(UInt8(ascii: "{")) }
-            out.append(UInt8(ascii: "}"))
-        }
-        return out
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
+    /// Four bytes of a challenge's tag, or the sixteen random bytes after it, from `random`.
+    private func randomBytes(_ count: Int) -> [UInt8] {
+        random.withLock { words in
+            [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                var i = 0
+                while i < count {
+                    var w = words.draw()
+                    withUnsafeBytes(of: &w) { raw in
+                        for b in raw where i < count {
+                            out[i] = b
+                            i += 1
+                        }
+                    }
+                }
+                initialized = count
+            }
+        }
+    }
 
     static func purposeCode(_ p: ChallengePurpose?) -> String {
         switch p {
@@ -389,8 +428,8 @@ public final class RedisAttestStore: AttestStore {
         let ttl = max(0, request.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
         let expires = overflow ? Int64.max : sum
-        let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? SecureRandom.bytes(4)
-        let token = ChallengeToken(tag + SecureRandom.bytes(16))!
+        let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? randomBytes(4)
+        let token = ChallengeToken(tag + randomBytes(16))!
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         let name = challengeName(token)
         let command = RedisCommand([
@@ -682,7 +721,7 @@ public final class RedisAttestStore: AttestStore {
         let ttl = max(0, next.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
         let expires = overflow ? Int64.max : sum
-        let token = ChallengeToken(Array(commit.keyID.bytes.prefix(4)) + SecureRandom.bytes(16))!
+        let token = ChallengeToken(Array(commit.keyID.bytes.prefix(4)) + randomBytes(16))!
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         var args: [[UInt8]] = [Self.evalsha, commitNextSHA, Self.decimal(commit.challenge == nil ? 2 : 3), name]
         if let presented = commit.challenge { args.append(challengeName(presented)) }

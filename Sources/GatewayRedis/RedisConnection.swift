@@ -62,8 +62,37 @@ public enum RedisValue: Sendable, Equatable {
     var integer: Int64? {
         switch self {
         case .integer(let n): n
-        case .string(let b): Int64(String(decoding: b, as: UTF8.self))
+        case .string(let b): Self.decimal(b)
         default: nil
+        }
+    }
+
+    /// What `Int64(String(decoding: bytes, as: UTF8.self))` gives (an optional sign, then ASCII
+    /// digits, nil on anything else or on overflow), read from the bytes without a String: a key
+    /// record's counter and times are read on every request.
+    static func decimal(_ bytes: [UInt8]) -> Int64? {
+        bytes.withUnsafeBufferPointer { b -> Int64? in
+            guard !b.isEmpty else { return nil }
+            var i = 0
+            var negative = false
+            if b[0] == UInt8(ascii: "-") || b[0] == UInt8(ascii: "+") {
+                negative = b[0] == UInt8(ascii: "-")
+                i = 1
+                guard b.count > 1 else { return nil }
+            }
+            // Accumulated with the sign, so that Int64.min is read too.
+            var value: Int64 = 0
+            while i < b.count {
+                let digit = b[i] &- 0x30
+                guard digit < 10 else { return nil }
+                let (shifted, o1) = value.multipliedReportingOverflow(by: 10)
+                let (next, o2) =
+                    negative ? shifted.subtractingReportingOverflow(Int64(digit)) : shifted.addingReportingOverflow(Int64(digit))
+                guard !o1, !o2 else { return nil }
+                value = next
+                i += 1
+            }
+            return value
         }
     }
 }
@@ -494,27 +523,41 @@ enum RESP {
     static func encode(_ command: RedisCommand, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "*"))
         appendDecimal(command.args.count, to: &out)
-        out += crlf
+        out.append(0x0d)
+        out.append(0x0a)
         for arg in command.args {
             out.append(UInt8(ascii: "$"))
             appendDecimal(arg.count, to: &out)
-            out += crlf
-            out += arg
-            out += crlf
+            out.append(0x0d)
+            out.append(0x0a)
+            out.append(contentsOf: arg)
+            out.append(0x0d)
+            out.append(0x0a)
         }
     }
 
-    private static let crlf: [UInt8] = [0x0d, 0x0a]
-
-    /// The decimal digits of `n` (≥ 0), without building a String.
+    /// The decimal digits of `n` (≥ 0), without building a String: written backwards into a
+    /// buffer on the stack, then appended at once.
     static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
-        var divisor = 1
-        while divisor <= n / 10 { divisor *= 10 }
-        var rest = n
-        while divisor > 0 {
-            out.append(UInt8(ascii: "0") + UInt8(rest / divisor))
-            rest %= divisor
-            divisor /= 10
+        precondition(n >= 0, "RESP.appendDecimal: a negative number")
+        if n < 10 {
+            out.append(UInt8(truncatingIfNeeded: n) &+ 0x30)
+            return
+        }
+        if n < 100 {  // most lengths of a command's arguments
+            out.append(UInt8(truncatingIfNeeded: n / 10) &+ 0x30)
+            out.append(UInt8(truncatingIfNeeded: n % 10) &+ 0x30)
+            return
+        }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var i = 20
+            var rest = n
+            while rest > 0 {
+                i -= 1
+                digits[i] = UInt8(truncatingIfNeeded: rest % 10) &+ 0x30
+                rest /= 10
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
         }
     }
 }

@@ -79,6 +79,9 @@ public struct KeyID: Hashable, Sendable, CustomStringConvertible {
 
     /// Standard base64 with padding (how Apple's APIs print key ids).
     public var description: String { Base64.encode(bytes) }
+
+    /// The 32 bytes in one call (the synthesized hash feeds them to the hasher one at a time).
+    public func hash(into hasher: inout Hasher) { bytes.withUnsafeBytes { hasher.combine(bytes: $0) } }
 }
 
 /// A challenge's bytes as issued (at least 16). Clients send them back base64url-encoded.
@@ -88,6 +91,12 @@ public struct ChallengeToken: Hashable, Sendable {
     public init?(_ bytes: [UInt8]) {
         guard (16...64).contains(bytes.count) else { return nil }
         self.bytes = bytes
+    }
+
+    /// The bytes and their count in two calls (the synthesized hash feeds them one at a time).
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }
 

@@ -12,6 +12,12 @@ public enum Hex {
         }
     }
 
+    /// The lowercase hex digit of a nibble (0…15), computed without a table.
+    @inline(__always)
+    public static func lowercaseDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? nibble &+ 0x30 : nibble &+ 0x57
+    }
+
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         var out = [UInt8]()
         for b in bytes {

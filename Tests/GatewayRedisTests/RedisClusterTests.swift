@@ -390,7 +390,7 @@ struct RedisClusterStoreTests {
         let f = try ClusterFixture()
         defer { f.stop() }
         let store = f.store
-        let cluster = try #require(store.cluster)
+        _ = try #require(store.cluster)
         var rng = SeededRandom(seed: 25)
         let record = makeRecord(&rng), other = makeRecord(&rng)
         try store.registerBound(record, now: t0)

@@ -130,11 +130,14 @@ struct RedisBytesTests {
     /// The byte-built names and decimals are exactly what the String forms were.
     @Test func sameAsTheStringForms() {
         var rng = SeededRandom(seed: 700)
-        for n in 0...40 {
-            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            let text = "ag:k:" + "{" + Hex.encode(bytes.prefix(4)) + "}" + Hex.encode(bytes.dropFirst(4))
-            #expect(RedisAttestStore.tagged("ag:k:", bytes) == Array(text.utf8), "\(n) bytes")
+        for prefix in ["", "ag:k:", "tenant-a/attest:c:"] {
+            for n in 0...64 {
+                let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                let text = prefix + "{" + Hex.encode(bytes.prefix(4)) + "}" + Hex.encode(bytes.dropFirst(4))
+                #expect(RedisAttestStore.tagged(Array(prefix.utf8), bytes) == Array(text.utf8), "\(prefix) \(n) bytes")
+            }
         }
+        #expect(RedisAttestStore.tagged(Array("ag:c:".utf8), [0xde, 0xad, 0xbe, 0xef, 0x00, 0x0f]) == Array("ag:c:{deadbeef}000f".utf8))
         for v: Int64 in [0, 1, 9, 10, 99, 100, 12_345, 1_700_000_000_000, Int64.max, -1, -42, Int64.min] {
             #expect(RedisAttestStore.decimal(v) == Array(String(v).utf8))
         }
