@@ -29,51 +29,80 @@ public struct JSONObject: Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        var out = ""
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         Self.write(.object(self), to: &out)
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    private static func write(_ v: Value, to out: inout String) {
+    /// Written as UTF-8 bytes (every piece comes from a `String`, so the whole is valid UTF-8).
+    private static func write(_ v: Value, to out: inout [UInt8]) {
         switch v {
         case .string(let s): writeString(s, to: &out)
-        case .int(let n): out += String(n)
-        case .bool(let b): out += b ? "true" : "false"
-        case .null: out += "null"
+        case .int(let n): out.append(contentsOf: String(n).utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .null: out.append(contentsOf: "null".utf8)
         case .array(let a):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (i, e) in a.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 write(e, to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let o):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (i, (k, e)) in o.fields.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 writeString(k, to: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 write(e, to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    private static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7f || scalar.value == 0x2028 || scalar.value == 0x2029:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+    /// RFC 8259 escaping over the string's UTF-8: runs that need none are copied whole; `"`, `\`,
+    /// the C0 controls, DEL and U+2028/U+2029 (line breaks to JavaScript) are escaped (`\n`, `\r`,
+    /// `\t` by name, the others as `\u00XX` / `\u2028`).
+    private static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = s
+        text.withUTF8 { u in
+            var start = 0
+            var i = 0
+            while i < u.count {
+                let b = u[i]
+                var escape: StaticString? = nil
+                var code: UInt32 = 0
+                var width = 1
+                switch b {
+                case UInt8(ascii: "\""): escape = "\\\""
+                case UInt8(ascii: "\\"): escape = "\\\\"
+                case 0x0a: escape = "\\n"
+                case 0x0d: escape = "\\r"
+                case 0x09: escape = "\\t"
+                case 0x00..<0x20, 0x7f: code = UInt32(b)
+                case 0xe2 where i + 2 < u.count && u[i + 1] == 0x80 && (u[i + 2] == 0xa8 || u[i + 2] == 0xa9):
+                    code = u[i + 2] == 0xa8 ? 0x2028 : 0x2029
+                    width = 3
+                default:
+                    i += 1
+                    continue
+                }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
+                if let e = escape {
+                    e.withUTF8Buffer { out.append(contentsOf: $0) }
+                } else {
+                    out.append(contentsOf: "\\u".utf8)
+                    for shift in stride(from: 12, through: 0, by: -4) {
+                        out.append(Hex.lowercaseDigit(UInt8(truncatingIfNeeded: code >> UInt32(shift)) & 0x0f))
+                    }
+                }
+                i += width
+                start = i
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<u.count]))
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
 }
