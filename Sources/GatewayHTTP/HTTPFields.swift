@@ -157,6 +157,13 @@ func asciiCaseInsensitiveEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBuffe
 }
 
 extension String {
+    /// Whether `bytes` (e.g. a received field name) spell this string, ignoring ASCII case.
+    public func equalsIgnoringASCIICase(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard utf8.count == bytes.count else { return false }
+        var me = self
+        return me.withUTF8 { a in asciiCaseInsensitiveEqual(a, bytes.assumingMemoryBound(to: UInt8.self)) }
+    }
+
     public func equalsIgnoringASCIICase(_ other: String) -> Bool {
         // Native strings know their UTF-8 length: most names differ there already.
         guard utf8.count == other.utf8.count else { return false }

@@ -19,11 +19,7 @@ public enum BinaryEncoding: String, Sendable {
         }
         guard let bytes = try? Base64.decode(text) else { return (nil, .invalid) }
         // It decoded, so it holds one alphabet: a '-' or '_' names the URL one.
-        var url = false
-        for c in utf8 where c == UInt8(ascii: "-") || c == UInt8(ascii: "_") {
-            url = true
-            break
-        }
+        let url = utf8.contains { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
         return (bytes, url ? .base64URL : .base64Standard)
     }
 }

@@ -358,7 +358,13 @@ public final class RedisAttestStore: AttestStore {
         }
     }
 
-    /// Four bytes of a challenge's tag, or the sixteen random bytes after it, from `random`.
+    /// A new challenge's name bytes: the tag (the bound key's first 4 bytes, so that both share a
+    /// Cluster slot; random for an unbound one), then 16 random bytes, from `random`.
+    private func newToken(boundTo key: KeyID?) -> ChallengeToken {
+        let tag = key.map { Array($0.bytes.prefix(4)) } ?? []
+        return ChallengeToken(tag + randomBytes(20 - tag.count))!
+    }
+
     private func randomBytes(_ count: Int) -> [UInt8] {
         random.withLock { words in
             [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
@@ -428,8 +434,7 @@ public final class RedisAttestStore: AttestStore {
         let ttl = max(0, request.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
         let expires = overflow ? Int64.max : sum
-        let tag: [UInt8] = request.keyID.map { Array($0.bytes.prefix(4)) } ?? randomBytes(4)
-        let token = ChallengeToken(tag + randomBytes(16))!
+        let token = newToken(boundTo: request.keyID)
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         let name = challengeName(token)
         let command = RedisCommand([
@@ -721,7 +726,7 @@ public final class RedisAttestStore: AttestStore {
         let ttl = max(0, next.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
         let expires = overflow ? Int64.max : sum
-        let token = ChallengeToken(Array(commit.keyID.bytes.prefix(4)) + randomBytes(16))!
+        let token = newToken(boundTo: commit.keyID)
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         var args: [[UInt8]] = [Self.evalsha, commitNextSHA, Self.decimal(commit.challenge == nil ? 2 : 3), name]
         if let presented = commit.challenge { args.append(challengeName(presented)) }

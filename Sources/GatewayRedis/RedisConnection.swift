@@ -62,7 +62,7 @@ public enum RedisValue: Sendable, Equatable {
     var integer: Int64? {
         switch self {
         case .integer(let n): n
-        case .string(let b): Self.decimal(b)
+        case .string(let b): Self.parseDecimal(b)
         default: nil
         }
     }
@@ -70,7 +70,7 @@ public enum RedisValue: Sendable, Equatable {
     /// What `Int64(String(decoding: bytes, as: UTF8.self))` gives (an optional sign, then ASCII
     /// digits, nil on anything else or on overflow), read from the bytes without a String: a key
     /// record's counter and times are read on every request.
-    static func decimal(_ bytes: [UInt8]) -> Int64? {
+    static func parseDecimal(_ bytes: [UInt8]) -> Int64? {
         bytes.withUnsafeBufferPointer { b -> Int64? in
             guard !b.isEmpty else { return nil }
             var i = 0

@@ -43,6 +43,8 @@ public final class MemoryAttestStore: AttestStore {
     let evictedAnonymous = Atomic<Int>(0)
     let evictedKeyBound = Atomic<Int>(0)
     let replacedPerKey = Atomic<Int>(0)
+    /// The shard the next anonymous challenge goes to (modulo the shard count).
+    let nextAnonymousShard = Atomic<Int>(0)
     /// Bytes of the receipts that records point to (the rest of the receipts file is superseded).
     let liveReceiptBytes: Atomic<Int>
     /// Held by a registration's store step (with a data directory) and by the part of a receipt
@@ -156,7 +158,6 @@ public final class MemoryAttestStore: AttestStore {
             token: ChallengeBits(a: 0, b: 0), boundKey: bound ?? KeyBits(w0: 0, w1: 0, w2: 0, w3: 0),
             expiresAt: overflow ? .max : expires, purpose: ChallengeEntry.purposeCode(request.purpose),
             hasBoundKey: bound != nil, consumed: false)
-        var rng = SystemRandomNumberGenerator()
         var evicted = (anonymous: 0, keyBound: 0, replaced: 0, replacedUnused: 0)
         if let key = bound {
             // A challenge bound to a key lives in the key's shard (its token's low bits name it; 128
@@ -165,9 +166,7 @@ public final class MemoryAttestStore: AttestStore {
             let (anonymousLimit, keyBoundLimit, perKey) = (anonymousPerShard, keyBoundPerShard, challengeLimits.perKey)
             let chained = request.chained
             evicted = shards[index].state.withLock { s in
-                repeat {
-                    entry.token = ChallengeBits(a: s.random.draw() & ~shardMask | UInt64(index), b: s.random.draw())
-                } while s.challenges[entry.token] != nil
+                entry.token = s.newToken(shard: index, mask: shardMask)
                 // Bound to a registered key: the key-bound budget. A key not (yet) registered, as in
                 // the registration flow, is anyone's to name: the anonymous budget.
                 guard s.find(key) != nil else { return (s.insertAnonymous(entry, limit: anonymousLimit), 0, 0, 0) }
@@ -175,18 +174,12 @@ public final class MemoryAttestStore: AttestStore {
                 return (0, evicted, replaced, unused)
             }
         } else {
-            let limit = anonymousPerShard
-            while true {
-                entry.token = ChallengeBits(a: rng.next(), b: rng.next())
-                let e = entry
-                let outcome = shard(e.token.a).state.withLock { s -> Int? in
-                    if s.challenges[e.token] != nil { return nil }
-                    return s.insertAnonymous(e, limit: limit)
-                }
-                if let outcome {
-                    evicted.anonymous = outcome
-                    break
-                }
+            // An anonymous challenge goes to the shards in turn (its token's low bits name the shard).
+            let index = nextAnonymousShard.wrappingAdd(1, ordering: .relaxed).oldValue & Int(shardMask)
+            let (limit, mask) = (anonymousPerShard, shardMask)
+            evicted.anonymous = shards[index].state.withLock { s in
+                entry.token = s.newToken(shard: index, mask: mask)
+                return s.insertAnonymous(entry, limit: limit)
             }
         }
         let removed = evicted.anonymous + evicted.keyBound + evicted.replaced

@@ -406,7 +406,17 @@ struct ShardState {
         guard var entry = challenges[token] else { return }
         entry.consumed = true
         challenges[token] = entry
-        if entry.hasBoundKey, let slot = rings[entry.boundKey]?.slot(of: token) { rings[entry.boundKey]!.markConsumed(slot) }
+        if entry.hasBoundKey { rings[entry.boundKey]?.markConsumed(token) }
+    }
+
+    /// A token for a new challenge of shard `index` (of `mask` + 1): 128 random bits from this
+    /// shard's words, the low bits of the first word replaced by the index, none in use here.
+    mutating func newToken(shard index: Int, mask: UInt64) -> ChallengeBits {
+        var token: ChallengeBits
+        repeat {
+            token = ChallengeBits(a: random.draw() & ~mask | UInt64(index), b: random.draw())
+        } while challenges[token] != nil
+        return token
     }
 
     /// Inserts an anonymous challenge, first evicting the oldest anonymous ones while `limit` are
@@ -538,7 +548,15 @@ struct KeyRing {
     func isChained(_ i: Int) -> Bool { chainedBits & (1 << i) != 0 }
     func isConsumed(_ i: Int) -> Bool { consumedBits & (1 << i) != 0 }
 
-    mutating func markConsumed(_ i: Int) { consumedBits |= 1 << i }
+    /// Marks `token`'s slot consumed (nothing when the ring does not hold it).
+    mutating func markConsumed(_ token: ChallengeBits) {
+        if let i = slot(of: token) { consumedBits |= 1 << i }
+    }
+
+    /// Moves bit `from` of `bits` to position `to`.
+    private static func copyBit(_ bits: inout UInt8, from: Int, to: Int) {
+        if bits & (1 << from) != 0 { bits |= 1 << to } else { bits &= ~(1 << to) }
+    }
 
     mutating func append(_ token: ChallengeBits, chained: Bool, consumed: Bool = false) {
         let i = Int(count)
@@ -555,8 +573,8 @@ struct KeyRing {
         var j = i
         while j + 1 < n {
             self[j] = self[j + 1]
-            if isChained(j + 1) { chainedBits |= 1 << j } else { chainedBits &= ~(1 << j) }
-            if isConsumed(j + 1) { consumedBits |= 1 << j } else { consumedBits &= ~(1 << j) }
+            Self.copyBit(&chainedBits, from: j + 1, to: j)
+            Self.copyBit(&consumedBits, from: j + 1, to: j)
             j += 1
         }
         chainedBits &= ~(1 << (n - 1))

@@ -85,24 +85,12 @@ struct AppleConfigTests {
         #expect(ConfigFixture.errors(ConfigFixture.minimal + "\n" + Self.apple + "\nrisk: {refresh: off, concurrency: 2}") == [
             "gateway.yaml:8:22: risk.concurrency has no effect with refresh: off (no key is refreshed); remove it",
         ])
-        let protected = """
-            listeners:
-              - {name: public, address: 0.0.0.0:8080}
-            upstreams:
-              - {name: demo, url: demo}
-            apps:
-              - {team_id: ABCDE12345, bundle_ids: [com.example.app]}
-            routes:
-              - name: purchase
-                match: {path_prefix: /api}
-                upstream: demo
-                assertion: {mode: enforce, max_risk_metric: 3, on_risk: refuse}
-            """
+        let protected = ConfigFixture.protectedRoute("{mode: enforce, max_risk_metric: 3, on_risk: refuse}")
         #expect(ConfigFixture.errors(protected) == [
-            "gateway.yaml:11:32: routes[0].assertion.max_risk_metric needs the risk metric, which the gateway fetches from Apple's data service, but apple is not configured: configure apple (and risk), or remove max_risk_metric",
+            "gateway.yaml:8:93: routes[0].assertion.max_risk_metric needs the risk metric, which the gateway fetches from Apple's data service, but apple is not configured: configure apple (and risk), or remove max_risk_metric",
         ])
         #expect(ConfigFixture.errors(protected + "\n" + Self.apple + "\nrisk: {refresh: off}") == [
-            "gateway.yaml:11:32: routes[0].assertion.max_risk_metric needs the risk metric, which the gateway fetches from Apple's data service, but risk.refresh is off: configure apple (and risk), or remove max_risk_metric",
+            "gateway.yaml:8:93: routes[0].assertion.max_risk_metric needs the risk metric, which the gateway fetches from Apple's data service, but risk.refresh is off: configure apple (and risk), or remove max_risk_metric",
         ])
         let ok = try? ConfigFixture.parse(protected + "\n" + Self.apple + "\n" + Self.store)
         #expect(ok?.routes[0].assertion.maxRiskMetric == 3)

@@ -392,19 +392,7 @@ struct RedisLoopTests {
         #expect(try f.redis.cli(["-n", "3", "EXISTS", name]) == "1")
         #expect(try f.redis.cli(["-n", "0", "EXISTS", name]) == "0")
 
-        let wrong = RedisAttestStore(options: .init(endpoint: RedisEndpoint(
-            host: "127.0.0.1", port: f.redis.port, timeoutMillis: 500, security: RedisSecurity(username: "gateway", password: Array("nope".utf8)))))
-        let loop = EventLoop(index: 1)
-        let view = OnLoopStore(wrong, loop: loop)
-        wrong.serve(on: [loop])
-        defer {
-            wrong.close()
-            loop.shutdownAndWait()
-        }
-        #expect(!view.waitUntilLoopUp(millis: 1_000))
-        let refused = wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }
-        #expect(unavailable(refused))
-        let lastError = loop.queue.sync { wrong.currentLoopConnection?.lastError ?? "" }
+        let lastError = neverUpOnLoop(port: f.redis.port, security: RedisSecurity(username: "gateway", password: Array("nope".utf8)))
         #expect(lastError.contains("WRONGPASS") && !lastError.contains("nope"), "\(lastError)")
     }
 
@@ -428,18 +416,24 @@ struct RedisLoopTests {
 
         var wrongCA = client
         wrongCA.tls = try context(certs.otherCACertificate)
-        let untrusted = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port, timeoutMillis: 500, security: wrongCA)))
+        let lastError = neverUpOnLoop(port: f.redis.port, security: wrongCA)
+        #expect(lastError.contains("TLS handshake") && lastError.contains("certificate_verification"), "\(lastError)")
+    }
+
+    /// A store on `port` whose loop connection `security` keeps down: it never comes up, a call made
+    /// on its loop gets the threaded pool's answer (unavailable); returns the connection's last error.
+    func neverUpOnLoop(port: UInt16, security: RedisSecurity) -> String {
+        let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 500, security: security)))
         let loop = EventLoop(index: 1)
-        let view = OnLoopStore(untrusted, loop: loop)
-        untrusted.serve(on: [loop])
+        let view = OnLoopStore(store, loop: loop)
+        store.serve(on: [loop])
         defer {
-            untrusted.close()
+            store.close()
             loop.shutdownAndWait()
         }
         #expect(!view.waitUntilLoopUp(millis: 1_000))
         #expect(unavailable(wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
-        let lastError = loop.queue.sync { untrusted.currentLoopConnection?.lastError ?? "" }
-        #expect(lastError.contains("TLS handshake") && lastError.contains("certificate_verification"), "\(lastError)")
+        return loop.queue.sync { store.currentLoopConnection?.lastError ?? "" }
     }
 
     /// After `close()`, calls made on the loop fail with `unavailable` (nothing goes out any more).

@@ -127,20 +127,7 @@ enum DownstreamResponseHead {
 
     /// Whether `name` (bytes of a received field) names one of `fields`, in any ASCII case.
     static func named(_ name: UnsafeRawBufferPointer, in fields: HTTPFields) -> Bool {
-        for f in fields where f.name.utf8.count == name.count {
-            var i = 0
-            var same = true
-            for c in f.name.utf8 {
-                let a = c | (c &- 0x41 < 26 ? 0x20 : 0), b = name[i] | (name[i] &- 0x41 < 26 ? 0x20 : 0)
-                if a != b {
-                    same = false
-                    break
-                }
-                i += 1
-            }
-            if same { return true }
-        }
-        return false
+        fields.contains { $0.name.equalsIgnoringASCIICase(name) }
     }
 
     /// The same rules on strings, for a route that sets response fields: the upstream's fields
