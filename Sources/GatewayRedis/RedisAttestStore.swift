@@ -437,12 +437,16 @@ public final class RedisAttestStore: AttestStore {
         let token = newToken(boundTo: request.keyID)
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         let name = challengeName(token)
-        let command = RedisCommand([
-            Self.evalsha, issueSHA, Array("1".utf8), name,
-            Array(Self.purposeCode(request.purpose).utf8), request.keyID?.bytes ?? [],
-            Self.decimal(expires), Self.decimal(max(1, redisTTL)),
-        ])
-        send(key: name, [command]) { [self] result in
+        var w = RESPCommandWriter(arguments: 8)
+        w.append(Self.evalsha)
+        w.append(issueSHA)
+        w.append(Self.one)
+        w.append(name)
+        w.append(utf8: Self.purposeCode(request.purpose))
+        w.append(request.keyID?.bytes ?? [])
+        w.append(decimal: expires)
+        w.append(decimal: max(1, redisTTL))
+        send(key: name, [w.command]) { [self] result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -643,16 +647,22 @@ public final class RedisAttestStore: AttestStore {
             return commitRejectionByRead(commit, token: token, nowMillis: nowMillis, completion: completion)
         }
         let name = keyName(commit.keyID)
-        var args: [[UInt8]] = [Self.evalsha, commitSHA]
+        var w = RESPCommandWriter(arguments: commit.challenge == nil ? 8 : 9)
+        w.append(Self.evalsha)
+        w.append(commitSHA)
         if let token = commit.challenge {
-            args += [Array("2".utf8), name, challengeName(token)]
+            w.append(decimal: 2)
+            w.append(name)
+            w.append(challengeName(token))
         } else {
-            args += [Array("1".utf8), name]
+            w.append(decimal: 1)
+            w.append(name)
         }
-        args += [
-            Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter), Self.decimal(max(0, commit.counterWindow)),
-        ]
-        send(key: name, [RedisCommand(args)]) { result in
+        w.append(decimal: nowMillis)
+        w.append(commit.keyID.bytes)
+        w.append(decimal: Int64(commit.counter))
+        w.append(decimal: Int64(max(0, commit.counterWindow)))
+        send(key: name, [w.command]) { result in
             switch result {
             case .failure(let e):
                 completion(.failure(e))
@@ -728,16 +738,28 @@ public final class RedisAttestStore: AttestStore {
         let expires = overflow ? Int64.max : sum
         let token = newToken(boundTo: commit.keyID)
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
-        var args: [[UInt8]] = [Self.evalsha, commitNextSHA, Self.decimal(commit.challenge == nil ? 2 : 3), name]
-        if let presented = commit.challenge { args.append(challengeName(presented)) }
-        args += [
-            challengeName(token), Self.decimal(nowMillis), commit.keyID.bytes, Self.decimal(commit.counter),
-            Self.decimal(max(0, commit.counterWindow)), commit.challenge == nil ? [0x30] : [0x31],
-            Array(checked.appID.utf8), checked.environment == .production ? [0x31] : [0x30],
-            checked.validationCategory.map(Self.decimal) ?? [], checked.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
-            Array(Self.purposeCode(next.purpose).utf8), commit.keyID.bytes, Self.decimal(expires), Self.decimal(max(1, redisTTL)),
-        ]
-        send(key: name, [RedisCommand(args)]) { [self] result in
+        // EVALSHA sha numkeys, the keys (the record, the presented challenge if any, the next), 13 arguments.
+        var w = RESPCommandWriter(arguments: commit.challenge == nil ? 18 : 19, capacity: 512)
+        w.append(Self.evalsha)
+        w.append(commitNextSHA)
+        w.append(decimal: commit.challenge == nil ? 2 : 3)
+        w.append(name)
+        if let presented = commit.challenge { w.append(challengeName(presented)) }
+        w.append(challengeName(token))
+        w.append(decimal: nowMillis)
+        w.append(commit.keyID.bytes)
+        w.append(decimal: Int64(commit.counter))
+        w.append(decimal: Int64(max(0, commit.counterWindow)))
+        w.append(decimal: commit.challenge == nil ? 0 : 1)
+        w.append(utf8: checked.appID)
+        w.append(decimal: checked.environment == .production ? 1 : 0)
+        if let category = checked.validationCategory { w.append(decimal: Int64(category)) } else { w.append([]) }
+        if let version = checked.bundleVersion { w.append(utf8: "v" + version) } else { w.append([]) }
+        w.append(utf8: Self.purposeCode(next.purpose))
+        w.append(commit.keyID.bytes)
+        w.append(decimal: expires)
+        w.append(decimal: max(1, redisTTL))
+        send(key: name, [w.command]) { [self] result in
             switch result {
             case .failure(let e):
                 timedCompletion(.failure(e))

@@ -1,4 +1,3 @@
-import CGatewayHiredis
 import Dispatch
 import Foundation
 import GatewayCrypto
@@ -6,7 +5,7 @@ import GatewayIO
 import GatewayStore
 import Synchronization
 
-/// A Redis reply, copied out of hiredis' reply object.
+/// A Redis reply (RESP2), as `RESPReader` reads it.
 public enum RedisValue: Sendable, Equatable {
     case string([UInt8])
     case integer(Int64)
@@ -14,34 +13,6 @@ public enum RedisValue: Sendable, Equatable {
     case status(String)
     case error(String)
     case null
-
-    init(_ r: UnsafeMutablePointer<redisReply>) {
-        let reply = r.pointee
-        switch reply.type {
-        case REDIS_REPLY_STRING:
-            self = .string(reply.str == nil ? [] : Array(UnsafeRawBufferPointer(start: reply.str, count: Int(reply.len))))
-        case REDIS_REPLY_INTEGER:
-            self = .integer(Int64(reply.integer))
-        case REDIS_REPLY_ARRAY:
-            var items: [RedisValue] = []
-            items.reserveCapacity(Int(reply.elements))
-            for i in 0..<Int(reply.elements) {
-                if let e = reply.element[i] { items.append(RedisValue(e)) } else { items.append(.null) }
-            }
-            self = .array(items)
-        case REDIS_REPLY_STATUS:
-            self = .status(Self.text(reply))
-        case REDIS_REPLY_ERROR:
-            self = .error(Self.text(reply))
-        default:
-            self = .null
-        }
-    }
-
-    private static func text(_ reply: redisReply) -> String {
-        guard let s = reply.str else { return "" }
-        return String(decoding: UnsafeRawBufferPointer(start: s, count: Int(reply.len)), as: UTF8.self)
-    }
 
     /// The bytes of a bulk string, or nil.
     var bytes: [UInt8]? {
@@ -71,29 +42,32 @@ public enum RedisValue: Sendable, Equatable {
     /// digits, nil on anything else or on overflow), read from the bytes without a String: a key
     /// record's counter and times are read on every request.
     static func parseDecimal(_ bytes: [UInt8]) -> Int64? {
-        bytes.withUnsafeBufferPointer { b -> Int64? in
-            guard !b.isEmpty else { return nil }
-            var i = 0
-            var negative = false
-            if b[0] == UInt8(ascii: "-") || b[0] == UInt8(ascii: "+") {
-                negative = b[0] == UInt8(ascii: "-")
-                i = 1
-                guard b.count > 1 else { return nil }
-            }
-            // Accumulated with the sign, so that Int64.min is read too.
-            var value: Int64 = 0
-            while i < b.count {
-                let digit = b[i] &- 0x30
-                guard digit < 10 else { return nil }
-                let (shifted, o1) = value.multipliedReportingOverflow(by: 10)
-                let (next, o2) =
-                    negative ? shifted.subtractingReportingOverflow(Int64(digit)) : shifted.addingReportingOverflow(Int64(digit))
-                guard !o1, !o2 else { return nil }
-                value = next
-                i += 1
-            }
-            return value
+        bytes.withUnsafeBytes { parseDecimal($0) }
+    }
+
+    /// `parseDecimal` of the bytes in place (a reply's length or integer line).
+    static func parseDecimal(_ b: UnsafeRawBufferPointer) -> Int64? {
+        guard !b.isEmpty else { return nil }
+        var i = 0
+        var negative = false
+        if b[0] == UInt8(ascii: "-") || b[0] == UInt8(ascii: "+") {
+            negative = b[0] == UInt8(ascii: "-")
+            i = 1
+            guard b.count > 1 else { return nil }
         }
+        // Accumulated with the sign, so that Int64.min is read too.
+        var value: Int64 = 0
+        while i < b.count {
+            let digit = b[i] &- 0x30
+            guard digit < 10 else { return nil }
+            let (shifted, o1) = value.multipliedReportingOverflow(by: 10)
+            let (next, o2) =
+                negative ? shifted.subtractingReportingOverflow(Int64(digit)) : shifted.addingReportingOverflow(Int64(digit))
+            guard !o1, !o2 else { return nil }
+            value = next
+            i += 1
+        }
+        return value
     }
 }
 
@@ -123,12 +97,115 @@ struct RedisIOError: Error {
     }
 }
 
-/// One command: its arguments as bytes (binary-safe).
+/// One command, kept as it goes on the wire: RESP's array of bulk strings (binary-safe), written
+/// once when the command is made (`RESPCommandWriter`), copied whole into a connection's output.
 struct RedisCommand: Sendable {
-    var args: [[UInt8]]
+    let encoded: [UInt8]
 
-    init(_ args: [[UInt8]]) { self.args = args }
-    init(_ words: String...) { args = words.map { Array($0.utf8) } }
+    fileprivate init(encoded: [UInt8]) { self.encoded = encoded }
+
+    init(_ args: [[UInt8]]) {
+        var w = RESPCommandWriter(arguments: args.count)
+        for arg in args { w.append(arg) }
+        self = w.command
+    }
+
+    init(_ words: String...) { self.init(words.map { Array($0.utf8) }) }
+
+    /// The arguments, read back from the encoding (messages about a refused set-up command; tests).
+    var args: [[UInt8]] {
+        encoded.withUnsafeBytes { b -> [[UInt8]] in
+            var i = 0
+            func number() -> Int {
+                var n = 0
+                i += 1  // the type byte
+                while b[i] != 0x0d {
+                    n = n * 10 + Int(b[i] &- 0x30)
+                    i += 1
+                }
+                i += 2
+                return n
+            }
+            let count = number()
+            var args: [[UInt8]] = []
+            args.reserveCapacity(count)
+            for _ in 0..<count {
+                let length = number()
+                args.append(Array(UnsafeRawBufferPointer(rebasing: b[i..<(i + length)])))
+                i += length + 2
+            }
+            return args
+        }
+    }
+}
+
+/// Writes a command's RESP straight from its sources (`*count`, then `$length` and the bytes of
+/// each argument): no array per argument, one buffer for the whole command. The count is said
+/// first; `command` checks that many arguments were written.
+struct RESPCommandWriter {
+    private var out: [UInt8]
+    private var remaining: Int
+
+    init(arguments: Int, capacity: Int = 256) {
+        out = []
+        out.reserveCapacity(capacity)
+        remaining = arguments
+        out.append(UInt8(ascii: "*"))
+        RESP.appendDecimal(arguments, to: &out)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    private mutating func header(_ length: Int) {
+        remaining -= 1
+        out.append(UInt8(ascii: "$"))
+        RESP.appendDecimal(length, to: &out)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    mutating func append(_ bytes: [UInt8]) {
+        header(bytes.count)
+        out.append(contentsOf: bytes)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        header(bytes.count)
+        out.append(contentsOf: bytes)
+        out.append(0x0d)
+        out.append(0x0a)
+    }
+
+    /// The UTF-8 bytes of `text`.
+    mutating func append(utf8 text: String) {
+        var text = text
+        text.withUTF8 { append(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `n` in decimal (what `String(n)` writes), without a String.
+    mutating func append(decimal n: Int64) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var i = 20
+            var rest = n.magnitude
+            repeat {
+                i -= 1
+                digits[i] = UInt8(truncatingIfNeeded: rest % 10) &+ 0x30
+                rest /= 10
+            } while rest > 0
+            header(20 - i + (n < 0 ? 1 : 0))
+            if n < 0 { out.append(UInt8(ascii: "-")) }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+            out.append(0x0d)
+            out.append(0x0a)
+        }
+    }
+
+    var command: RedisCommand {
+        precondition(remaining == 0, "RESPCommandWriter: \(remaining) arguments said and not written")
+        return RedisCommand(encoded: out)
+    }
 }
 
 /// A request: one or more commands sent back to back on one connection (e.g. a registration script
@@ -213,7 +290,7 @@ public struct RedisEndpoint: Sendable, Equatable {
 }
 
 /// One blocking connection driven by its own thread: a `BlockingStream` (TCP, or TLS through
-/// GatewayCrypto), commands written in RESP, replies parsed by hiredis' reader. Requests are
+/// GatewayCrypto), commands written in RESP, replies parsed by `RESPReader`. Requests are
 /// queued from any thread; the thread takes everything queued, writes it in one pipeline and reads
 /// the replies in order, so requests that pile up while a round trip is in flight go out together.
 ///
@@ -243,10 +320,10 @@ final class RedisConnection: @unchecked Sendable {
     private let up = Atomic<Bool>(false)
     private let lastError = Mutex(Failure(kind: .unreachable, text: "not connected yet"))
     private let onStateChange: @Sendable (Bool) -> Void
-    /// Touched only by the connection's thread: the stream, hiredis' reply reader, the commands
+    /// Touched only by the connection's thread: the stream, the reply reader, the commands
     /// written but not yet sent, and the read buffer.
     private var stream: BlockingStream?
-    private var reader: UnsafeMutablePointer<redisReader>?
+    private var reader = BufferedRESPReader()
     private var output: [UInt8] = []
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
     private var backoffMillis: Int64 = 0
@@ -270,7 +347,6 @@ final class RedisConnection: @unchecked Sendable {
     }
 
     deinit {
-        if let reader { redisReaderFree(reader) }
         readBuffer.deallocate()
     }
 
@@ -352,11 +428,6 @@ final class RedisConnection: @unchecked Sendable {
             lastError.withLock { $0 = Failure(kind: e.kind, text: e.text) }
             return false
         }
-        if reader == nil { reader = redisReaderCreate() }
-        guard reader != nil else {
-            disconnect(RedisIOError("cannot allocate a Redis reply reader"))
-            return false
-        }
         if let auth = endpoint.authCommand {
             let who = security.username.map { "AUTH as user \"\($0)\"" } ?? "AUTH with the default user's password"
             switch roundTrip(auth) {
@@ -398,11 +469,8 @@ final class RedisConnection: @unchecked Sendable {
         stream?.close()
         stream = nil
         output.removeAll(keepingCapacity: false)
-        if let reader {
-            // A fresh reader for the next connection: no half-parsed reply carries over.
-            redisReaderFree(reader)
-            self.reader = nil
-        }
+        // No half-parsed reply carries over to the next connection.
+        reader.reset()
         if up.exchange(false, ordering: .acquiringAndReleasing) { onStateChange(false) }
         if backoffMillis == 0 { backoffMillis = 50 }
     }
@@ -433,17 +501,13 @@ final class RedisConnection: @unchecked Sendable {
     /// The next reply (sending what is queued first), or the connection's error (after which the
     /// connection is unusable).
     private func readReply() -> Result<RedisValue, RedisIOError> {
-        guard let stream, let reader else { return .failure(RedisIOError("not connected")) }
+        guard let stream else { return .failure(RedisIOError("not connected")) }
         if let e = flush() { return .failure(e) }
         while true {
-            var raw: UnsafeMutableRawPointer?
-            guard redisReaderGetReply(reader, &raw) == REDIS_OK else {
-                let why = withUnsafeBytes(of: reader.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                return .failure(RedisIOError("protocol error: \(why)"))
-            }
-            if let raw {
-                defer { freeReplyObject(raw) }
-                return .success(RedisValue(raw.assumingMemoryBound(to: redisReply.self)))
+            switch reader.next() {
+            case .failure(let e): return .failure(RedisIOError("protocol error: \(e.why)"))
+            case .success(let value?): return .success(value)
+            case .success(nil): break
             }
             let n: Int
             do {
@@ -451,9 +515,7 @@ final class RedisConnection: @unchecked Sendable {
             } catch {
                 return .failure(RedisIOError(error))
             }
-            guard redisReaderFeed(reader, readBuffer.baseAddress!.assumingMemoryBound(to: CChar.self), n) == REDIS_OK else {
-                return .failure(RedisIOError("cannot buffer the reply"))
-            }
+            reader.feed(UnsafeRawBufferPointer(rebasing: readBuffer[..<n]))
         }
     }
 
@@ -521,19 +583,7 @@ final class RedisConnection: @unchecked Sendable {
 /// The Redis serialization protocol's request form: an array of bulk strings.
 enum RESP {
     static func encode(_ command: RedisCommand, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "*"))
-        appendDecimal(command.args.count, to: &out)
-        out.append(0x0d)
-        out.append(0x0a)
-        for arg in command.args {
-            out.append(UInt8(ascii: "$"))
-            appendDecimal(arg.count, to: &out)
-            out.append(0x0d)
-            out.append(0x0a)
-            out.append(contentsOf: arg)
-            out.append(0x0d)
-            out.append(0x0a)
-        }
+        out.append(contentsOf: command.encoded)
     }
 
     /// The decimal digits of `n` (≥ 0), without building a String: written backwards into a

@@ -1,4 +1,3 @@
-import CGatewayHiredis
 import Dispatch
 import GatewayCrypto
 import GatewayIO
@@ -8,8 +7,8 @@ import Glibc
 /// One Redis connection owned by an event loop, for the store calls made on that loop: a
 /// non-blocking `Connection` registered on the loop's epoll, commands written in RESP into its
 /// output (so everything asked during one batch of the loop's events leaves in one send: a
-/// pipeline), replies parsed by hiredis' reader as they arrive and each request completed on the
-/// loop, inline, in the order sent. No thread hop on either side: a request made by the assertion
+/// pipeline), replies parsed by `RESPReader` straight from the connection's input as they arrive
+/// and each request completed on the loop, inline, in the order sent. No thread hop on either side: a request made by the assertion
 /// gate costs the loopback round trip and nothing else (the threaded `RedisConnection` costs two
 /// cross-thread wake-ups on top).
 ///
@@ -54,7 +53,7 @@ final class RedisLoopConnection: ConnectionDelegate {
     private let scripts: [String]
     private var state = State.idle
     private var connection: Connection?
-    private var reader: UnsafeMutablePointer<redisReader>?
+    private var reader = RESPReader()
     /// Entries written and not yet answered, oldest first from `head`.
     private var inflight: [Entry] = []
     private var head = 0
@@ -79,10 +78,6 @@ final class RedisLoopConnection: ConnectionDelegate {
         self.loop = loop
         self.endpoint = endpoint
         self.scripts = scripts
-    }
-
-    deinit {
-        if let reader { redisReaderFree(reader) }
     }
 
     var isUp: Bool { state == .up }
@@ -182,8 +177,6 @@ final class RedisLoopConnection: ConnectionDelegate {
     /// Plain TCP: connected; TLS: connected and the handshake done.
     func connectionDidConnect(_ c: Connection) {
         guard c === connection, state == .connecting else { return }
-        if reader == nil { reader = redisReaderCreate() }
-        guard reader != nil else { return teardown("cannot allocate a Redis reply reader") }
         state = .settingUp
         let setup = (endpoint.authCommand.map { [$0] } ?? []) + endpoint.setupCommands(scripts: scripts)
         guard !setup.isEmpty else { return becameUp() }
@@ -214,22 +207,22 @@ final class RedisLoopConnection: ConnectionDelegate {
     }
 
     func connectionDidRead(_ c: Connection) {
-        guard c === connection, let reader else { return }
-        let fed = c.inbound.withReadableBytes { bytes -> Bool in
-            bytes.isEmpty || redisReaderFeed(reader, bytes.baseAddress!.assumingMemoryBound(to: CChar.self), bytes.count) == REDIS_OK
-        }
-        c.inbound.consume(c.inbound.readableBytes)
-        guard fed else { return teardown("cannot buffer the reply") }
+        guard c === connection else { return }
         lastProgressMillis = EventLoop.monotonicMillis()
-        while connection === c, let current = self.reader {
-            var raw: UnsafeMutableRawPointer?
-            guard redisReaderGetReply(current, &raw) == REDIS_OK else {
-                let why = withUnsafeBytes(of: current.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        // One reply at a time: its completion may write, close or reconnect before the next.
+        while connection === c {
+            let step = c.inbound.withReadableBytes { bytes in reader.read(bytes) }
+            let value: RedisValue
+            switch step {
+            case .incomplete(let used):
+                c.inbound.consume(used)
+                return
+            case .malformed(let why):
                 return teardown("protocol error: \(why)")
+            case .reply(let reply, let used):
+                c.inbound.consume(used)
+                value = reply
             }
-            guard let raw else { return }
-            let value = RedisValue(raw.assumingMemoryBound(to: redisReply.self))
-            freeReplyObject(raw)
             guard head < inflight.count else { return teardown("a reply to nothing asked") }
             inflight[head].replies.append(value)
             guard inflight[head].replies.count == inflight[head].commands.count else { continue }
@@ -304,11 +297,8 @@ final class RedisLoopConnection: ConnectionDelegate {
             c.delegate = nil
             c.close()
         }
-        if let reader {
-            // A fresh reader for the next connection: no half-parsed reply carries over.
-            redisReaderFree(reader)
-            self.reader = nil
-        }
+        // No half-parsed reply carries over to the next connection.
+        reader.reset()
         state = .idle
         backoffMillis = min(2_000, max(50, backoffMillis * 2))
         let detail = "Redis at \(endpoint.description): \(why)"
