@@ -194,6 +194,13 @@ final class RedisLoopConnection: ConnectionDelegate {
     // MARK: - Writing and reading
 
     private func write(_ entry: Entry, on c: Connection) {
+        guard c === connection else {
+            // Torn down by an earlier write of the same turn (a NOSCRIPT retry after its reload).
+            if case .request(let request, _) = entry.kind {
+                request.completion(.failure(StoreError(.unavailable, "Redis at \(endpoint.description): \(lastError)")))
+            }
+            return
+        }
         var entry = entry
         sequence += 1
         entry.sequence = sequence
@@ -202,8 +209,11 @@ final class RedisLoopConnection: ConnectionDelegate {
             armWatchdog()
             loop.awaitedReplies += 1
         }
-        c.write { out in for command in entry.commands { RESP.encode(command, into: &out) } }
+        // In flight before it is written: outside a batch of events the write is sent at once, and
+        // a send that fails (Redis just died) tears the connection down inside `c.write`, which
+        // must then fail this entry with the others.
         inflight.append(entry)
+        c.write { out in for command in entry.commands { RESP.encode(command, into: &out) } }
     }
 
     func connectionDidRead(_ c: Connection) {

@@ -436,6 +436,53 @@ struct RedisLoopTests {
         return loop.queue.sync { store.currentLoopConnection?.lastError ?? "" }
     }
 
+    /// A send that fails inside the write: Redis killed by a task of the loop, which then writes two
+    /// requests (outside a batch of events a write is sent at once), the second after the peer's reset
+    /// came back, so its send fails and tears the connection down inside the write. Both requests
+    /// fail `unavailable` right away (the one being written included: it is in flight before it is
+    /// sent), nothing stays awaited (before, the second was left behind the teardown, failed only by
+    /// the next one, and the loop's count of awaited replies went to -1), and after a restart the
+    /// connection serves again.
+    @Test func sendFailingInsideTheWrite() throws {
+        let f = try LoopFixture(durable: true)
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 707)
+        let record = makeRecord(&rng)
+        try f.store.registerFresh(record, now: t0)
+        #expect(try f.onLoop.commit(record.keyID, counter: 1, challenge: nil, now: t0) == .committed(previousCounter: 0))
+        let results = Mutex<[Int: Result<CommitOutcome, StoreError>]>([:])
+        let answered = DispatchSemaphore(value: 0)
+        let awaitedAfterTask = Atomic<Int>(-99)
+        let taskDone = DispatchSemaphore(value: 0)
+        f.loop.execute {
+            // Killed while the loop runs this task: it cannot see the connection close before the writes.
+            f.redis.kill()
+            for (i, counter) in [UInt32(2), 3].enumerated() {
+                usleep(100_000)  // the close reached the socket; after the first send, its reset too
+                f.store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: counter, challenge: nil), nowMillis: t0) { r in
+                    results.withLock { $0[i] = r }
+                    answered.signal()
+                }
+            }
+            awaitedAfterTask.store(f.loop.awaitedReplies, ordering: .relaxed)
+            taskDone.signal()
+        }
+        #expect(taskDone.wait(timeout: .now() + 5) == .success)
+        #expect(answered.wait(timeout: .now() + 5) == .success)
+        #expect(answered.wait(timeout: .now() + 5) == .success)
+        let got = results.withLock { $0 }
+        #expect(got.count == 2)
+        for (i, r) in got { #expect(unavailable(r), "request \(i): \(r)") }
+        #expect(awaitedAfterTask.load(ordering: .relaxed) == 0, "both failed inside the task: nothing awaited")
+        #expect(f.loop.queue.sync { f.loop.awaitedReplies } == 0)
+        try f.redis.start()
+        #expect(f.onLoop.waitUntilLoopUp())
+        #expect(f.loop.queue.sync { f.loop.awaitedReplies } == 0)
+        // Restarted with its AOF: counter 1 is kept, 2 and 3 were never applied.
+        #expect(try f.onLoop.commit(record.keyID, counter: 4, challenge: nil, now: t0) == .committed(previousCounter: 1))
+        #expect(f.loop.queue.sync { f.loop.awaitedReplies } == 0)
+    }
+
     /// After `close()`, calls made on the loop fail with `unavailable` (nothing goes out any more).
     @Test func closedStoreRefusesOnTheLoop() throws {
         let f = try LoopFixture()
