@@ -51,6 +51,31 @@ struct RESPEncodingTests {
                 "\(expected.debugDescription)")
     }
 
+    @Test("the command writer: decimals of every sign and size are String(n), text is its UTF-8, the same bytes as the argument list")
+    func writer() {
+        var rng = SystemRandomNumberGenerator()
+        var numbers: [Int64] = [0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.min + 1]
+        for _ in 0..<5_000 {
+            numbers.append(Int64.random(in: Int64.min...Int64.max, using: &rng) >> Int64.random(in: 0...63, using: &rng))
+        }
+        for chunk in stride(from: 0, to: numbers.count, by: 7).map({ Array(numbers[$0..<min(numbers.count, $0 + 7)]) }) {
+            let texts = ["", "ABCDE12345.com.example.app", "v1.2 ünïcödé 🙂", String(repeating: "x", count: 300)]
+            let text = texts.randomElement(using: &rng)!
+            var w = RESPCommandWriter(arguments: chunk.count + 3, capacity: 8)
+            w.append(Array("EVALSHA".utf8))
+            for n in chunk { w.append(decimal: n) }
+            w.append(utf8: text)
+            [UInt8]([0x00, 0x0d, 0x0a]).withUnsafeBytes { w.append($0) }
+            let expected: [[UInt8]] = [Array("EVALSHA".utf8)] + chunk.map { Array(String($0).utf8) } + [Array(text.utf8), [0x00, 0x0d, 0x0a]]
+            let command = w.command
+            #expect(command.encoded == RedisCommand(expected).encoded, "\(chunk) \(text)")
+            #expect(command.args == expected, "read back: \(chunk)")
+        }
+        #expect(RedisCommand("SCRIPT", "LOAD", "return 1").args.map { String(decoding: $0, as: UTF8.self) } == ["SCRIPT", "LOAD", "return 1"])
+        #expect(RedisCommand([]).encoded == Array("*0\r\n".utf8))
+        #expect(RedisCommand([]).args.isEmpty)
+    }
+
     @Test("key ids and challenge tokens hash by their bytes: equal ones are one dictionary entry, 20,000 distinct ones stay apart")
     func hashing() throws {
         var rng = SystemRandomNumberGenerator()
