@@ -12,7 +12,7 @@ packages=(
   nghttp2-client   # nghttp and h2load: HTTP/2 (h2c) clients of the integration tests and bench/h2-vs-nginx
   nginx            # the real upstream of the integration tests (started privately by each test)
   haproxy          # a layer-4 balancer sending PROXY protocol v1/v2 in front of gatewayd (TrustedProxyTests)
-  libhiredis-dev   # hiredis: the Redis store (module CGatewayHiredis); its tests run redis-server (below)
+  libhiredis-dev   # hiredis' reply reader: the oracle the Redis store's own RESP reader is tested against (CGatewayHiredis)
   systemd          # systemd-analyze: verifies deploy/systemd (Tests/DeployTests)
   prometheus       # promtool: checks and unit-tests deploy/prometheus rules, dashboard PromQL
   redis-server     # loads deploy/kubernetes' redis.conf (Tests/DeployTests)
