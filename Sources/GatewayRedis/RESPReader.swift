@@ -1,3 +1,4 @@
+import GatewayWire
 import Glibc
 
 /// Redis replies read from a byte stream as its bytes arrive: RESP2, what a connection that never
@@ -69,15 +70,12 @@ struct RESPReader {
                 guard let integer = RedisValue.parseDecimal(line) else { return .malformed("bad integer \(Self.show(line))") }
                 value = .integer(integer)
             case UInt8(ascii: "$"):
-                guard let length = RedisValue.parseDecimal(line), length >= -1 else {
-                    return .malformed("bad bulk string length \(Self.show(line))")
-                }
-                if length == -1 {
+                guard let count = Self.length(line) else { return .malformed("bad bulk string length \(Self.show(line))") }
+                if count == -1 {
                     value = .null
                     break
                 }
-                guard length <= Self.maxBulkLength else { return .malformed("a bulk string of \(length) bytes") }
-                let count = Int(length)
+                guard count <= Self.maxBulkLength else { return .malformed("a bulk string of \(count) bytes") }
                 guard n - next >= count + 2 else { return .incomplete(used: i) }
                 guard bytes[next + count] == 0x0d, bytes[next + count + 1] == 0x0a else {
                     return .malformed("a bulk string of \(count) bytes not followed by CR LF")
@@ -85,9 +83,7 @@ struct RESPReader {
                 value = .string(Array(UnsafeRawBufferPointer(rebasing: bytes[next..<(next + count)])))
                 next += count + 2
             case UInt8(ascii: "*"):
-                guard let count = RedisValue.parseDecimal(line), count >= -1 else {
-                    return .malformed("bad array length \(Self.show(line))")
-                }
+                guard let count = Self.length(line) else { return .malformed("bad array length \(Self.show(line))") }
                 if count == -1 {
                     value = .null
                     break
@@ -99,8 +95,8 @@ struct RESPReader {
                 }
                 guard open.count < Self.maxDepth else { return .malformed("arrays nested deeper than \(Self.maxDepth)") }
                 var items: [RedisValue] = []
-                items.reserveCapacity(Int(min(count, 1024)))
-                open.append(OpenArray(items: items, remaining: Int(count)))
+                items.reserveCapacity(min(count, 1024))
+                open.append(OpenArray(items: items, remaining: count))
                 i = next
                 continue
             default:
@@ -121,6 +117,13 @@ struct RESPReader {
 
     /// Forgets a half-read reply (the connection is closed and a new one starts from nothing).
     mutating func reset() { open.removeAll() }
+
+    /// A bulk string's or an array's length line: a count, or -1 (the null reply); nil for
+    /// anything else (another negative number, not a number, beyond Int64).
+    private static func length(_ line: UnsafeRawBufferPointer) -> Int? {
+        guard let n = RedisValue.parseDecimal(line), n >= -1 else { return nil }
+        return Int(n)
+    }
 
     /// The index of the CR of the first CR LF at or after `from`, or nil.
     private static func lineEnd(_ bytes: UnsafeRawBufferPointer, from: Int) -> Int? {
@@ -143,7 +146,7 @@ struct RESPReader {
             if b >= 0x20 && b < 0x7f && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") {
                 s.unicodeScalars.append(Unicode.Scalar(b))
             } else {
-                s += "\\x" + String(b, radix: 16).leftPadded(to: 2)
+                s += "\\x" + Hex.encode([b])
             }
         }
         return s + (bytes.count > 32 ? "…\"" : "\"")
@@ -194,10 +197,4 @@ struct BufferedRESPReader {
 
 struct RESPProtocolError: Error, Equatable {
     let why: String
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
-    }
 }

@@ -392,10 +392,8 @@ public final class RedisAttestStore: AttestStore {
     }
 
     static func decimal(_ n: some BinaryInteger) -> [UInt8] {
-        guard n >= 0, let value = Int(exactly: n) else { return Array(String(n).utf8) }
-        var out: [UInt8] = []
-        RESP.appendDecimal(value, to: &out)
-        return out
+        guard let value = Int64(exactly: n) else { return Array(String(n).utf8) }
+        return RESP.withDecimal(value) { Array($0) }
     }
 
     // MARK: - AttestStore
@@ -440,7 +438,7 @@ public final class RedisAttestStore: AttestStore {
         var w = RESPCommandWriter(arguments: 8)
         w.append(Self.evalsha)
         w.append(issueSHA)
-        w.append(Self.one)
+        w.append(decimal: 1)
         w.append(name)
         w.append(utf8: Self.purposeCode(request.purpose))
         w.append(request.keyID?.bytes ?? [])

@@ -112,30 +112,12 @@ struct RedisCommand: Sendable {
 
     init(_ words: String...) { self.init(words.map { Array($0.utf8) }) }
 
-    /// The arguments, read back from the encoding (messages about a refused set-up command; tests).
+    /// The arguments, read back from the encoding (an array of bulk strings: RESP, which the
+    /// reply reader reads) for messages about a refused set-up command, and tests.
     var args: [[UInt8]] {
-        encoded.withUnsafeBytes { b -> [[UInt8]] in
-            var i = 0
-            func number() -> Int {
-                var n = 0
-                i += 1  // the type byte
-                while b[i] != 0x0d {
-                    n = n * 10 + Int(b[i] &- 0x30)
-                    i += 1
-                }
-                i += 2
-                return n
-            }
-            let count = number()
-            var args: [[UInt8]] = []
-            args.reserveCapacity(count)
-            for _ in 0..<count {
-                let length = number()
-                args.append(Array(UnsafeRawBufferPointer(rebasing: b[i..<(i + length)])))
-                i += length + 2
-            }
-            return args
-        }
+        var reader = RESPReader()
+        guard case .reply(.array(let items), _) = encoded.withUnsafeBytes({ reader.read($0) }) else { return [] }
+        return items.compactMap(\.bytes)
     }
 }
 
@@ -156,27 +138,18 @@ struct RESPCommandWriter {
         out.append(0x0a)
     }
 
-    private mutating func header(_ length: Int) {
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
         remaining -= 1
         out.append(UInt8(ascii: "$"))
-        RESP.appendDecimal(length, to: &out)
+        RESP.appendDecimal(bytes.count, to: &out)
         out.append(0x0d)
         out.append(0x0a)
-    }
-
-    mutating func append(_ bytes: [UInt8]) {
-        header(bytes.count)
         out.append(contentsOf: bytes)
         out.append(0x0d)
         out.append(0x0a)
     }
 
-    mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        header(bytes.count)
-        out.append(contentsOf: bytes)
-        out.append(0x0d)
-        out.append(0x0a)
-    }
+    mutating func append(_ bytes: [UInt8]) { bytes.withUnsafeBytes { append($0) } }
 
     /// The UTF-8 bytes of `text`.
     mutating func append(utf8 text: String) {
@@ -186,20 +159,7 @@ struct RESPCommandWriter {
 
     /// `n` in decimal (what `String(n)` writes), without a String.
     mutating func append(decimal n: Int64) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var i = 20
-            var rest = n.magnitude
-            repeat {
-                i -= 1
-                digits[i] = UInt8(truncatingIfNeeded: rest % 10) &+ 0x30
-                rest /= 10
-            } while rest > 0
-            header(20 - i + (n < 0 ? 1 : 0))
-            if n < 0 { out.append(UInt8(ascii: "-")) }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
-            out.append(0x0d)
-            out.append(0x0a)
-        }
+        RESP.withDecimal(n) { append($0) }
     }
 
     var command: RedisCommand {
@@ -586,28 +546,38 @@ enum RESP {
         out.append(contentsOf: command.encoded)
     }
 
-    /// The decimal digits of `n` (≥ 0), without building a String: written backwards into a
-    /// buffer on the stack, then appended at once.
+    /// The decimal digits of `n` (≥ 0), without building a String (one- and two-digit numbers, most
+    /// lengths of a command's arguments, without any division loop).
     static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
         precondition(n >= 0, "RESP.appendDecimal: a negative number")
         if n < 10 {
             out.append(UInt8(truncatingIfNeeded: n) &+ 0x30)
             return
         }
-        if n < 100 {  // most lengths of a command's arguments
+        if n < 100 {
             out.append(UInt8(truncatingIfNeeded: n / 10) &+ 0x30)
             out.append(UInt8(truncatingIfNeeded: n % 10) &+ 0x30)
             return
         }
+        withDecimal(Int64(n)) { out.append(contentsOf: $0) }
+    }
+
+    /// Lends `body` the decimal text of `n` (sign included, what `String(n)` writes), written
+    /// backwards into a buffer on the stack: 20 bytes hold every Int64, `Int64.min` included.
+    static func withDecimal<R>(_ n: Int64, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
             var i = 20
-            var rest = n
-            while rest > 0 {
+            var rest = n.magnitude
+            repeat {
                 i -= 1
                 digits[i] = UInt8(truncatingIfNeeded: rest % 10) &+ 0x30
                 rest /= 10
+            } while rest > 0
+            if n < 0 {
+                i -= 1
+                digits[i] = UInt8(ascii: "-")
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i...]))
+            return body(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: digits[i...])))
         }
     }
 }

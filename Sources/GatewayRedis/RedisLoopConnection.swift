@@ -8,9 +8,9 @@ import Glibc
 /// non-blocking `Connection` registered on the loop's epoll, commands written in RESP into its
 /// output (so everything asked during one batch of the loop's events leaves in one send: a
 /// pipeline), replies parsed by `RESPReader` straight from the connection's input as they arrive
-/// and each request completed on the loop, inline, in the order sent. No thread hop on either side: a request made by the assertion
-/// gate costs the loopback round trip and nothing else (the threaded `RedisConnection` costs two
-/// cross-thread wake-ups on top).
+/// and each request completed on the loop, inline, in the order sent. No thread hop on either
+/// side: a request made by the assertion gate costs the loopback round trip and nothing else (the
+/// threaded `RedisConnection` costs two cross-thread wake-ups on top).
 ///
 /// Loop-confined (not `Sendable`): created, used and closed on its loop only. It serves only while
 /// it is up (connected, authenticated, database selected, scripts loaded); otherwise `submit`
@@ -197,7 +197,7 @@ final class RedisLoopConnection: ConnectionDelegate {
         guard c === connection else {
             // Torn down by an earlier write of the same turn (a NOSCRIPT retry after its reload).
             if case .request(let request, _) = entry.kind {
-                request.completion(.failure(StoreError(.unavailable, "Redis at \(endpoint.description): \(lastError)")))
+                request.completion(.failure(unavailable(lastError)))
             }
             return
         }
@@ -311,14 +311,19 @@ final class RedisLoopConnection: ConnectionDelegate {
         reader.reset()
         state = .idle
         backoffMillis = min(2_000, max(50, backoffMillis * 2))
-        let detail = "Redis at \(endpoint.description): \(why)"
+        let failure = unavailable(why)
         for entry in failed {
-            if case .request(let request, _) = entry.kind { request.completion(.failure(StoreError(.unavailable, detail))) }
+            if case .request(let request, _) = entry.kind { request.completion(.failure(failure)) }
         }
         guard state == .idle else { return }  // a completion closed it, or a reconnect already began
         loop.timers.schedule(afterMillis: backoffMillis) { [self] in
             if state == .idle { connect() }
         }
+    }
+
+    /// What a request fails with while the connection is down.
+    private func unavailable(_ why: String) -> StoreError {
+        StoreError(.unavailable, "Redis at \(endpoint.description): \(why)")
     }
 
     /// Checks every tick while something waits for Redis (a connect, a set-up, requests in flight).

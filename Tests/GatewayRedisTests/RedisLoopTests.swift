@@ -28,6 +28,19 @@ final class OnLoopStore: AttestStore, @unchecked Sendable {
         loop.queue.setSpecific(key: marker, value: loop.index)
     }
 
+    /// A store on `endpoint` serving a loop of its own (index `loopIndex`), seen from that loop.
+    convenience init(endpoint: RedisEndpoint, loopIndex: Int) {
+        let loop = EventLoop(index: loopIndex)
+        self.init(RedisAttestStore(options: .init(endpoint: endpoint)), loop: loop)
+        inner.serve(on: [loop])
+    }
+
+    /// Closes the store, then stops the loop (waiting until it ran its last task).
+    func stop() {
+        inner.close()
+        loop.shutdownAndWait()
+    }
+
     private func onLoop<T>(_ completion: @escaping @Sendable (T) -> Void) -> @Sendable (T) -> Void {
         { [self] value in
             if DispatchQueue.getSpecific(key: marker) == nil { offLoop.wrappingAdd(1, ordering: .relaxed) }
@@ -107,11 +120,11 @@ final class LoopFixture: Sendable {
     init(durable: Bool = false, timeoutMillis: Int64 = 1_000, security: RedisServerSecurity = RedisServerSecurity(),
          client: RedisSecurity = RedisSecurity(), database: Int = 0) throws {
         redis = try RedisProcess(durable: durable, security: security)
-        store = RedisAttestStore(options: .init(
-            endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, database: database, timeoutMillis: timeoutMillis, security: client)))
-        loop = EventLoop(index: 0)
-        onLoop = OnLoopStore(store, loop: loop)
-        store.serve(on: [loop])
+        onLoop = OnLoopStore(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, database: database, timeoutMillis: timeoutMillis, security: client),
+            loopIndex: 0)
+        store = onLoop.inner
+        loop = onLoop.loop
         guard store.waitUntilConnected(timeoutMillis: 10_000), onLoop.waitUntilLoopUp() else {
             stop()
             throw NSError(domain: "LoopFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
@@ -119,8 +132,7 @@ final class LoopFixture: Sendable {
     }
 
     func stop() {
-        store.close()
-        loop.shutdownAndWait()
+        onLoop.stop()
         redis.stop()
     }
 }
@@ -423,17 +435,11 @@ struct RedisLoopTests {
     /// A store on `port` whose loop connection `security` keeps down: it never comes up, a call made
     /// on its loop gets the threaded pool's answer (unavailable); returns the connection's last error.
     func neverUpOnLoop(port: UInt16, security: RedisSecurity) -> String {
-        let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 500, security: security)))
-        let loop = EventLoop(index: 1)
-        let view = OnLoopStore(store, loop: loop)
-        store.serve(on: [loop])
-        defer {
-            store.close()
-            loop.shutdownAndWait()
-        }
+        let view = OnLoopStore(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 500, security: security), loopIndex: 1)
+        defer { view.stop() }
         #expect(!view.waitUntilLoopUp(millis: 1_000))
         #expect(unavailable(wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
-        return loop.queue.sync { store.currentLoopConnection?.lastError ?? "" }
+        return view.loop.queue.sync { view.inner.currentLoopConnection?.lastError ?? "" }
     }
 
     /// A send that fails inside the write: Redis killed by a task of the loop, which then writes two

@@ -39,7 +39,8 @@ public final class ScriptedConnection: @unchecked Sendable {
         return true
     }
 
-    private func readLine() -> String? {
+    /// The next line without its CR LF; nil at EOF (or past 256 KiB without one).
+    public func readLine() -> String? {
         while true {
             if let i = buffer.indices.dropLast().first(where: { buffer[$0] == 13 && buffer[$0 + 1] == 10 }) {
                 let line = String(decoding: buffer[0..<i], as: UTF8.self)
@@ -48,6 +49,12 @@ public final class ScriptedConnection: @unchecked Sendable {
             }
             guard buffer.count < 256 * 1024, fill() else { return nil }
         }
+    }
+
+    /// Exactly `n` bytes; nil if the peer went away first.
+    public func readBytes(_ n: Int) -> [UInt8]? {
+        var request = ScriptedRequest(method: "", target: "", headers: [], bodyLength: 0, body: [])
+        return readBody(n, keep: true, into: &request) ? request.body : nil
     }
 
     /// Counts exactly `n` body bytes (kept if asked); false if the peer went away first.
