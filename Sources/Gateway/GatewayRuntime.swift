@@ -327,7 +327,7 @@ public final class GatewayRuntime: Sendable {
         downstreamLimits = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),
             idleTimeoutMillis: l.idleTimeout.millis, headerTimeoutMillis: l.headerTimeout.millis,
-            bodyTimeoutMillis: l.bodyTimeout.millis)
+            bodyTimeoutMillis: l.bodyTimeout.millis, sendTimeoutMillis: l.sendTimeout.millis)
     }
 
     /// ALPN `h2,http/1.1` when the listener serves both, `h2` or `http/1.1` when it serves one: a

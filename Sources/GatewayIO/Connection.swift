@@ -74,6 +74,16 @@ public final class Connection: FileEventHandler {
     var flushQueued = false
     /// The last send did not take everything: wait for EPOLLOUT before trying again.
     private var writeBlocked = false
+    /// The send timeout (`limits.send_timeout` on downstream connections; 0: none): when the socket
+    /// has taken none of the queued bytes for this long, the connection fails with `ETIMEDOUT`
+    /// (`Socket.Error.sendTimeout`), whatever its user is doing (streaming, closing after the
+    /// queue, lingering). A peer that stops reading cannot keep a connection open by it.
+    public var sendTimeoutMillis: Int64 = 0
+    /// While the socket is full (`writeBlocked`): the wheel time of the last send that took bytes,
+    /// and whether a check is scheduled. Set only when a send blocks, so a socket that keeps up costs
+    /// nothing here.
+    private var lastSendProgressMillis: Int64 = 0
+    private var stallCheckScheduled = false
     private var _peerClosed = false
     public var peerClosed: Bool { _peerClosed }
 
@@ -318,17 +328,17 @@ public final class Connection: FileEventHandler {
             outboundStart = 0
             if taken < bytes.count {
                 withOutbound { $0.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[taken...])) }
-                writeBlocked = true  // a short write: the socket buffer is full until EPOLLOUT
+                sendBlocked(progress: true)  // a short write: the socket buffer is full until EPOLLOUT
             } else if pending > 0 {
                 _delegate?.connectionDidDrain(self)
             }
         case .bytes(let n):
             outboundStart += n
             withOutbound { $0.append(contentsOf: bytes) }
-            writeBlocked = true
+            sendBlocked(progress: n > 0)
         case .wouldBlock, .eof:
             withOutbound { $0.append(contentsOf: bytes) }
-            writeBlocked = true
+            sendBlocked(progress: false)
         case .failed:
             // Not failed here: the caller may be reading another connection's buffer, which closing
             // this exchange would clear. The queued send meets the same error on the loop, shortly.
@@ -386,6 +396,7 @@ public final class Connection: FileEventHandler {
             flushTLS(tls)
             return
         }
+        let before = outboundStart
         while queuedBytes > 0 {
             let start = outboundStart
             let result: Socket.IOResult = withOutbound { $0.withUnsafeBytes { raw in
@@ -395,7 +406,7 @@ public final class Connection: FileEventHandler {
             case .bytes(let n):
                 outboundStart += n
             case .wouldBlock, .eof:
-                writeBlocked = true
+                sendBlocked(progress: outboundStart != before)
                 compactOutbound()
                 return
             case .failed(let e):
@@ -436,7 +447,7 @@ public final class Connection: FileEventHandler {
                 }
             }
             var failedErrno: Int32 = 0
-            _ = tls.sendCiphertext { raw in
+            let sent = tls.sendCiphertext { raw in
                 switch Socket.write(fd, raw) {
                 case .bytes(let n): return n
                 case .wouldBlock, .eof: return 0
@@ -450,7 +461,7 @@ public final class Connection: FileEventHandler {
                 return
             }
             if tls.pendingCiphertextCount > 0 {
-                writeBlocked = true
+                sendBlocked(progress: sent > 0)
                 compactOutbound()
                 return
             }
@@ -464,6 +475,36 @@ public final class Connection: FileEventHandler {
             return
         }
         _delegate?.connectionDidDrain(self)
+    }
+
+    /// The socket did not take everything: wait for EPOLLOUT, and bound the wait by the send timeout.
+    /// `progress`: this send took some bytes (the stall counts from now).
+    private func sendBlocked(progress: Bool) {
+        let wasBlocked = writeBlocked
+        writeBlocked = true
+        guard sendTimeoutMillis > 0 else { return }
+        if progress || !wasBlocked { lastSendProgressMillis = loop.timers.nowMillis }
+        guard !stallCheckScheduled else { return }
+        stallCheckScheduled = true
+        loop.timers.schedule(afterMillis: sendTimeoutMillis) { [weak self] in self?.checkSendStall() }
+    }
+
+    /// Fails the connection if the socket took nothing for the send timeout; otherwise checks again
+    /// at the end of the current period (the socket took bytes since) or stops (nothing waits).
+    private func checkSendStall() {
+        stallCheckScheduled = false
+        guard !_isClosed, writeBlocked, outboundBytes > 0, sendTimeoutMillis > 0 else { return }
+        let due = lastSendProgressMillis + sendTimeoutMillis
+        let now = loop.timers.nowMillis
+        if now >= due {
+            // Reset, not closed: the kernel would otherwise keep trying to deliver what is queued
+            // (megabytes, in an orphaned socket) to a peer that does not read.
+            Socket.resetOnClose(fd)
+            fail(Socket.Error.sendTimeout)
+            return
+        }
+        stallCheckScheduled = true
+        loop.timers.schedule(afterMillis: due - now) { [weak self] in self?.checkSendStall() }
     }
 
     /// Drops the written prefix when it is most of the buffer (O(1) amortised).

@@ -11,6 +11,9 @@ public enum Socket {
             self.errno = errno
         }
         public var description: String { "\(operation): \(String(cString: strerror(errno)))" }
+        /// The peer took none of the queued bytes for the connection's send timeout.
+        public static let sendTimeout = Error(operation: "send timeout", errno: ETIMEDOUT)
+        public var isSendTimeout: Bool { self == Self.sendTimeout }
     }
 
     /// A listening socket with SO_REUSEADDR (and SO_REUSEPORT when asked, for one socket per loop).
@@ -137,6 +140,14 @@ public enum Socket {
     @_spi(Testing) public static func shutdownWrite(_ fd: Int32) { _ = Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
     public static func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    /// Makes the next `close` reset the connection (SO_LINGER 0: RST, unsent bytes dropped) instead
+    /// of leaving the kernel to deliver what is queued: for a peer that stopped reading, whose queued
+    /// bytes would otherwise hold kernel memory in an orphaned socket (nginx's `reset_timedout_connection`).
+    public static func resetOnClose(_ fd: Int32) {
+        var l = linger(l_onoff: 1, l_linger: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
+    }
 
     /// Writes to a closed peer must surface as EPIPE errors, not kill the process.
     public static func ignoreSIGPIPE() { cgw_ignore_sigpipe() }

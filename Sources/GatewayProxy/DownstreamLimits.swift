@@ -7,6 +7,9 @@ public struct DownstreamLimits: Sendable {
     public var idleTimeoutMillis: Int64
     public var headerTimeoutMillis: Int64
     public var bodyTimeoutMillis: Int64
+    /// `limits.send_timeout`: the socket's send timeout (`Connection.sendTimeoutMillis`), and how
+    /// long an HTTP/2 stream's response may wait on the client's flow-control window.
+    public var sendTimeoutMillis: Int64
     /// Buffered-but-unsent bytes above which the other side stops being read (back-pressure).
     public var highWaterMark: Int
     /// The listener's rule (`listeners[].underscores_in_headers`): true (`drop`) leaves every client
@@ -20,8 +23,9 @@ public struct DownstreamLimits: Sendable {
     public var proxyProtocol: Bool = false
 
     public init(parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
-                bodyTimeoutMillis: Int64 = 30_000, highWaterMark: Int = 256 * 1024)
+                bodyTimeoutMillis: Int64 = 30_000, sendTimeoutMillis: Int64 = 60_000, highWaterMark: Int = 256 * 1024)
     {
+        self.sendTimeoutMillis = sendTimeoutMillis
         self.parser = parser
         self.idleTimeoutMillis = idleTimeoutMillis
         self.headerTimeoutMillis = headerTimeoutMillis

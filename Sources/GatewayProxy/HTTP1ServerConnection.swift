@@ -182,7 +182,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             if phase != .closed {
                 // The exchange cannot finish: its upstream connection is not reusable.
                 exchange.stop()
-                if hasHead && phase != .awaitingHead { logExchange(error: .clientClosed) }
+                if hasHead && phase != .awaitingHead { logExchange(error: error?.isSendTimeout == true ? .sendTimeout : .clientClosed) }
                 exchange.end()
                 phase = .closed
             }

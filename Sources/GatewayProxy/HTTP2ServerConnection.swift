@@ -53,7 +53,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     private var closing = false
     private var closed = false
     private var draining = false
-    /// The client sent GOAWAY or EOF: close once no stream is left.
+    /// The client sent GOAWAY: close once no stream is left.
     private var closeWhenIdle = false
     private var idleDeadline: Int64 = 0
     /// Until the first request's HEADERS: the header timeout from the accept (preface included);
@@ -92,6 +92,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     static let lingerQuietMillis: Int64 = 200
     /// The linger's bound: the connection is closed this long after the error whatever the client does.
     static let lingerMaxMillis: Int64 = 2000
+    /// A drain's first GOAWAY goes with a PING; the final GOAWAY waits for its acknowledgement at
+    /// most this long. A client that never answers (gone without a FIN, or not reading) cannot hold
+    /// the drain to `drain_timeout`; one whose stream crossed the final GOAWAY learns from its last
+    /// stream id that the stream was not processed, and may retry it (RFC 9113 §6.8).
+    static let drainAckMillis: Int64 = 2000
 
     /// Serves `transport`; the transport's owner calls the `transportDid…` methods. `acceptedAtMillis`
     /// (the loop's wheel clock; default now): the first request must arrive within the header
@@ -125,12 +130,17 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         pump()  // handles the events the input caused, in the spare event array
     }
 
+    /// The client closed its side: closed now, as nginx, h2o and Go's server do. An HTTP/2 client
+    /// that sent its FIN can send no WINDOW_UPDATE, PING ack or request byte any more, so a stream
+    /// still open could wait forever on a window the client will never open (the socket would stay
+    /// in CLOSE-WAIT, holding a connection slot, with no timer to end it). Open streams end as
+    /// `client_closed`; their upstream requests are aborted like any client's that went away.
     public func transportDidReadEOF() {
         guard !closed else { return }
         if streams.isEmpty {
             transport.closeAfterWriting()
         } else {
-            closeWhenIdle = true
+            transport.close()
         }
     }
 
@@ -140,7 +150,8 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         pump()
     }
 
-    public func transportDidClose() {
+    /// `error`: why the transport failed (nil: closed by either side).
+    public func transportDidClose(error: Socket.Error? = nil) {
         guard !closed else { return }
         closed = true
         let open = withStreams { table -> [HTTP2Stream] in
@@ -148,7 +159,8 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
             table.removeAll()
             return all
         }
-        for s in open { s.connectionGone() }
+        let sendTimeout = error?.isSendTimeout ?? false
+        for s in open { s.connectionGone(sendTimeout: sendTimeout) }
         onClose?()
         onClose = nil
     }
@@ -158,7 +170,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     public func connectionDidRead(_ c: Connection) { transportDidRead() }
     public func connectionDidReadEOF(_ c: Connection) { transportDidReadEOF() }
     public func connectionDidDrain(_ c: Connection) { transportDidDrain() }
-    public func connectionDidClose(_ c: Connection, error: Socket.Error?) { transportDidClose() }
+    public func connectionDidClose(_ c: Connection, error: Socket.Error?) { transportDidClose(error: error) }
 
     // MARK: - Drain, close
 
@@ -173,6 +185,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
         draining = true
         session.beginDrain()
         onGoaway?(reason)
+        loop.timers.schedule(afterMillis: Self.drainAckMillis) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.session.finishDrain()
+            self.pump()
+        }
         pump()
         return true
     }
@@ -272,8 +289,8 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     }
 
     /// A stream reset by us (its response cannot be completed).
-    func resetStream(_ id: Int32, reason: String) {
-        session.resetStream(streamID: id, code: .internalError)
+    func resetStream(_ id: Int32, reason: String, code: HTTP2ErrorCode = .internalError) {
+        session.resetStream(streamID: id, code: code)
         onStreamReset?(reason)
     }
 

@@ -50,6 +50,17 @@ final class HTTP2Stream {
     /// access line, the router (rate limits, `/explain`) and the buffered request read.
     private var clientAddress: SocketAddress? { forwardedClient ?? conn.transport.peer }
 
+    /// The stream's own deadlines, for what its exchange no longer times (docs/http2.md, "Deadlines"):
+    /// response bytes waiting on the client's flow-control window must move within `send_timeout`
+    /// (watched from `sendWatchSince`, the first check that saw `sendWatchSent` bytes sent); a request
+    /// body still coming after the response is complete must move within `body_timeout`.
+    private var sendWatchSent = 0
+    private var sendWatchSince: Int64 = .max
+    private var lastRequestMillis: Int64 = 0
+
+    /// The stream was reset by us (RST_STREAM queued): nothing more is timed.
+    private var resetSent = false
+
     private var responseHeadSent = false
     private var responseDone = false
     private var finished = false
@@ -132,6 +143,7 @@ final class HTTP2Stream {
 
     func requestData(_ bytes: [UInt8]) {
         requestBodyBytes += bytes.count
+        if responseDone { lastRequestMillis = conn.loop.timers.nowMillis }
         switch bodyTarget {
         case .discard:
             session.consume(streamID: id, count: bytes.count)
@@ -267,6 +279,8 @@ final class HTTP2Stream {
             if rest > UInt64(session.settings.initialWindowSize) { session.stopRequestAfterResponse(streamID: id) }
         }
         exchange.cancelTimer()
+        lastRequestMillis = conn.loop.timers.nowMillis
+        watchAfterResponse()
         var fields = r.headers
         fields.set("Content-Length", String(r.body.count))
         fields.set(RequestID.field, requestID.text)
@@ -299,6 +313,7 @@ final class HTTP2Stream {
         }
         discardRequestBody()
         responseDone = true
+        resetSent = true
         conn.resetStream(id, reason: e.code)
     }
 
@@ -313,10 +328,14 @@ final class HTTP2Stream {
         finish()
     }
 
-    /// The downstream connection closed with this stream open.
-    func connectionGone() {
+    /// The downstream connection closed with this stream open (`sendTimeout`: its socket took
+    /// nothing for the send timeout).
+    func connectionGone(sendTimeout: Bool) {
         guard !finished else { return }
-        if !responseDone { error = error ?? .clientClosed }
+        if sendTimeout { error = error ?? .sendTimeout }
+        // Not done for the client while response bytes still waited in the session (its window).
+        let undelivered = (session.responseSendState(streamID: id)?.waiting ?? 0) > 0
+        if !responseDone || undelivered { error = error ?? .clientClosed }
         finish()
     }
 
@@ -336,11 +355,63 @@ final class HTTP2Stream {
         exchange.end()
     }
 
-    /// The connection's timer check: the exchange's deadline (body, acquire, response), fired when
-    /// passed; returns the one still ahead (.max: none).
+    /// The connection's timer check: the exchange's deadline (body, acquire, response) and the
+    /// stream's own (send, request after the response), fired when passed; returns the earliest
+    /// one still ahead (.max: none).
     func checkTimer(now: Int64) -> Int64 {
         guard !finished else { return .max }
-        return exchange.checkTimer(now: now, self)
+        var next = exchange.checkTimer(now: now, self)
+        guard !finished, !resetSent else { return .max }
+        let limits = conn.limits
+        if let state = session.responseSendState(streamID: id), state.waiting > 0 {
+            if state.sent != sendWatchSent || sendWatchSince == .max {
+                sendWatchSent = state.sent
+                sendWatchSince = now
+            } else if now - sendWatchSince >= limits.sendTimeoutMillis {
+                sendTimedOut()
+                return .max
+            }
+            // Checked every quarter of the timeout while bytes wait: a stall is found within 1.25×.
+            next = min(next, sendWatchSince + limits.sendTimeoutMillis, now + max(1, limits.sendTimeoutMillis / 4))
+        } else {
+            sendWatchSince = .max
+            if responseDone && !requestEnded && exchange.timerKind == nil {
+                let due = lastRequestMillis + limits.bodyTimeoutMillis
+                if now >= due {
+                    requestTimedOutAfterResponse()
+                    return .max
+                }
+                next = min(next, due)
+            }
+        }
+        return next
+    }
+
+    /// After the response is complete (or answered locally): a check is due while the stream still
+    /// waits on the client (response bytes held by its window, or its request body still coming).
+    private func watchAfterResponse() {
+        let limits = conn.limits
+        conn.schedule(at: conn.loop.timers.nowMillis + max(1, min(limits.sendTimeoutMillis / 4, limits.bodyTimeoutMillis)))
+    }
+
+
+    /// The client took none of the response for `send_timeout` (its windows stayed shut): the
+    /// stream is reset (RST_STREAM CANCEL), which frees it and what it holds.
+    private func sendTimedOut() {
+        resetSent = true
+        error = .sendTimeout
+        discardRequestBody()
+        responseDone = true
+        conn.resetStream(id, reason: ProxyError.sendTimeout.code, code: .cancel)
+    }
+
+    /// The response is complete but the request body stopped for `body_timeout`: the client is told
+    /// to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+    private func requestTimedOutAfterResponse() {
+        resetSent = true
+        error = error ?? .bodyTimeout
+        discardRequestBody()
+        conn.resetStream(id, reason: ProxyError.bodyTimeout.code, code: .noError)
     }
 }
 
@@ -431,6 +502,8 @@ extension HTTP2Stream: UpstreamExchangeHost {
     func responseDidComplete() {
         if responseDone { return }
         responseDone = true
+        lastRequestMillis = conn.loop.timers.nowMillis
+        watchAfterResponse()
         // A response without a body ended the stream with its HEADERS frame.
         if case .none = exchange.responseFraming { return }
         try? session.sendResponseBody(streamID: id, [], endStream: true)

@@ -247,6 +247,7 @@ public final class HTTPServer: @unchecked Sendable {
             Socket.close(fd)
             return false
         }
+        conn.sendTimeoutMillis = limits.sendTimeoutMillis
         if context != nil {
             let gate = TLSHandshakeGate(
                 connection: conn, timeoutMillis: max(1, acceptedAt + limits.headerTimeoutMillis - loop.timers.nowMillis),

@@ -48,6 +48,10 @@ public enum ProxyError: Hashable, Sendable, CustomStringConvertible {
     case clientReset
     /// HTTP/2: the stream was reset before its response ended.
     case streamReset
+    /// The client took none of the response for `limits.send_timeout` (its socket took no byte, or
+    /// an HTTP/2 stream's flow-control window stayed shut): the connection is closed, or the
+    /// HTTP/2 stream reset.
+    case sendTimeout
 
     /// The table.
     private var entry: (code: String, status: Int?) {
@@ -71,6 +75,7 @@ public enum ProxyError: Hashable, Sendable, CustomStringConvertible {
         case .clientGone: ("client_gone", nil)
         case .clientReset: ("client_reset", nil)
         case .streamReset: ("stream_reset", nil)
+        case .sendTimeout: ("send_timeout", nil)
         }
     }
 
@@ -99,6 +104,7 @@ public enum ProxyError: Hashable, Sendable, CustomStringConvertible {
             .ambiguousPath, .methodOverride, .bodyTooLarge, .httpsRequired, .headerTimeout, .bodyTimeout, .noRoute,
             .upstreamUnavailable, .upstreamConnectTimeout, .upstreamTLS, .upstreamBusy, .upstreamClosed,
             .upstreamBadResponse, .upstreamTimeout, .clientClosed, .clientGone, .clientReset, .streamReset,
+            .sendTimeout,
         ]
 
     /// The JSON answer (the error must have a status). `requestId`: the exchange's id, where it has

@@ -75,6 +75,8 @@ public final class GatewayProcess: @unchecked Sendable {
     public var stderr: String { lock.withLock { stderrText } }
     public var stdout: String { lock.withLock { stdoutText } }
     public var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
+    /// stdout's lines: the access log, by default.
+    public var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
     /// `http://127.0.0.1:PORT` of a listener (by name) or of "admin".
     public func url(_ listener: String, _ path: String) -> String {

@@ -26,6 +26,7 @@ The verdict (one JSON object on stdout):
 import argparse
 import json
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -53,13 +54,21 @@ def frame(ftype, flags, stream, payload=b"", length=None):
 class Client:
     """One connection: h2 for the preface and header blocks, raw frames for the rest."""
 
-    def __init__(self, port, read_timeout=3.0, rcvbuf=None):
+    def __init__(self, port, read_timeout=3.0, rcvbuf=None, tls=False):
         self.port = port
+        self.scheme = "https" if tls else "http"
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(5)
         self.sock.connect(("127.0.0.1", port))
+        if tls:
+            # HTTP/2 by ALPN over TLS (a test certificate: not verified).
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.set_alpn_protocols(["h2"])
+            self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
         self.sock.settimeout(read_timeout)
         cfg = h2.config.H2Configuration(
             client_side=True, validate_outbound_headers=False, normalize_outbound_headers=False,
@@ -86,7 +95,7 @@ class Client:
         return "127.0.0.1:%d" % self.port
 
     def request_headers(self, path="/", method="GET"):
-        return [(":method", method), (":scheme", "http"), (":authority", self.authority), (":path", path)]
+        return [(":method", method), (":scheme", self.scheme), (":authority", self.authority), (":path", path)]
 
     def flush(self):
         data = self.conn.data_to_send()
@@ -100,7 +109,7 @@ class Client:
             return False
         try:
             self.sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.send_failed = True
             return False
         except socket.timeout:
@@ -132,6 +141,9 @@ class Client:
         except (ConnectionResetError, BrokenPipeError):
             self.closed = True
             self.reset = True
+            return False
+        except ssl.SSLError:
+            self.closed = True
             return False
         if not chunk:
             self.closed = True

@@ -197,6 +197,7 @@ extension ConfigDecoder {
         fields.read("idle_timeout", into: &limits, \.idleTimeout, valid: &valid) { duration($0, $1) }
         fields.read("header_timeout", into: &limits, \.headerTimeout, valid: &valid) { duration($0, $1) }
         fields.read("body_timeout", into: &limits, \.bodyTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("send_timeout", into: &limits, \.sendTimeout, valid: &valid) { duration($0, $1) }
         fields.read("drain_timeout", into: &limits, \.drainTimeout, valid: &valid) { duration($0, $1, allowZero: true) }
         fields.read("max_connections", into: &limits, \.maxConnections, valid: &valid) { int($0, $1, in: 1...1_000_000) }
         fields.read("max_receipt", into: &limits, \.maxReceipt, valid: &valid) { size($0, $1, in: LimitsConfig.maxReceiptRange) }

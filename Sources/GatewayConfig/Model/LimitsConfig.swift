@@ -14,6 +14,10 @@ public struct LimitsConfig: Sendable, Equatable {
     public var headerTimeout: Duration
     /// Time allowed between body bytes. Default 30s.
     public var bodyTimeout: Duration
+    /// Time the client may take none of a response before the gateway gives up on it (nginx's
+    /// `send_timeout`): a socket that takes no byte for this long is closed, and an HTTP/2 stream whose
+    /// response waits this long on the client's flow-control window is reset. Default 60s.
+    public var sendTimeout: Duration
     /// Graceful-stop deadline for in-flight requests. Default 30s.
     public var drainTimeout: Duration
     /// Open downstream connections per process. Default 10000.
@@ -32,6 +36,7 @@ public struct LimitsConfig: Sendable, Equatable {
         idleTimeout: Duration = .seconds(60),
         headerTimeout: Duration = .seconds(10),
         bodyTimeout: Duration = .seconds(30),
+        sendTimeout: Duration = .seconds(60),
         drainTimeout: Duration = .seconds(30),
         maxConnections: Int = 10_000,
         maxReceipt: Int = 16 << 10
@@ -43,6 +48,7 @@ public struct LimitsConfig: Sendable, Equatable {
         self.idleTimeout = idleTimeout
         self.headerTimeout = headerTimeout
         self.bodyTimeout = bodyTimeout
+        self.sendTimeout = sendTimeout
         self.drainTimeout = drainTimeout
         self.maxConnections = maxConnections
         self.maxReceipt = maxReceipt

@@ -83,6 +83,8 @@ public final class HTTP2ServerSession {
         /// `stopRequestAfterResponse`: RST_STREAM NO_ERROR once the response's END_STREAM is sent.
         var resetAfterResponse = false
         var buffered: Int { response.count - responseStart }
+        /// Response body bytes framed into DATA so far (the stream's send progress).
+        var sent = 0
 
         /// `fields` and `response` are moved out to be changed (see `withStreams`).
         func appendField(_ field: HTTPFields.Field) {
@@ -367,6 +369,14 @@ public final class HTTP2ServerSession {
     /// Response bytes queued for `streamID` and not yet framed (0 for an unknown stream).
     @_spi(Testing) public func bufferedResponseBytes(streamID: Int32) -> Int { stream(streamID)?.buffered ?? 0 }
 
+    /// What the stream's response has left to send and how much it sent so far: nil for a stream
+    /// that is not open. `waiting` is response body bytes not yet framed (held by the client's
+    /// flow-control windows, or by the transport's queue when output is not pulled); `sent` only grows.
+    public func responseSendState(streamID: Int32) -> (waiting: Int, sent: Int)? {
+        guard let s = stream(streamID), s.delivered else { return nil }
+        return (s.buffered, s.sent)
+    }
+
     /// True when the stream's response buffer is at or above the high-water mark (or the stream is
     /// gone): stop reading the upstream until `.responseWritable` (or `.streamClosed`).
     public func shouldPauseUpstream(streamID: Int32) -> Bool {
@@ -501,6 +511,7 @@ public final class HTTP2ServerSession {
                 return false
             }
             s.responseStart = drained ? 0 : start + n
+            s.sent &+= n
         }
         if s.buffered == 0 {
             if s.bodyEnded {
