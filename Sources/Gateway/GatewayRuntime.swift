@@ -324,10 +324,12 @@ public final class GatewayRuntime: Sendable {
             AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader, AttestHeaders.deviceToken,
         ])
         let l = config.limits
-        downstreamLimits = DownstreamLimits(
+        var downstream = DownstreamLimits(
             parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),
             idleTimeoutMillis: l.idleTimeout.millis, headerTimeoutMillis: l.headerTimeout.millis,
             bodyTimeoutMillis: l.bodyTimeout.millis, sendTimeoutMillis: l.sendTimeout.millis)
+        downstream.discardBodyBytes = l.discardBody
+        downstreamLimits = downstream
     }
 
     /// ALPN `h2,http/1.1` when the listener serves both, `h2` or `http/1.1` when it serves one: a

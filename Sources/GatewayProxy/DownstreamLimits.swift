@@ -10,6 +10,9 @@ public struct DownstreamLimits: Sendable {
     /// `limits.send_timeout`: the socket's send timeout (`Connection.sendTimeoutMillis`), and how
     /// long an HTTP/2 stream's response may wait on the client's flow-control window.
     public var sendTimeoutMillis: Int64
+    /// `limits.discard_body`: the largest request body an HTTP/1.1 connection reads and drops after
+    /// refusing the request from its head, to keep the connection (0: always close).
+    public var discardBodyBytes: Int = 64 << 10
     /// Buffered-but-unsent bytes above which the other side stops being read (back-pressure).
     public var highWaterMark: Int
     /// The listener's rule (`listeners[].underscores_in_headers`): true (`drop`) leaves every client

@@ -30,6 +30,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case waiting
         case awaitingResponse
         case streamingResponse
+        /// Answered from the head (a refusal) while its body is still coming: the body is read and
+        /// dropped (at most `limits.discard_body`, within the body timeout), then the next request.
+        case discardingBody
         /// Answered and closing while the client may still be sending (a request refused from its
         /// head, a body over the limit): what arrives is read and dropped for a bounded time, so that
         /// the close does not become a TCP reset that could destroy the answer before it is read.
@@ -91,7 +94,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     // wheel entry is scheduled only when no pending one fires by the deadline (not per exchange).
     // The connection's own (idle, header, linger) and the exchange's (body, acquire, response) are
     // never armed at once.
-    private enum TimerKind { case none, idle, header, linger }
+    private enum TimerKind { case none, idle, header, linger, discard }
     private var timerKind: TimerKind = .none
     private var deadline: Int64 = 0
     /// The earliest due time of a scheduled wheel entry (.max: none known).
@@ -157,7 +160,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             case .awaitingHead, .readingBody:
                 // The client stopped mid-request.
                 fail(.clientClosed)
-            case .lingering:
+            case .lingering, .discardingBody:
                 downstream.close()
             default:
                 // A half-closed client may still read its response; close after it.
@@ -205,6 +208,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case .waiting, .awaitingResponse, .streamingResponse:
             // Pipelined bytes wait; stop reading if they pile up.
             if downstream.inbound.readableBytes > limits.parser.maxHeaderBytes { downstream.pauseReading() }
+        case .discardingBody:
+            discardBody()
         case .lingering:
             downstream.inbound.consume(downstream.inbound.readableBytes)
             if timerKind == .linger { deadline = min(loop.timers.nowMillis + Self.lingerQuietMillis, lingerEnd) }
@@ -346,8 +351,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         switch decision {
         case .respond(let name, let resp):
             replace(&routeName, with: name)
-            // The body (if any) is not read: the connection cannot be reused after this answer.
-            if !bodyDone { closeAfterResponse = true }
+            // The body (if any) is not wanted: dropped after the answer when small (the connection
+            // is kept), else the connection closes after the answer.
+            if !bodyDone && !mayDiscardBody(h) { closeAfterResponse = true }
             phase = .waiting
             writeLocal(resp)
         case .forward(let f):
@@ -368,6 +374,25 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             phase = .readingBody
             exchange.arm(.body, limits.bodyTimeoutMillis, self)
             pumpRequestBody()
+        }
+    }
+
+    /// Whether the body of a request answered from its head may be read and dropped to keep the
+    /// connection: declared within `limits.discard_body` (or already received whole), or chunked
+    /// (bounded by the same limit as it comes). Not when the client waits for `100 Continue`
+    /// before sending it (it is never sent for a refusal) and nothing of it came yet.
+    private func mayDiscardBody(_ h: HTTPRequestHeadLines) -> Bool {
+        let limit = limits.discardBodyBytes
+        guard limit > 0 else { return false }
+        let received = downstream.inbound.readableBytes
+        switch h.framing {
+        case .contentLength(let n):
+            if UInt64(received) >= n { return true }
+            return n <= UInt64(limit) && !(h.expectsContinue && received == 0)
+        case .chunked:
+            return !(h.expectsContinue && received == 0)
+        case .none, .untilClose:
+            return false
         }
     }
 
@@ -503,6 +528,15 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             downstream.closeAfterWriting()
             return
         }
+        if !bodyDone {
+            startDiscard()
+            return
+        }
+        awaitNextRequest()
+    }
+
+    /// Keep-alive: the next request's head is read (what was pipelined first).
+    private func awaitNextRequest() {
         phase = .awaitingHead
         closeAfterResponse = false
         armIdleTimer()
@@ -511,6 +545,47 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
 
     private func parseHeadIfIdle() { if phase == .awaitingHead { parseHead() } }
+
+    /// Bytes of the current body dropped so far (framing included), while discarding it.
+    private var discardedBytes = 0
+
+    /// After an answer from the head that keeps the connection (`mayDiscardBody`): the body is read
+    /// and dropped, then the next request is served. The body timeout applies between its bytes.
+    private func startDiscard() {
+        phase = .discardingBody
+        discardedBytes = 0
+        arm(.discard, afterMillis: limits.bodyTimeoutMillis)
+        downstream.resumeReading()
+        discardBody()
+    }
+
+    private func discardBody() {
+        guard phase == .discardingBody, !downstream.isClosed else { return }
+        var reader = replace(&requestBody, with: BodyReader(.none))
+        var outcome: (consumed: Int, done: Bool)? = nil
+        downstream.inbound.withReadableBytes { buf in
+            outcome = try? reader.read(buf) { _ in }
+        }
+        replace(&requestBody, with: reader)
+        guard let (used, done) = outcome else {
+            // Bad chunked framing: the next request cannot be found; closed (the answer is out).
+            closeAfterResponse = true
+            startLinger()
+            return
+        }
+        downstream.inbound.consume(used)
+        discardedBytes += used
+        if done {
+            bodyDone = true
+            awaitNextRequest()
+        } else if discardedBytes > limits.discardBodyBytes {
+            // Larger than announced (chunked): the connection is not worth keeping.
+            closeAfterResponse = true
+            startLinger()
+        } else if used > 0 {
+            arm(.discard, afterMillis: limits.bodyTimeoutMillis)
+        }
+    }
 
     /// The same bounds as HTTP/2's linger after a GOAWAY: closed once the client has been quiet this
     /// long with the answer written, or once the client closes…
@@ -588,6 +663,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             if downstream.inbound.isEmpty { downstream.close() } else { headerTimedOut() }
         case .linger:
             lingerCheck()
+        case .discard:
+            // The body stopped coming: nothing more is read on this connection.
+            if phase == .discardingBody { downstream.close() }
         }
     }
 

@@ -8,7 +8,8 @@ import Foundation
 /// `receiptRoot` is false). A test appends its own attest, store, apple and routes sections.
 enum TestGatewayYAML {
     static func base(
-        caDir dir: URL, drain: String = "5s", upstreams: [String] = [], environments: Bool = true, receiptRoot: Bool = true
+        caDir dir: URL, drain: String = "5s", upstreams: [String] = [], environments: Bool = true, receiptRoot: Bool = true,
+        limits: String = ""
     ) -> String {
         let root = dir.appendingPathComponent("root.pem").path
         let receipts = receiptRoot ? ", extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]" : ""
@@ -17,7 +18,7 @@ enum TestGatewayYAML {
             listeners:
               - {name: public, address: 127.0.0.1:0}
             admin: {address: 127.0.0.1:0}
-            limits: {drain_timeout: \(drain)}
+            limits: {drain_timeout: \(drain)\(limits.isEmpty ? "" : ", " + limits)}
             upstreams:
               - {name: demo, url: demo}
             \(upstreams.map { "  - \($0)\n" }.joined())apps:

@@ -198,6 +198,7 @@ extension ConfigDecoder {
         fields.read("header_timeout", into: &limits, \.headerTimeout, valid: &valid) { duration($0, $1) }
         fields.read("body_timeout", into: &limits, \.bodyTimeout, valid: &valid) { duration($0, $1) }
         fields.read("send_timeout", into: &limits, \.sendTimeout, valid: &valid) { duration($0, $1) }
+        fields.read("discard_body", into: &limits, \.discardBody, valid: &valid) { size($0, $1, minimum: 0) }
         fields.read("drain_timeout", into: &limits, \.drainTimeout, valid: &valid) { duration($0, $1, allowZero: true) }
         fields.read("max_connections", into: &limits, \.maxConnections, valid: &valid) { int($0, $1, in: 1...1_000_000) }
         fields.read("max_receipt", into: &limits, \.maxReceipt, valid: &valid) { size($0, $1, in: LimitsConfig.maxReceiptRange) }

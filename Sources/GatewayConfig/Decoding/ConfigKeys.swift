@@ -17,7 +17,7 @@ enum ConfigKeys {
     static let admin = ["address", "token_file", "protect_metrics", "allow"]
     static let limits = [
         "max_request_line", "max_header_bytes", "max_header_count", "max_body", "idle_timeout", "header_timeout",
-        "body_timeout", "send_timeout", "drain_timeout", "max_connections", "max_receipt",
+        "body_timeout", "send_timeout", "discard_body", "drain_timeout", "max_connections", "max_receipt",
     ]
     static let upstream = [
         "name", "url", "max_connections", "connect_timeout", "response_timeout", "idle_timeout", "tls",

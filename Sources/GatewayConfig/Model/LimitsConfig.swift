@@ -18,6 +18,11 @@ public struct LimitsConfig: Sendable, Equatable {
     /// `send_timeout`): a socket that takes no byte for this long is closed, and an HTTP/2 stream whose
     /// response waits this long on the client's flow-control window is reset. Default 60s.
     public var sendTimeout: Duration
+    /// A request refused from its head on HTTP/1.1 (its body not read): a body at most this large
+    /// (declared, or chunked as it comes), or already received whole, is read and dropped and the
+    /// connection kept for the next request; a larger one closes the connection after the answer
+    /// (nginx's `discard_request_body`). 0: always close. Default 64KiB.
+    public var discardBody: Int
     /// Graceful-stop deadline for in-flight requests. Default 30s.
     public var drainTimeout: Duration
     /// Open downstream connections per process. Default 10000.
@@ -37,6 +42,7 @@ public struct LimitsConfig: Sendable, Equatable {
         headerTimeout: Duration = .seconds(10),
         bodyTimeout: Duration = .seconds(30),
         sendTimeout: Duration = .seconds(60),
+        discardBody: Int = 64 << 10,
         drainTimeout: Duration = .seconds(30),
         maxConnections: Int = 10_000,
         maxReceipt: Int = 16 << 10
@@ -49,6 +55,7 @@ public struct LimitsConfig: Sendable, Equatable {
         self.headerTimeout = headerTimeout
         self.bodyTimeout = bodyTimeout
         self.sendTimeout = sendTimeout
+        self.discardBody = discardBody
         self.drainTimeout = drainTimeout
         self.maxConnections = maxConnections
         self.maxReceipt = maxReceipt
