@@ -4,24 +4,47 @@ import Foundation
 import GatewayCrypto
 import GatewayWire
 
-/// A binary argument: standard or URL base64, padding optional, or `@FILE` holding such text.
-/// Decoding happens in `run`, so that bad base64 is a `malformed` verdict (exit 1), not a usage error.
+/// A binary argument: standard or URL base64, padding optional, or `@FILE`: a file holding either
+/// the raw bytes (a receipt saved as DER, an attestation as CBOR) or such base64 text, decided by
+/// its content (`fileBytes`). Decoding happens in `run`, so that bad base64 is a `malformed` verdict
+/// (exit 1), not a usage error.
 struct B64Argument: ExpressibleByArgument {
     let text: String
 
     init?(argument: String) { text = argument }
 
     func decode(_ what: String) throws(AppAttestError) -> [UInt8] {
-        var source = text
         if text.hasPrefix("@") {
             let path = String(text.dropFirst())
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw AppAttestError(.malformed, "\(what): cannot read file \(path)")
             }
-            source = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            return try Self.fileBytes([UInt8](data), what)
         }
+        return try Self.base64(text, what)
+    }
+
+    /// A file's bytes: base64 text when it holds nothing but base64 characters and whitespace (a
+    /// DER or CBOR value never does: its first bytes are outside the alphabet, e.g. 0x30 0x82 or 0xA3),
+    /// else the bytes themselves.
+    static func fileBytes(_ bytes: [UInt8], _ what: String) throws(AppAttestError) -> [UInt8] {
+        let isText = !bytes.isEmpty && bytes.allSatisfy { isBase64Character($0) || $0 == 0x20 || ($0 >= 0x09 && $0 <= 0x0D) }
+        guard isText else { return bytes }
+        return try base64(String(decoding: bytes.filter(isBase64Character), as: UTF8.self), what)
+    }
+
+    private static func isBase64Character(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "="):
+            true
+        default: false
+        }
+    }
+
+    private static func base64(_ text: String, _ what: String) throws(AppAttestError) -> [UInt8] {
         do {
-            return try Base64.decode(source)
+            return try Base64.decode(text)
         } catch {
             throw AppAttestError(.malformed, "\(what): \(error)")
         }
@@ -93,7 +116,8 @@ struct VerifyAttestation: ParsableCommand {
         commandName: "verify-attestation",
         abstract: "Verify an App Attest attestation object offline (Apple's algorithm, every step).",
         discussion: """
-            B64 values accept the standard and URL alphabets, padding optional, or @FILE.
+            B64 values accept the standard and URL alphabets, padding optional, or @FILE: a file of the \
+            raw bytes (CBOR, DER) or of such base64 text (line breaks allowed), told apart by its content.
             Prints one JSON object: {"valid":true,…} and exits 0, or {"valid":false,"reason":"<code>","detail":"…"} \
             and exits 1. Usage errors exit 2.
             """
@@ -170,7 +194,8 @@ struct VerifyAssertion: ParsableCommand {
         commandName: "verify-assertion",
         abstract: "Verify an App Attest assertion offline with a stored public key.",
         discussion: """
-            B64 values accept the standard and URL alphabets, padding optional, or @FILE.
+            B64 values accept the standard and URL alphabets, padding optional, or @FILE: a file of the \
+            raw bytes (CBOR, DER) or of such base64 text (line breaks allowed), told apart by its content.
             The counter must be strictly greater than --previous-counter (default 0: Apple's rule for a \
             key's first assertion). Output and exit codes as for verify-attestation.
             """
@@ -240,8 +265,9 @@ struct VerifyReceipt: ParsableCommand {
         abstract: "Verify an App Attest receipt offline (CMS signature, chain to Apple Root CA - G3, fields).",
         discussion: """
             The receipt is the DER bytes of attStmt.receipt, or a RECEIPT returned by Apple's App Attest \
-            data service. B64 values accept the standard and URL alphabets, padding optional, or @FILE. \
-            With --attestation the receipt must belong to that attestation's credential certificate \
+            data service. B64 values accept the standard and URL alphabets, padding optional, or @FILE: \
+            a file of the raw bytes (DER, CBOR) or of such base64 text (line breaks allowed), told apart \
+            by its content. With --attestation the receipt must belong to that attestation's credential certificate \
             (field 3, byte for byte); with --client-data-hash an ATTEST receipt's field 4 must be it. \
             Prints one JSON object: {"valid":true,"type",…,"riskMetric",…} and exits 0, or \
             {"valid":false,"reason":"<code>","detail":"…"} and exits 1. Usage errors exit 2.

@@ -50,6 +50,50 @@ struct VerifyReceiptCLITests {
         #expect(r.json?["riskMetric"] is NSNull)
     }
 
+    @Test("@FILE holds raw DER/CBOR bytes or base64 text (either alphabet, wrapped lines): the same verdict from each form")
+    func fileForms() throws {
+        let v = try #require(VectorCase.attestationCase(named: "veehaitch-ios-14.4-attestation"))
+        let attestation = try v.bytes("attestation_b64")
+        let receipt = try AttestationObject.parse(attestation).receipt
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-files-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        func file(_ name: String, _ bytes: [UInt8]) throws -> String {
+            let url = dir.appendingPathComponent(name)
+            try Data(bytes).write(to: url)
+            return "@" + url.path
+        }
+        let urlAlphabet = Base64.encode(receipt).replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        let wrapped = stride(from: 0, to: Base64.encode(receipt).count, by: 64).map { i -> String in
+            let s = Base64.encode(receipt)
+            let start = s.index(s.startIndex, offsetBy: i)
+            return String(s[start..<(s.index(start, offsetBy: 64, limitedBy: s.endIndex) ?? s.endIndex)])
+        }.joined(separator: "\r\n") + "\n"
+        let forms: [(String, String)] = [
+            ("raw DER", try file("receipt.der", receipt)),
+            ("base64 text", try file("receipt.b64", Array((Base64.encode(receipt) + "\n").utf8))),
+            ("URL alphabet, no padding", try file("receipt.b64url", Array(urlAlphabet.utf8))),
+            ("wrapped lines", try file("receipt.pem-like", Array(wrapped.utf8))),
+        ]
+        let rawAttestation = try file("attestation.cbor", attestation)
+        for (what, arg) in forms {
+            let r = try runProcess(gatewaydBinary, [
+                "verify-receipt", "--receipt", arg, "--app-id", v.string("app_id")!, "--attestation", rawAttestation,
+                "--client-data-hash", v.string("client_data_hash_b64")!, "--at", try Self.creationPlusOne(receipt),
+            ])
+            #expect(r.status == 0, "\(what): \(r.stdout) \(r.stderr)")
+            #expect(r.json?["type"] as? String == "ATTEST", "\(what)")
+        }
+        // Text that is not valid base64 is still refused as such (exit 1, malformed), not read as bytes.
+        let bad = try runProcess(gatewaydBinary, ["verify-receipt", "--receipt", try file("bad.b64", Array("QUJD=x\n".utf8))])
+        #expect(bad.status == 1)
+        #expect(bad.json?["reason"] as? String == "malformed", "\(bad.stdout)")
+        let help = try runProcess(gatewaydBinary, ["verify-receipt", "--help"])
+        let helpText = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(helpText.contains("a file of the raw bytes (DER, CBOR) or of such base64 text"), "\(helpText)")
+    }
+
     @Test("refusals: wrong app id, another key's attestation, another challenge, today's date, a flipped byte, not base64")
     func refusals() throws {
         let v = try #require(VectorCase.attestationCase(named: "veehaitch-ios-14.4-attestation"))
