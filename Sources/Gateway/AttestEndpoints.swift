@@ -315,7 +315,7 @@ extension GatewayRouter {
                 case .forwardVerifiedRecorded(let recordedStatus):
                     let e = Self.riskExplanation(a, route: r.assertion)
                     let id = self.attest.explain.record(
-                        e, id: request.requestID.text, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
+                        e, id: request.requestID.text, refusalStatus: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
                         verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
                     GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                         ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("key_id", keyID),
@@ -336,7 +336,7 @@ extension GatewayRouter {
                     return
                 }
                 let id = self.attest.explain.record(
-                    e, id: request.requestID.text, status: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
+                    e, id: request.requestID.text, refusalStatus: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
                     verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
                 GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
                     ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
@@ -416,5 +416,12 @@ struct RequestSummary: Sendable {
 
 extension AccessVerdict {
     /// A route verdict as the access line shows it: its `verdict` and `reason` labels.
-    convenience init(_ v: RouteVerdict) { self.init(verdict: v.verdict.rawValue, reason: v.reason) }
+    convenience init(_ v: RouteVerdict) {
+        let recorded: Bool
+        switch v.action {
+        case .forwardUnverified, .forwardVerifiedRecorded: recorded = true
+        case .forwardVerified, .refuse: recorded = false
+        }
+        self.init(verdict: v.verdict.rawValue, reason: v.reason, forwardedRecorded: recorded)
+    }
 }

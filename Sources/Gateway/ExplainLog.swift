@@ -18,9 +18,13 @@ final class ExplainLog: Sendable {
     struct Entry: Sendable {
         let id: String
         let atMillis: Int64
-        /// The HTTP status the client was sent; for a request forwarded anyway (`verdict`
-        /// `would_refuse` or `fail_open`), the one a refusal sends.
-        let status: Int
+        /// The HTTP status the client was sent. For a request forwarded anyway (`verdict`
+        /// `would_refuse`, `fail_open`, `flagged`), the upstream's answer, known once the exchange
+        /// ended (nil until then, and when the client got none).
+        var status: Int?
+        /// For a request forwarded anyway: the status a refusal sends (what an enforcing or
+        /// `on_risk: refuse` route would have answered).
+        let refusalStatus: Int?
         let route: String
         let mode: String
         /// `refused` (the client got `status`), or the request was forwarded: `would_refuse`
@@ -60,18 +64,47 @@ final class ExplainLog: Sendable {
         self.clock = clock
     }
 
-    /// Records a decision under its exchange's request id (`RequestID`; a new random one when
-    /// `id` is empty) and returns the id. `status` is what the client was sent, or for a request
-    /// forwarded anyway (`verdict` `would_refuse` or `fail_open`), what a refusal sends. Ids a
-    /// client chose need not be unique: an id names its newest entry.
+    /// Records a refusal under its exchange's request id (`RequestID`; a new random one when `id`
+    /// is empty) and returns the id. `status` is what the client was sent. Ids a client chose need
+    /// not be unique: an id names its newest entry.
     func record(
-        _ e: Explanation, id: String, status: Int, route: String, mode: String, verdict: RouteVerdict.Label = .refused,
+        _ e: Explanation, id: String, status: Int, route: String, mode: String, method: String, target: String, peer: String?
+    ) -> String {
+        add(e, id: id, status: status, refusalStatus: nil, route: route, mode: mode, verdict: .refused, method: method, target: target,
+            peer: peer)
+    }
+
+    /// Records a decision whose request is forwarded anyway (`verdict` `would_refuse`, `fail_open`,
+    /// `flagged`): `refusalStatus` is what a refusal sends; the status the client is sent comes
+    /// with `settle` when its exchange ends.
+    func record(
+        _ e: Explanation, id: String, refusalStatus: Int, route: String, mode: String, verdict: RouteVerdict.Label, method: String,
+        target: String, peer: String?
+    ) -> String {
+        add(e, id: id, status: nil, refusalStatus: refusalStatus, route: route, mode: mode, verdict: verdict, method: method,
+            target: target, peer: peer)
+    }
+
+    /// The status the client was sent for a request forwarded anyway (0, none: the exchange ended
+    /// without a response), set once on its entry.
+    func settle(_ id: String, status: Int) {
+        guard status > 0 else { return }
+        ring.withLock { r in
+            guard let slot = r.byID[id], var e = r.entries[slot], e.refusalStatus != nil, e.status == nil else { return }
+            e.status = status
+            r.entries[slot] = e
+        }
+    }
+
+    private func add(
+        _ e: Explanation, id: String, status: Int?, refusalStatus: Int?, route: String, mode: String, verdict: RouteVerdict.Label,
         method: String, target: String, peer: String?
     ) -> String {
         let id = id.isEmpty ? RequestIDGenerator().next().text : id
         let now = clock()
         let entry = Entry(
-            id: id, atMillis: now, status: status, route: route, mode: mode, verdict: verdict, method: Self.cap(method, 32),
+            id: id, atMillis: now, status: status, refusalStatus: refusalStatus, route: route, mode: mode, verdict: verdict,
+            method: Self.cap(method, 32),
             target: Self.cap(Explanation.redactQuery(target), Self.maxValueBytes), peer: peer, explanation: Self.bounded(e))
         ring.withLock { r in
             expire(&r, now: now)
@@ -178,6 +211,7 @@ final class ExplainLog: Sendable {
         o.set("target", e.target)
         o.set("client", e.peer)
         o.merge(e.explanation.json(status: e.status))
+        if let refusal = e.refusalStatus { o.set("refusalStatus", refusal) }
         return o
     }
 }

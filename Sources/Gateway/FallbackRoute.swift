@@ -60,7 +60,7 @@ extension GatewayRouter {
             answer.verdict = AccessVerdict(verdict)
             return .respond(routeName: r.name, answer)
         }
-        recordForwarded(e, status: recordedStatus, verdict: verdict, route: r, about: summary)
+        recordForwarded(e, refusalStatus: recordedStatus, verdict: verdict, route: r, about: summary)
         return forward(r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate,
                        verdict: AccessVerdict(verdict))
     }
@@ -183,15 +183,15 @@ extension GatewayRouter {
             answer.verdict = AccessVerdict(verdict)
             return done(.respond(answer))
         }
-        recordForwarded(e, status: recordedStatus, verdict: verdict, route: r, about: RequestSummary(request))
+        recordForwarded(e, refusalStatus: recordedStatus, verdict: verdict, route: r, about: RequestSummary(request))
         done(forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate,
                      verdict: AccessVerdict(verdict)))
     }
 
     /// A refusal forwarded anyway: recorded for explain and logged, as assertions' are.
-    private func recordForwarded(_ e: Explanation, status: Int, verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute, about s: RequestSummary) {
+    private func recordForwarded(_ e: Explanation, refusalStatus: Int, verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute, about s: RequestSummary) {
         let id = attest.explain.record(
-            e, id: s.requestID, status: status, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict, method: s.method, target: s.target,
+            e, id: s.requestID, refusalStatus: refusalStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict, method: s.method, target: s.target,
             peer: s.peer)
         GatewayEvents.log("info", "fallback \(verdict.verdict.rawValue)", [
             ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),

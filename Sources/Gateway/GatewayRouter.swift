@@ -215,6 +215,8 @@ final class GatewayRouter: RequestRouter {
     func exchangeDidFinish(_ record: ExchangeRecord) {
         accessLog.write(record)
         metrics.record(record)
+        // A decision forwarded anyway: its explain entry learns what the client was sent.
+        if let v = record.verdict, v.forwardedRecorded { attest.explain.settle(record.requestID.text, status: record.status) }
     }
 }
 

@@ -62,11 +62,12 @@ public struct Explanation: Error, Sendable {
     /// request forwarded anyway, `RouteVerdict` `would_refuse` or `fail_open`, the one a refusal
     /// would send): on a protected route that is `GateError.routeStatus`, on the endpoints
     /// `GateError.status`.
-    public func json(status: Int) -> JSONObject {
+    /// `status`: what the client was sent (nil: not known, e.g. a forwarded request still in flight).
+    public func json(status: Int?) -> JSONObject {
         var o = JSONObject()
         o.set("step", step)
         o.set("error", error.code)
-        o.set("status", status)
+        o.set("status", status.map { .int(Int64($0)) } ?? .null)
         o.set("action", error.action.rawValue)
         var details = JSONObject()
         for (k, v) in fields { details.set(k, v) }

@@ -8,10 +8,14 @@ import GatewayIO
 public final class AccessVerdict: Sendable {
     public let verdict: String
     public let reason: String
+    /// A decision recorded for `/explain` whose request was forwarded anyway (shadowed, failed
+    /// open, flagged): its entry learns the status the client was sent when the exchange ends.
+    public let forwardedRecorded: Bool
 
-    public init(verdict: String, reason: String) {
+    public init(verdict: String, reason: String, forwardedRecorded: Bool = false) {
         self.verdict = verdict
         self.reason = reason
+        self.forwardedRecorded = forwardedRecorded
     }
 }
 

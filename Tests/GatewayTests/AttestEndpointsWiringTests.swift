@@ -252,8 +252,10 @@ struct AttestEndpointsWiringTests {
             #expect(forwarded[AttestHeaders.assertion] == nil && forwarded[AttestHeaders.keyID] == nil, "\(what)", sourceLocation: sourceLocation)
             #expect(h.explain.count == recorded + 1, "\(what): not recorded for explain", sourceLocation: sourceLocation)
             let entry = try #require(h.explain.recent(1).first, sourceLocation: sourceLocation)
-            #expect(entry.status == recordedStatus && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
-            // The entry says the request went on: its status is the one a refusal sends, not the one the client got.
+            #expect(entry.refusalStatus == recordedStatus && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            // The entry says the request went on: the status a refusal sends is its own field; `status`
+            // is what the client gets, known when the exchange ends (the demo's 200 here, or not yet).
+            #expect(entry.status == nil || entry.status == 200, "\(what)", sourceLocation: sourceLocation)
             #expect(entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
             #expect(ExplainLog.json(entry).description.contains("\"verdict\":\"\(verdict.verdict.rawValue)\""), "\(what)", sourceLocation: sourceLocation)
             if case .refused(let error) = outcome { #expect(entry.explanation.error == error, "\(what)", sourceLocation: sourceLocation) }
@@ -263,7 +265,8 @@ struct AttestEndpointsWiringTests {
             let forwarded = try #require(answer.forwardedHeaders, "\(what): not forwarded", sourceLocation: sourceLocation)
             #expect(forwarded[Self.verifiedHeader] == Base64.encode(h.device.keyID), "\(what)", sourceLocation: sourceLocation)
             let entry = try #require(h.explain.recent(1).first, sourceLocation: sourceLocation)
-            #expect(entry.status == recordedStatus && entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
+            #expect(entry.refusalStatus == recordedStatus && entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
+            #expect(entry.status == nil || entry.status == 200, "\(what)", sourceLocation: sourceLocation)
         case .forwardVerified:
             guard case .afterBody = answer else {
                 Issue.record("\(what): not forwarded", sourceLocation: sourceLocation)

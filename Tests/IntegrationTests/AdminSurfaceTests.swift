@@ -94,13 +94,15 @@ struct AdminSurfaceTests {
             #expect(entry["status"] as? Int == r.status, "\(what): explain says \(entry["status"] ?? "-"), the response was \(r.status)")
             #expect(entry["error"] as? String == code)
         }
-        // Shadow: forwarded, and recorded with the status enforcement would have sent.
+        // Shadow: forwarded; recorded with the status the client was sent and, in its own field, the
+        // one enforcement would have sent.
         let shadow = try HTTPCall.send(port: port, method: "GET", target: "/api/profile", headers: [("X-App-Attest-Key-Id", "%%"), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)])
         #expect(shadow.status == 200)
         let list = try #require(json(try admin(gw, "/explain").body)?["refusals"] as? [[String: Any]])
         let shadowEntry = try #require(list.first)
         #expect(shadowEntry["mode"] as? String == "shadow" && shadowEntry["error"] as? String == "malformed")
-        #expect(shadowEntry["status"] as? Int == 401)
+        #expect(shadowEntry["status"] as? Int == 200)
+        #expect(shadowEntry["refusalStatus"] as? Int == 401)
     }
 
     @Test("explain keeps query names, not values; never bodies, header values or assertion bytes")

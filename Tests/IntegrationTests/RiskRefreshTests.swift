@@ -115,6 +115,13 @@ struct RiskRefreshTests {
         let id = try #require(refused.json?["requestId"] as? String)
         let (_, explained) = try curl([gw.url("admin", "/explain/\(id)")])
         #expect(explained.contains("risk_metric_exceeded") && explained.contains("\"risk_metric\":\"5\"") && explained.contains("receipt_created"))
+        #expect(explained.contains("\"status\":403") && !explained.contains("refusalStatus"), "\(explained)")
+        // The flagged one reached the upstream: its entry says what the client was sent (200), and
+        // what a refusing route would have answered in its own field.
+        let flaggedID = try #require(flagged.headers["X-Request-Id"] ?? flagged.headers["x-request-id"], "\(flagged.headers)")
+        let (_, flaggedWhy) = try curl([gw.url("admin", "/explain/\(flaggedID)")])
+        #expect(flaggedWhy.contains("\"verdict\":\"flagged\"") && flaggedWhy.contains("\"status\":200")
+                && flaggedWhy.contains("\"refusalStatus\":403"), "\(flaggedWhy)")
         let info = try keyInfo(gw, phone.keyID)
         let risk = try #require(info["risk"] as? [String: Any])
         #expect(risk["stale"] as? Bool == false)
