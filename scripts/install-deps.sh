@@ -20,6 +20,11 @@ packages=(
   busybox          # the container HEALTHCHECK client, run against a live gatewayd (Tests/DeployTests)
   strace           # traces gatewayd against the systemd unit's sandbox (Tests/DeployTests)
   debootstrap      # a Debian 12 root for the container image's runtime stage (deploy/container/check-runtime-rootfs)
+  golang-go                        # builds h2spec, the HTTP/2 conformance suite (scripts/h2spec.sh), from its source in Tests/conformance
+  golang-github-fatih-color-dev    # h2spec's dependencies, from Debian (no Go module proxy needed)
+  golang-github-spf13-cobra-dev
+  golang-golang-x-net-dev
+  testssl.sh       # scans the shipped TLS defaults (scripts/testssl.sh)
 )
 
 missing=()

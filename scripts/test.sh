@@ -8,6 +8,9 @@ scripts/install-deps.sh
 # The layering is enforced: a target importing a package target it does not declare fails the build.
 swift build --build-tests --explicit-target-dependency-import-check error
 swift test --skip-build
+# Outside conformance suites against the binary just built (docs/development.md).
+scripts/h2spec.sh
+scripts/testssl.sh
 if [ "$(id -u)" = 0 ]; then
   deploy/container/check-runtime-rootfs
 elif [ "${CI:-}" = true ]; then
