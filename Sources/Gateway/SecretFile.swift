@@ -3,8 +3,9 @@ import Glibc
 
 /// A file holding a secret (the admin token, the Redis password, the team's key for Apple's
 /// services), read with the checks every secret gets: it exists, is a regular file that no other
-/// user may read or change (mode `0400`, `0600` or `0440`: a group may read it, as Kubernetes'
-/// `fsGroup` needs) and is not larger than `maximumSize`. What the content must be is the caller's
+/// user may read or change (no permission for "other", no write for the group: `0400` or `0600`
+/// owner only, `0440` or `0640` when a group may read it, as Kubernetes' `fsGroup` needs) and is
+/// not larger than `maximumSize`. What the content must be is the caller's
 /// check. A failure says what is wrong with the file, never what it holds.
 enum SecretFile {
     struct Problem: Error {
@@ -26,7 +27,7 @@ enum SecretFile {
             let octal = String(mode, radix: 8)
             throw Problem(
                 why: "its mode \(String(repeating: "0", count: max(0, 4 - octal.count)) + octal) lets other users read or change "
-                    + "\(secret); make it readable by the gateway only (chmod 0400, or 0440 with a group)")
+                    + "\(secret); make it readable by the gateway only (chmod 0600 or 0400; 0640 or 0440 with a group)")
         }
         guard st.st_size <= off_t(maximumSize) else { throw Problem(why: "is larger than \(maximumSize) bytes; it must hold \(oneWhat)") }
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -71,6 +71,17 @@ struct AppleStandInTests {
         // The team key was made as Apple hands one out: readable by its owner only.
         let attributes = try FileManager.default.attributesOfItem(atPath: keyFile)
         #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        // …and the gateway takes it as it is: `gatewayd check` holds it to the rule of every secret file.
+        let yaml = dir.appendingPathComponent("gateway.yaml")
+        try """
+            listeners: [{name: public, address: 127.0.0.1:0}]
+            upstreams: [{name: demo, url: demo}]
+            routes: [{name: default, match: {path_prefix: /}, upstream: demo}]
+            store: {kind: memory, data_dir: \(dir.appendingPathComponent("data").path)}
+            apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(keyFile), attest_data_url: \(sim.url), ca_file: \(dir.appendingPathComponent("root.pem").path)}
+            """.write(to: yaml, atomically: true, encoding: .utf8)
+        let checked = try runProcess(gatewaydBinary, ["check", "--config", yaml.path])
+        #expect(checked.status == 0, "\(checked.stdout) \(checked.stderr)")
         let key = try ECPrivateKey(pem: try String(contentsOfFile: keyFile, encoding: .utf8))
         let (receipt, keyID) = try Self.attestReceipt(ca)
         let body = Base64.encode(receipt)

@@ -53,6 +53,25 @@ struct AppleServicesTests {
         #expect(local.attestData(.production).authority == "127.0.0.1:8443")
     }
 
+    @Test("the team key's mode: the rule of every secret file (owner only, or read by the group), the same for the runtime, check and the simulator's 0600")
+    func keyModes() throws {
+        let files = try Files()
+        let key = ECPrivateKey(curve: .p256)
+        for mode in [0o400, 0o600, 0o440, 0o640] {
+            let path = try files.write("ok-\(String(mode, radix: 8)).p8", key.pkcs8PEM, mode: mode)
+            #expect(throws: Never.self, "mode \(String(mode, radix: 8))") { _ = try AppleServices(Self.config(key: path)) }
+        }
+        for mode in [0o644, 0o604, 0o660, 0o620, 0o606] {
+            let path = try files.write("open-\(String(mode, radix: 8)).p8", key.pkcs8PEM, mode: mode)
+            do {
+                _ = try AppleServices(Self.config(key: path))
+                Issue.record("mode \(String(mode, radix: 8)) was accepted")
+            } catch {
+                #expect(error.description.contains("make it readable by the gateway only (chmod 0600 or 0400; 0640 or 0440 with a group)"), "\(error)")
+            }
+        }
+    }
+
     @Test("bad key files are refused at apple.private_key, naming the file and never its contents")
     func badKeys() throws {
         let files = try Files()
