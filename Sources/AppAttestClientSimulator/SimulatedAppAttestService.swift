@@ -12,6 +12,10 @@ import GatewayWire
 /// same service and the same `KeyIDStore` finds its key, as an app does after a relaunch.
 /// `invalidateKeys()` plays a reinstall or a restore onto another device: every key is gone and the
 /// next use answers `AppAttestServiceError.invalidKey`.
+///
+/// `environment` defaults to `.production`, as the gateway's `apps[].environments` and `attest-sim`
+/// do: a gateway left at its defaults accepts the keys of a simulator left at its own. A key of an
+/// environment the gateway does not list is refused at registration with `environment_mismatch`.
 public final class SimulatedAppAttestService: AppAttestService, @unchecked Sendable {
     public let appID: AppID
     public let environment: AttestEnvironment
@@ -23,7 +27,7 @@ public final class SimulatedAppAttestService: AppAttestService, @unchecked Senda
     private var counters: [(keyID: String, counter: UInt32)] = []
     private var attestations = 0
 
-    public init(appID: String, environment: AttestEnvironment = .development, ca: TestCA, isSupported: Bool = true) throws {
+    public init(appID: String, environment: AttestEnvironment = .production, ca: TestCA, isSupported: Bool = true) throws {
         self.appID = try AppID(appID)
         self.environment = environment
         self.ca = ca
