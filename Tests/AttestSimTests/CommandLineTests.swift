@@ -4,12 +4,6 @@ import GatewayWire
 import GatewayTestSupport
 import Testing
 
-/// The built `attest-sim` next to the test bundle (`swift build --build-tests` builds it), or `$ATTEST_SIM_BIN`.
-var attestSimBinary: URL {
-    if let env = ProcessInfo.processInfo.environment["ATTEST_SIM_BIN"] { return URL(fileURLWithPath: env) }
-    return gatewaydBinary.deletingLastPathComponent().appendingPathComponent("attest-sim")
-}
-
 @Suite("attest-sim command line: usage errors exit 2 and say why", .serialized, .timeLimit(.minutes(1)))
 struct CommandLineTests {
     static let app = "ABCDE12345.com.example.sim"

@@ -40,6 +40,12 @@ public func runProcess(_ executable: URL, _ arguments: [String], timeout: TimeIn
         stderr: String(decoding: errData, as: UTF8.self))
 }
 
+/// The built `attest-sim` next to `gatewayd` (`swift build --build-tests` builds it), or `$ATTEST_SIM_BIN`.
+public var attestSimBinary: URL {
+    if let env = ProcessInfo.processInfo.environment["ATTEST_SIM_BIN"] { return URL(fileURLWithPath: env) }
+    return gatewaydBinary.deletingLastPathComponent().appendingPathComponent("attest-sim")
+}
+
 /// The `gatewayd` built next to the test bundle (`swift build --build-tests` builds both), or
 /// `$GATEWAYD_BIN`.
 public var gatewaydBinary: URL {
