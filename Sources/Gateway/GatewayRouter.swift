@@ -249,7 +249,7 @@ final class LoopUpstream {
         Forward(
             routeName: r.name, pool: pools[0], maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
             responseHook: responseHook, balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis,
-            connectTimeoutMillis: r.connectTimeoutMillis, verdict: verdict)
+            connectTimeoutMillis: r.connectTimeoutMillis, verdict: verdict, passServerHeader: r.passServerHeader)
     }
 
     func syncAddresses() {

@@ -25,6 +25,8 @@ public final class GatewayRuntime: Sendable {
         /// `timeouts.response` and `timeouts.connect` (nil: the upstream's).
         public var responseTimeoutMillis: Int64? = nil
         public var connectTimeoutMillis: Int64? = nil
+        /// `pass_server_header`: the upstream's `Server` field reaches the client.
+        public var passServerHeader = false
     }
 
     /// A route's fallback compiled: its settings and its share of fallback requests (kept across a
@@ -236,7 +238,8 @@ public final class GatewayRuntime: Sendable {
                     let kept = previous?.routes.first { $0.name == r.name }?.fallback.flatMap { $0.config == f ? $0 : nil }
                     return kept ?? RouteFallback(config: f, share: FallbackShare(FallbackShare.Settings(f)))
                 },
-                responseTimeoutMillis: r.timeouts.response?.millis, connectTimeoutMillis: r.timeouts.connect?.millis)
+                responseTimeoutMillis: r.timeouts.response?.millis, connectTimeoutMillis: r.timeouts.connect?.millis,
+                passServerHeader: r.passServerHeader)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
         guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)

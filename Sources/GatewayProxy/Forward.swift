@@ -23,14 +23,19 @@ public final class Forward {
     public let responseHook: ResponseHook?
     /// On a protected route: the verdict that let the request go on, for the access line.
     public let verdict: AccessVerdict?
+    /// The route's `pass_server_header`: the upstream's `Server` field reaches the client (else it
+    /// is left out, as nginx does).
+    public let passServerHeader: Bool
 
     /// - Parameters:
     ///   - balancer: several servers (`pool` is then its first).
     ///   - responseTimeoutMillis, connectTimeoutMillis: a route's own; nil: `pool.target`'s.
     public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
                 responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil, balancer: UpstreamBalancer? = nil,
-                responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil, verdict: AccessVerdict? = nil)
+                responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil, verdict: AccessVerdict? = nil,
+                passServerHeader: Bool = false)
     {
+        self.passServerHeader = passServerHeader
         self.routeName = routeName
         self.pool = pool
         self.maxBody = maxBody

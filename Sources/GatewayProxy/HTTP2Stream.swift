@@ -468,15 +468,17 @@ extension HTTP2Stream: UpstreamExchangeHost {
                 forward.responseHook?.observe?(full)
                 let fields = DownstreamResponseHead.fields(
                     full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [],
-                    requestID: requestID.text)
+                    requestID: requestID.text, passServer: forward.passServerHeader)
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.
                 let routeFields = exchange.forward?.responseHeaders ?? HTTPFields()
+                let passServer = exchange.forward?.passServerHeader ?? false
                 try requestID.withBytes { i in
                     try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
                         DownstreamResponseHead.appendHTTP2(
-                            r, from: buf, dropContentLength: dropContentLength, requestID: i, routeFields: routeFields, to: &$0)
+                            r, from: buf, dropContentLength: dropContentLength, requestID: i, routeFields: routeFields,
+                            passServer: passServer, to: &$0)
                     }
                 }
             }

@@ -36,7 +36,7 @@ struct ResponseForwardingTests {
         var t = "HTTP/1.1 200 OK\r\n"
         for i in 0..<62 { t += "X-F\(i): \(i)\r\n" }
         t += "Via: 1.0 early\r\nConnection: x-late, keep-alive\r\n"
-        t += "X-Late: 1\r\nvia: 1.1 late\r\nKeep-Alive: 5\r\nContent-Length: 3\r\nTE: trailers\r\nX-Kept: yes\r\n\r\n"
+        t += "X-Late: 1\r\nvia: 1.1 late\r\nKeep-Alive: 5\r\nContent-Length: 3\r\nTE: trailers\r\nX-Kept: yes\r\nserver: late/1\r\n\r\n"
         return t
     }()
 
@@ -44,9 +44,10 @@ struct ResponseForwardingTests {
     static func bytes(_ s: String) -> [UInt8] { s.unicodeScalars.map { UInt8($0.value) } }
 
     /// The rules on strings, one step each (the model the writers are held to).
-    static func model(_ r: HTTPResponseHead, dropContentLength: Bool, requestID: String = "") -> HTTPFields {
+    static func model(_ r: HTTPResponseHead, dropContentLength: Bool, requestID: String = "", passServer: Bool = false) -> HTTPFields {
         var fields = r.headers
         HopByHop.strip(&fields, isRequest: false)
+        if !passServer { fields.remove("Server") }  // the backend's banner, unless the route passes it
         fields.collapseContentLength()
         fields.remove("X-Request-Id")  // the gateway's: an upstream's never reaches the client
         let via = fields.values("Via").joined(separator: ", ")
@@ -68,7 +69,7 @@ struct ResponseForwardingTests {
         let (raw, lines, head) = try Self.parse(text)
         for drop in [false, true] {
             for chunked in [false, true] {
-                for connection in [nil, "close", "keep-alive"] {
+                for (connection, passServer) in [(nil, false), ("close", true), ("keep-alive", false), (nil, true)] as [(String?, Bool)] {
                     let id = connection == nil ? "" : "rid-1"
                     var out: [UInt8] = [1, 2]  // appends after what is there
                     HeadWriter.appendHead(to: &out) { w in
@@ -76,15 +77,16 @@ struct ResponseForwardingTests {
                             var i = id
                             i.withUTF8 {
                                 DownstreamResponseHead.writeHTTP1(lines, from: buf, dropContentLength: drop, chunked: chunked,
-                                                                  connection: connection, requestID: UnsafeRawBufferPointer($0), to: &w)
+                                                                  connection: connection, requestID: UnsafeRawBufferPointer($0),
+                                                                  passServer: passServer, to: &w)
                             }
                         }
                     }
-                    var fields = Self.model(head, dropContentLength: drop, requestID: id)
+                    var fields = Self.model(head, dropContentLength: drop, requestID: id, passServer: passServer)
                     if chunked { fields.append("Transfer-Encoding", "chunked") }
                     if let connection { fields.set("Connection", connection) }
                     let expected = [1, 2] + HTTP1Serializer.responseHead(status: head.status, reason: head.reason, headers: fields)
-                    #expect(out == expected, "\(text.debugDescription) drop=\(drop) chunked=\(chunked) connection=\(connection ?? "nil")")
+                    #expect(out == expected, "\(text.debugDescription) drop=\(drop) chunked=\(chunked) connection=\(connection ?? "nil") passServer=\(passServer)")
                 }
             }
         }
@@ -92,14 +94,14 @@ struct ResponseForwardingTests {
 
     /// The HTTP/2 header list the byte writer builds for `lines`, as "name: value" lines.
     static func http2Pairs(_ raw: [UInt8], _ lines: HTTPResponseHeadLines, drop: Bool, requestID: String,
-                           routeFields: HTTPFields = HTTPFields()) -> [String] {
+                           routeFields: HTTPFields = HTTPFields(), passServer: Bool = false) -> [String] {
         var block = HTTP2HeaderBlock()
         block.appendStatus(lines.status)
         var id = requestID
         raw.withUnsafeBytes { buf in
             id.withUTF8 {
                 DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
-                                                   routeFields: routeFields, to: &block)
+                                                   routeFields: routeFields, passServer: passServer, to: &block)
             }
         }
         return block.pairs.map { "\($0.0): \($0.1)" }
@@ -109,10 +111,13 @@ struct ResponseForwardingTests {
     func http2(_ text: String) throws {
         let (raw, lines, head) = try Self.parse(text)
         for drop in [false, true] {
-            let id = drop ? "rid-2" : ""
-            let expected = HTTP2ServerSession.responseFields(status: head.status, Self.model(head, dropContentLength: drop, requestID: id))
-            #expect(Self.http2Pairs(raw, lines, drop: drop, requestID: id) == expected.map { "\($0.0): \($0.1)" },
-                    "\(text.debugDescription) drop=\(drop)")
+            for passServer in [false, true] {
+                let id = drop ? "rid-2" : ""
+                let expected = HTTP2ServerSession.responseFields(
+                    status: head.status, Self.model(head, dropContentLength: drop, requestID: id, passServer: passServer))
+                #expect(Self.http2Pairs(raw, lines, drop: drop, requestID: id, passServer: passServer) == expected.map { "\($0.0): \($0.1)" },
+                        "\(text.debugDescription) drop=\(drop) passServer=\(passServer)")
+            }
         }
     }
 

@@ -22,7 +22,7 @@ final class NginxGateway: @unchecked Sendable {
             gateway = try GatewayProcess(config: """
                 workers: 1
                 listeners:
-                  - {name: public, address: 127.0.0.1:0}
+                  - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
                 admin: {address: 127.0.0.1:0}
                 limits: {max_request_line: 1KiB, max_header_bytes: 4KiB, max_header_count: 30, max_body: \(maxBody), drain_timeout: 2s}
                 upstreams:
@@ -33,6 +33,7 @@ final class NginxGateway: @unchecked Sendable {
                   - {name: small, match: {path_prefix: /small}, upstream: nginx, max_body: 16}
                   - {name: down, match: {path_prefix: /down}, upstream: down}
                   - {name: silent, match: {path_prefix: /silent}, upstream: silent}
+                  - {name: banner, match: {path_prefix: /banner}, upstream: nginx, pass_server_header: true}
                   - {name: nginx, match: {path_prefix: /}, upstream: nginx}
                 """)
         } catch {
@@ -57,6 +58,25 @@ final class NginxGateway: @unchecked Sendable {
     "gatewayd → nginx (real upstream, loopback)", .serialized, .timeLimit(.minutes(2)),
     .enabled(if: NginxProcess.testsEnabled, "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
 struct NginxUpstreamTests {
+    @Test("the upstream's Server banner is left out (HTTP/1.1 and h2c), passed on a route with pass_server_header") func serverBanner() throws {
+        let f = try NginxGateway()
+        defer { f.stop() }
+        let c = try f.connect()
+        let hidden = try c.request("GET /echo/x HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        #expect(hidden.status == 200)
+        #expect(hidden.header("Server") == nil, "\(hidden.headers)")
+        #expect(hidden.header("Via") == "1.1 attest-gateway")
+        let passed = try c.request("GET /banner/echo/x HTTP/1.1\r\nHost: example.test\r\n\r\n")
+        #expect(passed.header("Server")?.hasPrefix("nginx") == true, "\(passed.headers)")
+        // HTTP/2 (h2c, prior knowledge) through curl: the same fields.
+        let url = f.gateway.url("public", "")
+        let h2Hidden = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", url + "/echo/x"])
+        #expect(h2Hidden.stdout.hasPrefix("HTTP/2 200"), "\(h2Hidden.stdout)")
+        #expect(!h2Hidden.stdout.lowercased().contains("\nserver:"), "\(h2Hidden.stdout)")
+        let h2Passed = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", url + "/banner/echo/x"])
+        #expect(h2Passed.stdout.lowercased().contains("\nserver: nginx"), "\(h2Passed.stdout)")
+    }
+
     @Test("keep-alive: ten requests on one client connection use one upstream connection") func keepAlive() throws {
         let f = try NginxGateway()
         defer { f.stop() }

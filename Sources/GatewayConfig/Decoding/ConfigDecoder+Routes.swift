@@ -59,7 +59,11 @@ extension ConfigDecoder {
                     timeouts = nil
                 }
             }
-            guard let name, let match, let upstream, maxBodyNode == nil || maxBody != nil, let assertion, let timeouts else {
+            let passServerNode = fields["pass_server_header"]
+            let passServer = passServerNode.flatMap { bool($0, fields.path("pass_server_header")) }
+            guard let name, let match, let upstream, maxBodyNode == nil || maxBody != nil, let assertion, let timeouts,
+                passServerNode == nil || passServer != nil
+            else {
                 continue
             }
             decoded.configs.append(
@@ -69,7 +73,8 @@ extension ConfigDecoder {
                     upstream: upstream,
                     maxBody: maxBody ?? defaultMaxBody,
                     assertion: assertion,
-                    timeouts: timeouts
+                    timeouts: timeouts,
+                    passServerHeader: passServer ?? false
                 )
             )
         }

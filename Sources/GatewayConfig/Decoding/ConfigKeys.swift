@@ -26,7 +26,7 @@ enum ConfigKeys {
     static let upstreamTLS = ["ca_file", "server_name", "client_certificate", "client_key", "verify"]
     static let upstreamServer = ["url", "weight"]
     static let upstreamHealthCheck = ["path", "interval", "timeout", "expect_status"]
-    static let route = ["name", "match", "upstream", "max_body", "assertion", "timeouts"]
+    static let route = ["name", "match", "upstream", "max_body", "assertion", "timeouts", "pass_server_header"]
     static let routeTimeouts = ["response", "connect"]
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [

@@ -12,10 +12,13 @@ public struct RouteConfig: Sendable, Equatable {
     public var assertion: AssertionPolicy
     /// The route's own upstream timeouts (`timeouts`); each one not given is the upstream's.
     public var timeouts: RouteTimeouts
+    /// `pass_server_header`: the upstream's `Server` field reaches the client (default: left out,
+    /// as nginx does, so the backend's software and version are not announced).
+    public var passServerHeader: Bool
 
     public init(
         name: String, match: RouteMatch, upstream: String, maxBody: Int, assertion: AssertionPolicy = .off,
-        timeouts: RouteTimeouts = RouteTimeouts()
+        timeouts: RouteTimeouts = RouteTimeouts(), passServerHeader: Bool = false
     ) {
         self.name = name
         self.match = match
@@ -23,6 +26,7 @@ public struct RouteConfig: Sendable, Equatable {
         self.maxBody = maxBody
         self.assertion = assertion
         self.timeouts = timeouts
+        self.passServerHeader = passServerHeader
     }
 }
 

@@ -263,6 +263,7 @@ public struct HTTP1Parser: Sendable {
             switch name.count {
             case 2: listed = equalsIgnoringCase(n, "TE")
             case 3: if equalsIgnoringCase(n, "Via") { classes.via |= bit }
+            case 6: if equalsIgnoringCase(n, "Server") { classes.server |= bit }
             case 7: listed = equalsIgnoringCase(n, "Trailer") || equalsIgnoringCase(n, "Upgrade")
             case 10:
                 if equalsIgnoringCase(n, "Connection") {

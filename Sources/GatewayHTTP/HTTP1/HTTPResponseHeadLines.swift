@@ -36,6 +36,8 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         public internal(set) var listed: UInt64 = 0
         public internal(set) var via: UInt64 = 0
         public internal(set) var contentLength: UInt64 = 0
+        /// `Server` fields (a proxy leaves them out unless told to pass them).
+        public internal(set) var server: UInt64 = 0
         /// More than one Content-Length field, or a list in one (`5, 5`).
         public internal(set) var contentLengthList = false
         public internal(set) var hasListed = false

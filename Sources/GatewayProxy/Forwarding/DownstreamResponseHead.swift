@@ -9,6 +9,8 @@ import GatewayIO
 ///   frames, until close);
 /// - `Via`: the received values joined with ", ", then ours (`UpstreamRequestHead.via`), last;
 /// - `X-Request-Id`: the exchange's id (`RequestID`), in place of any the upstream sent;
+/// - no `Server` unless the route passes it (`Forward.passServerHeader`, `pass_server_header`): the
+///   backend's software and version are not announced (nginx leaves it out too);
 /// - a route's response fields (`Forward.responseHeaders`, e.g. the next challenge) set after the
 ///   upstream's: that rare path goes through strings (`fields(_:routeFields:dropContentLength:)`);
 /// - HTTP/1.1 only: `Transfer-Encoding: chunked` and `Connection` as the client's side needs them.
@@ -39,16 +41,17 @@ enum DownstreamResponseHead {
             forward.responseHook?.observe?(full)
             var fields = fields(
                 full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [],
-                requestID: requestID.text)
+                requestID: requestID.text, passServer: forward.passServerHeader)
             if chunked { fields.append("Transfer-Encoding", "chunked") }
             if let connection { fields.set("Connection", connection) }
             downstream.write { HTTP1Serializer.appendResponseHead(status: full.status, reason: full.reason, headers: fields, to: &$0) }
         } else {
             let routeFields = forward?.responseHeaders ?? HTTPFields()
+            let passServer = forward?.passServerHeader ?? false
             requestID.withBytes { i in
                 downstream.writeHead {
                     writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection,
-                               requestID: i, routeFields: routeFields, to: &$0)
+                               requestID: i, routeFields: routeFields, passServer: passServer, to: &$0)
                 }
             }
         }
@@ -62,12 +65,12 @@ enum DownstreamResponseHead {
     /// `Connection: <connection>` when given: what `fields` gives on strings, in the same order.
     static func writeHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
                            chunked: Bool, connection: String?, requestID: UnsafeRawBufferPointer,
-                           routeFields: HTTPFields = HTTPFields(), to out: inout HeadWriter)
+                           routeFields: HTTPFields = HTTPFields(), passServer: Bool = false, to out: inout HeadWriter)
     {
         out.appendStatusLineStart(status: r.status)
         out.append(UnsafeRawBufferPointer(rebasing: buf[r.reason]))
         out.crlf()
-        let filter = ForwardingFilter(r, buf)
+        let filter = ForwardingFilter(r, buf, passServer: passServer)
         let hasVia: Bool
         if routeFields.count == 0 {
             hasVia = filter.forEachKept(dropContentLength: dropContentLength) { out.appendFieldLine(buf, $0) }
@@ -102,9 +105,10 @@ enum DownstreamResponseHead {
     /// The same fields for an HTTP/2 client, appended to the session's header block (whose HTTP/2
     /// rules then apply: names lowercased, fields HTTP/2 cannot carry dropped).
     static func appendHTTP2(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                            requestID: UnsafeRawBufferPointer, routeFields: HTTPFields = HTTPFields(), to block: inout HTTP2HeaderBlock)
+                            requestID: UnsafeRawBufferPointer, routeFields: HTTPFields = HTTPFields(), passServer: Bool = false,
+                            to block: inout HTTP2HeaderBlock)
     {
-        let filter = ForwardingFilter(r, buf)
+        let filter = ForwardingFilter(r, buf, passServer: passServer)
         let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
             let name = UnsafeRawBufferPointer(rebasing: buf[f.name])
             if routeFields.count > 0 && Self.named(name, in: routeFields) { return }
@@ -135,10 +139,11 @@ enum DownstreamResponseHead {
     /// Content-Length removed when `dropContentLength`; the exchange's `X-Request-Id` (none when
     /// `requestID` is empty) in place of the upstream's.
     static func fields(_ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool, remove: [String] = [],
-                       requestID: String = "") -> HTTPFields
+                       requestID: String = "", passServer: Bool = false) -> HTTPFields
     {
         var fields = head.headers
         fields.remove(RequestID.field)
+        if !passServer { fields.remove("Server") }
         HopByHop.strip(&fields, isRequest: false)
         for name in remove { fields.remove(name) }
         fields.collapseContentLength()
@@ -161,12 +166,15 @@ struct ForwardingFilter {
     private let fields: [HTTPFieldRange]
     private let buf: UnsafeRawBufferPointer
     private let classes: HTTPResponseHeadLines.Classes
+    /// `Server` fields go on (`Forward.passServerHeader`); else they are left out.
+    private let passServer: Bool
 
-    init(_ head: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer) {
+    init(_ head: HTTPResponseHeadLines, _ buf: UnsafeRawBufferPointer, passServer: Bool = false) {
         fields = head.fields
         self.buf = buf
         precondition(head.classes.known, "ForwardingFilter: a head not made by the parser")
         classes = head.classes
+        self.passServer = passServer
     }
 
     /// Whether the field at `index`, named `name`, goes on.
@@ -210,6 +218,7 @@ struct ForwardingFilter {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             guard keeps(i, n) else { continue }
             if n.count == 12 && equalsIgnoringCase(n, "X-Request-Id") { continue }  // the gateway's (`RequestID`)
+            if !passServer && isServer(i, n) { continue }
             if isVia(i, n) {
                 viaBytes += f.value.count
                 viaCount += 1
@@ -238,6 +247,10 @@ struct ForwardingFilter {
 
     func isVia(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {
         index < 64 ? (classes.via >> UInt64(index)) & 1 != 0 : equalsIgnoringCase(name, "Via")
+    }
+
+    func isServer(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {
+        index < 64 ? (classes.server >> UInt64(index)) & 1 != 0 : equalsIgnoringCase(name, "Server")
     }
 
     func isContentLength(_ index: Int, _ name: UnsafeRawBufferPointer) -> Bool {
