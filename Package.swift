@@ -15,12 +15,19 @@ let package = Package(
         .library(name: "GatewayWire", targets: ["GatewayWire"]),
         .library(name: "GatewayCrypto", targets: ["GatewayCrypto"]),
         .library(name: "AppAttest", targets: ["AppAttest"]),
+        .library(name: "AndroidAttest", targets: ["AndroidAttest"]),
         .library(name: "AppAttestSimulator", targets: ["AppAttestSimulator"]),
         .executable(name: "attest-sim", targets: ["attest-sim"]),
         .library(name: "GatewayStore", targets: ["GatewayStore"]),
         .library(name: "GatewayRedis", targets: ["GatewayRedis"]),
         .library(name: "AppAttestClient", targets: ["AppAttestClient"]),
         .library(name: "AppAttestClientSimulator", targets: ["AppAttestClientSimulator"]),
+        // For fuzz/ (a separate package, which can only depend on products): the parsers of outside bytes.
+        .library(name: "GatewayHTTP", targets: ["GatewayHTTP"]),
+        .library(name: "GatewayIO", targets: ["GatewayIO"]),
+        .library(name: "GatewayProxy", targets: ["GatewayProxy"]),
+        .library(name: "GatewayConfig", targets: ["GatewayConfig"]),
+        .library(name: "GatewayPolicy", targets: ["GatewayPolicy"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -40,6 +47,8 @@ let package = Package(
         // Layer 2: pure wire formats (no I/O, no C), and the only Swift user of OpenSSL.
         .target(name: "GatewayWire", swiftSettings: strict),
         .target(name: "GatewayCrypto", dependencies: ["CGatewayOpenSSL", "GatewayWire"], swiftSettings: strict),
+        // Certificate and CMS issuance for the test CAs (App Attest, Android, TLS test PKI): never linked by gatewayd.
+        .target(name: "SimulatorPKI", dependencies: ["CGatewayOpenSSL", "GatewayCrypto", "GatewayWire"], swiftSettings: strict),
 
         // HTTP/1.1 codecs (and, with the HTTP/2 issue, the nghttp2 session): bytes in, events out, no sockets.
         .target(name: "GatewayHTTP", dependencies: ["CGatewayNGHTTP2"], swiftSettings: strict),
@@ -49,7 +58,7 @@ let package = Package(
         .target(name: "GatewayIO", dependencies: ["CGatewaySystem", "GatewayCrypto"], swiftSettings: strict),
 
         // gateway.yaml to a strictly validated, typed GatewayConfig (the only target that knows YAML keys).
-        .target(name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
+        .target(name: "GatewayConfig", dependencies: ["GatewayWire", .product(name: "Yams", package: "Yams")], swiftSettings: strict),
 
         // Reverse proxying: routes, upstream pools, the HTTP/1.1 exchange between downstream and upstream.
         .target(name: "GatewayProxy", dependencies: ["GatewayIO", "GatewayHTTP", "GatewayWire", "GatewayCrypto"], swiftSettings: strict),
@@ -77,17 +86,19 @@ let package = Package(
         // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
         .target(
             name: "GatewayPolicy",
-            dependencies: ["AppAttest", "GatewayConfig", "GatewayCrypto", "GatewayStore", "GatewayWire"],
+            dependencies: ["AppAttest", "GatewayCrypto", "GatewayIO", "GatewayStore", "GatewayWire"],
             swiftSettings: strict
         ),
 
         // Layer 3: Apple's App Attest algorithms; time and trust roots are parameters.
         .target(name: "AppAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
+        // Android hardware key attestation and Android assertions (issue 29); roots, instant and status list are parameters.
+        .target(name: "AndroidAttest", dependencies: ["GatewayWire", "GatewayCrypto"], swiftSettings: strict),
 
         // Test CA and software device: library code for tests, benchmarks and attest-sim; never linked by gatewayd.
         .target(
             name: "AppAttestSimulator",
-            dependencies: ["AppAttest", "GatewayCrypto", "GatewayWire"],
+            dependencies: ["AppAttest", "AndroidAttest", "GatewayCrypto", "GatewayWire", "SimulatorPKI"],
             swiftSettings: strict
         ),
 
@@ -120,7 +131,7 @@ let package = Package(
         .executableTarget(
             name: "gatewayd",
             dependencies: [
-                "Gateway", "GatewayConfig", "AppAttest", "GatewayWire", "GatewayCrypto",
+                "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -136,16 +147,21 @@ let package = Package(
         .testTarget(
             name: "GatewayHTTPTests", dependencies: ["GatewayHTTP", "CGatewayNGHTTP2", "GatewayTestSupport"], exclude: ["Resources"]
         ),
-        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "GatewayWire"]),
         .testTarget(name: "GatewayStoreTests", dependencies: ["GatewayStore", "GatewayTestSupport"]),
         // hiredis' reader (CGatewayHiredis) is the oracle the RESP reader is tested against.
         .testTarget(
             name: "GatewayRedisTests",
             dependencies: ["CGatewayHiredis", "GatewayCrypto", "GatewayWire", "GatewayRedis", "GatewayStore", "GatewayTestSupport", "GatewayIO"]),
-        .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "CGatewayNGHTTP2"]),
+        .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "SimulatorPKI", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",
-            dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"],
+            dependencies: ["AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "SimulatorPKI", "GatewayTestSupport"],
+            exclude: ["Vectors"]
+        ),
+        .testTarget(
+            name: "AndroidAttestTests",
+            dependencies: ["AndroidAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire", "SimulatorPKI"],
             exclude: ["Vectors"]
         ),
         .testTarget(
@@ -156,7 +172,7 @@ let package = Package(
             name: "GatewayPolicyTests",
             dependencies: [
                 "GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire",
-                "GatewayTestSupport",
+                "GatewayIO", "GatewayTestSupport",
             ]),
         .testTarget(
             name: "GatewayTests",
@@ -180,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
+            dependencies: ["AppAttestSimulator", "AppAttest", "AndroidAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
         ),
     ]
 )

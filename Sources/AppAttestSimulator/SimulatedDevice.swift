@@ -1,6 +1,7 @@
 import AppAttest
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 
 /// A software App Attest device for one app id and environment: it holds one P-256 key, attests it

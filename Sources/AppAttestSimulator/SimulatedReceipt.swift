@@ -1,6 +1,7 @@
 import AppAttest
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 
 /// The fields of an App Attest receipt as Apple writes them, to be signed by a `TestCA`'s receipt

@@ -1,5 +1,6 @@
 import AppAttest
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 
 /// The iOS 27 extensions map a simulated device appends to its authenticator data:

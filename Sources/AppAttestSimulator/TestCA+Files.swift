@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 
 /// Saving a `TestCA` to a directory and loading it back, so that `attest-sim ca` can create one the

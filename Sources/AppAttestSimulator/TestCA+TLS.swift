@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 
 extension TestCA {

@@ -1,6 +1,7 @@
 import AppAttest
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 
 /// A root → intermediate certificate authority shaped like Apple's App Attest CA (P-384 root and

@@ -17,7 +17,7 @@ public final class GatewayRuntime: Sendable {
         /// An upstream name; for a name in `demoUpstreams`, the in-process demo application.
         public let upstream: String
         public let maxBody: Int
-        public let assertion: AssertionPolicy
+        public let assertion: RoutePolicy
         /// Position in `routes` (file order): routers keep per-route state in arrays indexed by it.
         public let index: Int
         /// The route's DeviceCheck fallback (`assertion.fallback`), with its share window; nil: none.
@@ -32,9 +32,9 @@ public final class GatewayRuntime: Sendable {
     /// A route's fallback compiled: its settings and its share of fallback requests (kept across a
     /// reload that leaves the route's fallback as it was).
     public struct RouteFallback: Sendable {
-        public let config: DeviceCheckFallback
+        public let config: FallbackPolicy
         public let share: FallbackShare
-        public var tokenTTLMillis: Int64 { config.tokenTTL.millis }
+        public var tokenTTLMillis: Int64 { config.tokenTTLMillis }
     }
 
     /// An upstream with a connection (not `demo`), as each loop builds its pools and balancer.
@@ -233,8 +233,9 @@ public final class GatewayRuntime: Sendable {
                 name: r.name,
                 match: GatewayProxy.RouteMatch(
                     methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
-                upstream: r.upstream, maxBody: r.maxBody, assertion: r.assertion, index: index,
-                fallback: r.assertion.fallback.map { f in
+                upstream: r.upstream, maxBody: r.maxBody, assertion: RoutePolicy(r.assertion), index: index,
+                fallback: r.assertion.fallback.map { c in
+                    let f = FallbackPolicy(c)
                     let kept = previous?.routes.first { $0.name == r.name }?.fallback.flatMap { $0.config == f ? $0 : nil }
                     return kept ?? RouteFallback(config: f, share: FallbackShare(FallbackShare.Settings(f)))
                 },
@@ -263,7 +264,7 @@ public final class GatewayRuntime: Sendable {
         extraReceiptRootSubjects = receiptRoots.map(\.subject)
         do {
             attest = try AttestPolicy(
-                apps: config.apps, extraRoots: roots, extraReceiptRoots: receiptRoots, challengeTTLMillis: config.attest.challengeTTL.millis,
+                apps: config.apps.map(AppPolicy.init), extraRoots: roots, extraReceiptRoots: receiptRoots, challengeTTLMillis: config.attest.challengeTTL.millis,
                 maxReceiptBytes: config.limits.maxReceipt,
                 firstRefreshSpreadMillis: min(RiskSchedule.firstRefreshSpreadMillis, (config.risk.refresh?.millis ?? .max) / 10))
         } catch {

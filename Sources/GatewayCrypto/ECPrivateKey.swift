@@ -34,7 +34,8 @@ public final class ECPrivateKey: @unchecked Sendable {
         }
     }
 
-    let pkey: OpaquePointer
+    /// `@_spi(Issuing)`: the test CAs' issuance (SimulatorPKI) signs with it.
+    @_spi(Issuing) public let pkey: OpaquePointer
     public let curve: Curve
     /// The public key as an uncompressed X9.62 point: 0x04 ‖ X ‖ Y (65 bytes on P-256, 97 on P-384).
     public let publicKeyX962: [UInt8]

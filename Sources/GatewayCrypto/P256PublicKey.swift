@@ -3,7 +3,7 @@ import CGatewayOpenSSL
 /// A parsed P-256 public key, kept for repeated verification (parsing per call costs ~20 %).
 /// Immutable after init; OpenSSL allows concurrent read-only use of an EVP_PKEY.
 public final class P256PublicKey: @unchecked Sendable {
-    let pkey: OpaquePointer
+    @_spi(Issuing) public let pkey: OpaquePointer
     /// A digest-verify context initialised once (SHA-256, this key) and only ever read: each
     /// verification copies it, which costs less than initialising a fresh one (measured in bench/).
     private let verifyPrototype: OpaquePointer

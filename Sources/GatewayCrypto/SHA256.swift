@@ -79,8 +79,8 @@ public enum SHA256 {
 }
 
 /// Allocation failures and broken invariants inside OpenSSL are fatal (docs/architecture.md, crash policy).
-enum OpenSSLFatal {
-    static func fail(_ what: String) -> Never {
+@_spi(Issuing) public enum OpenSSLFatal {
+    public static func fail(_ what: String) -> Never {
         fatalError("OpenSSL: \(what) failed: \(OpenSSLError.drain())")
     }
 }
@@ -99,7 +99,7 @@ public enum OpenSSLError {
         return parts.isEmpty ? "no OpenSSL error" : parts.joined(separator: "; ")
     }
 
-    static func clear() { ERR_clear_error() }
+    @_spi(Issuing) public static func clear() { ERR_clear_error() }
 }
 
 /// SHA-1, for names only (Redis identifies Lua scripts by it); never for anything security rests on.

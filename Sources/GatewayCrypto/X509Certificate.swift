@@ -4,7 +4,7 @@ import GatewayWire
 
 /// An X.509 certificate parsed by OpenSSL. Immutable; safe to share across threads.
 public final class X509Certificate: @unchecked Sendable {
-    let x509: OpaquePointer
+    @_spi(Issuing) public let x509: OpaquePointer
     public let der: [UInt8]
 
     public struct ParseError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -53,7 +53,7 @@ public final class X509Certificate: @unchecked Sendable {
     }
 
     /// The DER encoding of an OpenSSL certificate (nil if OpenSSL cannot encode it).
-    static func derBytes(of x: OpaquePointer) -> [UInt8]? {
+    @_spi(Issuing) public static func derBytes(of x: OpaquePointer) -> [UInt8]? {
         let len = i2d_X509(x, nil)
         guard len > 0 else { return nil }
         var der = [UInt8](repeating: 0, count: Int(len))
@@ -77,10 +77,13 @@ public final class X509Certificate: @unchecked Sendable {
     }
 
     /// The subject as a one-line RFC 2253 string, for details and logs.
-    public var subject: String {
+    public var subject: String { Self.oneLine(X509_get_subject_name(x509)) }
+
+    /// A name as a one-line RFC 2253 string.
+    static func oneLine(_ name: OpaquePointer?) -> String {
         guard let bio = BIO_new(BIO_s_mem()) else { OpenSSLFatal.fail("BIO_new") }
         defer { BIO_free(bio) }
-        X509_NAME_print_ex(bio, X509_get_subject_name(x509), 0, cgw_XN_FLAG_RFC2253())
+        X509_NAME_print_ex(bio, name, 0, cgw_XN_FLAG_RFC2253())
         var ptr: UnsafeMutablePointer<CChar>? = nil
         let n = cgw_BIO_get_mem_data(bio, &ptr)
         guard let ptr, n > 0 else { return "" }

@@ -1,6 +1,6 @@
 import AppAttest
-import GatewayConfig
 import GatewayCrypto
+import GatewayIO
 import GatewayStore
 import GatewayWire
 
@@ -57,18 +57,6 @@ public struct AssertionHeaders {
     public let object: AssertionObject
 }
 
-/// Runs work on an event loop: inline when already there, else queued to it.
-public protocol LoopExecutor: Sendable {
-    func run(_ work: @escaping @Sendable () -> Void)
-}
-
-/// A loop-confined value carried through a store completion back to its own loop, where alone it
-/// is used.
-public struct LoopBound<T>: @unchecked Sendable {
-    public let value: T
-    public init(_ value: T) { self.value = value }
-}
-
 public enum GateOutcome {
     case accepted(AcceptedAssertion)
     case refused(Explanation)
@@ -101,7 +89,7 @@ public final class AssertionGate {
     }
 
     public func evaluate(
-        _ request: GateRequest, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64,
+        _ request: GateRequest, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64,
         completion: @escaping (GateOutcome) -> Void
     ) {
         // 1. Headers: what the head alone decides, then (below) what needs the body.
@@ -112,7 +100,7 @@ public final class AssertionGate {
     /// The same with step 1's head part already done (`readHeaders`, by the router before the body
     /// was read): the rest of step 1 (a `bind: body` challenge must be in the body), then steps 2-7.
     public func evaluate(
-        _ request: GateRequest, headers: Result<AssertionHeaders, Explanation>, route: AssertionPolicy, policy: AttestPolicy,
+        _ request: GateRequest, headers: Result<AssertionHeaders, Explanation>, route: RoutePolicy, policy: AttestPolicy,
         nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
     ) {
         let h: AssertionHeaders
@@ -156,7 +144,7 @@ public final class AssertionGate {
     /// the key's policy fields changed since they were read (a store that reads keys from a cache).
     private func lookUp(
         _ request: GateRequest, keyID: KeyID, keyEncoding: BinaryEncoding, object: AssertionObject, token: ChallengeToken?,
-        challengeText: String, authority: String, route: AssertionPolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int,
+        challengeText: String, authority: String, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int,
         completion: @escaping (GateOutcome) -> Void
     ) {
         store.assertionKey(keyID, completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
@@ -182,7 +170,7 @@ public final class AssertionGate {
 
     private func verify(
         _ request: GateRequest, record: DeviceKeyRecord, keyEncoding: BinaryEncoding, object: AssertionObject,
-        token: ChallengeToken?, challengeText: String, authority: String, route: AssertionPolicy, policy: AttestPolicy,
+        token: ChallengeToken?, challengeText: String, authority: String, route: RoutePolicy, policy: AttestPolicy,
         nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
     ) {
         let keyID = record.keyID
@@ -315,7 +303,7 @@ public final class AssertionGate {
     /// that parses). None of it depends on the body, so a protected request that fails here is
     /// refused before its body is read (the router's early refusal), with exactly the answer
     /// `evaluate` gives. Only `bind: body`'s "the body contains the challenge" needs the body.
-    public static func readHeaders(keyID: String?, challenge: String?, assertion: String?, route: AssertionPolicy)
+    public static func readHeaders(keyID: String?, challenge: String?, assertion: String?, route: RoutePolicy)
         -> Result<AssertionHeaders, Explanation>
     {
         let usesChallenge: Bool =

@@ -1,7 +1,7 @@
 import AppAttest
-import GatewayConfig
 import GatewayCrypto
 import GatewayStore
+import GatewayWire
 
 /// The `apps`, `trust` and `attest` sections compiled once into what registration and assertion
 /// checks read: verifiers built once, apps by app id. Immutable; a reload builds a new one.
@@ -30,6 +30,8 @@ public final class AttestPolicy: Sendable {
     /// Apple Root CA - G3 and `trust.extra_receipt_roots`.
     public let receiptVerifier: ReceiptVerifier
     public let challengeTTLMillis: Int64
+    /// `limits.max_receipt`'s default (16 KiB).
+    public static let defaultMaxReceiptBytes = 16 << 10
     /// `limits.max_receipt`: a registration whose `attStmt.receipt` is larger is refused
     /// (`receipt_too_large`) before its certificate chain is verified.
     public let maxReceiptBytes: Int
@@ -40,8 +42,8 @@ public final class AttestPolicy: Sendable {
     /// - Parameter extraReceiptRoots: roots trusted for receipts besides Apple Root CA - G3
     ///   (`trust.extra_receipt_roots`: the simulator's receipt root, in tests).
     public init(
-        apps configs: [AppConfig], extraRoots: [X509Certificate], extraReceiptRoots: [X509Certificate] = [],
-        challengeTTLMillis: Int64, maxReceiptBytes: Int = LimitsConfig().maxReceipt,
+        apps configs: [AppPolicy], extraRoots: [X509Certificate], extraReceiptRoots: [X509Certificate] = [],
+        challengeTTLMillis: Int64, maxReceiptBytes: Int = AttestPolicy.defaultMaxReceiptBytes,
         firstRefreshSpreadMillis: Int64 = RiskSchedule.firstRefreshSpreadMillis
     ) throws(CompileError) {
         var apps: [String: App] = [:]
@@ -51,7 +53,7 @@ public final class AttestPolicy: Sendable {
             let environments = Set(config.environments.map { $0 == .development ? KeyEnvironment.development : .production })
             for e in config.environments { allEnvironments.insert(e == .development ? .development : .production) }
             let categories: Set<UInt32>? = config.validationCategories.map { names in
-                Set(names.compactMap { ValidationCategory(name: $0.rawValue)?.rawValue })
+                Set(names.compactMap { ValidationCategory(name: $0)?.rawValue })
             }
             for bundle in config.bundleIDs {
                 let id: AppID
@@ -64,7 +66,7 @@ public final class AttestPolicy: Sendable {
                 apps[id.description] = App(
                     appID: id, environments: environments, validationCategories: categories,
                     minBundleVersion: config.minBundleVersion, assertionVerifier: AssertionVerifier(appIDs: [id]),
-                    verifiesReceipts: config.receipts == .verify, requiresMacOSSecurity: config.requireMacOSSecurity)
+                    verifiesReceipts: config.verifiesReceipts, requiresMacOSSecurity: config.requiresMacOSSecurity)
             }
         }
         self.apps = apps

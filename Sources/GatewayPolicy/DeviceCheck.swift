@@ -1,5 +1,4 @@
 import Foundation
-import GatewayConfig
 import GatewayWire
 import Synchronization
 
@@ -206,9 +205,9 @@ public final class FallbackShare: Sendable {
         public var windowMillis: Int64
         public var minRequests: Int
 
-        public init(_ f: DeviceCheckFallback) {
-            maxShareBasisPoints = f.maxShare.basisPoints
-            windowMillis = max(10, f.window.components.seconds * 1000 + f.window.components.attoseconds / 1_000_000_000_000_000)
+        public init(_ f: FallbackPolicy) {
+            maxShareBasisPoints = f.maxShareBasisPoints
+            windowMillis = max(10, f.windowMillis)
             minRequests = f.minRequests
         }
     }

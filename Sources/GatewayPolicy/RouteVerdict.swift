@@ -1,11 +1,10 @@
-import GatewayConfig
 
 /// What a protected route does with one request: forward it as verified, forward it unverified (a
 /// shadowed refusal, or a store failure on an `on_store_error: fail_open` route), or refuse it with
 /// a status; and the labels the verdict metric (`attest_gateway_assertion_verdicts_total`) and the
 /// explain log carry. The one home of enforce vs shadow, rollout and fail-open: a pure decision over
-/// the route's `AssertionPolicy`, the request's key id and the gate's outcome. The composition root
-/// (`Gateway/AttestEndpoints.swift`) only carries it out.
+/// the route's `RoutePolicy`, the request's key id and the gate's outcome. The composition root
+/// (`Gateway/Attest/AttestEndpoints.swift`) only carries it out.
 ///
 /// Two moments, one rule: `mode(route:keyID:)` is decided once from the head (before any body is
 /// read), then `init(route:mode:outcome:)` from the gate's outcome. A refusal the head alone already
@@ -48,6 +47,13 @@ public struct RouteVerdict: Sendable, Equatable {
         case forwardVerifiedRecorded(recordedStatus: Int)
     }
 
+    /// Whether carrying the verdict out records a refusal (for `/explain` and the log): every
+    /// verdict but a plain `forwardVerified`.
+    public var recordsRefusal: Bool {
+        if case .forwardVerified = action { return false }
+        return true
+    }
+
     /// What the gate decided of the request (`GateOutcome`, without its values).
     public enum Outcome: Sendable, Equatable {
         case accepted
@@ -64,12 +70,12 @@ public struct RouteVerdict: Sendable, Equatable {
     /// (`Rollout.enforces`: a stable share picked from the key id's bytes; a request without a
     /// usable key id only at 100 %), `shadow` otherwise; nil on a route without assertion checks.
     /// The key id is decoded only on a partial rollout (the gate decodes it anyway).
-    public static func mode(route: AssertionPolicy, keyID: String?) -> Mode? {
+    public static func mode(route: RoutePolicy, keyID: String?) -> Mode? {
         switch route.mode {
         case .off: return nil
         case .shadow: return .shadow
         case .enforce:
-            let share = route.rollout.basisPoints
+            let share = route.rolloutBasisPoints
             if share >= 10_000 { return .enforce }
             return Rollout.enforces(keyID: keyID.flatMap { BinaryEncoding.decode($0).bytes }, basisPoints: share) ? .enforce : .shadow
         }
@@ -83,7 +89,7 @@ public struct RouteVerdict: Sendable, Equatable {
     /// (`riskMetric`, nil while the key has none) is above the route's `max_risk_metric`: then
     /// `on_risk: refuse` refuses it `403 risk_metric_exceeded` where the route enforces (shadowed:
     /// forwarded, counted `would_refuse`), and `on_risk: flag` forwards it counted `flagged`.
-    public init(route: AssertionPolicy, mode: Mode, outcome: Outcome, riskMetric: UInt32? = nil) {
+    public init(route: RoutePolicy, mode: Mode, outcome: Outcome, riskMetric: UInt32? = nil) {
         self.mode = mode
         switch outcome {
         case .accepted where Self.exceeds(route, riskMetric):
@@ -123,14 +129,14 @@ public struct RouteVerdict: Sendable, Equatable {
 
     /// Whether a key with `metric` is above the route's `max_risk_metric` (a key without a metric
     /// yet, or a route without a maximum, never is).
-    public static func exceeds(_ route: AssertionPolicy, _ metric: UInt32?) -> Bool {
+    public static func exceeds(_ route: RoutePolicy, _ metric: UInt32?) -> Bool {
         guard let max = route.maxRiskMetric, let metric else { return false }
         return Int(metric) > max
     }
 
     /// The same, with the gate's outcome as it gives it (an accepted assertion carries its key's
     /// risk metric).
-    public init(route: AssertionPolicy, mode: Mode, outcome: GateOutcome) {
+    public init(route: RoutePolicy, mode: Mode, outcome: GateOutcome) {
         switch outcome {
         case .accepted(let a): self.init(route: route, mode: mode, outcome: Outcome.accepted, riskMetric: a.risk?.metric)
         case .refused(let e): self.init(route: route, mode: mode, outcome: Outcome.refused(e.error))
@@ -138,7 +144,7 @@ public struct RouteVerdict: Sendable, Equatable {
     }
 
     /// Both moments at once (the head's `mode`, then the outcome): nil on a route without checks.
-    public init?(route: AssertionPolicy, keyID: String?, outcome: Outcome, riskMetric: UInt32? = nil) {
+    public init?(route: RoutePolicy, keyID: String?, outcome: Outcome, riskMetric: UInt32? = nil) {
         guard let mode = Self.mode(route: route, keyID: keyID) else { return nil }
         self.init(route: route, mode: mode, outcome: outcome, riskMetric: riskMetric)
     }
@@ -146,10 +152,37 @@ public struct RouteVerdict: Sendable, Equatable {
     /// A refusal of step 1 read from the head alone (`AssertionGate.readHeaders`): its verdict when it
     /// is answered now, before any of the body is read (a refusal); nil when the body is read and the
     /// request goes on (shadowed: the gate refuses it the same after the body, and it is forwarded).
-    public static func beforeBody(route: AssertionPolicy, mode: Mode, refusal: GateError) -> RouteVerdict? {
+    public static func beforeBody(route: RoutePolicy, mode: Mode, refusal: GateError) -> RouteVerdict? {
         let verdict = RouteVerdict(route: route, mode: mode, outcome: .refused(refusal))
         guard case .refuse = verdict.action else { return nil }
         return verdict
+    }
+}
+
+extension RouteVerdict {
+    /// The modes a route treats requests in: `enforce` when it enforces (for the keys its rollout
+    /// takes), `shadow` when it shadows or its rollout leaves keys out.
+    public static func modes(route: RoutePolicy) -> [Mode] {
+        var out: [Mode] = []
+        if route.mode == .enforce { out.append(.enforce) }
+        if route.mode == .shadow || (route.mode == .enforce && route.rolloutBasisPoints < 10_000) { out.append(.shadow) }
+        return out
+    }
+
+    /// Every verdict the route can reach with these refusals (and an accepted assertion, and, with
+    /// a `max_risk_metric`, a key over it), each once: the series the verdict metric declares at 0,
+    /// decided by the same rules as a request's (`init(route:mode:outcome:)`), not restated.
+    public static func space(route: RoutePolicy, refusals: [GateError]) -> [RouteVerdict] {
+        var out: [RouteVerdict] = []
+        func add(_ v: RouteVerdict) { if !out.contains(v) { out.append(v) } }
+        for mode in modes(route: route) {
+            add(RouteVerdict(route: route, mode: mode, outcome: .accepted))
+            for e in refusals { add(RouteVerdict(route: route, mode: mode, outcome: .refused(e))) }
+            if let max = route.maxRiskMetric, max < Int(UInt32.max) {
+                add(RouteVerdict(route: route, mode: mode, outcome: .accepted, riskMetric: UInt32(max + 1)))
+            }
+        }
+        return out
     }
 }
 

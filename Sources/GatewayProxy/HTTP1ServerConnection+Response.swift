@@ -10,17 +10,14 @@ extension HTTP1ServerConnection {
     /// the method, and the connection closes after it.
     func writeLocal(_ r: LocalResponse, close: Bool = false, error: ProxyError? = nil) {
         if close || !hasHead { closeAfterResponse = true }
-        var fields = r.headers
-        fields.set("Content-Length", String(r.body.count))
-        fields.set(RequestID.field, requestID.text)
+        // 7. respond
+        var fields = exchange.localFields(r)
         if closeAfterResponse || draining { fields.set("Connection", "close") }
-        responseStatus = r.status
-        responseVerdict = r.verdict
         responseHeadSent = true
         downstream.write { HTTP1Serializer.appendResponseHead(status: r.status, headers: fields, to: &$0) }
-        if close || !hasHead || (method != "HEAD" && r.status != 204 && r.status != 304) {
+        if close || !hasHead || (exchange.method != "HEAD" && r.status != 204 && r.status != 304) {
             downstream.write(r.body)
-            responseBytes += r.body.count
+            exchange.responseBytes += r.body.count
         }
         finishExchange(error: error)
     }
@@ -30,58 +27,58 @@ extension HTTP1ServerConnection {
     /// without more. Either way `error` is the exchange's in the access log and metrics.
     func fail(_ error: ProxyError) {
         guard phase != .closed else { return }
-        exchange.stop()
+        upstreamExchange.stop()
         if !responseHeadSent, error.status != nil {
-            writeLocal(error.response(requestId: requestID.text), close: true, error: error)
+            writeLocal(error.response(requestId: exchange.requestID.text), close: true, error: error)
             return
         }
         logExchange(error: error)
-        exchange.end()
+        upstreamExchange.end()
         cancelTimer()
         phase = .closed
         downstream.close()
     }
 
+    /// 8. record
     func logExchange(error: ProxyError?) {
-        let now = EventLoop.monotonicNanos()
-        var record = ExchangeRecord(
-            route: routeName, method: method, target: target, status: responseStatus,
-            requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
-            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds, peer: clientHost,
-            error: error?.code, protocolName: "http1", requestID: requestID, httpVersion: requestMinor == 0 ? "HTTP/1.0" : "HTTP/1.1",
-            verdict: exchange.forward?.verdict ?? responseVerdict)
-        guard hasHead else { return router.exchangeDidFinish(record) }
+        let version: StaticString = requestMinor == 0 ? "HTTP/1.0" : "HTTP/1.1"
+        guard hasHead else {
+            return exchange.finish(
+                error: error, upstream: upstreamExchange, peerHost: peerHost, protocolName: "http1", httpVersion: version,
+                fields: LoggedFields())
+        }
         // Host, User-Agent and Referer are read from the head's bytes during the call, not copied.
         let h = head
         let extras = headExtras
         headBytes.with { buf in
-            record.fields = LoggedFields.of(h, extras, buf)
-            router.exchangeDidFinish(record)
+            exchange.finish(
+                error: error, upstream: upstreamExchange, peerHost: peerHost, protocolName: "http1", httpVersion: version,
+                fields: LoggedFields.of(h, extras, buf))
         }
     }
 }
 
-// MARK: - The exchange's host
+// MARK: - The upstream exchange's host
 
 extension HTTP1ServerConnection: UpstreamExchangeHost {
     func writeUpstreamHead(_ forward: Forward, framing: BodyFraming, to out: inout HeadWriter) {
         let client = downstream.peer == nil ? "unknown" : peerHost
         let h = head
         headBytes.with { buf in
-            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, requestID: requestID, framing: framing,
+            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, requestID: exchange.requestID, framing: framing,
                                       dropFoldableNames: limits.dropFoldableNames, to: &out)
         }
     }
 
     func upstreamRequestDidStart() {
-        if bodyTarget == .buffer || bodyDone {
+        if exchange.bodyTarget != .upstream || bodyDone {
             phase = .awaitingResponse
-            if bodyTarget == .upstream { exchange.requestBodyDidEnd(self) }
+            if exchange.bodyTarget == .upstream { upstreamExchange.requestBodyDidEnd(self) }
             return
         }
         sendContinueIfExpected(head)
         phase = .readingBody
-        exchange.arm(.body, limits.bodyTimeoutMillis, self)
+        upstreamExchange.arm(.body, limits.bodyTimeoutMillis, self)
         downstream.resumeReading()
         pumpRequestBody()
     }
@@ -94,16 +91,16 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
 
     func sendResponseHead(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer) -> Bool {
         (chunkedDownstream, closeAfterResponse) = DownstreamResponseHead.sendHTTP1(
-            r, from: buf, forward: exchange.forward, requestMinor: requestMinor, close: closeAfterResponse || draining,
-            requestID: requestID, to: downstream)
-        responseStatus = r.status
+            r, from: buf, forward: upstreamExchange.forward, requestMinor: requestMinor, close: closeAfterResponse || draining,
+            requestID: exchange.requestID, to: downstream)
+        exchange.responseStatus = r.status
         responseHeadSent = true
         phase = .streamingResponse
         return true
     }
 
     func sendResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
-        responseBytes += data.count
+        exchange.responseBytes += data.count
         if chunkedDownstream {
             downstream.write { HTTP1Serializer.appendChunk(data, to: &$0) }
         } else {

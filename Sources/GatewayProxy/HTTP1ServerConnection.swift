@@ -2,21 +2,24 @@ import Dispatch
 import GatewayHTTP
 import GatewayIO
 
-/// One downstream HTTP/1.1 connection: parses requests one at a time (pipelined requests wait in
-/// the buffer and are answered in order), asks the router what to do, reads the request body (to
-/// the upstream, or whole for a local handler), and writes the response; the upstream half is its
-/// `UpstreamExchange`. Applies the header, body and idle timeouts, and keep-alive. The first
-/// request's head must arrive within the header timeout of the accept (the wait for its first byte
-/// included); between requests the keep-alive idle timeout applies. Loop-confined.
+/// One downstream HTTP/1.1 connection: the HTTP/1.1 codec of `RequestExchange`. It parses requests
+/// one at a time (pipelined requests wait in the buffer and are answered in order), takes each
+/// through the exchange's phases (check, route, admit, body, decide, respond, record), reads the
+/// request body (to the upstream, or whole for a local handler) and writes the response; the
+/// upstream half is its `UpstreamExchange`. Applies the header, body and idle timeouts, and
+/// keep-alive. The first request's head must arrive within the header timeout of the accept (the
+/// wait for its first byte included); between requests the keep-alive idle timeout applies.
+/// Loop-confined.
 public final class HTTP1ServerConnection: ConnectionDelegate {
     public let downstream: Connection
-    let router: any RequestRouter
     let limits: DownstreamLimits
     private let parser: HTTP1Parser
     let scheme: String
     var loop: EventLoop { downstream.loop }
+    /// The current request's phases and state (one object for the connection's life).
+    let exchange: RequestExchange
     /// The upstream half of the current request (one object for the connection's life).
-    let exchange: UpstreamExchange
+    let upstreamExchange: UpstreamExchange
     /// Where this connection's request ids come from (one generator per listener and loop).
     private let requestIDs: RequestIDGenerator
     /// Called once when the connection is gone (for connection gauges and drain bookkeeping).
@@ -39,8 +42,6 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case lingering
         case closed
     }
-
-    enum BodyTarget { case upstream, buffer }
 
     var phase: Phase = .awaitingHead
     var draining = false
@@ -65,25 +66,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     private var spareFields: [HTTPFieldRange] = []
     /// The last Host value found valid on this connection (the parser does not check it again).
     private var hostMemo = HTTP1Parser.HostMemo()
-    var method = "-"
-    var target = "-"
-    var routeName = "-"
-    /// The current exchange's id (`RequestID`).
-    var requestID = RequestID("")
-    /// The verdict of a protected route's local answer (a refusal), for the access line.
-    var responseVerdict: AccessVerdict?
-    var started: UInt64 = 0
-    var requestBodyBytes = 0
-    var responseBytes = 0
-    var responseStatus = 0
     var closeAfterResponse = false
-    var bodyTarget: BodyTarget = .upstream
-    private var bodyLimit = 0
     private var requestBody = BodyReader(.none)
     var bodyDone = true
-    private var buffered: [UInt8] = []
-    private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
-    private var path = "/"
     /// The request body's reader is moved out of its property while it delivers bytes; a read of the
     /// body re-entered meanwhile would find it missing, so it traps (as an exclusivity violation did).
     private var requestBodyLent = false
@@ -106,14 +91,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// Whether the peer is one of the listener's trusted proxies: each request's client is then read
     /// from its X-Forwarded-For (`ClientAddress`), and its forwarding fields are kept upstream.
     lazy var peerTrusted: Bool = downstream.peer.map { limits.trustedProxies.contains($0) } ?? false
-    /// The current request's client when a trusted peer named another one (nil: the peer), and its
-    /// text (kept while the next request names the same address).
-    private var forwardedClient: SocketAddress?
-    private var forwardedClientHost = "-"
-    /// The current request's client address: the peer, or the client a trusted proxy named. The one
-    /// value the access line, the router (rate limits, `/explain`) and the buffered request read.
-    var clientAddress: SocketAddress? { forwardedClient ?? downstream.peer }
-    var clientHost: String { forwardedClient == nil ? peerHost : forwardedClientHost }
+    /// The current request's client address: the peer, or the client a trusted proxy named
+    /// (`RequestExchange.forwardedClient`, kept while the next request names the same address). The
+    /// one value the access line, the router (rate limits, `/explain`) and the buffered request read.
+    var clientAddress: SocketAddress? { exchange.forwardedClient ?? downstream.peer }
 
     /// - Parameter acceptedAtMillis: when the connection was accepted (the loop's wheel clock), if
     ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
@@ -122,13 +103,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                 acceptedAtMillis: Int64? = nil, requestIDs: RequestIDGenerator = RequestIDGenerator())
     {
         self.downstream = connection
-        self.router = router
+        exchange = RequestExchange(router: router)
         self.requestIDs = requestIDs
         self.limits = limits
         let parser = HTTP1Parser(limits: limits.parser)
         self.parser = parser
         self.scheme = scheme
-        exchange = UpstreamExchange(loop: connection.loop, parser: parser)
+        upstreamExchange = UpstreamExchange(loop: connection.loop, parser: parser)
         connection.delegate = self
         let now = connection.loop.timers.nowMillis
         arm(.header, afterMillis: max(1, (acceptedAtMillis ?? now) + limits.headerTimeoutMillis - now))
@@ -148,7 +129,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         if c === downstream {
             downstreamDidRead()
         } else {
-            exchange.upstreamDidRead(self)
+            upstreamExchange.upstreamDidRead(self)
         }
     }
 
@@ -167,14 +148,14 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
                 closeAfterResponse = true
             }
         } else {
-            exchange.upstreamDidEnd(self)
+            upstreamExchange.upstreamDidEnd(self)
         }
     }
 
     public func connectionDidDrain(_ c: Connection) {
         if c === downstream {
-            if phase == .streamingResponse { exchange.resumeUpstream() }
-        } else if phase == .readingBody && bodyTarget == .upstream {
+            if phase == .streamingResponse { upstreamExchange.resumeUpstream() }
+        } else if phase == .readingBody && exchange.bodyTarget == .upstream {
             downstream.resumeReading()
         }
     }
@@ -184,16 +165,16 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
             cancelTimer()
             if phase != .closed {
                 // The exchange cannot finish: its upstream connection is not reusable.
-                exchange.stop()
+                upstreamExchange.stop()
                 if hasHead && phase != .awaitingHead { logExchange(error: error?.isSendTimeout == true ? .sendTimeout : .clientClosed) }
-                exchange.end()
+                upstreamExchange.end()
                 phase = .closed
             }
             // Exactly once, however the connection ended (including after our own close).
             onClose?()
             onClose = nil
         } else {
-            exchange.upstreamDidEnd(self)
+            upstreamExchange.upstreamDidEnd(self)
         }
     }
 
@@ -245,42 +226,37 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         let bytes = headBytes
         if h.absoluteForm { bytes.takeAuthority(&h) }
         let (m, t) = bytes.with { (h.methodString($0), h.targetString($0)) }
-        replace(&method, with: m)
-        replace(&target, with: t)
-        startExchange(h)
+        startExchange(h, method: m, target: t)
         if peerTrusted { resolveClient(h) }
-        guard let normalized = PathNormalizer.normalize(t) else {
-            fail(.ambiguousPath)
-            return
-        }
-        if RequestSyntax.hasMethodOverride(method: m, target: t) {
-            fail(.methodOverride)
-            return
-        }
-        replace(&path, with: normalized)
+        // 1. check
+        if let e = exchange.check(method: m, target: t) { return fail(e) }
         if draining { closeAfterResponse = true }
         if !h.keepAlive { closeAfterResponse = true }
+        // 2. route: a plain route is decided without the head's strings, which are built only for
+        // the routes that need them (and kept for the buffered request).
+        let path = exchange.path
         let decision = bytes.with { buf in
-            router.route(method: m, path: normalized, host: { h.hostString(buf) }, peer: clientAddress, requestID: requestID,
-                         head: {
-                             let full = h.materialize(buf)
-                             self.materializedHead = full
-                             return full
-                         })
+            exchange.router.route(
+                method: m, path: path, host: { h.hostString(buf) }, peer: clientAddress, requestID: exchange.requestID,
+                head: {
+                    let full = h.materialize(buf)
+                    self.materializedHead = full
+                    return full
+                })
         }
-        dispatch(decision, head: h)
+        admit(decision, head: h)
     }
 
     /// The client a trusted peer's X-Forwarded-For names for this request (`ClientAddress`).
     private func resolveClient(_ h: HTTPRequestHeadLines) {
         let trusted = limits.trustedProxies
         guard let client = headBytes.with({ ClientAddress.resolve(h, $0, trusted: trusted) }) else {
-            forwardedClient = nil
+            exchange.forwardedClient = nil
             return
         }
-        if let previous = forwardedClient, previous.hasSameAddress(as: client) { return }
-        forwardedClient = client
-        forwardedClientHost = client.host
+        if let previous = exchange.forwardedClient, previous.hasSameAddress(as: client) { return }
+        exchange.forwardedClient = client
+        exchange.forwardedClientHost = client.host
     }
 
     /// The current request's head as strings (for buffered routes, which hand it to a handler).
@@ -303,16 +279,14 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// An exchange whose head could not be read (answered with an error).
     private func startExchange() {
         dropHead()
-        forwardedClient = nil
-        replace(&method, with: "-")
-        replace(&target, with: "-")
+        exchange.forwardedClient = nil
         requestFraming = .none
         headExtras = .none
-        replace(&requestID, with: requestIDs.next())
+        exchange.begin(method: "-", target: "-", requestID: requestIDs.next())
         resetExchange()
     }
 
-    private func startExchange(_ h: HTTPRequestHeadLines) {
+    private func startExchange(_ h: HTTPRequestHeadLines, method: String, target: String) {
         dropHead()
         replace(&head, with: h)
         hasHead = true
@@ -323,21 +297,14 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         headExtras = extras
         // The client's id when it sent one valid X-Request-Id (its string is made only then).
         let clientID = extras.requestID == nil ? nil : bytes.with { RequestID.fromClient(extras, $0) }
-        replace(&requestID, with: clientID ?? requestIDs.next())
+        exchange.begin(method: method, target: target, requestID: clientID ?? requestIDs.next())
         resetExchange()
     }
 
     private func resetExchange() {
         cancelTimer()
-        started = EventLoop.monotonicNanos()
-        replace(&routeName, with: "-")
-        requestBodyBytes = 0
-        responseBytes = 0
-        responseStatus = 0
         responseHeadSent = false
-        responseVerdict = nil
-        replace(&buffered, with: [])
-        exchange.begin(method: method, framing: requestFraming)
+        upstreamExchange.begin(method: exchange.method, framing: requestFraming)
         if requestFraming != .none {
             replace(&requestBody, with: BodyReader(requestFraming))
             bodyDone = false
@@ -347,32 +314,25 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         }
     }
 
-    private func dispatch(_ decision: RouteDecision, head h: HTTPRequestHeadLines) {
-        switch decision {
-        case .respond(let name, let resp):
-            replace(&routeName, with: name)
+    /// 3. admit: the decision's body policy, carried out on this connection.
+    private func admit(_ decision: RouteDecision, head h: HTTPRequestHeadLines) {
+        switch exchange.admit(decision, framing: h.framing) {
+        case .respond(let resp):
             // The body (if any) is not wanted: dropped after the answer when small (the connection
             // is kept), else the connection closes after the answer.
             if !bodyDone && !mayDiscardBody(h) { closeAfterResponse = true }
             phase = .waiting
             writeLocal(resp)
+        case .refuse(let e):
+            fail(e)
         case .forward(let f):
-            replace(&routeName, with: f.routeName)
-            guard checkDeclaredLength(h, limit: f.maxBody) else { return }
-            bodyTarget = .upstream
-            bodyLimit = f.maxBody
             phase = .waiting
             downstream.pauseReading()
-            exchange.start(f, body: nil, self)
-        case .buffer(let maxBody, let name, let handler):
-            replace(&routeName, with: name)
-            guard checkDeclaredLength(h, limit: maxBody) else { return }
-            bodyTarget = .buffer
-            bodyLimit = maxBody
-            replace(&bufferedHandler, with: handler)
+            upstreamExchange.start(f, body: nil, self)  // `100 Continue` once the upstream took the head
+        case .buffer:
             sendContinueIfExpected(h)
             phase = .readingBody
-            exchange.arm(.body, limits.bodyTimeoutMillis, self)
+            upstreamExchange.arm(.body, limits.bodyTimeoutMillis, self)
             pumpRequestBody()
         }
     }
@@ -394,15 +354,6 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         case .none, .untilClose:
             return false
         }
-    }
-
-    /// A Content-Length above the route's limit is refused before any of the body is read.
-    private func checkDeclaredLength(_ h: HTTPRequestHeadLines, limit: Int) -> Bool {
-        if case .contentLength(let n) = h.framing, n > UInt64(limit) {
-            fail(.bodyTooLarge)
-            return false
-        }
-        return true
     }
 
     private static let continueResponse = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
@@ -450,60 +401,52 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         // Delivering body bytes may have ended the exchange and closed the connection (its buffer is gone).
         guard !downstream.isClosed else { return }
         downstream.inbound.consume(consumed)
-        if progressed { exchange.madeProgress() }
+        if progressed { upstreamExchange.madeProgress() }
         guard phase == .readingBody else { return }  // delivering may have aborted the exchange
         if bodyDone {
             requestBodyComplete()
-        } else if bodyTarget == .upstream, exchange.upstreamOutboundBytes > limits.highWaterMark {
+        } else if exchange.bodyTarget == .upstream, upstreamExchange.upstreamOutboundBytes > limits.highWaterMark {
             downstream.pauseReading()  // resumed when the upstream drains
         }
     }
 
+    /// 4. body: each byte counted against the route's limit; kept, or written upstream.
     private func deliverBody(_ data: Slice<UnsafeRawBufferPointer>) {
         guard phase == .readingBody else { return }
-        requestBodyBytes += data.count
-        if requestBodyBytes > bodyLimit {
-            fail(.bodyTooLarge)
-            return
-        }
-        switch bodyTarget {
-        case .buffer:
-            var b = replace(&buffered, with: [])
-            b.append(contentsOf: data)
-            replace(&buffered, with: b)
-        case .upstream:
-            exchange.writeBody(UnsafeRawBufferPointer(rebasing: data))
-        }
+        let bytes = UnsafeRawBufferPointer(rebasing: data)
+        guard exchange.take(bytes) else { return fail(.bodyTooLarge) }
+        if exchange.bodyTarget == .upstream { upstreamExchange.writeBody(bytes) }
     }
 
     private func requestBodyComplete() {
         cancelTimer()
-        switch bodyTarget {
+        switch exchange.bodyTarget {
         case .buffer:
+            // 5. decide
             phase = .waiting
             downstream.pauseReading()
-            guard hasHead, let handler = bufferedHandler else { return }
-            replace(&bufferedHandler, with: nil)
-            let request = BufferedRequest(head: fullHead(), path: path, body: buffered, peer: clientAddress, scheme: scheme,
-                                          dropFoldableNames: limits.dropFoldableNames,
-                                          forwardingPeer: peerTrusted ? ForwardingPeer(address: peerHost, trusted: true) : nil,
-                                          requestID: requestID)
-            handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
+            guard hasHead, exchange.awaitsBody else { return }
+            let request = exchange.bufferedRequest(
+                head: fullHead(), peer: downstream.peer, scheme: scheme, limits: limits,
+                forwardingPeer: peerTrusted ? ForwardingPeer(address: peerHost, trusted: true) : nil)
+            exchange.decide(request) { [weak self] outcome in self?.decided(outcome) }
         case .upstream:
             phase = .awaitingResponse
-            exchange.requestBodyDidEnd(self)
+            upstreamExchange.requestBodyDidEnd(self)
+        case .discard:
+            break
         }
     }
 
-    private func bufferedOutcome(_ outcome: BufferedOutcome) {
+    private func decided(_ outcome: BufferedOutcome) {
         guard phase == .waiting, !downstream.isClosed else { return }
         switch outcome {
         case .respond(let r):
             writeLocal(r)
         case .forward(let f):
-            // The body was read already (bounded) for a local decision: it goes whole, with its length.
-            replace(&routeName, with: f.routeName)
-            exchange.start(f, body: replace(&buffered, with: []), self)
+            // 6. forward: the body was read already (bounded) for a local decision: it goes whole,
+            // with its length.
+            upstreamExchange.start(f, body: exchange.forwardDecided(f), self)
         }
     }
 
@@ -511,12 +454,9 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
     func finishExchange(error: ProxyError?) {
         logExchange(error: error)
-        exchange.end()
+        upstreamExchange.end()
         dropHead()
-        replace(&method, with: "-")
-        replace(&target, with: "-")
-        replace(&bufferedHandler, with: nil)
-        replace(&buffered, with: [])
+        exchange.discardBody()
         cancelTimer()
         if closeAfterResponse || draining {
             if !bodyDone || !downstream.inbound.isEmpty {
@@ -622,7 +562,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// Cancels the connection's timer and the exchange's.
     func cancelTimer() {
         timerKind = .none
-        exchange.cancelTimer()
+        upstreamExchange.cancelTimer()
     }
 
     /// Sets the connection's one deadline; schedules a wheel entry only if none is due by then.
@@ -643,7 +583,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         guard phase != .closed else { return }
         let now = loop.timers.nowMillis
         guard timerKind != .none else {
-            let next = exchange.checkTimer(now: now, self)
+            let next = upstreamExchange.checkTimer(now: now, self)
             if next < timerDue && phase != .closed { scheduleTimerCheck(at: next, now: now) }
             return
         }

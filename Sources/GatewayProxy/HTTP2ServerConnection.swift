@@ -260,6 +260,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
                 let s = HTTP2Stream(id: id, head: head, connection: self)
                 withStreams { $0[id] = s }
                 s.start()
+            case .requestHeadTooLarge(let id, let endStream):
+                sawRequest = true
+                let s = HTTP2Stream(id: id, head: HTTP2Stream.unreadHead(endStream: endStream), connection: self)
+                withStreams { $0[id] = s }
+                s.refuse(.request(.headersTooLarge))
             case .requestData(let id, let bytes):
                 if let s = stream(id) { s.requestData(bytes) } else { session.consume(streamID: id, count: bytes.count) }
             case .requestEnd(let id):

@@ -1,32 +1,20 @@
 import GatewayHTTP
 import GatewayIO
 
-/// One HTTP/2 stream's request: the same request syntax, routing and body rules as
-/// `HTTP1ServerConnection`, with the session in place of the downstream socket; the upstream half is
-/// its `UpstreamExchange`, whose host it is (and so the delegate of its upstream connection).
-/// Request body bytes are given back to the client's flow-control window (`consume`) only once the
-/// upstream took them. Loop-confined.
+/// One HTTP/2 stream's request: the HTTP/2 codec of `RequestExchange` (the same phases, request
+/// syntax, routing and body rules as `HTTP1ServerConnection`), with the session in place of the
+/// downstream socket; the upstream half is its `UpstreamExchange`, whose host it is (and so the
+/// delegate of its upstream connection). Request body bytes are given back to the client's
+/// flow-control window (`consume`) only once the upstream took them. Loop-confined.
 final class HTTP2Stream {
     let id: Int32
     let head: HTTPRequestHead
     unowned let conn: HTTP2ServerConnection
     private var session: HTTP2ServerSession { conn.session }
-    private let exchange: UpstreamExchange
-    /// The exchange's id (`RequestID`): the client's valid `x-request-id`, or a new one.
-    let requestID: RequestID
-    /// The verdict of a protected route's local answer (a refusal), for the access line.
-    private var responseVerdict: AccessVerdict?
-
-    private enum BodyTarget { case upstream, buffer, discard }
-
-    private var path = "/"
-    private var routeName = "-"
-    private let started = EventLoop.monotonicNanos()
-    private var requestBodyBytes = 0
-    private var responseBytes = 0
-    private var responseStatus = 0
-    private var bodyTarget: BodyTarget = .discard
-    private var bodyLimit = 0
+    /// The request's phases and state.
+    private let exchange: RequestExchange
+    private let upstreamExchange: UpstreamExchange
+    private var requestID: RequestID { exchange.requestID }
     private var requestEnded = false
     /// Request body received before the upstream request started (bounded by the stream window:
     /// none of it is consumed yet).
@@ -39,16 +27,12 @@ final class HTTP2Stream {
     private var heldLastByte: UInt8?
     /// `content-length: 0` on a stream still open: the upstream request waits for END_STREAM.
     private var awaitingEmptyEnd = false
-    private var buffered: [UInt8] = []
-    private var bufferedHandler: ((BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void)?
     private var waitingForHandler = false
 
-    /// The stream's client when a trusted peer named another one (nil: the peer), and its text.
-    private var forwardedClient: SocketAddress?
-    private var forwardedClientHost = "-"
-    /// The stream's client address: the peer, or the client a trusted proxy named. The one value the
-    /// access line, the router (rate limits, `/explain`) and the buffered request read.
-    private var clientAddress: SocketAddress? { forwardedClient ?? conn.transport.peer }
+    /// The stream's client address: the peer, or the client a trusted proxy named
+    /// (`RequestExchange.forwardedClient`). The one value the access line, the router (rate limits,
+    /// `/explain`) and the buffered request read.
+    private var clientAddress: SocketAddress? { exchange.forwardedClient ?? conn.transport.peer }
 
     /// The stream's own deadlines, for what its exchange no longer times (docs/http2.md, "Deadlines"):
     /// response bytes waiting on the client's flow-control window must move within `send_timeout`
@@ -70,9 +54,10 @@ final class HTTP2Stream {
         self.id = id
         self.head = head
         self.conn = connection
-        exchange = UpstreamExchange(loop: connection.loop, parser: connection.responseParser)
-        exchange.begin(method: head.method, framing: head.framing)
-        requestID = RequestID.fromClient(head) ?? connection.requestIDs.next()
+        exchange = RequestExchange(router: connection.router)
+        exchange.begin(method: head.method, target: head.target, requestID: RequestID.fromClient(head) ?? connection.requestIDs.next())
+        upstreamExchange = UpstreamExchange(loop: connection.loop, parser: connection.responseParser)
+        upstreamExchange.begin(method: head.method, framing: head.framing)
     }
 
     // MARK: - Request
@@ -82,37 +67,40 @@ final class HTTP2Stream {
         // The request syntax HTTP/1.1's parser holds requests to (`RequestSyntax`), before routing.
         guard RequestSyntax.isCanonicalMethod(head.method) else { return fail(.request(.badMethod)) }
         guard let host = head.headers.fields.first?.value, RequestSyntax.isValidHost(host) else { return fail(.request(.badHost)) }
-        guard let normalized = PathNormalizer.normalize(head.target) else { return fail(.ambiguousPath) }
-        if RequestSyntax.hasMethodOverride(method: head.method, target: head.target) { return fail(.methodOverride) }
-        path = normalized
-        switch conn.router.route(head, path: normalized, peer: clientAddress, requestID: requestID) {
-        case .respond(let name, let r):
-            routeName = name
+        // 1. check, 2. route, 3. admit
+        if let e = exchange.check(method: head.method, target: head.target) { return fail(e) }
+        switch exchange.admit(exchange.route(head, peer: clientAddress), framing: head.framing) {
+        case .respond(let r):
             respond(r)
+        case .refuse(let e):
+            fail(e)
         case .forward(let f):
-            routeName = f.routeName
-            guard checkDeclaredLength(f.maxBody) else { return }
-            bodyTarget = .upstream
-            bodyLimit = f.maxBody
             sendContinueIfExpected()
             if case .contentLength(0) = head.framing, !requestEnded {
                 // Complete as the upstream would read it; only END_STREAM says no DATA follows
                 // (RFC 9113 §8.1.1). The END_STREAM of a HEADERS frame is the very next event.
-                exchange.route(to: f)
+                upstreamExchange.route(to: f)
                 awaitingEmptyEnd = true
-                exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
+                upstreamExchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
                 return
             }
-            exchange.start(f, body: nil, self)
-        case .buffer(let maxBody, let name, let handler):
-            routeName = name
-            guard checkDeclaredLength(maxBody) else { return }
-            bodyTarget = .buffer
-            bodyLimit = maxBody
-            bufferedHandler = handler
+            upstreamExchange.start(f, body: nil, self)
+        case .buffer:
             sendContinueIfExpected()
-            exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
+            upstreamExchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
         }
+    }
+
+    /// The head of a request that could not be read (its header list too large): recorded as `-`.
+    static func unreadHead(endStream: Bool) -> HTTPRequestHead {
+        HTTPRequestHead(method: "-", target: "-", minorVersion: 1, headers: HTTPFields(), framing: endStream ? .none : .chunked)
+    }
+
+    /// A request refused before its head could be read (`unreadHead`): answered as HTTP/1.1 answers
+    /// it (`headers_too_large`, 431, JSON with the request id), its body dropped.
+    func refuse(_ e: ProxyError) {
+        if head.framing == .none { requestEnded = true }
+        fail(e)
     }
 
     /// The client a trusted peer's x-forwarded-for names (`ClientAddress`, over the head laid out as
@@ -121,9 +109,9 @@ final class HTTP2Stream {
         let bytes = conn.upstreamHeadBytes
         let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
         let trusted = conn.limits.trustedProxies
-        forwardedClient = bytes.with { ClientAddress.resolve(lines, $0, trusted: trusted) }
+        exchange.forwardedClient = bytes.with { ClientAddress.resolve(lines, $0, trusted: trusted) }
         conn.spareHeadFields = lines.fields
-        if let c = forwardedClient { forwardedClientHost = c.host }
+        if let c = exchange.forwardedClient { exchange.forwardedClientHost = c.host }
     }
 
     /// `expect: 100-continue` (RFC 9110 §10.1.1): the body is wanted, as on HTTP/1.1 (the upstream
@@ -133,42 +121,30 @@ final class HTTP2Stream {
         try? session.submitInterimResponse(streamID: id, status: 100)
     }
 
-    private func checkDeclaredLength(_ limit: Int) -> Bool {
-        if case .contentLength(let n) = head.framing, n > UInt64(limit) {
-            fail(.bodyTooLarge)
-            return false
-        }
-        return true
-    }
-
+    /// 4. body: DATA counted against the route's limit, kept (read whole), or written upstream.
     func requestData(_ bytes: [UInt8]) {
-        requestBodyBytes += bytes.count
         if responseDone { lastRequestMillis = conn.loop.timers.nowMillis }
-        switch bodyTarget {
+        let target = exchange.bodyTarget
+        if target == .buffer && waitingForHandler {
+            // Bytes after the handler started cannot be (the body ended): dropped.
+            session.consume(streamID: id, count: bytes.count)
+            return
+        }
+        let admitted = bytes.withUnsafeBytes { exchange.take($0) }
+        switch target {
         case .discard:
             session.consume(streamID: id, count: bytes.count)
         case .buffer:
-            guard requestBodyBytes <= bodyLimit else {
-                session.consume(streamID: id, count: bytes.count)
-                fail(.bodyTooLarge)
-                return
-            }
-            exchange.madeProgress()
-            if waitingForHandler || exchange.forward != nil {
-                // Bytes after the handler started cannot be: the body ended. Kept for the forward.
-                session.consume(streamID: id, count: bytes.count)
-                return
-            }
-            buffered.append(contentsOf: bytes)
             session.consume(streamID: id, count: bytes.count)
+            guard admitted else { return fail(.bodyTooLarge) }
+            upstreamExchange.madeProgress()
         case .upstream:
-            guard requestBodyBytes <= bodyLimit else {
+            guard admitted else {
                 pending.append(contentsOf: bytes)
-                fail(.bodyTooLarge)
-                return
+                return fail(.bodyTooLarge)
             }
-            exchange.madeProgress()
-            if exchange.upstream != nil {
+            upstreamExchange.madeProgress()
+            if upstreamExchange.upstream != nil {
                 writeBody(bytes)
             } else {
                 pending.append(contentsOf: bytes)
@@ -178,48 +154,44 @@ final class HTTP2Stream {
 
     func requestEnd() {
         requestEnded = true
-        switch bodyTarget {
+        switch exchange.bodyTarget {
         case .discard:
             break
         case .buffer:
-            guard let handler = bufferedHandler else { return }
-            bufferedHandler = nil
+            // 5. decide
+            guard exchange.awaitsBody else { return }
             waitingForHandler = true
-            exchange.cancelTimer()
-            let request = BufferedRequest(head: head, path: path, body: buffered, peer: clientAddress, scheme: conn.scheme,
-                                          dropFoldableNames: conn.limits.dropFoldableNames,
-                                          forwardingPeer: conn.peerTrusted ? ForwardingPeer(address: conn.peerHost, trusted: true) : nil,
-                                          requestID: requestID)
-            handler(request) { [weak self] outcome in self?.bufferedOutcome(outcome) }
+            upstreamExchange.cancelTimer()
+            let request = exchange.bufferedRequest(
+                head: head, peer: conn.transport.peer, scheme: conn.scheme, limits: conn.limits,
+                forwardingPeer: conn.peerTrusted ? ForwardingPeer(address: conn.peerHost, trusted: true) : nil)
+            exchange.decide(request) { [weak self] outcome in self?.decided(outcome) }
         case .upstream:
             if awaitingEmptyEnd {
                 awaitingEmptyEnd = false
-                exchange.send(body: nil, self)
+                upstreamExchange.send(body: nil, self)
                 return
             }
-            guard exchange.upstream != nil else { return }  // the request starts with the body ended
+            guard upstreamExchange.upstream != nil else { return }  // the request starts with the body ended
             if let last = heldLastByte {
                 heldLastByte = nil
-                withUnsafeBytes(of: last) { exchange.writeBody($0) }
+                withUnsafeBytes(of: last) { upstreamExchange.writeBody($0) }
                 unconsumed += 1
                 acknowledgeWritten()
             }
-            exchange.requestBodyDidEnd(self)
+            upstreamExchange.requestBodyDidEnd(self)
         }
     }
 
-    private func bufferedOutcome(_ outcome: BufferedOutcome) {
+    private func decided(_ outcome: BufferedOutcome) {
         guard !finished, waitingForHandler else { return }
         waitingForHandler = false
         switch outcome {
         case .respond(let r):
             respond(r)
         case .forward(let f):
-            // Read whole for a local decision: it goes with its length.
-            routeName = f.routeName
-            let body = buffered
-            buffered = []
-            exchange.start(f, body: body, self)
+            // 6. forward: read whole for a local decision, it goes with its length.
+            upstreamExchange.start(f, body: exchange.forwardDecided(f), self)
         }
         conn.pump()
     }
@@ -237,7 +209,7 @@ final class HTTP2Stream {
             count -= 1  // the last byte (nghttp2 delivers no DATA beyond n)
             heldLastByte = bytes[count]
         }
-        bytes.withUnsafeBytes { exchange.writeBody(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        bytes.withUnsafeBytes { upstreamExchange.writeBody(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
         forwardedBodyBytes += count
         unconsumed += count
         acknowledgeWritten()
@@ -245,15 +217,15 @@ final class HTTP2Stream {
 
     /// Reopens the client's window for what the upstream took (its queue is at or below the mark).
     private func acknowledgeWritten() {
-        guard unconsumed > 0, exchange.upstream != nil, exchange.upstreamOutboundBytes <= conn.limits.highWaterMark else { return }
+        guard unconsumed > 0, upstreamExchange.upstream != nil, upstreamExchange.upstreamOutboundBytes <= conn.limits.highWaterMark else { return }
         session.consume(streamID: id, count: unconsumed)
         unconsumed = 0
     }
 
     /// Stops forwarding the request body: what was held is given back to the client's windows.
     private func discardRequestBody() {
-        bodyTarget = .discard
-        let held = pending.count + unconsumed + buffered.count + (heldLastByte == nil ? 0 : 1)
+        exchange.discardBody()  // a body read whole was given back to the windows as it came
+        let held = pending.count + unconsumed + (heldLastByte == nil ? 0 : 1)
         heldLastByte = nil
         pending = []
         unconsumed = 0
@@ -261,7 +233,7 @@ final class HTTP2Stream {
     }
 
     /// The response buffer fell below the high-water mark.
-    func resumeUpstream() { exchange.resumeUpstream() }
+    func resumeUpstream() { upstreamExchange.resumeUpstream() }
 
     // MARK: - Answers and errors
 
@@ -275,25 +247,22 @@ final class HTTP2Stream {
             // out, the client is told to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1). A rest
             // that fits in the window is let through: some clients (curl 7.88) report an upload
             // error instead of the response when a reset cuts their upload.
-            let rest: UInt64 = if case .contentLength(let n) = head.framing { n &- UInt64(requestBodyBytes) } else { .max }
+            let rest: UInt64 = if case .contentLength(let n) = head.framing { n &- UInt64(exchange.requestBodyBytes) } else { .max }
             if rest > UInt64(session.settings.initialWindowSize) { session.stopRequestAfterResponse(streamID: id) }
         }
-        exchange.cancelTimer()
+        upstreamExchange.cancelTimer()
         lastRequestMillis = conn.loop.timers.nowMillis
         watchAfterResponse()
-        var fields = r.headers
-        fields.set("Content-Length", String(r.body.count))
-        fields.set(RequestID.field, requestID.text)
+        // 7. respond
+        let fields = exchange.localFields(r)
         let noBody = head.method == "HEAD" || r.status == 204 || r.status == 304 || r.body.isEmpty
-        responseStatus = r.status
-        responseVerdict = r.verdict
         responseHeadSent = true
         responseDone = true
         do {
             try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: noBody)
             if !noBody {
                 try session.sendResponseBody(streamID: id, r.body, endStream: true)
-                responseBytes += r.body.count
+                exchange.responseBytes += r.body.count
             }
         } catch {
             // The stream or the connection is already gone; its close is reported separately.
@@ -305,7 +274,7 @@ final class HTTP2Stream {
     /// response cut short). Either way `error` is the stream's in the access log and metrics.
     private func fail(_ e: ProxyError) {
         guard !finished else { return }
-        exchange.stop()
+        upstreamExchange.stop()
         error = e
         if !responseHeadSent, e.status != nil {
             respond(e.response(requestId: requestID.text))
@@ -339,20 +308,15 @@ final class HTTP2Stream {
         finish()
     }
 
+    /// 8. record
     private func finish() {
         finished = true
-        bufferedHandler = nil
-        exchange.stop()
-        let now = EventLoop.monotonicNanos()
-        let record = ExchangeRecord(
-            route: routeName, method: head.method, target: head.target, status: responseStatus,
-            requestBytes: requestBodyBytes, responseBytes: responseBytes, durationSeconds: Double(now - started) / 1e9,
-            upstream: exchange.forward?.pool.target.name, upstreamSeconds: exchange.upstreamSeconds,
-            peer: forwardedClient == nil ? conn.peerHost : forwardedClientHost,
-            error: error?.code, protocolName: "h2", requestID: requestID, httpVersion: "HTTP/2.0", fields: LoggedFields.of(head),
-            verdict: exchange.forward?.verdict ?? responseVerdict)
-        conn.router.exchangeDidFinish(record)
-        exchange.end()
+        exchange.discardBody()
+        upstreamExchange.stop()
+        exchange.finish(
+            error: error, upstream: upstreamExchange, peerHost: conn.peerHost, protocolName: "h2", httpVersion: "HTTP/2.0",
+            fields: LoggedFields.of(head))
+        upstreamExchange.end()
     }
 
     /// The connection's timer check: the exchange's deadline (body, acquire, response) and the
@@ -360,7 +324,7 @@ final class HTTP2Stream {
     /// one still ahead (.max: none).
     func checkTimer(now: Int64) -> Int64 {
         guard !finished else { return .max }
-        var next = exchange.checkTimer(now: now, self)
+        var next = upstreamExchange.checkTimer(now: now, self)
         guard !finished, !resetSent else { return .max }
         let limits = conn.limits
         if let state = session.responseSendState(streamID: id), state.waiting > 0 {
@@ -375,7 +339,7 @@ final class HTTP2Stream {
             next = min(next, sendWatchSince + limits.sendTimeoutMillis, now + max(1, limits.sendTimeoutMillis / 4))
         } else {
             sendWatchSince = .max
-            if responseDone && !requestEnded && exchange.timerKind == nil {
+            if responseDone && !requestEnded && upstreamExchange.timerKind == nil {
                 let due = lastRequestMillis + limits.bodyTimeoutMillis
                 if now >= due {
                     requestTimedOutAfterResponse()
@@ -415,7 +379,7 @@ final class HTTP2Stream {
     }
 }
 
-// MARK: - The exchange's host
+// MARK: - The upstream exchange's host
 
 extension HTTP2Stream: UpstreamExchangeHost {
     func writeUpstreamHead(_ forward: Forward, framing: BodyFraming, to out: inout HeadWriter) {
@@ -431,17 +395,14 @@ extension HTTP2Stream: UpstreamExchangeHost {
     }
 
     func upstreamRequestDidStart() {
-        if bodyTarget == .buffer {
-            bodyTarget = .discard  // sent whole by the exchange
-            return
-        }
+        guard exchange.bodyTarget == .upstream else { return }  // a body read whole went with the head
         let early = pending
         pending = []
         writeBody(early)
         if requestEnded {
-            exchange.requestBodyDidEnd(self)
+            upstreamExchange.requestBodyDidEnd(self)
         } else {
-            exchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
+            upstreamExchange.arm(.body, conn.limits.bodyTimeoutMillis, self)
         }
         conn.pump()  // window updates for the body written (after an acquire that waited)
     }
@@ -459,10 +420,10 @@ extension HTTP2Stream: UpstreamExchangeHost {
         }
         let endStream: Bool
         if case .none = r.framing { endStream = true } else { endStream = false }
-        responseStatus = r.status
+        exchange.responseStatus = r.status
         responseHeadSent = true
         do {
-            if let forward = exchange.forward, forward.rewritesResponse {
+            if let forward = upstreamExchange.forward, forward.rewritesResponse {
                 // Fields set (or read and removed) by the route: through strings, as `HTTPFields.set` defines them.
                 let full = r.materialize(buf)
                 forward.responseHook?.observe?(full)
@@ -472,8 +433,8 @@ extension HTTP2Stream: UpstreamExchangeHost {
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {
                 // The usual case: the header list is built from the upstream's bytes, no string per field.
-                let routeFields = exchange.forward?.responseHeaders ?? HTTPFields()
-                let passServer = exchange.forward?.passServerHeader ?? false
+                let routeFields = upstreamExchange.forward?.responseHeaders ?? HTTPFields()
+                let passServer = upstreamExchange.forward?.passServerHeader ?? false
                 try requestID.withBytes { i in
                     try session.submitResponse(streamID: id, status: r.status, endStream: endStream) {
                         DownstreamResponseHead.appendHTTP2(
@@ -490,7 +451,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
 
     func sendResponseBody(_ data: UnsafeRawBufferPointer) -> Bool {
         guard !data.isEmpty else { return true }
-        responseBytes += data.count
+        exchange.responseBytes += data.count
         do {
             try session.sendResponseBody(streamID: id, data, endStream: false)
             return true
@@ -507,7 +468,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         lastRequestMillis = conn.loop.timers.nowMillis
         watchAfterResponse()
         // A response without a body ended the stream with its HEADERS frame.
-        if case .none = exchange.responseFraming { return }
+        if case .none = upstreamExchange.responseFraming { return }
         try? session.sendResponseBody(streamID: id, [], endStream: true)
     }
 
@@ -527,12 +488,12 @@ extension HTTP2Stream: UpstreamExchangeHost {
     // MARK: ConnectionDelegate (the upstream connection)
 
     func connectionDidRead(_ c: Connection) {
-        exchange.upstreamDidRead(self)
+        upstreamExchange.upstreamDidRead(self)
         conn.pump()
     }
 
     func connectionDidReadEOF(_ c: Connection) {
-        exchange.upstreamDidEnd(self)
+        upstreamExchange.upstreamDidEnd(self)
         conn.pump()
     }
 
@@ -542,7 +503,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
     }
 
     func connectionDidClose(_ c: Connection, error: Socket.Error?) {
-        exchange.upstreamDidEnd(self)
+        upstreamExchange.upstreamDidEnd(self)
         conn.pump()
     }
 }

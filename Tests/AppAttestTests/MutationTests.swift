@@ -2,6 +2,7 @@ import AppAttest
 import AppAttestSimulator
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import GatewayWire
 import Testing
 

@@ -1,3 +1,4 @@
+import GatewayWire
 import Testing
 
 @testable import GatewayConfig

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayCrypto
+import SimulatorPKI
 import Testing
 
 /// CMS SignedData verification on its own: the shapes refused before any signature is checked, the

@@ -1,7 +1,7 @@
 import CGatewayNGHTTP2
 import Dispatch
 import Foundation
-@testable import GatewayCrypto
+@_spi(Issuing) @testable import GatewayCrypto
 import GatewayWire
 import Synchronization
 import Testing

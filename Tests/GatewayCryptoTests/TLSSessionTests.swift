@@ -1,5 +1,6 @@
 import Foundation
 @_spi(Testing) import GatewayCrypto
+import SimulatorPKI
 import Testing
 
 @Suite("TLS sessions in memory")

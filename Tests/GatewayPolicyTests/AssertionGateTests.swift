@@ -20,10 +20,10 @@ struct AssertionGateTests {
     static let host = "api.example.com"
 
     /// The route kinds of the table (the gate does not read `mode`).
-    static let request = AssertionPolicy(mode: .enforce)
-    static let bodyRequired = AssertionPolicy(mode: .enforce, bind: .body, challenge: .required)
-    static let bodyOptional = AssertionPolicy(mode: .enforce, bind: .body, challenge: .optional)
-    static let bodyOff = AssertionPolicy(mode: .enforce, bind: .body, challenge: .off)
+    static let request = RoutePolicy(mode: .enforce)
+    static let bodyRequired = RoutePolicy(mode: .enforce, bind: .body, challenge: .required)
+    static let bodyOptional = RoutePolicy(mode: .enforce, bind: .body, challenge: .optional)
+    static let bodyOff = RoutePolicy(mode: .enforce, bind: .body, challenge: .off)
 
     /// A memory store holding the simulated device's key (its record edited by the row), the policy
     /// of one app (development only; categories app_store and testflight; bundle version 2.0 or later).
@@ -41,9 +41,9 @@ struct AssertionGateTests {
 
         init(record edit: (inout DeviceKeyRecord) -> Void = { _ in }) throws {
             ca = try TestCA()
-            let app = AppConfig(
+            let app = AppPolicy(
                 teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development],
-                validationCategories: [.appStore, .testflight], minBundleVersion: BundleVersion("2.0"))
+                validationCategories: ["app_store", "testflight"], minBundleVersion: BundleVersion("2.0"))
             policy = try AttestPolicy(apps: [app], extraRoots: [], challengeTTLMillis: AssertionGateTests.ttl)
             device = SimulatedDevice(appID: try AppID(AssertionGateTests.shop), ca: ca)
             guard let id = KeyID(device.keyID) else { throw TableError.setup("key id") }
@@ -75,7 +75,7 @@ struct AssertionGateTests {
         /// A request as the app sends it to a `route`: signed by `signer` (the device) over the
         /// client data the route binds, of `signedBody` (the body sent, unless told).
         func request(
-            route: AssertionPolicy = AssertionGateTests.request, challenge: String?, body: [UInt8] = Array("{\"sku\":\"A-1\"}".utf8),
+            route: RoutePolicy = AssertionGateTests.request, challenge: String?, body: [UInt8] = Array("{\"sku\":\"A-1\"}".utf8),
             signedBody: [UInt8]? = nil, signer: SimulatedDevice? = nil, mutations: AssertionMutations = .none,
             extensions: SimulatedExtensions? = nil
         ) -> GateRequest {
@@ -95,7 +95,7 @@ struct AssertionGateTests {
         }
 
         func evaluate(
-            _ request: GateRequest, route: AssertionPolicy = AssertionGateTests.request, store: (any AttestStore)? = nil,
+            _ request: GateRequest, route: RoutePolicy = AssertionGateTests.request, store: (any AttestStore)? = nil,
             at nowMillis: Int64 = AssertionGateTests.now
         ) throws -> GateOutcome {
             let token = request.challenge.flatMap(ChallengeText.decode)
@@ -109,7 +109,7 @@ struct AssertionGateTests {
         }
 
         /// Sends a good request: accepted or the test fails.
-        func accepted(_ request: GateRequest, route: AssertionPolicy = AssertionGateTests.request) throws -> AcceptedAssertion {
+        func accepted(_ request: GateRequest, route: RoutePolicy = AssertionGateTests.request) throws -> AcceptedAssertion {
             guard case .accepted(let a) = try evaluate(request, route: route) else { throw TableError.setup("a good request was refused") }
             return a
         }

@@ -10,8 +10,8 @@ import Testing
 @Suite("AssertionGate: counter_window routes")
 struct CounterWindowGateTests {
     typealias Fixture = AssertionGateTests.Fixture
-    static let window = AssertionPolicy(mode: .enforce, counterWindow: 8)
-    static let strict = AssertionPolicy(mode: .enforce)
+    static let window = RoutePolicy(mode: .enforce, counterWindow: 8)
+    static let strict = RoutePolicy(mode: .enforce)
 
     static func refusal(_ outcome: GateOutcome) -> Explanation? {
         if case .refused(let e) = outcome { return e }

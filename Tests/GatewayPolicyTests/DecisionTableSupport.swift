@@ -1,3 +1,4 @@
+import GatewayIO
 import AppAttest
 import Dispatch
 import GatewayPolicy

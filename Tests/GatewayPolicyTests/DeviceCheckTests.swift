@@ -72,7 +72,7 @@ struct DeviceCheckTests {
 
     @Test("the share: not judged under min_requests, refused above max_share, the window slides, logged once per window")
     func share() {
-        let f = DeviceCheckFallback(maxShare: Percentage(basisPoints: 2_000), window: .seconds(10), minRequests: 10)
+        let f = FallbackPolicy(maxShareBasisPoints: 2_000, windowMillis: 10_000, minRequests: 10)
         let share = FallbackShare(FallbackShare.Settings(f))
         var t: Int64 = 1_000_000
         // Alone in a quiet window: 100 % but under min_requests.
@@ -95,7 +95,7 @@ struct DeviceCheckTests {
 
     @Test("the fallback's refusals through the verdict: enforced, shadowed, devicecheck_unavailable fails open like the store")
     func verdicts() {
-        let route = AssertionPolicy(mode: .enforce, onStoreError: .failOpen, fallback: DeviceCheckFallback())
+        let route = RoutePolicy(mode: .enforce, onStoreError: .failOpen, fallback: FallbackPolicy())
         for e in [GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded] {
             let v = RouteVerdict(route: route, mode: .enforce, outcome: .refused(e))
             #expect(v.action == .refuse(status: 401) && v.verdict == .refused && v.reason == e.code)
@@ -109,7 +109,7 @@ struct DeviceCheckTests {
         #expect(RouteVerdict(route: closed, mode: .enforce, outcome: .refused(.deviceCheckUnavailable)).action == .refuse(status: 503))
         // A fallback request has no key id: a partial rollout shadows it.
         var partial = closed
-        partial.rollout = Percentage(basisPoints: 5_000)
+        partial.rolloutBasisPoints = 5_000
         #expect(RouteVerdict.mode(route: partial, keyID: nil) == .shadow)
         for e in [GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable] {
             Contract.check(Explanation(step: "devicecheck", error: e), on: .route, e.code)

@@ -1,3 +1,4 @@
+import GatewayIO
 import AppAttest
 import AppAttestSimulator
 import Foundation
@@ -139,7 +140,7 @@ struct HostBindingTests {
         init() throws {
             gate = AssertionGate(store: store, executor: Inline())
             policy = try AttestPolicy(
-                apps: [AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development])],
+                apps: [AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development])],
                 extraRoots: [], challengeTTLMillis: 300_000)
             device = SimulatedDevice(appID: try AppID(HostBindingTests.appID), ca: try TestCA())
             let keyID = try #require(KeyID(device.keyID))
@@ -164,7 +165,7 @@ struct HostBindingTests {
         /// verifying `route`: accepted, or the refusal.
         func send(
             version: ClientDataVersion, signedFor: String, host: String?, scheme: String = "http", target: String = "/api/purchase?x=1",
-            route: AssertionPolicy.ClientData
+            route: RoutePolicy.ClientData
         ) throws -> GateOutcome {
             let challenge = ChallengeText.encode(try self.challenge())
             let body = Array("{\"sku\":1}".utf8)
@@ -174,7 +175,7 @@ struct HostBindingTests {
                 method: "POST", target: target, body: body, keyID: Base64.encode(device.keyID), challenge: challenge,
                 assertion: Base64.encode(assertion), host: host, scheme: scheme)
             let box = Box<GateOutcome>()
-            gate.evaluate(request, route: AssertionPolicy(mode: .enforce, clientData: route), policy: policy, nowMillis: Self.now) {
+            gate.evaluate(request, route: RoutePolicy(mode: .enforce, clientData: route), policy: policy, nowMillis: Self.now) {
                 box.set($0)
             }
             return try box.wait()

@@ -100,9 +100,9 @@ struct PolicyTests {
     }
 
     @Test func appPolicyChecksEnvironmentCategoryAndBundleVersion() throws {
-        let config = AppConfig(
+        let config = AppPolicy(
             teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.production],
-            validationCategories: [.appStore, .testflight], minBundleVersion: BundleVersion("4.2"))
+            validationCategories: ["app_store", "testflight"], minBundleVersion: BundleVersion("4.2"))
         let policy = try AttestPolicy(apps: [config], extraRoots: [], challengeTTLMillis: 300_000)
         let app = try #require(policy.apps["ABCDE12345.com.example.shop"])
         #expect(policy.refusal(app: app, environment: .production, validationCategory: nil, bundleVersion: nil) == nil)

@@ -18,7 +18,7 @@ struct ReadHeadersTests {
     ]))))
 
     static func read(keyID: String? = keyID, challenge: String? = challenge, assertion: String? = assertion,
-                     _ route: AssertionPolicy = AssertionPolicy(mode: .enforce)) -> Result<AssertionHeaders, Explanation>
+                     _ route: RoutePolicy = RoutePolicy(mode: .enforce)) -> Result<AssertionHeaders, Explanation>
     {
         AssertionGate.readHeaders(keyID: keyID, challenge: challenge, assertion: assertion, route: route)
     }
@@ -48,18 +48,18 @@ struct ReadHeadersTests {
         let request = Self.read(challenge: nil)
         #expect(Self.refusal(request)?.error == .assertionMissing)
         #expect(Self.missing(request) == "X-App-Attest-Challenge")
-        let bodyRequired = Self.read(challenge: nil, AssertionPolicy(mode: .enforce, bind: .body, challenge: .required))
+        let bodyRequired = Self.read(challenge: nil, RoutePolicy(mode: .enforce, bind: .body, challenge: .required))
         #expect(Self.refusal(bodyRequired)?.error == .challengeMissing)
         // Optional and off: no challenge is fine; off ignores even a bad one.
-        guard case .success(let optional) = Self.read(challenge: nil, AssertionPolicy(mode: .enforce, bind: .body, challenge: .optional)),
-            case .success(let off) = Self.read(challenge: "not a challenge", AssertionPolicy(mode: .shadow, bind: .body, challenge: .off))
+        guard case .success(let optional) = Self.read(challenge: nil, RoutePolicy(mode: .enforce, bind: .body, challenge: .optional)),
+            case .success(let off) = Self.read(challenge: "not a challenge", RoutePolicy(mode: .shadow, bind: .body, challenge: .off))
         else {
             Issue.record("bind: body without a required challenge must read")
             return
         }
         #expect(optional.token == nil && off.token == nil && off.challengeText.isEmpty)
         // Optional but presented: it must be well formed.
-        let badOptional = Self.read(challenge: "!!", AssertionPolicy(mode: .enforce, bind: .body, challenge: .optional))
+        let badOptional = Self.read(challenge: "!!", RoutePolicy(mode: .enforce, bind: .body, challenge: .optional))
         #expect(Self.refusal(badOptional)?.error == .challengeUnknown)
     }
 

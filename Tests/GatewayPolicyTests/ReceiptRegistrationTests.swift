@@ -17,11 +17,11 @@ import Testing
 struct ReceiptRegistrationTests {
     // MARK: Real attestations
 
-    static func policy(for v: VectorCase, receipts: AppConfig.ReceiptMode = .verify) throws -> AttestPolicy {
-        let env: AppConfig.Environment = v.string("verifier_environment") == "production" ? .production : .development
+    static func policy(for v: VectorCase, verifiesReceipts receipts: Bool = true) throws -> AttestPolicy {
+        let env: AppPolicy.KeyEnvironmentName = v.string("verifier_environment") == "production" ? .production : .development
         let app = v.appID
         return try AttestPolicy(
-            apps: [AppConfig(teamID: app.teamID, bundleIDs: [app.bundleID], environments: [env], receipts: receipts)], extraRoots: [],
+            apps: [AppPolicy(teamID: app.teamID, bundleIDs: [app.bundleID], environments: [env], verifiesReceipts: receipts)], extraRoots: [],
             challengeTTLMillis: 300_000)
     }
 
@@ -99,7 +99,7 @@ struct ReceiptRegistrationTests {
         #expect(none?.error == .receiptInvalid && Self.field(none, "reason") == "malformed")
 
         // `receipts: ignore` registers all of them, the receipt kept unverified.
-        let lax = try Self.policy(for: v, receipts: .ignore)
+        let lax = try Self.policy(for: v, verifiesReceipts: false)
         for bytes in [swapped, try Self.withReceipt(original, flipped), try Self.withReceipt(original, [])] {
             guard case .success(let ok) = try Self.check(v, attestation: bytes, policy: lax, at: at) else {
                 Issue.record("receipts: ignore refused a receipt")
@@ -110,7 +110,7 @@ struct ReceiptRegistrationTests {
         // The vector whose receipt was never published registers only where receipts are ignored.
         let bare = try #require(VectorCase.attestationCase(named: "oliver-binns-dev-attestation"))
         #expect(Self.field(Self.refusal(try Self.check(bare, policy: try Self.policy(for: bare), at: bare.instant)), "reason") == "malformed")
-        #expect(throws: Never.self) { try Self.check(bare, policy: try Self.policy(for: bare, receipts: .ignore), at: bare.instant).get() }
+        #expect(throws: Never.self) { try Self.check(bare, policy: try Self.policy(for: bare, verifiesReceipts: false), at: bare.instant).get() }
     }
 
     // MARK: Simulated devices through Registrar.register
@@ -124,13 +124,13 @@ struct ReceiptRegistrationTests {
         let policy: AttestPolicy
         static let now: Int64 = 1_800_000_000_000
 
-        init(ca: TestCA? = nil, receipts: AppConfig.ReceiptMode = .verify, trustReceiptRoot: Bool = true) throws {
+        init(ca: TestCA? = nil, verifiesReceipts receipts: Bool = true, trustReceiptRoot: Bool = true) throws {
             let ca = try ca ?? TestCA()
             self.ca = ca
             policy = try AttestPolicy(
                 apps: [
-                    AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development], receipts: receipts),
-                    AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requireMacOSSecurity: true),
+                    AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development], verifiesReceipts: receipts),
+                    AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requiresMacOSSecurity: true),
                 ],
                 extraRoots: [ca.root], extraReceiptRoots: trustReceiptRoot ? [ca.receiptRoot] : [], challengeTTLMillis: 300_000)
         }
@@ -212,7 +212,7 @@ struct ReceiptRegistrationTests {
         let e = Self.refused(try untrusting.register(SimulatedDevice(appID: app, ca: h.ca)))
         #expect(Self.field(e, "reason") == "chain_untrusted")
         // receipts: ignore stores whatever came, unverified.
-        let lax = try Harness(ca: h.ca, receipts: .ignore, trustReceiptRoot: false)
+        let lax = try Harness(ca: h.ca, verifiesReceipts: false, trustReceiptRoot: false)
         for (reason, mutations) in cases {
             let key = Self.registered(try lax.register(SimulatedDevice(appID: app, ca: h.ca), mutations: mutations))
             #expect(key != nil && key?.receipt == nil, "\(reason)")

@@ -34,11 +34,11 @@ struct RegistrarTests {
         init(limits: KeyLimits = KeyLimits()) throws {
             ca = try TestCA()
             memory = MemoryAttestStore(shards: 4, limits: limits)
-            let shop = AppConfig(
+            let shop = AppPolicy(
                 teamID: "ABCDE12345", bundleIDs: ["com.example.shop", "com.example.shop.Clip"], environments: [.development],
-                validationCategories: [.appStore, .testflight], minBundleVersion: BundleVersion("2.0"))
-            let production = AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.wallet"], environments: [.production])
-            let mac = AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requireMacOSSecurity: true)
+                validationCategories: ["app_store", "testflight"], minBundleVersion: BundleVersion("2.0"))
+            let production = AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.wallet"], environments: [.production])
+            let mac = AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requiresMacOSSecurity: true)
             policy = try AttestPolicy(
                 apps: [shop, production, mac], extraRoots: [ca.root], extraReceiptRoots: [ca.receiptRoot],
                 challengeTTLMillis: RegistrarTests.ttl, maxReceiptBytes: RegistrarTests.maxReceipt)

@@ -23,8 +23,8 @@ struct RegistrationBoundsTests {
 
     init() throws {
         ca = try TestCA()
-        let app = AppConfig(teamID: "ABCDE12345", bundleIDs: ["com.example.shop", "com.example.shop.Clip"], environments: [.development],
-                            receipts: .ignore)  // the receipts here are sized filler, not CMS
+        let app = AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.shop", "com.example.shop.Clip"], environments: [.development],
+                            verifiesReceipts: false)  // the receipts here are sized filler, not CMS
         policy = try AttestPolicy(apps: [app], extraRoots: [ca.root], challengeTTLMillis: 300_000, maxReceiptBytes: 16 * 1024)
     }
 

@@ -36,7 +36,7 @@ struct RouteVerdictTests {
 
     /// Whether a request is enforced, from the table's own facts: only an enforce route, all of it
     /// at 100 %, below that the keys whose position is under the share.
-    static func expectedMode(_ mode: AssertionPolicy.Mode, share: Int, position: UInt32?) -> RouteVerdict.Mode? {
+    static func expectedMode(_ mode: RoutePolicy.Mode, share: Int, position: UInt32?) -> RouteVerdict.Mode? {
         switch mode {
         case .off: return nil
         case .shadow: return .shadow
@@ -51,7 +51,7 @@ struct RouteVerdictTests {
     /// its route status, but the store's failure on a fail_open route goes on unverified; a shadowed
     /// refusal goes on unverified, recorded with the status enforcement would send. DeviceCheck
     /// failing to answer a fallback request is the store's failure for `on_store_error` (issue 14).
-    static func expected(_ mode: RouteVerdict.Mode, _ outcome: RouteVerdict.Outcome, _ onStoreError: AssertionPolicy.StoreErrorPolicy)
+    static func expected(_ mode: RouteVerdict.Mode, _ outcome: RouteVerdict.Outcome, _ onStoreError: RoutePolicy.StoreErrorPolicy)
         -> (RouteVerdict.Action, RouteVerdict.Label, String)
     {
         switch outcome {
@@ -74,10 +74,10 @@ struct RouteVerdictTests {
     func everyCombination() {
         var checked = 0
         var wrong: [String] = []
-        for mode in AssertionPolicy.Mode.allCases {
+        for mode in RoutePolicy.Mode.allCases {
             for share in Self.shares {
-                for onStoreError in AssertionPolicy.StoreErrorPolicy.allCases {
-                    let route = AssertionPolicy(mode: mode, rollout: Percentage(basisPoints: share), onStoreError: onStoreError)
+                for onStoreError in RoutePolicy.StoreErrorPolicy.allCases {
+                    let route = RoutePolicy(mode: mode, rolloutBasisPoints: share, onStoreError: onStoreError)
                     for key in Self.keys {
                         let treated = Self.expectedMode(mode, share: share, position: key.position)
                         if RouteVerdict.mode(route: route, keyID: key.text) != treated {
@@ -121,12 +121,12 @@ struct RouteVerdictTests {
         (.shadow, 10_000, 5, .refused(.keyUnknown), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
         (.shadow, 10_000, 5, .refused(.storeUnavailable), .failOpen, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 503)),
         (.shadow, 10_000, 5, .accepted, .failClosed, "shadow", "accepted", .forwardVerified),
-    ] as [(AssertionPolicy.Mode, Int, UInt32?, RouteVerdict.Outcome, AssertionPolicy.StoreErrorPolicy, String, String, RouteVerdict.Action)])
+    ] as [(RoutePolicy.Mode, Int, UInt32?, RouteVerdict.Outcome, RoutePolicy.StoreErrorPolicy, String, String, RouteVerdict.Action)])
     func spelledOut(
-        _ mode: AssertionPolicy.Mode, _ share: Int, _ position: UInt32?, _ outcome: RouteVerdict.Outcome,
-        _ onStoreError: AssertionPolicy.StoreErrorPolicy, _ modeLabel: String, _ label: String, _ action: RouteVerdict.Action
+        _ mode: RoutePolicy.Mode, _ share: Int, _ position: UInt32?, _ outcome: RouteVerdict.Outcome,
+        _ onStoreError: RoutePolicy.StoreErrorPolicy, _ modeLabel: String, _ label: String, _ action: RouteVerdict.Action
     ) throws {
-        let route = AssertionPolicy(mode: mode, rollout: Percentage(basisPoints: share), onStoreError: onStoreError)
+        let route = RoutePolicy(mode: mode, rolloutBasisPoints: share, onStoreError: onStoreError)
         let verdict = try #require(RouteVerdict(route: route, keyID: position.map { Self.key(at: $0) }, outcome: outcome))
         #expect(verdict.mode.rawValue == modeLabel)
         #expect(verdict.verdict.rawValue == label)
@@ -141,8 +141,8 @@ struct RouteVerdictTests {
 
     @Test("a refusal from the head alone is answered before the body exactly when the verdict refuses")
     func beforeBody() {
-        for onStoreError in AssertionPolicy.StoreErrorPolicy.allCases {
-            let route = AssertionPolicy(mode: .enforce, onStoreError: onStoreError)
+        for onStoreError in RoutePolicy.StoreErrorPolicy.allCases {
+            let route = RoutePolicy(mode: .enforce, onStoreError: onStoreError)
             for error in GateError.allCases {
                 let after = RouteVerdict(route: route, mode: .enforce, outcome: .refused(error))
                 let now = RouteVerdict.beforeBody(route: route, mode: .enforce, refusal: error)
@@ -155,7 +155,7 @@ struct RouteVerdictTests {
                 #expect(RouteVerdict.beforeBody(route: route, mode: .shadow, refusal: error) == nil, "\(error)")
             }
         }
-        let early = RouteVerdict.beforeBody(route: AssertionPolicy(mode: .enforce), mode: .enforce, refusal: .malformed)
+        let early = RouteVerdict.beforeBody(route: RoutePolicy(mode: .enforce), mode: .enforce, refusal: .malformed)
         #expect(early?.action == .refuse(status: 401) && early?.verdict == .refused && early?.reason == "malformed")
     }
 
@@ -172,7 +172,7 @@ struct RouteVerdictTests {
     /// counts it `flagged` (either mode), `refuse` refuses it 403 where enforced and forwards it
     /// verified counted `would_refuse` where shadowed. Refusals of the gate are untouched by it.
     static func expectedRisk(
-        _ mode: RouteVerdict.Mode, max: Int?, onRisk: AssertionPolicy.RiskAction, metric: UInt32?
+        _ mode: RouteVerdict.Mode, max: Int?, onRisk: RoutePolicy.RiskAction, metric: UInt32?
     ) -> (RouteVerdict.Action, RouteVerdict.Label, String) {
         guard let max, let metric, Int(metric) > max else { return (.forwardVerified, .accepted, "ok") }
         switch (onRisk, mode) {
@@ -188,12 +188,12 @@ struct RouteVerdictTests {
         let metrics: [UInt32?] = [nil, 0, 1, 2, 3, 5, 6, 1_000]
         var checked = 0
         var wrong: [String] = []
-        for mode in [AssertionPolicy.Mode.enforce, .shadow] {
+        for mode in [RoutePolicy.Mode.enforce, .shadow] {
             for share in [10_000, 0] where !(mode == .shadow && share == 0) {
                 for max in maxima {
-                    for onRisk in AssertionPolicy.RiskAction.allCases {
-                        let route = AssertionPolicy(
-                            mode: mode, rollout: Percentage(basisPoints: share), maxRiskMetric: max, onRisk: onRisk)
+                    for onRisk in RoutePolicy.RiskAction.allCases {
+                        let route = RoutePolicy(
+                            mode: mode, rolloutBasisPoints: share, maxRiskMetric: max, onRisk: onRisk)
                         for metric in metrics {
                             checked += 1
                             let verdict = RouteVerdict(route: route, keyID: Self.key(at: 1), outcome: .accepted, riskMetric: metric)!
@@ -216,17 +216,17 @@ struct RouteVerdictTests {
 
     @Test("risk, spelled out: no metric yet passes; flag counts and forwards; refuse is a 403 only where enforced")
     func riskSpelledOut() throws {
-        let refuse = AssertionPolicy(mode: .enforce, maxRiskMetric: 3, onRisk: .refuse)
+        let refuse = RoutePolicy(mode: .enforce, maxRiskMetric: 3, onRisk: .refuse)
         #expect(try #require(RouteVerdict(route: refuse, keyID: nil, outcome: .accepted, riskMetric: nil)).action == .forwardVerified)
         #expect(try #require(RouteVerdict(route: refuse, keyID: nil, outcome: .accepted, riskMetric: 3)).action == .forwardVerified)
         let over = try #require(RouteVerdict(route: refuse, keyID: nil, outcome: .accepted, riskMetric: 4))
         #expect(over.action == .refuse(status: 403) && over.verdict == .refused && over.reason == "risk_metric_exceeded")
         #expect(GateError.riskMetricExceeded.status(on: .route) == 403 && GateError.riskMetricExceeded.action == .none)
-        let flag = AssertionPolicy(mode: .enforce, maxRiskMetric: 3)
+        let flag = RoutePolicy(mode: .enforce, maxRiskMetric: 3)
         #expect(flag.onRisk == .flag)
         let flagged = try #require(RouteVerdict(route: flag, keyID: nil, outcome: .accepted, riskMetric: 4))
         #expect(flagged.action == .forwardVerifiedRecorded(recordedStatus: 403) && flagged.verdict == .flagged)
-        let shadow = AssertionPolicy(mode: .shadow, maxRiskMetric: 3, onRisk: .refuse)
+        let shadow = RoutePolicy(mode: .shadow, maxRiskMetric: 3, onRisk: .refuse)
         let shadowed = try #require(RouteVerdict(route: shadow, keyID: nil, outcome: .accepted, riskMetric: 9))
         #expect(shadowed.action == .forwardVerifiedRecorded(recordedStatus: 403) && shadowed.verdict == .wouldRefuse)
     }

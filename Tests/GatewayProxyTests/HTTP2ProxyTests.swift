@@ -287,6 +287,20 @@ struct HTTP2ProxyTests {
         #expect(bad.text == "{\"error\":\"ambiguous_path\",\"requestId\":\"\(badID)\"}\n")
     }
 
+    @Test("a header list above the limit → 431 JSON headers_too_large, as on HTTP/1.1, recorded; the connection lives on") func headersTooLarge() throws {
+        guard requireCurl() else { return }
+        let f = try H2ProxyFixture(protocols: .h2c)
+        defer { f.stop() }
+        // 40 KB of one field: past the 16 KiB SETTINGS_MAX_HEADER_LIST_SIZE (curl sends it anyway).
+        let big = try curlCall(["--http2-prior-knowledge", "-H", "X-Big: " + String(repeating: "b", count: 40_000), f.url("/u")])
+        #expect(big.status == 431)
+        #expect(big.headers["content-type"] == "application/json")
+        let id = try #require(big.headers["x-request-id"])
+        #expect(big.text == "{\"error\":\"headers_too_large\",\"requestId\":\"\(id)\"}\n")
+        #expect(f.records.contains { $0.status == 431 && $0.error == "headers_too_large" && $0.target == "-" && $0.protocolName == "h2" })
+        #expect(try curlCall(["--http2-prior-knowledge", f.url("/u")]).status == 200)
+    }
+
     @Test("a declared body above the route's limit → 413 JSON before reading it") func tooLarge() throws {
         guard requireCurl() else { return }
         let f = try H2ProxyFixture(protocols: .h2c, maxBody: 1000)

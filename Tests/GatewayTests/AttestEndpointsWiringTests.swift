@@ -26,12 +26,23 @@ struct AttestEndpointsWiringTests {
     static let host = "gw.example"
     static let verifiedHeader = "X-App-Attest-Verified-Key-Id"
 
-    static let routes: [String: AssertionPolicy] = [
-        "enforced": AssertionPolicy(mode: .enforce),
-        "shadowed": AssertionPolicy(mode: .shadow),
-        "quarter": AssertionPolicy(mode: .enforce, rollout: Percentage(basisPoints: 2_500)),
-        "open": AssertionPolicy(mode: .enforce, onStoreError: .failOpen),
+    static let routes: [String: RoutePolicy] = [
+        "enforced": RoutePolicy(mode: .enforce),
+        "shadowed": RoutePolicy(mode: .shadow),
+        "quarter": RoutePolicy(mode: .enforce, rolloutBasisPoints: 2_500),
+        "open": RoutePolicy(mode: .enforce, onStoreError: .failOpen),
+        // DeviceCheck fallbacks (the verdict does not depend on the fallback's own settings).
+        "fb-enforced": RoutePolicy(mode: .enforce),
+        "fb-shadowed": RoutePolicy(mode: .shadow),
+        "fb-tight": RoutePolicy(mode: .enforce),
     ]
+
+    /// The team key the `apple` section names (a fallback needs `apple`), written once.
+    static let teamKeyPath: String = {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("wiring-team-\(UUID().uuidString).p8").path
+        FileManager.default.createFile(atPath: path, contents: Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
+        return path
+    }()
 
     static let yaml = """
         listeners:
@@ -45,6 +56,11 @@ struct AttestEndpointsWiringTests {
           - {name: shadowed, match: {path_prefix: /shadowed}, upstream: demo, assertion: {mode: shadow}}
           - {name: quarter, match: {path_prefix: /quarter}, upstream: demo, assertion: {mode: enforce, rollout: 25%}}
           - {name: open, match: {path_prefix: /open}, upstream: demo, assertion: {mode: enforce, on_store_error: fail_open}}
+          - {name: fb-enforced, match: {path_prefix: /fb-enforced}, upstream: demo, assertion: {mode: enforce, fallback: {devicecheck: true, max_share: 100%}}}
+          - {name: fb-shadowed, match: {path_prefix: /fb-shadowed}, upstream: demo, assertion: {mode: shadow, fallback: {devicecheck: true, max_share: 100%}}}
+          - {name: fb-tight, match: {path_prefix: /fb-tight}, upstream: demo, assertion: {mode: enforce, fallback: {devicecheck: true, max_share: 10%, min_requests: 1}}}
+        apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(teamKeyPath), devicecheck_url: https://127.0.0.1:9}
+        risk: {refresh: "off"}
         """
 
     /// The memory store, or (switched) a store that cannot be reached.
@@ -316,6 +332,20 @@ struct AttestEndpointsWiringTests {
         for (route, signed) in zip(["enforced", "shadowed", "quarter", "open"], headers) {
             try expectCarriedOut(h, route: route, headers: signed, outcome: .refused(.storeUnavailable))
         }
+    }
+
+    @Test("the DeviceCheck fallback's gate goes through the same carry-out: a token that is not one, a share over max_share; refused, or shadowed and recorded")
+    func fallback() throws {
+        let h = try Harness()
+        // Not a DeviceCheck token: refused after the body (enforced), forwarded unverified and
+        // recorded (shadowed); DeviceCheck is never called.
+        let notAToken = [(AttestHeaders.deviceToken, "!!! not base64 !!!")]
+        try expectCarriedOut(h, route: "fb-enforced", headers: notAToken, outcome: .refused(.deviceTokenInvalid))
+        try expectCarriedOut(h, route: "fb-shadowed", headers: notAToken, outcome: .refused(.deviceTokenInvalid))
+        #expect(h.explain.recent(1).first?.explanation.fields.contains { $0 == ("path", "devicecheck") } == true)
+        // The route's share of fallback requests above max_share: decided from the head.
+        try expectCarriedOut(h, route: "fb-tight", headers: notAToken, outcome: .refused(.fallbackShareExceeded), decidedByHead: true)
+        #expect((try? h.metrics.expectCounter(AttestMetrics.fallbackRequests, [("route", "fb-tight"), ("result", "fallback_share_exceeded")]))?.totalValue == 1)
     }
 
     @Test("accepted: forwarded with the verified key id and the next challenge, enforced or shadowed")

@@ -1,3 +1,4 @@
+import GatewayWire
 /// `apps`: the teams and bundle ids whose devices may attest, and what their attestations must show.
 extension ConfigDecoder {
     func decodeApps(_ node: YAMLNode, path: String) -> [AppConfig]? {

@@ -8,6 +8,14 @@ public struct HTTPRequestHead: Sendable, Equatable {
     public var headers: HTTPFields
     public var framing: BodyFraming
 
+    public init(method: String, target: String, minorVersion: Int, headers: HTTPFields, framing: BodyFraming) {
+        self.method = method
+        self.target = target
+        self.minorVersion = minorVersion
+        self.headers = headers
+        self.framing = framing
+    }
+
     /// Whether the connection stays open after this exchange (RFC 9112 §9.3).
     public var keepAlive: Bool { persistentConnection(headers, minorVersion: minorVersion) }
 

@@ -33,6 +33,10 @@ public struct HTTP2ErrorCode: RawRepresentable, Hashable, Sendable, CustomString
 public enum HTTP2Event: Sendable, Equatable {
     /// A valid request head (RFC 9113 §8.3 checked) mapped for the HTTP/1.1 router/proxy pipeline.
     case request(streamID: Int32, head: HTTPRequestHead)
+    /// A request whose header list went past `maxHeaderListSize` (RFC 9113 §6.5.2; decoded to keep
+    /// HPACK in sync, nothing kept): delivered without a head, to be answered 431
+    /// `headers_too_large` as HTTP/1.1 answers it. `endStream`: the HEADERS frame ended the stream.
+    case requestHeadTooLarge(streamID: Int32, endStream: Bool)
     /// A piece of request body. Its bytes stay counted against the client's flow-control window
     /// until the consumer calls `consume(streamID:count:)`.
     case requestData(streamID: Int32, bytes: [UInt8])

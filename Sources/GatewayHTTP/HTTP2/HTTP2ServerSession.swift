@@ -475,26 +475,6 @@ public final class HTTP2ServerSession {
         if endStream { stream.bodyEnded = true }
     }
 
-    /// Answers a request the session refuses by itself (431 for an oversized header list), without
-    /// delivering it; a request body still coming is stopped with RST_STREAM NO_ERROR (§8.1).
-    private func answerLocally(_ stream: StreamState, status: Int) {
-        stream.rejected = true
-        stream.fields = []
-        do {
-            block.reset()
-            block.appendStatus(status)
-            block.append(name: "content-length", value: "0")
-            try submit(stream, endStream: true)
-        } catch {
-            _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, HTTP2ErrorCode.internalError.rawValue)
-            return
-        }
-        if !stream.requestEnded {
-            applicationResets.insert(stream.id)
-            _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, HTTP2ErrorCode.noError.rawValue)
-        }
-    }
-
     private func readResponse(
         _ streamID: Int32, _ buf: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
@@ -667,7 +647,11 @@ public final class HTTP2ServerSession {
             if endStream { s.requestEnded = true }
             if frame.headers.cat == NGHTTP2_HCAT_REQUEST {
                 if s.tooLarge {
-                    answerLocally(s, status: 431)
+                    // Answered by the loop (the JSON `headers_too_large`, recorded as any refusal).
+                    s.fields = []
+                    s.delivered = true
+                    emit(.requestHeadTooLarge(streamID: id, endStream: endStream))
+                    if endStream { emit(.requestEnd(streamID: id)) }
                     return 0
                 }
                 let head: HTTPRequestHead

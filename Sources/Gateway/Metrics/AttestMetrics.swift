@@ -216,38 +216,22 @@ final class AttestMetrics: Sendable {
     /// (new routes); series of removed routes stay.
     func declare(routes: [GatewayRuntime.CompiledRoute]) {
         for r in routes where r.assertion.mode != .off {
-            var modes: [(mode: String, refused: String)] = []
-            if r.assertion.mode == .enforce { modes.append(("enforce", "refused")) }
-            if r.assertion.mode == .shadow || r.assertion.rollout.basisPoints < 10_000 { modes.append(("shadow", "would_refuse")) }
-            for (mode, refused) in modes {
-                verdictCounter(route: r.name, mode: mode, verdict: "accepted", reason: "ok")
-                for reason in Self.routeReasons { verdictCounter(route: r.name, mode: mode, verdict: refused, reason: reason.code) }
-            }
-            if r.assertion.mode == .enforce, r.assertion.onStoreError == .failOpen {
-                verdictCounter(route: r.name, mode: "enforce", verdict: "fail_open", reason: GateError.storeUnavailable.code)
+            // The verdicts the route can reach, from the policy's own rules (`RouteVerdict.space`),
+            // and those it reaches with `on_store_error: fail_closed`: a reload that flips it finds
+            // its series there.
+            var refusals = Self.routeReasons
+            if r.fallback != nil { refusals += [.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable] }
+            var failClosed = r.assertion
+            failClosed.onStoreError = .failClosed
+            for v in RouteVerdict.space(route: r.assertion, refusals: refusals) + RouteVerdict.space(route: failClosed, refusals: refusals) {
+                verdictCounter(route: r.name, mode: v.mode.rawValue, verdict: v.verdict.rawValue, reason: v.reason)
             }
             _ = counter(Self.unsupportedClaims, [("route", r.name)])
             if r.fallback != nil {
                 for result in Self.fallbackResults { _ = counter(Self.fallbackRequests, [("route", r.name), ("result", result)]) }
                 fallbackShare(route: r.name, 0)
-                for (mode, refused) in modes {
-                    for reason in [GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable] {
-                        verdictCounter(route: r.name, mode: mode, verdict: refused, reason: reason.code)
-                    }
-                }
-                if r.assertion.mode == .enforce, r.assertion.onStoreError == .failOpen {
-                    verdictCounter(route: r.name, mode: "enforce", verdict: "fail_open", reason: GateError.deviceCheckUnavailable.code)
-                }
                 for call in DeviceCheck.Call.allCases where call != .update || r.fallback?.config.bits == .write {
                     for result in DeviceCheck.Result.allCases { _ = counter(Self.deviceCheckRequests, [("endpoint", call.rawValue), ("result", result.rawValue)]) }
-                }
-            }
-            if r.assertion.maxRiskMetric != nil {
-                // Keys over max_risk_metric: flagged (on_risk: flag), or refused where enforced.
-                let reason = GateError.riskMetricExceeded.code
-                for (mode, refused) in modes {
-                    let verdict = r.assertion.onRisk == .flag ? "flagged" : refused
-                    verdictCounter(route: r.name, mode: mode, verdict: verdict, reason: reason)
                 }
             }
         }

@@ -40,29 +40,23 @@ extension GatewayRouter {
         var e = Explanation(step: "fallback_share", error: .fallbackShareExceeded)
         e.add("path", "devicecheck")
         e.add("share", String(format: "%.4f", reading.share))
-        e.add("max_share", f.config.maxShare.description)
-        e.add("window", Self.durationText(f.config.window))
+        e.add("max_share", Percentage(basisPoints: f.config.maxShareBasisPoints).description)
+        e.add("window", Self.durationText(millis: f.config.windowMillis))
         e.add("requests", String(reading.total))
         e.add("fallback_requests", String(reading.fallback))
         if reading.firstInWindow {
             GatewayEvents.log("warning", "fallback share above max_share: DeviceCheck fallback requests refused", [
-                ("route", r.name), ("share", String(format: "%.4f", reading.share)), ("max_share", f.config.maxShare.description),
-                ("window", Self.durationText(f.config.window)), ("requests", String(reading.total)),
+                ("route", r.name), ("share", String(format: "%.4f", reading.share)), ("max_share", Percentage(basisPoints: f.config.maxShareBasisPoints).description),
+                ("window", Self.durationText(millis: f.config.windowMillis)), ("requests", String(reading.total)),
                 ("fallback_requests", String(reading.fallback)), ("mode", mode.rawValue),
             ])
         }
         attest.metrics.fallback(route: r.name, result: e.error.code)
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .refused(e.error))
-        recordVerdict(verdict, route: r)
         let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
-        guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
-            answer.verdict = AccessVerdict(verdict)
-            return .respond(routeName: r.name, answer)
-        }
-        recordForwarded(e, refusalStatus: recordedStatus, verdict: verdict, route: r, about: summary)
-        return forward(r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate,
-                       verdict: AccessVerdict(verdict))
+        return decision(carryOut(verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "fallback", logFields: [("step", e.step)],
+                                 pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), unverifiedHook: Self.dropDeviceCheckUpdate),
+                        route: r, runtime: rt)
     }
 
     /// The body is read: the token, its replay, DeviceCheck, the verdict.
@@ -126,7 +120,7 @@ extension GatewayRouter {
             return
         case .success(.alreadyClaimed):
             refused = Explanation(step: "device_token", error: .deviceTokenReplayed, fields: [
-                ("path", "devicecheck"), ("detail", "the token was already presented"), ("token_ttl", Self.durationText(f.config.tokenTTL)),
+                ("path", "devicecheck"), ("detail", "the token was already presented"), ("token_ttl", Self.durationText(millis: f.config.tokenTTLMillis)),
             ])
         case .success(.capacity(let maxTokens)):
             refused = Explanation(step: "device_token", error: .deviceCheckUnavailable, fields: [
@@ -152,7 +146,6 @@ extension GatewayRouter {
             return concludeFallback(e, request: request, route: r, mode: mode, runtime: rt, done: done)
         }
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .accepted)
-        recordVerdict(verdict, route: r)
         attest.metrics.fallback(route: r.name, result: "accepted")
         var edit = rt.stripAttestHeaders.adding(AttestHeaders.deviceCheck, "valid")
         let bits: DeviceCheck.Bits? = decision.bits ?? nil
@@ -166,7 +159,9 @@ extension GatewayRouter {
                 Self.writeBits(value, over: bits, token: token, route: route, services: services, deviceCheck: deviceCheck)
             }
         }
-        done(forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: HTTPFields(), responseHook: hook, verdict: AccessVerdict(verdict)))
+        let carried = carryOut(verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "fallback",
+                               pass: VerifiedPass(editHeaders: edit, responseHook: hook))
+        done(outcome(carried, request: request, route: r, runtime: rt))
     }
 
     /// A refusal of the fallback, carried out as its verdict says (refused, or forwarded unverified
@@ -177,26 +172,12 @@ extension GatewayRouter {
     ) {
         attest.metrics.fallback(route: r.name, result: e.error.code)
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .refused(e.error))
-        recordVerdict(verdict, route: r)
-        guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
-            answer.verdict = AccessVerdict(verdict)
-            return done(.respond(answer))
-        }
-        recordForwarded(e, refusalStatus: recordedStatus, verdict: verdict, route: r, about: RequestSummary(request))
-        done(forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: Self.dropDeviceCheckUpdate,
-                     verdict: AccessVerdict(verdict)))
+        let carried = carryOut(verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "fallback",
+                               logFields: [("step", e.step)], pass: VerifiedPass(editHeaders: rt.stripAttestHeaders),
+                               unverifiedHook: Self.dropDeviceCheckUpdate)
+        done(outcome(carried, request: request, route: r, runtime: rt))
     }
 
-    /// A refusal forwarded anyway: recorded for explain and logged, as assertions' are.
-    private func recordForwarded(_ e: Explanation, refusalStatus: Int, verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute, about s: RequestSummary) {
-        let id = attest.explain.record(
-            e, id: s.requestID, refusalStatus: refusalStatus, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict, method: s.method, target: s.target,
-            peer: s.peer)
-        GatewayEvents.log("info", "fallback \(verdict.verdict.rawValue)", [
-            ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
-        ])
-    }
 
     /// An upstream's `X-Device-Check-Update` on a `bits: write` route: the device's bits written
     /// (both, the unnamed one as read at the request), after the head, without holding the response.
@@ -223,8 +204,7 @@ extension GatewayRouter {
     nonisolated(unsafe) static let dropDeviceCheckUpdate = ResponseHook(remove: [AttestHeaders.deviceCheckUpdate])
 
     /// `10m`, `1h`, `90s`: a configured duration as it was most likely written.
-    static func durationText(_ d: Duration) -> String {
-        let ms = d.millis
+    static func durationText(millis ms: Int64) -> String {
         if ms % 3_600_000 == 0 { return "\(ms / 3_600_000)h" }
         if ms % 60_000 == 0 { return "\(ms / 60_000)m" }
         if ms % 1000 == 0 { return "\(ms / 1000)s" }

@@ -1,4 +1,5 @@
 import CGatewayOpenSSL
+@_spi(Issuing) import GatewayCrypto
 import GatewayWire
 
 /// Builds and signs X.509 v3 certificates with EC keys (ecdsa-with-SHA256 when the issuer key is

@@ -9,63 +9,6 @@ import GatewayProxy
 import GatewayStore
 import GatewayWire
 
-/// What every loop's router shares for App Attest: the store, the explain log and the metrics.
-final class AttestContext: Sendable {
-    let store: any AttestStore
-    let explain: ExplainLog
-    let metrics: AttestMetrics
-    /// The store binds every challenge to a key (Redis Cluster): the challenge endpoint requires `keyId`.
-    let requiresKeyID: Bool
-    /// Requests refused by the admission limits, for the once-per-interval log line.
-    let limitEvents: LimitEvents
-    /// Chain verification of registrations (milliseconds each) runs here, off the event loops.
-    let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
-    /// Apple's DeviceCheck, for the routes with a fallback (and their two bits).
-    let deviceCheck: DeviceCheckService
-
-    init(
-        store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents,
-        deviceCheck: DeviceCheckService
-    ) {
-        self.deviceCheck = deviceCheck
-        self.store = store
-        self.requiresKeyID = requiresKeyID
-        self.explain = explain
-        self.metrics = metrics
-        self.limitEvents = limitEvents
-    }
-
-    static func nowMillis() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    /// A request over a limit: counted, and remembered for the interval's log line.
-    func limited(_ limit: AttestMetrics.Limit, at endpoint: AttestMetrics.LimitedEndpoint, client: ClientKey?) {
-        metrics.rateLimited(limit, endpoint)
-        limitEvents.limited(limit, client: client)
-    }
-}
-
-/// Runs store continuations on their loop: inline when already on it (the memory store answers
-/// synchronously), else queued to it.
-final class EventLoopExecutor: LoopExecutor {
-    private static let key = DispatchSpecificKey<UInt>()
-    private let queue: DispatchQueue
-    private let tag: UInt
-
-    init(loop: EventLoop) {
-        queue = loop.queue
-        tag = UInt(bitPattern: ObjectIdentifier(loop).hashValue)
-        queue.setSpecific(key: Self.key, value: tag)
-    }
-
-    func run(_ work: @escaping @Sendable () -> Void) {
-        if DispatchQueue.getSpecific(key: Self.key) == tag { work() } else { queue.async(execute: work) }
-    }
-}
-
 extension GatewayRouter {
     // MARK: - Admission (docs/configuration.md, attest.challenge_rate and attest.registration_rate)
 
@@ -266,11 +209,10 @@ extension GatewayRouter {
         let headers = AssertionGate.readHeaders(keyID: keyText, challenge: challengeText, assertion: assertionText, route: r.assertion)
         if case .failure(var e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
             if r.fallback != nil { e.add("path", "app_attest") }
-            record(verdict, route: r)
             let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
-            var answer = refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
-            answer.verdict = AccessVerdict(verdict)
-            return .respond(routeName: r.name, answer)
+            let carried = carryOut(
+                verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "assertion", pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
+            return decision(carried, route: r, runtime: rt)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
             // The three fields as read above (the buffered request's head is the same head).
@@ -286,18 +228,16 @@ extension GatewayRouter {
         _ request: BufferedRequest, _ gateRequest: GateRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
         mode: RouteVerdict.Mode, headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
     ) {
-        let h = request.head
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
             [unowned self] outcome in
             let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome)
-            self.record(verdict, route: r)
-            let logged = AccessVerdict(verdict)
+            let carried: CarriedVerdict
             switch outcome {
             case .accepted(let a):
-                // Verified: forwarded as verified (`.forwardVerified`, or `.forwardVerifiedRecorded` for a
-                // key over the route's max_risk_metric that is flagged or shadowed), or refused for its
-                // risk metric (`.refuse`: on_risk: refuse on an enforced request).
+                // Verified: forwarded as verified, with the key id (and its risk metric, and the next
+                // challenge to the client); a key over the route's max_risk_metric is flagged or
+                // shadowed (recorded with its risk), or refused where `on_risk: refuse` enforces.
                 let keyID = a.keyID.description
                 var response = HTTPFields()
                 if let next = a.nextChallenge {
@@ -305,51 +245,31 @@ extension GatewayRouter {
                     response.append(AttestHeaders.nextChallenge, ChallengeText.encode(next.token))
                     response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
                 }
-                switch verdict.action {
-                case .refuse:
-                    let e = Self.riskExplanation(a, route: r.assertion)
-                    var answer = self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
-                    answer.verdict = logged
-                    done(.respond(answer))
-                    return
-                case .forwardVerifiedRecorded(let recordedStatus):
-                    let e = Self.riskExplanation(a, route: r.assertion)
-                    let id = self.attest.explain.record(
-                        e, id: request.requestID.text, refusalStatus: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
-                        verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
-                    GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
-                        ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("key_id", keyID),
-                        ("risk_metric", a.risk?.metric.map { String($0) } ?? "-"), ("request_id", id),
-                    ])
-                case .forwardVerified, .forwardUnverified:
-                    break
-                }
                 var edit = rt.stripAttestHeaders.adding(verifiedHeader, keyID)
                 if let metric = a.risk?.metric { edit = edit.adding(AttestHeaders.riskMetric, String(metric)) }
-                done(self.forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: response, verdict: logged))
+                if verdict.recordsRefusal {
+                    carried = self.carryOut(
+                        verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt, about: RequestSummary(request),
+                        kind: "assertion", logFields: [("key_id", keyID), ("risk_metric", a.risk?.metric.map { String($0) } ?? "-")],
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
+                } else {
+                    carried = self.carryOut(
+                        verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "assertion",
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
+                }
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }
-                guard case .forwardUnverified(let recordedStatus) = verdict.action else {
-                    var answer = self.refusal(e, route: r.name, mode: verdict.mode.rawValue, request: request, surface: .route)
-                    answer.verdict = logged
-                    done(.respond(answer))
-                    return
-                }
-                let id = self.attest.explain.record(
-                    e, id: request.requestID.text, refusalStatus: recordedStatus, route: r.name, mode: verdict.mode.rawValue,
-                    verdict: verdict.verdict, method: h.method, target: h.target, peer: request.peer?.host)
-                GatewayEvents.log("info", "assertion \(verdict.verdict.rawValue)", [
-                    ("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason), ("step", e.step), ("request_id", id),
-                ])
-                done(self.forward(request, r, runtime: rt, editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(),
-                                  verdict: logged))
+                carried = self.carryOut(
+                    verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "assertion", logFields: [("step", e.step)],
+                    pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
             }
+            done(self.outcome(carried, request: request, route: r, runtime: rt))
         }
     }
 
     /// Why a verified request is refused (or flagged) for its key's risk metric, with the key's
     /// receipt dates: what `explain` shows.
-    static func riskExplanation(_ a: AcceptedAssertion, route: AssertionPolicy) -> Explanation {
+    static func riskExplanation(_ a: AcceptedAssertion, route: RoutePolicy) -> Explanation {
         var e = Explanation(step: "risk", error: .riskMetricExceeded)
         e.add("key_id", a.keyID.description)
         e.add("app_id", a.appID)
@@ -367,61 +287,7 @@ extension GatewayRouter {
     }
 
     /// The verdict metric `{route, mode, verdict, reason}`.
-    func recordVerdict(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) { record(verdict, route: r) }
-
-    private func record(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) {
+    func recordVerdict(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) {
         attestMetrics.verdict(route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict.rawValue, reason: verdict.reason)
-    }
-}
-
-/// Every refusal the gateway answers with a JSON error: one status, sent and recorded for `explain`
-/// alike (`GateError.status(on:)`).
-enum Refusals {
-    static func respond(
-        _ e: Explanation, surface: RefusalSurface, route: String, mode: String, about request: RequestSummary, detail: Bool,
-        log: ExplainLog
-    ) -> LocalResponse {
-        let status = e.error.status(on: surface)
-        let id = log.record(
-            e, id: request.requestID, status: status, route: route, mode: mode, method: request.method, target: request.target,
-            peer: request.peer)
-        var extra: [(String, JSONObject.Value)] = []
-        if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { extra.append(("detail", .string(d.1))) }
-        var headers = HTTPFields([("Cache-Control", "no-store")])
-        if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
-        return ErrorResponse.make(status: status, code: e.error.code, action: e.error.action.rawValue, requestId: id, extra: extra,
-                                  headers: headers)
-    }
-}
-
-/// What a refusal records of its request (Sendable, so it can cross to a registration thread).
-struct RequestSummary: Sendable {
-    let method: String
-    let target: String
-    let peer: String?
-    /// The exchange's id: the `/explain` entry's.
-    let requestID: String
-
-    init(_ request: BufferedRequest) {
-        self.init(method: request.head.method, target: request.head.target, peer: request.peer?.host, requestID: request.requestID.text)
-    }
-
-    init(method: String, target: String, peer: String?, requestID: String) {
-        self.method = method
-        self.target = target
-        self.peer = peer
-        self.requestID = requestID
-    }
-}
-
-extension AccessVerdict {
-    /// A route verdict as the access line shows it: its `verdict` and `reason` labels.
-    convenience init(_ v: RouteVerdict) {
-        let recorded: Bool
-        switch v.action {
-        case .forwardUnverified, .forwardVerifiedRecorded: recorded = true
-        case .forwardVerified, .refuse: recorded = false
-        }
-        self.init(verdict: v.verdict.rawValue, reason: v.reason, forwardedRecorded: recorded)
     }
 }

@@ -1,4 +1,5 @@
 import CGatewayOpenSSL
+@_spi(Issuing) import GatewayCrypto
 
 /// Signs content into a CMS SignedData the way Apple's App Attest receipts are made: one signer
 /// identified by issuer and serial number, SHA-256, no signed attributes, the content encapsulated,

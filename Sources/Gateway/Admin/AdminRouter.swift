@@ -99,7 +99,7 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
                 executor.run {
                     switch result {
                     case .failure(let e):
-                        bound.value(.respond(ErrorResponse.make(status: 503, code: GateError.storeUnavailable.code, extra: [("detail", .string(e.detail))])))
+                        bound.value(.respond(AdminError.storeUnavailable.response(extra: [("detail", .string(e.detail))])))
                     case .success(nil):
                         bound.value(.respond(AdminError.unknownKey.response()))
                     case .success(let record?):
@@ -152,6 +152,8 @@ enum AdminError: CaseIterable {
     case badKeyID
     /// `/explain/key/<id>`: no key with that id is registered.
     case unknownKey
+    /// `/explain/key/<id>`: the store could not answer (the same code and status as the gate's).
+    case storeUnavailable
 
     var entry: (code: String, status: Int) {
         switch self {
@@ -161,6 +163,7 @@ enum AdminError: CaseIterable {
         case .notReady: ("not_ready", 503)
         case .badKeyID: ("bad_key_id", 400)
         case .unknownKey: ("unknown_key", 404)
+        case .storeUnavailable: (GateError.storeUnavailable.code, GateError.storeUnavailable.status)
         }
     }
 

@@ -1,0 +1,89 @@
+import GatewayHTTP
+import GatewayPolicy
+import GatewayProxy
+
+/// A route verdict carried out: the request answered, or forwarded with these edits.
+enum CarriedVerdict {
+    case respond(LocalResponse)
+    case forward(editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?, verdict: AccessVerdict)
+}
+
+/// How a verified request goes on: its head's edit (the gateway's own headers stripped, the verified
+/// key id or `X-Device-Check` added), the fields added to its response (the next challenge), and a
+/// route's look at the response head.
+struct VerifiedPass {
+    var editHeaders: HeaderEdit
+    var responseHeaders = HTTPFields()
+    var responseHook: ResponseHook?
+}
+
+extension GatewayRouter {
+    /// The one carry-out of a protected route's verdict, for App Attest and the DeviceCheck
+    /// fallback alike (`RouteVerdict` decides; this does): the verdict metric; then, as its action
+    /// says, the refusal answered (JSON, recorded for `/explain`), or the request forwarded —
+    /// verified with `pass`, or unverified with the gateway's headers stripped and `unverifiedHook`
+    /// — after the refusal it stands for (`refusal`) is recorded for `/explain` with the status a
+    /// refusal sends and logged as `<kind> <verdict>` with `logFields`.
+    /// - Parameters:
+    ///   - refusal: why the request is refused or recorded; nil only for an accepted verdict.
+    ///   - summary, logFields: what the refusal records and logs; needed only when the verdict
+    ///     records one (`RouteVerdict.recordsRefusal`): the caller builds them only then, so that an
+    ///     accepted request (the hot path) builds none of it.
+    ///   - kind: `assertion` or `fallback`, the log line's first word.
+    func carryOut(
+        _ verdict: RouteVerdict, refusal: Explanation?, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
+        about summary: RequestSummary?, kind: String, logFields: [(String, String)] = [], pass: @autoclosure () -> VerifiedPass,
+        unverifiedHook: ResponseHook? = nil
+    ) -> CarriedVerdict {
+        recordVerdict(verdict, route: r)
+        let logged = AccessVerdict(verdict)
+        let recordedStatus: Int?
+        switch verdict.action {
+        case .refuse:
+            guard let e = refusal else { preconditionFailure("a refusal without its explanation") }
+            guard let summary else { preconditionFailure("a refusal without its request's summary") }
+            var answer = self.refusal(e, route: r.name, mode: verdict.mode.rawValue, about: summary, surface: .route)
+            answer.verdict = logged
+            return .respond(answer)
+        case .forwardVerified:
+            recordedStatus = nil
+        case .forwardUnverified(let status), .forwardVerifiedRecorded(let status):
+            recordedStatus = status
+        }
+        if let status = recordedStatus, let e = refusal, let summary {
+            let id = attest.explain.record(
+                e, id: summary.requestID, refusalStatus: status, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict,
+                method: summary.method, target: summary.target, peer: summary.peer)
+            GatewayEvents.log(
+                "info", "\(kind) \(verdict.verdict.rawValue)",
+                [("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason)] + logFields + [("request_id", id)])
+        }
+        if case .forwardUnverified = verdict.action {
+            return .forward(editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: unverifiedHook, verdict: logged)
+        }
+        let p = pass()
+        return .forward(editHeaders: p.editHeaders, responseHeaders: p.responseHeaders, responseHook: p.responseHook, verdict: logged)
+    }
+
+    /// A verdict carried out from the head (before any of the body is read).
+    func decision(_ carried: CarriedVerdict, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime) -> RouteDecision {
+        switch carried {
+        case .respond(let answer):
+            return .respond(routeName: r.name, answer)
+        case .forward(let edit, let fields, let hook, let verdict):
+            return forward(r, runtime: rt, editHeaders: edit, responseHeaders: fields, responseHook: hook, verdict: verdict)
+        }
+    }
+
+    /// A verdict carried out once the body was read.
+    func outcome(_ carried: CarriedVerdict, request: BufferedRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime)
+        -> BufferedOutcome
+    {
+        switch carried {
+        case .respond(let answer):
+            return .respond(answer)
+        case .forward(let edit, let fields, let hook, let verdict):
+            return forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: fields, responseHook: hook, verdict: verdict)
+        }
+    }
+}

@@ -1,0 +1,6 @@
+import GatewayWire
+
+public enum ChallengePurpose: String, Sendable, CaseIterable {
+    case register
+    case assert
+}
