@@ -10,7 +10,9 @@ struct Gatewayd: ParsableCommand {
         commandName: "gatewayd",
         abstract: "App Attest gateway: verifies that requests come from a genuine Apple device running the genuine app.",
         version: BuildInfo.current.text,
-        subcommands: [Run.self, Check.self, VerifyAttestation.self, VerifyAssertion.self, VerifyReceipt.self]
+        subcommands: [
+            Run.self, Check.self, VerifyAttestation.self, VerifyAssertion.self, VerifyReceipt.self, VerifyAndroidAttestation.self,
+        ]
     )
 
     /// Usage errors exit 2 with the message on stderr (ArgumentParser's default is 64); help exits 0.

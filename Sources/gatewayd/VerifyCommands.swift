@@ -85,12 +85,12 @@ enum Verdict {
         try emit(result.mapError { Refusal(reason: $0.code.rawValue, detail: $0.detail) })
     }
 
-    private struct Refusal: Error {
+    struct Refusal: Error {
         let reason: String
         let detail: String
     }
 
-    private static func emit(_ result: Result<JSONObject, Refusal>) throws -> Never {
+    static func emit(_ result: Result<JSONObject, Refusal>) throws -> Never {
         switch result {
         case .success(let body):
             var out = JSONObject()

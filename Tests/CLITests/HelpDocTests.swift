@@ -106,13 +106,13 @@ struct HelpDocTests {
     @Test("gatewayd: docs/architecture.md names its subcommands; every option of each is documented")
     func gatewaydSubcommands() throws {
         let listed = Self.subcommands(try Self.help(gatewaydBinary, []))
-        #expect(listed == ["run", "check", "verify-attestation", "verify-assertion", "verify-receipt"], "\(listed)")
+        #expect(listed == ["run", "check", "verify-attestation", "verify-assertion", "verify-receipt", "verify-android-attestation"], "\(listed)")
         let architecture = try Self.doc("architecture.md")
         let row = try #require(architecture.split(separator: "\n").first { $0.hasPrefix("| `gatewayd` |") })
         for sub in listed { #expect(row.contains("`\(sub)`"), "docs/architecture.md's gatewayd row lacks \(sub)") }
         let where_: [String: String] = [
             "run": "operations.md", "check": "operations.md", "verify-attestation": "verification.md",
-            "verify-assertion": "verification.md", "verify-receipt": "verification.md",
+            "verify-assertion": "verification.md", "verify-receipt": "verification.md", "verify-android-attestation": "verification.md",
         ]
         for sub in listed {
             let text = try Self.doc(try #require(where_[sub]))
