@@ -6,7 +6,7 @@
 #   fuzz/run.sh --build [TARGET]    build only (all targets by default)
 #   fuzz/run.sh --list              print the target names
 #
-# TARGET: FuzzCBOR | FuzzAuthenticatorData | FuzzAttestation | FuzzAssertion
+# TARGET: one of `fuzz/run.sh --list` (fuzz/README.md says what each feeds its bytes to)
 #
 # Environment:
 #   KEEP_WORK=1       keep (and grow) fuzz/corpus-work/<T> across runs instead of starting from the seeds
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 FUZZ_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-TARGETS=(FuzzCBOR FuzzAuthenticatorData FuzzAttestation FuzzAssertion)
+TARGETS=(FuzzCBOR FuzzAuthenticatorData FuzzAttestation FuzzAssertion FuzzProxyProtocol FuzzHTTP1 FuzzRESP FuzzHTTP2 FuzzConfig FuzzAttestBody FuzzReceipt FuzzAppleAnswers FuzzStoreFiles)
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}
 FUZZ_RSS_MB=${FUZZ_RSS_MB:-2048}
 BIN_DIR="$FUZZ_DIR/.build/release"
@@ -33,6 +33,15 @@ max_len() {
     FuzzAuthenticatorData) echo 1024 ;;
     FuzzAttestation) echo 8192 ;;
     FuzzAssertion) echo 4200 ;;
+    FuzzProxyProtocol) echo 4200 ;;  # past ProxyHeader.maximumBytes (4096)
+    FuzzHTTP1) echo 8192 ;;
+    FuzzRESP) echo 4096 ;;
+    FuzzHTTP2) echo 16384 ;;
+    FuzzConfig) echo 8192 ;;
+    FuzzAttestBody) echo 8192 ;;
+    FuzzReceipt) echo 8192 ;;
+    FuzzAppleAnswers) echo 8192 ;;
+    FuzzStoreFiles) echo 128 ;;  # 32 damages
   esac
 }
 
@@ -47,6 +56,9 @@ if [ -x /opt/swift/usr/bin/llvm-symbolizer ] && [ -z "${ASAN_SYMBOLIZER_PATH:-}"
   export ASAN_SYMBOLIZER_PATH=/opt/swift/usr/bin/llvm-symbolizer
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:symbolize=1}
+# Swift's own crash backtracer would take the signal of a trap before libFuzzer and, under ASan,
+# report a false error from its memory server (or hang): libFuzzer's handler reports instead.
+export SWIFT_BACKTRACE=${SWIFT_BACKTRACE:-enable=no}
 
 build() { # build TARGET...
   local t

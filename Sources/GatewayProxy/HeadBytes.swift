@@ -5,13 +5,16 @@ import GatewayIO
 /// (released after an exchange when above 8 KiB), copied into once per request. The ranges of
 /// `HTTPRequestHeadLines` point into it; it cannot change while lent (`with`), which traps. An
 /// HTTP/2 connection keeps one too, to lay out a stream's head as bytes for the upstream writer.
-final class HeadBytes {
+/// `@_spi(Fuzzing)`: fuzz/'s FuzzHTTP1 and FuzzHTTP2 take heads through it to `UpstreamRequestHead`.
+@_spi(Fuzzing) public final class HeadBytes {
     private var base: UnsafeMutableRawPointer?
     private var capacity = 0
     private var count = 0
     private var lent = 0
 
-    func set(_ bytes: UnsafeRawBufferPointer) {
+    @_spi(Fuzzing) public init() {}
+
+    @_spi(Fuzzing) public func set(_ bytes: UnsafeRawBufferPointer) {
         precondition(lent == 0, "HeadBytes changed while lent")
         if bytes.count > capacity {
             base?.deallocate()
@@ -23,7 +26,7 @@ final class HeadBytes {
     }
 
     @inline(__always)
-    func with<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    @_spi(Fuzzing) public func with<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         lent += 1
         defer { lent -= 1 }
         return try body(UnsafeRawBufferPointer(start: base, count: count))
@@ -72,7 +75,7 @@ extension HeadBytes {
     /// ranges, in `spare`'s storage (hand it over, take it back from the result's `fields`): what
     /// `UpstreamRequestHead` reads. The bytes are what the writer looks at (request line, `name:
     /// value` lines), not a whole message.
-    func set(_ head: HTTPRequestHead, reusing spare: [HTTPFieldRange]) -> HTTPRequestHeadLines {
+    @_spi(Fuzzing) public func set(_ head: HTTPRequestHead, reusing spare: [HTTPFieldRange]) -> HTTPRequestHeadLines {
         var fields = spare
         fields.removeAll(keepingCapacity: true)
         var size = head.method.utf8.count + head.target.utf8.count + 3  // "M T" CRLF
@@ -119,7 +122,7 @@ extension HeadBytes {
     /// replaces Host for routing and upstream (the Host field's value becomes the authority's bytes;
     /// an HTTP/1.0 request without Host gets one), and the target goes on in origin-form (`/api/x`;
     /// `/` when the path is empty).
-    func takeAuthority(_ h: inout HTTPRequestHeadLines) {
+    @_spi(Fuzzing) public func takeAuthority(_ h: inout HTTPRequestHeadLines) {
         let head = h
         guard let authority = with({ head.authority($0) }) else { return }
         let rest = authority.upperBound..<h.target.upperBound

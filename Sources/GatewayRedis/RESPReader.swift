@@ -21,8 +21,10 @@ import Glibc
 /// length other than -1, a bulk string not followed by CR LF, a bulk string longer than Redis' own
 /// limit (`proto-max-bulk-len` at most 512 MiB), an array of more than 2^32 - 1 elements or nested
 /// deeper than 64, a line of more than 1 MiB without its end.
-struct RESPReader {
-    enum Step: Equatable {
+///
+/// `@_spi(Fuzzing)`: fuzz/'s FuzzRESP holds it to hiredis' reader.
+@_spi(Fuzzing) public struct RESPReader {
+    public enum Step: Equatable {
         /// A complete reply, and the bytes used (from the start of the bytes given).
         case reply(RedisValue, used: Int)
         /// More bytes are needed; `used` bytes (finished elements of an array) are done with.
@@ -45,15 +47,20 @@ struct RESPReader {
     private var open: [OpenArray] = []
 
     /// True while an array is half read (its finished elements held here).
-    var isMidReply: Bool { !open.isEmpty }
+    public var isMidReply: Bool { !open.isEmpty }
+
+    public init() {}
 
     /// Reads the next reply from `bytes` (the stream's bytes not used yet).
-    mutating func read(_ bytes: UnsafeRawBufferPointer) -> Step {
+    public mutating func read(_ bytes: UnsafeRawBufferPointer) -> Step {
         var i = 0
         let n = bytes.count
         while true {
             guard i < n else { return .incomplete(used: i) }
             let type = bytes[i]
+            // Refused at once, as hiredis does, not after the line's end: a peer that is not Redis (a
+            // TLS alert, a banner) may send no CR LF at all.
+            guard Self.isReplyType(type) else { return Self.unknownType(bytes, at: i) }
             guard let lineEnd = Self.lineEnd(bytes, from: i + 1) else {
                 if n - i > Self.maxLineLength { return .malformed("a reply line of more than \(Self.maxLineLength) bytes") }
                 return .incomplete(used: i)
@@ -100,7 +107,7 @@ struct RESPReader {
                 i = next
                 continue
             default:
-                return .malformed("unknown reply type \(Self.show(UnsafeRawBufferPointer(rebasing: bytes[i..<(i + 1)])))")
+                return Self.unknownType(bytes, at: i)
             }
             i = next
             // The value finishes the arrays it completes, innermost first.
@@ -115,8 +122,17 @@ struct RESPReader {
         }
     }
 
+    /// `+ - : $ *`: the RESP2 types.
+    private static func isReplyType(_ b: UInt8) -> Bool {
+        b == UInt8(ascii: "+") || b == UInt8(ascii: "-") || b == UInt8(ascii: ":") || b == UInt8(ascii: "$") || b == UInt8(ascii: "*")
+    }
+
+    private static func unknownType(_ bytes: UnsafeRawBufferPointer, at i: Int) -> Step {
+        .malformed("unknown reply type \(show(UnsafeRawBufferPointer(rebasing: bytes[i..<(i + 1)])))")
+    }
+
     /// Forgets a half-read reply (the connection is closed and a new one starts from nothing).
-    mutating func reset() { open.removeAll() }
+    public mutating func reset() { open.removeAll() }
 
     /// A bulk string's or an array's length line: a count, or -1 (the null reply); nil for
     /// anything else (another negative number, not a number, beyond Int64).
@@ -156,12 +172,14 @@ struct RESPReader {
 /// A reader with its own buffer, for a connection that reads into a buffer of its own (the
 /// threaded `RedisConnection`): `feed` the bytes read, then take replies with `next` until it
 /// answers nil.
-struct BufferedRESPReader {
+@_spi(Fuzzing) public struct BufferedRESPReader {
     private var reader = RESPReader()
     private var pending: [UInt8] = []
     private var start = 0
 
-    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+    public init() {}
+
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start == pending.count {
             pending.removeAll(keepingCapacity: pending.capacity <= 64 * 1024)
             start = 0
@@ -173,7 +191,7 @@ struct BufferedRESPReader {
     }
 
     /// The next complete reply, nil when more bytes are needed, or the protocol error.
-    mutating func next() -> Result<RedisValue?, RESPProtocolError> {
+    public mutating func next() -> Result<RedisValue?, RESPProtocolError> {
         let step = pending.withUnsafeBytes { all in reader.read(UnsafeRawBufferPointer(rebasing: all[start...])) }
         switch step {
         case .reply(let value, let used):
@@ -188,13 +206,13 @@ struct BufferedRESPReader {
     }
 
     /// Forgets everything buffered (a new connection).
-    mutating func reset() {
+    public mutating func reset() {
         reader.reset()
         pending.removeAll(keepingCapacity: false)
         start = 0
     }
 }
 
-struct RESPProtocolError: Error, Equatable {
-    let why: String
+@_spi(Fuzzing) public struct RESPProtocolError: Error, Equatable {
+    public let why: String
 }

@@ -355,8 +355,11 @@ extension MemoryAttestStore {
                 guard CRC32C.checksum(payload) == u32(at + 4) else {
                     // Replay resumes at the next whole record. When the length fields chain up to
                     // it, each record on the way is reported (and attributed) on its own; else the
-                    // lengths are damaged too and the range is one unreadable stretch.
-                    let resumed = next == size || wholeRecord(at: next) ? next : resync(after: at)
+                    // lengths are damaged too and the range is one unreadable stretch. The next
+                    // whole record is searched from here, not trusted to be where this length says:
+                    // a damaged length that points at the file's end, or at a later record, would
+                    // skip the whole records it spans (found by fuzz/FuzzStoreFiles).
+                    let resumed = resync(after: at)
                     if let starts = chain(from: at, to: resumed) {
                         for p in starts { out.damage.append(damage(.checksum, at: p, length: 8 + Int(u32(p)))) }
                     } else {

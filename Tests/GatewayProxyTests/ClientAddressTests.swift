@@ -1,6 +1,6 @@
 @testable import GatewayHTTP
 import GatewayIO
-@testable import GatewayProxy
+@_spi(Fuzzing) @testable import GatewayProxy
 import Testing
 
 /// `trusted_proxies` as the proxy applies them: which peers are trusted (`TrustedProxies`), and which

@@ -1,4 +1,4 @@
-@testable import GatewayProxy
+@_spi(Fuzzing) @testable import GatewayProxy
 import Testing
 
 /// The per-connection copy of a request head's bytes (`HeadBytes`): reused, bounded, and never

@@ -1,7 +1,7 @@
 import Foundation
 @_spi(Testing) @testable import GatewayHTTP
 import GatewayIO
-@testable import GatewayProxy
+@_spi(Fuzzing) @testable import GatewayProxy
 import GatewayTestSupport
 import Testing
 

@@ -1,7 +1,7 @@
 import CGatewayHiredis
 import Testing
 
-@testable import GatewayRedis
+@_spi(Fuzzing) @testable import GatewayRedis
 
 /// The store's RESP reader against its definition (hand-written replies, every malformed form it
 /// refuses) and against hiredis' reader, the one it replaced, on random reply streams cut at random

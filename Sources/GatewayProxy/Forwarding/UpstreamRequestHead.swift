@@ -32,8 +32,8 @@ import GatewayHTTP
 ///    chunked` or `Content-Length` as `framing` says (a buffered body goes with its length).
 ///
 /// Tests hold it byte for byte to a readable reference model of these rules over random heads
-/// (`UpstreamHeadTests`).
-enum UpstreamRequestHead {
+/// (`UpstreamHeadTests`). `@_spi(Fuzzing)`: fuzz/'s FuzzHTTP1 parses what it writes again.
+@_spi(Fuzzing) public enum UpstreamRequestHead {
     /// The gateway's `Via` entry (requests and responses).
     static let via: StaticString = "1.1 attest-gateway"
 
@@ -42,7 +42,7 @@ enum UpstreamRequestHead {
     /// when empty) are ASCII, written as they are; `trustedPeer`: the peer is a trusted proxy
     /// (`TrustedProxies`), whose forwarding fields are kept; `defaultHost` is asked only when the
     /// client sent no Host.
-    static func write(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
+    @_spi(Fuzzing) public static func write(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
                       proto: UnsafeRawBufferPointer, trustedPeer: Bool = false, requestID: UnsafeRawBufferPointer,
                       framing: BodyFraming, edit: HeaderEdit,
                       dropFoldableNames: Bool, defaultHost: () -> String, to out: inout HeadWriter)
