@@ -43,12 +43,15 @@ public final class EventLoop: @unchecked Sendable, CustomStringConvertible {
         src.setEventHandler { [unowned self] in self.drain() }
         src.resume()
         source = src
+        // The wheel's clock starts before its ticker exists. Started after `resume`, it raced the
+        // first tick (ThreadSanitizer, docs/development.md): a tick first would read a start of 0,
+        // walk the wheel up to the machine's uptime, and the wheel would then stand still that long.
+        timers.start(atMillis: Self.monotonicMillis())
         let t = DispatchSource.makeTimerSource(queue: queue)
         t.schedule(deadline: .now() + Self.tick, repeating: Self.tick, leeway: .milliseconds(10))
         t.setEventHandler { [unowned self] in self.dispatching { self.timers.advance(toMillis: Self.monotonicMillis()) } }
         t.resume()
         ticker = t
-        timers.start(atMillis: Self.monotonicMillis())
     }
 
     deinit {

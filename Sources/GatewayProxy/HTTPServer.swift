@@ -46,9 +46,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     public let loops: [EventLoop]
     public private(set) var address: SocketAddress
-    private var listeners: [Listener?]
-    private var connections: [[Int: any ServerConnection]]
-    private var nextConnectionID = 0
+    /// Each loop's listening socket and connections, `perLoop[i]` touched only on `loops[i]`. The
+    /// array never changes after init: the loops share no mutable property.
+    private let perLoop: [PerLoop]
     /// The whole listener's count, checked against `Profile.maxConnections` whichever loop the kernel
     /// hands a connection to (SO_REUSEPORT hashes clients onto loops, so a per-loop share would refuse early).
     private let live = Atomic<Int>(0)
@@ -108,8 +108,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.loops = loops
         self.address = address
         self.profileBox = Mutex(profile)
-        self.listeners = Array(repeating: nil, count: loops.count)
-        self.connections = Array(repeating: [:], count: loops.count)
+        self.perLoop = loops.map { _ in PerLoop() }
         prepare?(self)
         var bound = address
         var failure: Socket.Error?
@@ -122,7 +121,7 @@ public final class HTTPServer: @unchecked Sendable {
                         self.accepted(fd: fd, peer: peer, loopIndex: i, router: router, ids: ids)
                     }
                     l.onAcceptError = { [unowned self] _ in self.onRefuse?(loop) }
-                    listeners[i] = l
+                    perLoop[i].listener = l
                     bound = l.address  // port 0: the other loops bind the port the first one got
                 } catch let e as Socket.Error {
                     failure = e
@@ -162,25 +161,26 @@ public final class HTTPServer: @unchecked Sendable {
 
     private func accepted(fd: Int32, peer: SocketAddress, loopIndex i: Int, router: any RequestRouter, ids: RequestIDGenerator) {
         let loop = loops[i]
+        let own = perLoop[i]
         if let admit, !admit(peer) {
             Socket.close(fd)
             return
         }
         let profile = profileBox.withLock { $0 }
-        guard listeners[i] != nil, live.wrappingAdd(1, ordering: .relaxed).newValue <= profile.maxConnections else {
-            if listeners[i] != nil { live.wrappingSubtract(1, ordering: .relaxed) }
+        guard own.listener != nil, live.wrappingAdd(1, ordering: .relaxed).newValue <= profile.maxConnections else {
+            if own.listener != nil { live.wrappingSubtract(1, ordering: .relaxed) }
             Socket.close(fd)
             onRefuse?(loop)
             return
         }
         let limits = profile.limits
-        let id = nextConnectionID
-        nextConnectionID += 1
+        let id = own.nextConnectionID
+        own.nextConnectionID += 1
         // The first request's head (or HTTP/2 request) is due within the header timeout of now,
         // whatever comes first (PROXY header, TLS handshake, protocol sniffing).
         let acceptedAt = loop.timers.nowMillis
         let closed: () -> Void = { [unowned self] in
-            connections[i][id] = nil
+            perLoop[i].connections[id] = nil
             live.wrappingSubtract(1, ordering: .relaxed)
             onClose?(loop)
         }
@@ -220,11 +220,21 @@ public final class HTTPServer: @unchecked Sendable {
             Socket.close(fd)
             return
         }
-        connections[i][id] = reader
+        own.connections[id] = reader
         onAccept?(loop)
     }
 
-    /// A connection's place in `connections`, when it was accepted, and what releases it.
+    /// What one loop owns of the listener: its listening socket, its open connections (by id) and
+    /// the next id. Confined to that loop like everything a loop owns. (One array of dictionaries
+    /// and one id counter for all loops were written by several loops at once: ThreadSanitizer,
+    /// docs/development.md "Sanitizers".)
+    private final class PerLoop {
+        var listener: Listener?
+        var connections: [Int: any ServerConnection] = [:]
+        var nextConnectionID = 0
+    }
+
+    /// A connection's place in its loop's `connections`, when it was accepted, and what releases it.
     private struct Slot {
         let loop: Int
         let id: Int
@@ -266,7 +276,7 @@ public final class HTTPServer: @unchecked Sendable {
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
-            connections[i][id] = gate
+            perLoop[i].connections[id] = gate
             return true
         }
         switch (protocols.contains(.http1), protocols.contains(.h2c)) {
@@ -280,7 +290,7 @@ public final class HTTPServer: @unchecked Sendable {
                           scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             }
             sniffer.onClose = closed
-            connections[i][id] = sniffer
+            perLoop[i].connections[id] = sniffer
         case (false, true):
             // No handler owns the connection yet: a failed session start is accounted by the caller.
             guard serve(conn, http2: true, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
@@ -304,14 +314,14 @@ public final class HTTPServer: @unchecked Sendable {
             guard let h2 = startHTTP2(
                 conn, router: router, ids: ids, limits: limits, settings: http2Settings, scheme: scheme, acceptedAt: acceptedAt)
             else { return false }
-            connections[slot.loop][slot.id] = h2
+            perLoop[slot.loop].connections[slot.id] = h2
             h2.onClose = closed
             h2.transportDidRead()
         } else {
             guard !conn.isClosed else { return false }
             let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt,
                                            requestIDs: ids)
-            connections[slot.loop][slot.id] = h1
+            perLoop[slot.loop].connections[slot.id] = h1
             h1.onClose = closed
             if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
         }
@@ -344,8 +354,8 @@ public final class HTTPServer: @unchecked Sendable {
     public func stopAccepting() {
         for (i, loop) in loops.enumerated() {
             loop.queue.sync {
-                listeners[i]?.close()
-                listeners[i] = nil
+                perLoop[i].listener?.close()
+                perLoop[i].listener = nil
             }
         }
     }
@@ -361,7 +371,7 @@ public final class HTTPServer: @unchecked Sendable {
         for (i, loop) in loops.enumerated() {
             told += loop.queue.sync {
                 var n = 0
-                for case let h2 as HTTP2ServerConnection in connections[i].values {
+                for case let h2 as HTTP2ServerConnection in perLoop[i].connections.values {
                     if h2.goaway(reason: reason) { n += 1 }
                 }
                 return n
@@ -385,7 +395,7 @@ public final class HTTPServer: @unchecked Sendable {
     public func beginDrain() {
         stopAccepting()
         for (i, loop) in loops.enumerated() {
-            loop.queue.sync { for c in connections[i].values { c.beginDrain() } }
+            loop.queue.sync { for c in perLoop[i].connections.values { c.beginDrain() } }
         }
     }
 
@@ -398,7 +408,7 @@ public final class HTTPServer: @unchecked Sendable {
         var cut = 0
         for (i, loop) in loops.enumerated() {
             loop.queue.sync {
-                for c in connections[i].values {
+                for c in perLoop[i].connections.values {
                     cut += 1
                     c.closeNow()
                 }

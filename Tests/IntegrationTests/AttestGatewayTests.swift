@@ -560,7 +560,11 @@ struct AttestGatewayTests {
                     }
                 }
             }
-            usleep(useconds_t(600_000 + round * 250_000))
+            // Mid-flight: once the load has been accepted (a slower build, e.g. under ThreadSanitizer,
+            // takes longer to get there), a little later each round.
+            let loaded = Date().addingTimeInterval(20)
+            while accepted.with({ $0 }).isEmpty && Date() < loaded { usleep(20_000) }
+            usleep(useconds_t(300_000 + round * 250_000))
             gw.signal(SIGKILL)
             stop.with { $0 = true }
             _ = group.wait(timeout: .now() + 30)
