@@ -139,7 +139,7 @@ public struct AppAttestReceipt: Sendable {
         appID = try required(FieldType.appID, "app id")
         attestedCertificate = try required(FieldType.attestedCertificate, "attested certificate")
         clientHash = byType[FieldType.clientHash]
-        token = byType[FieldType.token].map { String(decoding: $0, as: UTF8.self) }
+        token = try text(FieldType.token, "token")
         guard let type = try text(FieldType.receiptType, "receipt type") else {
             throw ReceiptError(.malformed, "field 6 (receipt type) is missing")
         }

@@ -380,6 +380,14 @@ struct ReceiptPayloadTests {
         } == .typeMismatch)
         #expect(try code { $0.extraFields = [.init(type: 17, value: Array("3x".utf8))] } == .malformed)
         #expect(try code { $0.type = "SOMETHING" } == .typeMismatch)
+        // Text fields are UTF-8 or malformed, the token too (fuzz/FailCases/FuzzReceipt: it was decoded
+        // lossily, its bytes replaced by U+FFFD).
+        for type in [5, 7] {
+            #expect(try code {
+                $0.omittedFields = [type]
+                $0.extraFields = [.init(type: type, value: [0x61, 0xff, 0x62])]
+            } == .malformed, "field \(type)")
+        }
         #expect(try code { $0.appID = "ABCDE12345.com.example.other" } == .appIDMismatch)
         #expect(try code { $0.creationTime = Self.at.addingTimeInterval(600) } == .creationTimeInvalid)
         // Not Apple's field set at all: fields that are not SEQUENCE {INTEGER, INTEGER, OCTET STRING}.
