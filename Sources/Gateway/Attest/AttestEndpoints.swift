@@ -31,6 +31,20 @@ extension GatewayRouter {
         return Self.rateLimited(.client, retryAfter: seconds)
     }
 
+    /// An attest endpoint's first steps, before its body: POST only, the client's token bucket, then
+    /// the body (at most `maxBody`) to `handler`.
+    func postEndpoint(
+        _ route: String, _ endpoint: AttestMetrics.LimitedEndpoint, _ head: HTTPRequestHead, peer: SocketAddress?,
+        runtime rt: GatewayRuntime, maxBody: Int,
+        _ handler: @escaping (BufferedRequest, @escaping (BufferedOutcome) -> Void) -> Void
+    ) -> RouteDecision {
+        guard head.method == "POST" else { return refuseEndpoint(route, .methodNotAllowed) }
+        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: endpoint) {
+            return .respond(routeName: route, limited)
+        }
+        return .buffer(maxBody: maxBody, routeName: route, handler: handler)
+    }
+
     /// The process's registration bucket (`attest.registration_rate`): nil when admitted (or off),
     /// else the 429 to answer.
     func admitRegistration(runtime rt: GatewayRuntime, endpoint: AttestMetrics.LimitedEndpoint, peer: SocketAddress?,
@@ -65,11 +79,8 @@ extension GatewayRouter {
     // MARK: - POST challenge_path
 
     func challengeEndpoint(_ head: HTTPRequestHead, peer: SocketAddress?, runtime rt: GatewayRuntime) -> RouteDecision {
-        guard head.method == "POST" else { return refuseEndpoint("attest_challenge", .methodNotAllowed) }
-        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: .challenge) {
-            return .respond(routeName: "attest_challenge", limited)
-        }
-        return .buffer(maxBody: ChallengeEndpoint.maxBody, routeName: "attest_challenge") { [unowned self] request, done in
+        postEndpoint("attest_challenge", .challenge, head, peer: peer, runtime: rt, maxBody: ChallengeEndpoint.maxBody) {
+            [unowned self] request, done in
             let ctx = self.attest
             switch ChallengeEndpoint.request(body: request.body, ttlMillis: rt.attest.challengeTTLMillis, requireKeyID: ctx.requiresKeyID) {
             case .failure(let e):
@@ -109,11 +120,8 @@ extension GatewayRouter {
     // MARK: - POST register_path
 
     func registerEndpoint(_ head: HTTPRequestHead, peer: SocketAddress?, runtime rt: GatewayRuntime) -> RouteDecision {
-        guard head.method == "POST" else { return refuseEndpoint("attest_register", .methodNotAllowed) }
-        if let limited = admitClient(peer: peer, head: head, runtime: rt, endpoint: .register) {
-            return .respond(routeName: "attest_register", limited)
-        }
-        return .buffer(maxBody: Registrar.maxBody, routeName: "attest_register") { [unowned self] request, done in
+        postEndpoint("attest_register", .register, head, peer: peer, runtime: rt, maxBody: Registrar.maxBody) {
+            [unowned self] request, done in
             let ctx = self.attest
             let bound = LoopBound(done)
             let body = request.body
