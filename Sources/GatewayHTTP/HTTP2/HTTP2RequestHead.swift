@@ -142,7 +142,11 @@ public enum HTTP2RequestHead {
         // Its syntax (`RequestSyntax.hostLength`) is checked by the proxy, which answers 400 bad_host
         // as HTTP/1.1 does.
 
-        if let cookieIndex { regular.insert(HTTPFields.Field("cookie", cookies.joined(separator: "; ")), at: cookieIndex) }
+        // Empty crumbs are left out: joined, they would end the value in a space, which no field value
+        // may (RFC 9110 §5.5), and an HTTP/1.1 upstream would read another value (found by fuzz/FuzzHTTP2).
+        if let cookieIndex {
+            regular.insert(HTTPFields.Field("cookie", cookies.filter { !$0.isEmpty }.joined(separator: "; ")), at: cookieIndex)
+        }
         regular[0].value = effectiveHost
         let headers = HTTPFields(regular)
         let framing: BodyFraming =
