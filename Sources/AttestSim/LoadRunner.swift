@@ -32,6 +32,10 @@ public struct RunOptions: Sendable {
     /// `attest-sim apple` for the same CA) and `X-App-Attest-Unsupported: 1`, as apps on such
     /// devices do (docs/client-contract.md, "Devices without App Attest").
     public var unsupported: Int = 0
+    /// At most this many protected requests per second in all (`--rate`): each worker sends its
+    /// share evenly spaced, and one that fell behind goes on from now rather than catching up in a
+    /// burst. Nil: as fast as the gateway answers.
+    public var rate: Double? = nil
 
     /// Whether device `index` is one without App Attest.
     public func isUnsupported(device index: Int) -> Bool { index >= devices - unsupported }
@@ -40,7 +44,8 @@ public struct RunOptions: Sendable {
         endpoint: HTTPEndpoint, paths: GatewayPaths = GatewayPaths(), appID: AppID, environment: AttestEnvironment = .production,
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
         bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
-        useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil, unsupported: Int = 0
+        useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil, unsupported: Int = 0,
+        rate: Double? = nil
     ) throws(AttestSimError) {
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
         guard unsupported >= 0, unsupported <= devices else {
@@ -57,6 +62,7 @@ public struct RunOptions: Sendable {
             throw .usage("--path must be an origin-form target starting with / without spaces (got \"\(path)\")")
         }
         guard timeout > 0 else { throw .usage("--timeout must be more than 0 seconds") }
+        if let rate, !(rate > 0 && rate.isFinite) { throw .usage("--rate must be more than 0 requests per second (got \(rate))") }
         try HTTPEndpoint.checkSource(source)
         for (name, p) in [("challenge", paths.challenge), ("register", paths.register)] where !p.hasPrefix("/") {
             throw .usage("the \(name) path must start with / (got \"\(p)\")")
@@ -79,6 +85,7 @@ public struct RunOptions: Sendable {
         self.timeout = timeout
         self.source = source
         self.unsupported = unsupported
+        self.rate = rate
     }
 
     /// Workers actually used: a device's assertions are sequential (its counter), so never more
@@ -249,8 +256,15 @@ public final class LoadRunner: Sendable {
         }
         barrier.arrive()
         var active = slots.indices.filter { slots[$0].remaining > 0 }
+        let interval = o.rate.map { Double(o.workers) / $0 }
+        var due = HTTPClient.now()
         while !active.isEmpty {
             for s in active {
+                if let interval {
+                    let now = HTTPClient.now()
+                    if due > now { Thread.sleep(forTimeInterval: due - now) }
+                    due = max(due, now) + interval
+                }
                 let i = slots[s].index
                 var challenge: String?
                 if o.plain || slots[s].deviceCheck != nil {

@@ -195,6 +195,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Baseline: send the same requests without registration, challenge or assertion (to an unprotected route).")
     var plain = false
 
+    @Option(help: "At most this many protected requests per second in all, evenly spaced (default: as fast as the gateway answers).")
+    var rate: Double?
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -206,7 +209,7 @@ struct Run: ParsableCommand {
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
-            timeout: common.timeout, source: common.source, unsupported: unsupported)
+            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }

@@ -45,6 +45,7 @@ struct CommandLineTests {
             (["run"] + base + ["--host", "a b"], "--host must be HOST[:PORT]"),
             (["attack"] + base + ["--mode", "wrong-host", "--client-data", "v1"], "--mode wrong-host needs --client-data v2"),
             (["run"] + base + ["--source", "not-an-address"], "--source not-an-address is not an IPv4 or IPv6 address"),
+            (["run"] + base + ["--rate", "0"], "--rate must be more than 0"),
             (["flood", "--gateway", "http://127.0.0.1:1", "--connections", "0"], "--connections must be 1…256"),
             (["flood", "--gateway", "http://127.0.0.1:1", "--key-ids", "some"], "--key-ids must be none or random"),
             (["flood", "--gateway", "http://127.0.0.1:1", "--seconds", "0"], "--seconds must be more than 0"),

@@ -137,6 +137,8 @@ struct ClientDataTests {
             { try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, method: "post") },
             { try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, path: "api") },
             { try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, bodySize: -1) },
+            { try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, rate: 0) },
+            { try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, rate: .infinity) },
         ]
         for make in bad { #expect(throws: AttestSimError.self) { try make() } }
         #expect(throws: AttestSimError.self) { try AttackMode.parse("everything") }
@@ -262,6 +264,18 @@ struct RunnerTests {
         let plainProtected = try RunOptions(endpoint: gw.endpoint, appID: Self.appID, devices: 1, requests: 2, concurrency: 1, plain: true)
         let r4 = LoadRunner(options: plainProtected, ca: ca).run()
         #expect(!r4.passed && r4.requests.counts == ["401 assertion_missing": 2])
+    }
+
+    @Test("run --rate: the requests are spaced, not sent as fast as the gateway answers") func pacedRun() throws {
+        let ca = try TestCA()
+        let gw = try FakeGateway(appID: Self.appID, ca: ca)
+        defer { gw.stop() }
+        // 2 workers at 20 requests/s in all: each sends every 0.1 s, so 12 requests take at least 0.5 s.
+        let paced = try RunOptions(endpoint: gw.endpoint, appID: Self.appID, devices: 2, requests: 12, concurrency: 2, rate: 20)
+        let report = LoadRunner(options: paced, ca: ca).run()
+        #expect(report.passed, "\(report.text)")
+        #expect(report.requests.counts == ["200": 12])
+        #expect(report.requestPhaseSeconds >= 0.5, "\(report.requestPhaseSeconds) s")
     }
 
     @Test("run: a device the gateway refuses makes the run fail") func refusedRun() throws {
