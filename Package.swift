@@ -110,7 +110,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "attest-sim",
-            dependencies: ["AttestSim", "AppAttest", "AppAttestSimulator", "GatewayCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "AttestSim", "AppAttest", "AppAttestSimulator", "GatewayCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: strict
         ),
 
@@ -152,7 +155,9 @@ let package = Package(
         // hiredis' reader (CGatewayHiredis) is the oracle the RESP reader is tested against.
         .testTarget(
             name: "GatewayRedisTests",
-            dependencies: ["CGatewayHiredis", "GatewayCrypto", "GatewayWire", "GatewayRedis", "GatewayStore", "GatewayTestSupport", "GatewayIO"]),
+            dependencies: [
+                "CGatewayHiredis", "GatewayCrypto", "GatewayWire", "GatewayRedis", "GatewayStore", "GatewayTestSupport", "GatewayIO",
+            ]),
         .testTarget(name: "GatewayCryptoTests", dependencies: ["GatewayCrypto", "SimulatorPKI", "CGatewayNGHTTP2"]),
         .testTarget(
             name: "AppAttestTests",

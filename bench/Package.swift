@@ -7,7 +7,7 @@ let package = Package(
     name: "attest-gateway-bench",
     platforms: [.macOS(.v14)],
     dependencies: [
-        .package(name: "attest-gateway", path: ".."),
+        .package(name: "attest-gateway", path: "..")
     ],
     targets: [
         // OpenSSL for the probes only (the gateway's own module map is internal to the root package).

@@ -17,7 +17,7 @@ func fuzzTarget(_ name: String, _ products: [String], extra: [Target.Dependency]
 let package = Package(
     name: "attest-gateway-fuzz",
     dependencies: [
-        .package(name: "attest-gateway", path: ".."),
+        .package(name: "attest-gateway", path: "..")
     ],
     targets: [
         .target(

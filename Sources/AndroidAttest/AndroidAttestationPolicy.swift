@@ -77,14 +77,16 @@ public struct AndroidAttestationPolicy: Sendable {
         guard allowed else {
             throw AndroidAttestError(
                 .signingCertNotAllowed,
-                "signing certificates \(a.signingCertificateDigests.map { Hex.encode($0) }) are not in the allow-list (\(signingCertificateSHA256.count) digest(s))")
+                "signing certificates \(a.signingCertificateDigests.map { Hex.encode($0) }) are not in the allow-list (\(signingCertificateSHA256.count) digest(s))"
+            )
         }
     }
 
     func checkSecurityLevel(_ a: AndroidAttestation) throws(AndroidAttestError) {
         guard a.securityLevel >= minSecurityLevel, a.securityLevel > .software else {
             throw AndroidAttestError(
-                .securityLevelTooLow, "the key is \(a.securityLevel.name); at least \(max(minSecurityLevel, .trustedEnvironment).name) is required")
+                .securityLevelTooLow,
+                "the key is \(a.securityLevel.name); at least \(max(minSecurityLevel, .trustedEnvironment).name) is required")
         }
     }
 

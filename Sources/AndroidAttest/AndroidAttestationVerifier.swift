@@ -70,7 +70,8 @@ public struct AndroidAttestationVerifier: Sendable {
         guard (Self.minChainLength...Self.maxChainLength).contains(der.count) else {
             throw AndroidAttestError(
                 .malformed,
-                "a chain of \(der.count) certificate(s); a Keystore chain has \(Self.minChainLength) to \(Self.maxChainLength), leaf first, root last")
+                "a chain of \(der.count) certificate(s); a Keystore chain has \(Self.minChainLength) to \(Self.maxChainLength), leaf first, root last"
+            )
         }
         var out: [X509Certificate] = []
         for (i, bytes) in der.enumerated() {
@@ -109,7 +110,8 @@ public struct AndroidAttestationVerifier: Sendable {
         guard let anchor = anchors.first(where: { ConstantTime.equals($0.spkiSHA256, pin) }) else {
             let pinned = anchors.count > AndroidTrustAnchor.google.count ? "Google's or an extra root" : "Google's"
             throw AndroidAttestError(
-                .chainUntrusted, "the chain ends at \(root.subject), whose key (SHA-256 \(Hex.encode(pin))) is not a pinned root (\(pinned))")
+                .chainUntrusted,
+                "the chain ends at \(root.subject), whose key (SHA-256 \(Hex.encode(pin))) is not a pinned root (\(pinned))")
         }
         return anchor
     }
@@ -125,7 +127,8 @@ public struct AndroidAttestationVerifier: Sendable {
                 throw AndroidAttestError(.malformed, "certificate \(i) carries the KeyDescription extension twice")
             case .present:
                 guard !seenCA else {
-                    throw AndroidAttestError(.malformed, "certificate \(i) (\(cert.subject)) carries a KeyDescription above a CA certificate")
+                    throw AndroidAttestError(
+                        .malformed, "certificate \(i) (\(cert.subject)) carries a KeyDescription above a CA certificate")
                 }
                 count += 1
             case .absent:
@@ -150,11 +153,13 @@ public struct AndroidAttestationVerifier: Sendable {
             let cert = chain[i]
             if cert.notBefore > floorT {
                 throw AndroidAttestError(
-                    .certificateNotYetValid, "certificate \(i) (\(cert.subject)) is valid from \(Self.iso(cert.notBefore)), after \(instant.formatted(.iso8601))")
+                    .certificateNotYetValid,
+                    "certificate \(i) (\(cert.subject)) is valid from \(Self.iso(cert.notBefore)), after \(instant.formatted(.iso8601))")
             }
             if cert.notAfter < ceilT {
                 throw AndroidAttestError(
-                    .certificateExpired, "certificate \(i) (\(cert.subject)) expired at \(Self.iso(cert.notAfter)), before \(instant.formatted(.iso8601))")
+                    .certificateExpired,
+                    "certificate \(i) (\(cert.subject)) expired at \(Self.iso(cert.notAfter)), before \(instant.formatted(.iso8601))")
             }
         }
     }
@@ -165,7 +170,8 @@ public struct AndroidAttestationVerifier: Sendable {
             guard let (key, entry) = list.entry(serial: cert.serialNumber) else { continue }
             throw AndroidAttestError(
                 .revoked,
-                "certificate \(i) (\(cert.subject), serial \(key)) is listed \(entry.status)\(entry.reason.map { " (\($0))" } ?? "") in the attestation status list")
+                "certificate \(i) (\(cert.subject), serial \(key)) is listed \(entry.status)\(entry.reason.map { " (\($0))" } ?? "") in the attestation status list"
+            )
         }
     }
 
@@ -187,7 +193,8 @@ public struct AndroidAttestationVerifier: Sendable {
             // A key without ATTEST_KEY signing a KeyDescription is a forged link (Google's
             // fake_cert_chain_with_attest_keys: an app's SIGN key issuing a "leaf").
             throw AndroidAttestError(
-                .badSignature, "certificate \(i - 1) is signed by certificate \(i), whose key is not an attestation key (no ATTEST_KEY purpose)")
+                .badSignature,
+                "certificate \(i - 1) is signed by certificate \(i), whose key is not an attestation key (no ATTEST_KEY purpose)")
         }
         return (descriptions[0], Array(descriptions.dropFirst()))
     }
@@ -197,7 +204,8 @@ public struct AndroidAttestationVerifier: Sendable {
         guard ConstantTime.equals(d.attestationChallenge, challenge) else {
             throw AndroidAttestError(
                 .challengeMismatch,
-                "the leaf's attestation challenge (\(d.attestationChallenge.count) bytes, SHA-256 \(Hex.encode(SHA256.hash(d.attestationChallenge).prefix(8)))…) is not the challenge issued")
+                "the leaf's attestation challenge (\(d.attestationChallenge.count) bytes, SHA-256 \(Hex.encode(SHA256.hash(d.attestationChallenge).prefix(8)))…) is not the challenge issued"
+            )
         }
     }
 
@@ -206,7 +214,8 @@ public struct AndroidAttestationVerifier: Sendable {
         for (i, k) in ([d] + attestKeys).enumerated() where k.securityLevel == .software {
             throw AndroidAttestError(
                 .softwareKey,
-                "\(i == 0 ? "the key" : "attest key \(i)") is software-backed: attestation \(k.attestationSecurityLevel.name), KeyMint \(k.keyMintSecurityLevel.name)")
+                "\(i == 0 ? "the key" : "attest key \(i)") is software-backed: attestation \(k.attestationSecurityLevel.name), KeyMint \(k.keyMintSecurityLevel.name)"
+            )
         }
     }
 

@@ -37,8 +37,11 @@ public struct KeyCharacteristics: Sendable, Equatable {
     /// `EC`, `RSA`, `ML_DSA`, … (the vectors' spelling), or the number.
     public var algorithmName: String? {
         algorithm.map { a in
-            [Algorithm.rsa: "RSA", Algorithm.ec: "EC", Algorithm.mlDSA: "ML_DSA", Algorithm.aes: "AES", Algorithm.tripleDES: "TRIPLE_DES",
-             Algorithm.hmac: "HMAC"][a] ?? String(a)
+            [
+                Algorithm.rsa: "RSA", Algorithm.ec: "EC", Algorithm.mlDSA: "ML_DSA", Algorithm.aes: "AES",
+                Algorithm.tripleDES: "TRIPLE_DES",
+                Algorithm.hmac: "HMAC",
+            ][a] ?? String(a)
         }
     }
 
@@ -51,8 +54,10 @@ public struct KeyCharacteristics: Sendable, Equatable {
 
     public var purposeNames: [String] {
         purposes.map { p in
-            [Purpose.encrypt: "ENCRYPT", Purpose.decrypt: "DECRYPT", Purpose.sign: "SIGN", Purpose.verify: "VERIFY",
-             Purpose.wrapKey: "WRAP_KEY", Purpose.agreeKey: "AGREE_KEY", Purpose.attestKey: "ATTEST_KEY"][p] ?? String(p)
+            [
+                Purpose.encrypt: "ENCRYPT", Purpose.decrypt: "DECRYPT", Purpose.sign: "SIGN", Purpose.verify: "VERIFY",
+                Purpose.wrapKey: "WRAP_KEY", Purpose.agreeKey: "AGREE_KEY", Purpose.attestKey: "ATTEST_KEY",
+            ][p] ?? String(p)
         }
     }
 }

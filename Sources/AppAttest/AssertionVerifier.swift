@@ -44,7 +44,8 @@ public struct AssertionVerifier: Sendable {
     /// SHA256(nonce), confirmed on every real vector.)
     func checkSignature(_ signature: [UInt8], nonce: [UInt8], publicKey: P256PublicKey) throws(AppAttestError) {
         guard publicKey.isValidSignature(signature, for: nonce) else {
-            throw AppAttestError(.badSignature, "the signature does not verify over SHA256(authenticatorData ‖ clientDataHash) with the stored key")
+            throw AppAttestError(
+                .badSignature, "the signature does not verify over SHA256(authenticatorData ‖ clientDataHash) with the stored key")
         }
     }
 
@@ -56,7 +57,8 @@ public struct AssertionVerifier: Sendable {
         guard let match else {
             throw AppAttestError(
                 .appIDMismatch,
-                "rpIdHash \(Hex.encode(authData.rpIDHash)) is not SHA256 of any allowed app id (\(appIDs.map(\.description).joined(separator: ", ")))")
+                "rpIdHash \(Hex.encode(authData.rpIDHash)) is not SHA256 of any allowed app id (\(appIDs.map(\.description).joined(separator: ", ")))"
+            )
         }
         return match
     }

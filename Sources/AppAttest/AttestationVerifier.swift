@@ -177,7 +177,8 @@ public struct AttestationVerifier: Sendable {
         guard let match else {
             throw AppAttestError(
                 .appIDMismatch,
-                "rpIdHash \(Hex.encode(authData.rpIDHash)) is not SHA256 of any allowed app id (\(policy.appIDs.map(\.description).joined(separator: ", ")))")
+                "rpIdHash \(Hex.encode(authData.rpIDHash)) is not SHA256 of any allowed app id (\(policy.appIDs.map(\.description).joined(separator: ", ")))"
+            )
         }
         return match
     }

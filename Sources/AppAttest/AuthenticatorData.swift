@@ -85,7 +85,8 @@ public struct AuthenticatorData: Sendable, Equatable {
             do {
                 (value, end) = try CBORDecoder(limits: cborLimits).decodePrefix(bytes, from: pos)
             } catch {
-                throw AppAttestError(.malformed, "\(bytes.count - pos) trailing byte(s) after authenticator data are not an extensions map: \(error)")
+                throw AppAttestError(
+                    .malformed, "\(bytes.count - pos) trailing byte(s) after authenticator data are not an extensions map: \(error)")
             }
             guard case .map(let map) = value else {
                 throw AppAttestError(.malformed, "trailing authenticator data is a CBOR \(value.kindName), not an extensions map")

@@ -125,7 +125,8 @@ public struct ReceiptVerifier: Sendable {
 
         /// The receipt inside an attestation this verifier accepted.
         public static func attestation(_ a: VerifiedAttestation, clientDataHash: [UInt8]) -> Expectation {
-            Expectation(appID: a.appID, attestedKey: .certificate(a.credentialCertificate.der), kind: .attest, clientDataHash: clientDataHash)
+            Expectation(
+                appID: a.appID, attestedKey: .certificate(a.credentialCertificate.der), kind: .attest, clientDataHash: clientDataHash)
         }
     }
 
@@ -197,7 +198,8 @@ public struct ReceiptVerifier: Sendable {
             guard ConstantTime.equals(r.attestedCertificate, der) else {
                 throw ReceiptError(
                     .attestedKeyMismatch,
-                    "receipt field 3 (SHA-256 \(Hex.encode(SHA256.hash(r.attestedCertificate)))) is not this attestation's credential certificate (SHA-256 \(Hex.encode(SHA256.hash(der))))")
+                    "receipt field 3 (SHA-256 \(Hex.encode(SHA256.hash(r.attestedCertificate)))) is not this attestation's credential certificate (SHA-256 \(Hex.encode(SHA256.hash(der))))"
+                )
             }
         case .publicKey(let point):
             let cert: X509Certificate
@@ -207,7 +209,8 @@ public struct ReceiptVerifier: Sendable {
                 throw ReceiptError(.malformed, "receipt field 3 is not a certificate: \(error.reason)")
             }
             guard let k = cert.p256PublicKey(), ConstantTime.equals(k.x962, point) else {
-                throw ReceiptError(.attestedKeyMismatch, "receipt field 3 does not certify the stored key \(Base64.encode(SHA256.hash(point)))")
+                throw ReceiptError(
+                    .attestedKeyMismatch, "receipt field 3 does not certify the stored key \(Base64.encode(SHA256.hash(point)))")
             }
         }
     }
@@ -224,7 +227,8 @@ public struct ReceiptVerifier: Sendable {
         guard let mine = r.clientHash else { throw ReceiptError(.clientHashMismatch, "the ATTEST receipt has no field 4 (client hash)") }
         guard ConstantTime.equals(mine, hash) else {
             throw ReceiptError(
-                .clientHashMismatch, "receipt field 4 is \(Base64.encode(mine)), not the attestation's clientDataHash \(Base64.encode(hash))")
+                .clientHashMismatch,
+                "receipt field 4 is \(Base64.encode(mine)), not the attestation's clientDataHash \(Base64.encode(hash))")
         }
     }
 

@@ -20,7 +20,9 @@ enum TaggedOctetString {
             var found: [UInt8]? = nil
             while !inner.isAtEnd {
                 let el = try inner.read()
-                guard el.tag & 0xc0 == 0x80 else { return .failure(Problem(why: "holds a non-context-tagged element 0x\(String(el.tag, radix: 16))")) }
+                guard el.tag & 0xc0 == 0x80 else {
+                    return .failure(Problem(why: "holds a non-context-tagged element 0x\(String(el.tag, radix: 16))"))
+                }
                 guard el.tag == DERReader.Tag.contextConstructed(tag) else { continue }
                 guard found == nil else { return .failure(Problem(why: "holds [\(tag)] twice")) }
                 var explicit = DERReader(el.contents)

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The app's side of the client contract (docs/client-contract.md, docs/client-library.md): one call,
@@ -423,8 +423,9 @@ public actor AppAttestClient {
     // MARK: - HTTP
 
     private func endpointRequest(_ path: String) throws(AppAttestClientError) -> URLRequest {
-        var r = URLRequest(url: try configuration.endpoint(path), cachePolicy: .reloadIgnoringLocalCacheData,
-                           timeoutInterval: configuration.endpointTimeout)
+        var r = URLRequest(
+            url: try configuration.endpoint(path), cachePolicy: .reloadIgnoringLocalCacheData,
+            timeoutInterval: configuration.endpointTimeout)
         r.httpMethod = "POST"
         r.setValue("application/json", forHTTPHeaderField: "Content-Type")
         return r

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A refusal as the gateway sent it (docs/client-contract.md, sections 4 and "Limits"):
@@ -157,7 +157,8 @@ public enum AppAttestClientError: Error, Sendable, CustomStringConvertible {
         case .registrationDeferred(let until, let last): "registration deferred until \(until) after: \(last)"
         case .attestationServiceUnavailable: "Apple's attestation service is unavailable"
         case .invalidRequest(let why): "cannot sign this request: \(why)"
-        case .unexpectedResponse(let e, let status, let body): "\(e.rawValue) endpoint answered \(status) outside the contract: \(body.prefix(200))"
+        case .unexpectedResponse(let e, let status, let body):
+            "\(e.rawValue) endpoint answered \(status) outside the contract: \(body.prefix(200))"
         case .transport(let e): "transport: \(e)"
         case .service(let e): "App Attest service: \(e)"
         case .keyStore(let e): "key id store: \(e)"

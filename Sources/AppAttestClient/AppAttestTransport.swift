@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// How the client sends HTTP requests: `URLSessionTransport` by default; tests substitute their own.

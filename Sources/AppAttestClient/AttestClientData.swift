@@ -62,12 +62,14 @@ public enum AttestClientData {
         if host.contains(UInt8(ascii: ":")) {
             // An IPv6 address (Foundation reports it without brackets on some platforms).
             if host.first == UInt8(ascii: "[") && host.last == UInt8(ascii: "]") { host = Array(host.dropFirst().dropLast()) }
-            guard host.contains(UInt8(ascii: ":")), host.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
+            guard host.contains(UInt8(ascii: ":")),
+                host.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") })
             else { throw .invalidRequest("the URL's IPv6 host is not hex digits, ':' and '.' only (a zone id?): \(rawHost)") }
             host = [UInt8(ascii: "[")] + host.map(lower) + [UInt8(ascii: "]")]
         } else {
             guard host.allSatisfy(isNameByte) else {
-                throw .invalidRequest("the URL's host must be ASCII letters, digits, '-', '.', '_' or '~' (an A-label for an IDN): \(rawHost)")
+                throw .invalidRequest(
+                    "the URL's host must be ASCII letters, digits, '-', '.', '_' or '~' (an A-label for an IDN): \(rawHost)")
             }
             if host.last == UInt8(ascii: "."), host.count > 1 { host.removeLast() }
             guard !host.isEmpty, host.last != UInt8(ascii: ".") else { throw .invalidRequest("the URL's host is not a name: \(rawHost)") }

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(CryptoKit)
-import CryptoKit
+    import CryptoKit
 #elseif canImport(GatewayCrypto)
-import GatewayCrypto
+    import GatewayCrypto
 #else
-#error("AppAttestClient needs CryptoKit (Apple platforms) or the package's GatewayCrypto (Linux) for SHA-256")
+    #error("AppAttestClient needs CryptoKit (Apple platforms) or the package's GatewayCrypto (Linux) for SHA-256")
 #endif
 
 /// SHA-256 and lowercase hex: CryptoKit on Apple platforms, so that an app links no OpenSSL; the
@@ -13,9 +13,9 @@ import GatewayCrypto
 enum Digest {
     static func sha256(_ data: Data) -> [UInt8] {
         #if canImport(CryptoKit)
-        return Array(CryptoKit.SHA256.hash(data: data))
+            return Array(CryptoKit.SHA256.hash(data: data))
         #else
-        return data.withUnsafeBytes { GatewayCrypto.SHA256.hash(parts: [$0]) }
+            return data.withUnsafeBytes { GatewayCrypto.SHA256.hash(parts: [$0]) }
         #endif
     }
 

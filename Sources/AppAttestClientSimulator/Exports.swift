@@ -3,5 +3,6 @@
 // an `AppID`, and need no other product than `AppAttestClient` and `AppAttestClientSimulator`
 // (docs/client-library.md, "Testing on Linux"; `ProductSurfaceTests` imports only these two).
 @_exported import AppAttestSimulator
+
 @_exported import struct AppAttest.AppID
 @_exported import enum AppAttest.AttestEnvironment

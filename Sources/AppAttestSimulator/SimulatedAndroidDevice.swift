@@ -1,8 +1,8 @@
 import AndroidAttest
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// A software Android device for one app: a Keystore EC P-256 key attested under a `TestAndroidCA`
 /// (leaf → the device's attestation certificate → intermediate → root, leaf first, as

@@ -1,8 +1,8 @@
 import AppAttest
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// A software App Attest device for one app id and environment: it holds one P-256 key, attests it
 /// with a credential certificate from a `TestCA`, and signs assertions with an increasing counter,

@@ -1,8 +1,8 @@
 import AppAttest
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// The fields of an App Attest receipt as Apple writes them, to be signed by a `TestCA`'s receipt
 /// chain (`TestCA.issueReceipt`). Two shapes, both taken from real receipts
@@ -131,7 +131,8 @@ public struct ReceiptContents: Sendable, Equatable {
             let s = String(v)
             return String(repeating: "0", count: max(0, width - s.count)) + s
         }
-        var text = "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
+        var text =
+            "\(pad(parts.tm_year + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))T"
             + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2))"
         var fraction = pad(Int32(millis % 1000), 3)
         while fraction.hasSuffix("0") { fraction.removeLast() }
@@ -150,7 +151,8 @@ public struct ReceiptContents: Sendable, Equatable {
         if let riskMetric { values[17] = Array(String(riskMetric).utf8) }
         if let t = timeTextOverrides[19] ?? notBefore.map(Self.timeText) { values[19] = Array(t.utf8) }
         if let t = timeTextOverrides[21] ?? expirationTime.map(Self.timeText) { values[21] = Array(t.utf8) }
-        let order = type == AppAttestReceipt.Kind.receipt.rawValue ? [17, 6, 2, 3, 4, 5, 7, 12, 19, 21] : [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
+        let order =
+            type == AppAttestReceipt.Kind.receipt.rawValue ? [17, 6, 2, 3, 4, 5, 7, 12, 19, 21] : [2, 3, 4, 5, 6, 7, 12, 17, 19, 21]
         var fields: [Field] = order.compactMap { t in values[t].map { Field(type: t, value: $0) } }
         fields.removeAll { omittedFields.contains($0.type) }
         fields += extraFields

@@ -1,7 +1,7 @@
 import AppAttest
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// The iOS 27 extensions map a simulated device appends to its authenticator data:
 /// `{"apple_validation_category_01": 4-byte little-endian bytes, "apple_bundle_version_01": text}`.

@@ -1,8 +1,8 @@
 import AndroidAttest
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// A certificate authority shaped like Google's remote key provisioning chain, for simulated
 /// Android devices: root (P-384, self-signed, like "Key Attestation CA1") → intermediate (P-384,
@@ -60,7 +60,8 @@ public final class TestAndroidCA: Sendable {
     /// `CN=<hex of the key's hash>, O=TEE` (or `O=StrongBox`), as remotely provisioned keys are named.
     public static func attestationName(for key: ECPrivateKey, securityLevel: SecurityLevel) -> CertificateBuilder.Name {
         CertificateBuilder.Name(
-            commonName: Hex.encode(SHA256.hash(key.publicKeyX962).prefix(16)), organization: securityLevel == .strongBox ? "StrongBox" : "TEE")
+            commonName: Hex.encode(SHA256.hash(key.publicKeyX962).prefix(16)),
+            organization: securityLevel == .strongBox ? "StrongBox" : "TEE")
     }
 
     /// A stand-in for Google's attestation status list: `{"entries": {"<serial hex>": {"status", "reason"}}}`,

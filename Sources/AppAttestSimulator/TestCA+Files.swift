@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// Saving a `TestCA` to a directory and loading it back, so that `attest-sim ca` can create one the
 /// gateway trusts (`root.pem` in `trust.extra_roots`) and later runs can issue under it.
@@ -185,11 +185,13 @@ extension TestCA {
         }
         do {
             let probe = try Self.issueReceiptSigner(
-                name: name, key: ECPrivateKey(curve: .p256), validity: Validity(from: Date(timeIntervalSince1970: now - 60), lifetime: 3600),
+                name: name, key: ECPrivateKey(curve: .p256),
+                validity: Validity(from: Date(timeIntervalSince1970: now - 60), lifetime: 3600),
                 intermediateKey: receiptIntermediateKey)
             try verifier.verify(leaf: probe, intermediates: [receiptIntermediate], at: now)
         } catch {
-            throw FileError(path: path, reason: "\(Self.receiptIntermediateKeyFile) is not the key of \(Self.receiptIntermediateFile): \(error)")
+            throw FileError(
+                path: path, reason: "\(Self.receiptIntermediateKeyFile) is not the key of \(Self.receiptIntermediateFile): \(error)")
         }
         do {
             let probe = ECPrivateKey(curve: .p384)
@@ -207,7 +209,9 @@ extension TestCA {
             let signed = try issueReceipt(payload: [0x31, 0x00])
             _ = try CMSSignedDataVerifier(roots: [receiptRoot]).verify(signed, at: Int64(now))
         } catch {
-            throw FileError(path: path, reason: "\(Self.receiptSignerKeyFile) does not sign receipts that verify under \(Self.receiptRootFile): \(error)")
+            throw FileError(
+                path: path,
+                reason: "\(Self.receiptSignerKeyFile) does not sign receipts that verify under \(Self.receiptRootFile): \(error)")
         }
     }
 }

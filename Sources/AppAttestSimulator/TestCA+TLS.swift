@@ -1,7 +1,7 @@
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 extension TestCA {
     /// A TLS server certificate for `hosts` (DNS names, or IPv4/IPv6 addresses in the subjectAltName),

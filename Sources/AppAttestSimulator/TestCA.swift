@@ -1,8 +1,8 @@
 import AppAttest
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 
 /// A root → intermediate certificate authority shaped like Apple's App Attest CA (P-384 root and
 /// intermediate, P-256 credential certificates carrying the nonce extension), named so that nobody
@@ -107,7 +107,8 @@ public final class TestCA: Sendable {
             notBefore: iv.epochNotBefore, notAfter: iv.epochNotAfter, subjectKey: intermediateKey,
             basicConstraints: .certificateAuthority(pathLength: 0), keyUsage: [.keyCertSign, .cRLSign]
         ).sign(with: rootKey)
-        let receipt = try Self.makeReceiptChain(name: name, rootValidity: rootValidity, signerValidity: receiptSignerValidity ?? rootValidity)
+        let receipt = try Self.makeReceiptChain(
+            name: name, rootValidity: rootValidity, signerValidity: receiptSignerValidity ?? rootValidity)
         (receiptRootKey, receiptIntermediateKey, receiptSignerKey) = (receipt.rootKey, receipt.intermediateKey, receipt.signerKey)
         (receiptRoot, receiptIntermediate, receiptSigner) = (receipt.root, receipt.intermediate, receipt.signer)
     }
@@ -124,7 +125,8 @@ public final class TestCA: Sendable {
     static func receiptNames(_ name: String) -> (root: CertificateBuilder.Name, intermediate: CertificateBuilder.Name) {
         (
             CertificateBuilder.Name(
-                commonName: "\(name) Root CA - G3", organizationalUnit: "\(name) Certification Authority", organization: name, state: "Test"),
+                commonName: "\(name) Root CA - G3", organizationalUnit: "\(name) Certification Authority", organization: name, state: "Test"
+            ),
             CertificateBuilder.Name(
                 commonName: "\(name) Integration CA 5 - G1", organizationalUnit: "\(name) Certification Authority",
                 organization: name, state: "Test")
@@ -173,9 +175,10 @@ public final class TestCA: Sendable {
 
     /// A CA from existing parts (to restore one saved with `write(to:)`). The names are rebuilt from
     /// `name` exactly as `init(name:…)` makes them; `TestCA.load(from:)` checks that the parts fit.
-    init(name: String, rootKey: ECPrivateKey, intermediateKey: ECPrivateKey, root: X509Certificate,
-        intermediate: X509Certificate, leafLifetime: TimeInterval, receipt: ReceiptChain)
-    {
+    init(
+        name: String, rootKey: ECPrivateKey, intermediateKey: ECPrivateKey, root: X509Certificate,
+        intermediate: X509Certificate, leafLifetime: TimeInterval, receipt: ReceiptChain
+    ) {
         self.name = name
         self.leafLifetime = leafLifetime
         rootName = CertificateBuilder.Name(commonName: "\(name) Root CA", organization: name, state: "Test")

@@ -146,8 +146,9 @@ public final class AppleStandIn: @unchecked Sendable {
         guard FileManager.default.createFile(atPath: certPath, contents: Data(certificateChain.utf8)),
             FileManager.default.createFile(atPath: keyPath, contents: Data(key.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
         else { throw AttestSimError.file("cannot write the stand-in's TLS certificate in \(workDirectory.path)") }
-        tls = try TLSServerContext(configuration: TLSServerConfiguration(
-            certificates: [.init(certificatePath: certPath, privateKeyPath: keyPath)], alpnProtocols: ["http/1.1"]))
+        tls = try TLSServerContext(
+            configuration: TLSServerConfiguration(
+                certificates: [.init(certificatePath: certPath, privateKeyPath: keyPath)], alpnProtocols: ["http/1.1"]))
         try? FileManager.default.removeItem(atPath: keyPath)
         try? FileManager.default.removeItem(atPath: certPath)
 
@@ -316,7 +317,8 @@ public final class AppleStandIn: @unchecked Sendable {
             lock.withLock { log.append(Logged(atMillis: nowMillis, keyID: key, status: response.status, reason: reason)) }
             return response
         }
-        let receiptBytes = (try? Base64.decode(String(decoding: r.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))) ?? []
+        let receiptBytes =
+            (try? Base64.decode(String(decoding: r.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))) ?? []
         let parsed = receiptBytes.isEmpty ? nil : try? AppAttestReceipt.parseStored(receiptBytes)
         let keyID = parsed.flatMap(Self.keyID)
         if let s = nextScripted() {
@@ -343,7 +345,9 @@ public final class AppleStandIn: @unchecked Sendable {
         if missing { return logged(.text(404, "No Data Found"), key: key, reason: "no data for the receipt") }
         var contents = ReceiptContents(receipt).refreshed(riskMetric: metric, at: now)
         contents.notBefore = now.addingTimeInterval(Double(options.receiptNotBeforeSeconds))
-        guard let signed = try? ca.issueReceipt(contents) else { return logged(.text(500, "Server Error"), key: key, reason: "signing failed") }
+        guard let signed = try? ca.issueReceipt(contents) else {
+            return logged(.text(500, "Server Error"), key: key, reason: "signing failed")
+        }
         return logged(
             Response(status: 200, headers: [("Content-Type", "base64")], body: Array(Base64.encode(signed).utf8)), key: key, reason: "")
     }
@@ -390,7 +394,9 @@ public final class AppleStandIn: @unchecked Sendable {
         var asked = ""
         func logged(_ response: Response, _ reason: String) -> Response {
             lock.withLock {
-                dcLog.append(DeviceCheckLogged(atMillis: nowMillis, endpoint: endpoint, deviceID: device, status: response.status, reason: reason, bits: asked))
+                dcLog.append(
+                    DeviceCheckLogged(
+                        atMillis: nowMillis, endpoint: endpoint, deviceID: device, status: response.status, reason: reason, bits: asked))
             }
             return response
         }
@@ -407,12 +413,15 @@ public final class AppleStandIn: @unchecked Sendable {
         }
         let authorization = r.header("Authorization") ?? ""
         guard authorization.hasPrefix("Bearer "), authorization.count > 7 else {
-            return logged(.text(400, "Missing or incorrectly formatted authorization token"), "DeviceCheck takes Authorization: Bearer <token>")
+            return logged(
+                .text(400, "Missing or incorrectly formatted authorization token"), "DeviceCheck takes Authorization: Bearer <token>")
         }
         if let why = checkToken(String(authorization.dropFirst(7)), now: now) {
             return logged(.text(401, "Unable to verify authorization token"), why)
         }
-        guard let body else { return logged(.text(400, "Missing or incorrectly formatted device token payload"), "the body is not a JSON object") }
+        guard let body else {
+            return logged(.text(400, "Missing or incorrectly formatted device token payload"), "the body is not a JSON object")
+        }
         guard let ts = body["timestamp"] as? NSNumber, !(body["timestamp"] is Bool), abs(ts.int64Value - nowMillis) <= 300_000 else {
             return logged(.text(400, "Missing or incorrectly formatted time stamp"), "timestamp missing or more than 5 minutes off")
         }
@@ -423,7 +432,8 @@ public final class AppleStandIn: @unchecked Sendable {
             let read = SimulatedDeviceCheck.read(bytes, ca: ca), nowMillis - read.issuedAtMillis <= 3_600_000,
             read.issuedAtMillis <= nowMillis + 60_000
         else {
-            return logged(.text(400, "Missing or incorrectly formatted device token payload"), "not a token of a device of the CA from the last hour")
+            return logged(
+                .text(400, "Missing or incorrectly formatted device token payload"), "not a token of a device of the CA from the last hour")
         }
         let key = options.teamID + ":" + Hex.encode(read.deviceID)
         switch endpoint {
@@ -479,7 +489,13 @@ public final class AppleStandIn: @unchecked Sendable {
         let body = (try? JSONSerialization.jsonObject(with: Data(r.body.isEmpty ? Array("{}".utf8) : r.body))) as? [String: Any]
         switch (r.method, r.target) {
         case ("GET", "/_sim/requests"):
-            return .json(200, ["requests": requests.map { ["at": $0.atMillis, "keyId": $0.keyID ?? NSNull(), "status": $0.status, "reason": $0.reason] as [String: Any] }])
+            return .json(
+                200,
+                [
+                    "requests": requests.map {
+                        ["at": $0.atMillis, "keyId": $0.keyID ?? NSNull(), "status": $0.status, "reason": $0.reason] as [String: Any]
+                    }
+                ])
         case ("POST", "/_sim/metric"):
             guard let metric = (body?["metric"] as? NSNumber)?.int64Value, metric >= 0 else { return .json(400, ["error": "metric"]) }
             setMetric(metric, keyID: body?["keyId"] as? String)
@@ -489,18 +505,33 @@ public final class AppleStandIn: @unchecked Sendable {
             setNoData(body?["on"] as? Bool ?? true, keyID: key)
             return .json(200, ["ok": true])
         case ("GET", "/_sim/devicecheck/requests"):
-            return .json(200, ["requests": deviceCheckRequests.map {
-                ["at": $0.atMillis, "endpoint": $0.endpoint, "deviceId": $0.deviceID ?? NSNull(), "status": $0.status, "reason": $0.reason, "bits": $0.bits] as [String: Any]
-            }])
+            return .json(
+                200,
+                [
+                    "requests": deviceCheckRequests.map {
+                        [
+                            "at": $0.atMillis, "endpoint": $0.endpoint, "deviceId": $0.deviceID ?? NSNull(), "status": $0.status,
+                            "reason": $0.reason, "bits": $0.bits,
+                        ] as [String: Any]
+                    }
+                ])
         case ("POST", "/_sim/devicecheck/answer"):
-            guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else { return .json(400, ["error": "status"]) }
-            scriptDeviceCheck(Scripted(
-                status: status, retryAfter: (body?["retryAfter"] as? NSNumber)?.intValue, count: (body?["count"] as? NSNumber)?.intValue ?? 1))
+            guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else {
+                return .json(400, ["error": "status"])
+            }
+            scriptDeviceCheck(
+                Scripted(
+                    status: status, retryAfter: (body?["retryAfter"] as? NSNumber)?.intValue,
+                    count: (body?["count"] as? NSNumber)?.intValue ?? 1))
             return .json(200, ["ok": true])
         case ("POST", "/_sim/answer"):
-            guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else { return .json(400, ["error": "status"]) }
-            script(Scripted(
-                status: status, retryAfter: (body?["retryAfter"] as? NSNumber)?.intValue, count: (body?["count"] as? NSNumber)?.intValue ?? 1))
+            guard let status = (body?["status"] as? NSNumber)?.intValue, (100...599).contains(status) else {
+                return .json(400, ["error": "status"])
+            }
+            script(
+                Scripted(
+                    status: status, retryAfter: (body?["retryAfter"] as? NSNumber)?.intValue,
+                    count: (body?["count"] as? NSNumber)?.intValue ?? 1))
             return .json(200, ["ok": true])
         default:
             return .json(404, ["error": "no such control"])

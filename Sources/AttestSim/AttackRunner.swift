@@ -184,7 +184,8 @@ public struct AttackReport: Sendable {
         }
         if let aborted { out += "aborted: \(aborted)\n" }
         let refused = attacks.filter(\.passed).count
-        out += passed
+        out +=
+            passed
             ? "result: PASS (\(refused)/\(attacks.count) attack steps refused as expected, control accepted)\n"
             : "result: FAIL (\(refused)/\(attacks.count) attack steps refused as expected; \(controls.filter(\.passed).count)/\(controls.count) control steps accepted)\n"
         return out
@@ -295,9 +296,10 @@ public final class AttackRunner {
     /// A challenge for `device`: bound to its key and `purpose`; when the gateway refuses that
     /// (e.g. for a key it does not know) an unbound one. When neither is issued, the refusal is
     /// recorded as this step's result and nil returned.
-    func challenge(_ name: String, _ step: String, purpose: ChallengePurpose, device: SimulatedDevice, expectAccepted: Bool,
-        codes: [String]) -> IssuedChallenge?
-    {
+    func challenge(
+        _ name: String, _ step: String, purpose: ChallengePurpose, device: SimulatedDevice, expectAccepted: Bool,
+        codes: [String]
+    ) -> IssuedChallenge? {
         var last: Result<HTTPResponse, HTTPClientError>?
         for keyed in [true, false] {
             do {
@@ -373,9 +375,11 @@ public final class AttackRunner {
             return "expired-challenge will wait for a challenge to expire: the gateway's attest.challenge_ttl (5m by default)"
         }
         let wait = max(ttl, 0) + 1.5
-        var note = String(format: "expired-challenge will wait about %.1f s for a challenge to expire (the gateway's attest.challenge_ttl + 1.5 s)", wait)
+        var note = String(
+            format: "expired-challenge will wait about %.1f s for a challenge to expire (the gateway's attest.challenge_ttl + 1.5 s)", wait)
         if wait > 60 {
-            note += "; a gateway with a short challenge_ttl (samples/simulator/gateway.yaml: 10s) or --challenge-wait makes it shorter, --mode without expired-challenge skips it"
+            note +=
+                "; a gateway with a short challenge_ttl (samples/simulator/gateway.yaml: 10s) or --challenge-wait makes it shorter, --mode without expired-challenge skips it"
         }
         return note
     }

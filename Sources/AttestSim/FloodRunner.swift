@@ -84,7 +84,8 @@ public final class FloodRunner: Sendable {
 
     public func run() -> FloodReport {
         let o = options
-        var report = FloodReport(gateway: o.endpoint.description, seconds: o.seconds, connections: o.connections, keyIDs: o.keyIDs, source: o.source)
+        var report = FloodReport(
+            gateway: o.endpoint.description, seconds: o.seconds, connections: o.connections, keyIDs: o.keyIDs, source: o.source)
         let results = Mutex<VerdictCounts>(VerdictCounts())
         let group = DispatchGroup()
         let start = HTTPClient.now()

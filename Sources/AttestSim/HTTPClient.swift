@@ -367,7 +367,8 @@ public final class HTTPClient {
         var body: [UInt8] = []
         while true {
             let line = String(decoding: try readLine(deadline: deadline), as: UTF8.self)
-            let sizeText = line.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
+            let sizeText =
+                line.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
                 .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \t")) } ?? ""
             guard !sizeText.isEmpty, sizeText.count <= 15, sizeText.allSatisfy(\.isHexDigit), let size = Int(sizeText, radix: 16)
             else {

@@ -218,7 +218,9 @@ public final class LoadRunner: Sendable {
             let device = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)
             var remaining = o.share(ofDevice: i)
             if o.isUnsupported(device: i) {
-                if remaining > 0 { slots.append(Slot(index: i, device: device, remaining: remaining, deviceCheck: SimulatedDeviceCheck(ca: ca))) }
+                if remaining > 0 {
+                    slots.append(Slot(index: i, device: device, remaining: remaining, deviceCheck: SimulatedDeviceCheck(ca: ca)))
+                }
                 continue
             }
             if o.plain {

@@ -90,10 +90,11 @@ public struct PresignRunner: Sendable {
                             device: device, challenge: challenge, method: o.method, target: o.path, body: body,
                             binding: o.binding, version: o.clientData, host: o.host)
                         let assertion = request.headers.first { $0.0 == AttestHeaders.assertion }!.1
-                        mine.append([
-                            o.method, o.path, Base64.encode(device.keyID), challenge ?? "-", assertion,
-                            String(decoding: body, as: UTF8.self),
-                        ].joined(separator: "\t"))
+                        mine.append(
+                            [
+                                o.method, o.path, Base64.encode(device.keyID), challenge ?? "-", assertion,
+                                String(decoding: body, as: UTF8.self),
+                            ].joined(separator: "\t"))
                     }
                     lines.withLock { $0[k] = mine }
                 } catch {

@@ -111,7 +111,8 @@ public struct RunReport: Sendable {
     public var text: String {
         var out = ""
         out += "attest-sim run → \(gateway): \(devices) devices, \(requestsPlanned) requests, \(workers) workers, "
-        out += plain
+        out +=
+            plain
             ? "\(method) \(path) (plain: no attestation, \(bodySize)-byte body)\n"
             : "\(method) \(path) (bind \(binding.rawValue), \(bodySize)-byte body, next-challenge \(nextChallenge ? "on" : "off"))\n"
         if !plain {
@@ -181,7 +182,9 @@ public struct RunReport: Sendable {
             "latency": summary(requestLatencies), "registration_latency": summary(registrationLatencies),
             "verdicts": requests.counts, "registration_verdicts": registrations.counts, "challenge_verdicts": challenges.counts,
             "challenges_fetched": challenges.total, "next_challenges_used": nextChallengesUsed,
-            "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits, "refused_legitimate": refusedLegitimate, "requests_not_sent": requestsNotSent, "failures": firstFailures, "hint": (passed ? nil : hint) ?? NSNull(),
+            "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits,
+            "refused_legitimate": refusedLegitimate, "requests_not_sent": requestsNotSent, "failures": firstFailures,
+            "hint": (passed ? nil : hint) ?? NSNull(),
             "passed": passed,
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

@@ -264,7 +264,8 @@ public final class GatewayRuntime: Sendable {
         extraReceiptRootSubjects = receiptRoots.map(\.subject)
         do {
             attest = try AttestPolicy(
-                apps: config.apps.map(AppPolicy.init), extraRoots: roots, extraReceiptRoots: receiptRoots, challengeTTLMillis: config.attest.challengeTTL.millis,
+                apps: config.apps.map(AppPolicy.init), extraRoots: roots, extraReceiptRoots: receiptRoots,
+                challengeTTLMillis: config.attest.challengeTTL.millis,
                 maxReceiptBytes: config.limits.maxReceipt,
                 firstRefreshSpreadMillis: min(RiskSchedule.firstRefreshSpreadMillis, (config.risk.refresh?.millis ?? .max) / 10))
         } catch {
@@ -315,7 +316,8 @@ public final class GatewayRuntime: Sendable {
         clientLimit = rates.perClient.map { rate in
             let running = previous?.clientLimit?.buckets
             let table = running.flatMap { previous?.config.attest.challengeRate.clients == rates.clients ? $0 : nil }
-            return AdmissionLimit(buckets: table ?? ClientRateLimiter(capacity: rates.clients), ratePerSecond: rate.perSecond, burst: rates.burst)
+            return AdmissionLimit(
+                buckets: table ?? ClientRateLimiter(capacity: rates.clients), ratePerSecond: rate.perSecond, burst: rates.burst)
         }
         registrationLimit = config.attest.registrationRate.map { rate in
             AdmissionLimit(
@@ -329,7 +331,8 @@ public final class GatewayRuntime: Sendable {
         ])
         let l = config.limits
         var downstream = DownstreamLimits(
-            parser: HTTP1Parser.Limits(maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),
+            parser: HTTP1Parser.Limits(
+                maxRequestLine: l.maxRequestLine, maxHeaderBytes: l.maxHeaderBytes, maxHeaderCount: l.maxHeaderCount),
             idleTimeoutMillis: l.idleTimeout.millis, headerTimeoutMillis: l.headerTimeout.millis,
             bodyTimeoutMillis: l.bodyTimeout.millis, sendTimeoutMillis: l.sendTimeout.millis)
         downstream.discardBodyBytes = l.discardBody
@@ -416,7 +419,8 @@ extension GatewayRuntime {
         for (k, s) in u.servers.enumerated() {
             let item = "upstreams[\(i)].servers[\(k)]"
             let path =
-                !config.sourceMap.has("upstreams[\(i)].servers") ? "upstreams[\(i)].url"
+                !config.sourceMap.has("upstreams[\(i)].servers")
+                ? "upstreams[\(i)].url"
                 : config.sourceMap.has(item + ".url") ? item + ".url" : item
             let address: SocketAddress
             do {

@@ -55,9 +55,10 @@ public final class GatewayServer: @unchecked Sendable {
     /// - Parameters:
     ///   - metrics: where the gateway's metrics go (its factory is the backend).
     ///   - exposition: the text served at the admin `/metrics` (Prometheus format); nil: 404.
-    public init(config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
-                exposition: (@Sendable () -> [UInt8])? = nil) throws
-    {
+    public init(
+        config: GatewayConfig, configPath: String?, metrics: GatewayMetrics,
+        exposition: (@Sendable () -> [UInt8])? = nil
+    ) throws {
         ProcessSignals.prepare()
         GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
@@ -155,9 +156,11 @@ public final class GatewayServer: @unchecked Sendable {
                 server.onProxyProtocolFailure = { _, reason, peer in
                     metrics.proxyProtocolFailed(listener: label.name, reason: reason)
                     refusedLog.log("proxy_protocol|" + label.name) { suppressed in
-                        GatewayEvents.log("warning", "connection closed: no valid PROXY protocol header", [
-                            ("listener", label.name), ("reason", reason), ("peer", peer.host), ("suppressed", String(suppressed)),
-                        ])
+                        GatewayEvents.log(
+                            "warning", "connection closed: no valid PROXY protocol header",
+                            [
+                                ("listener", label.name), ("reason", reason), ("peer", peer.host), ("suppressed", String(suppressed)),
+                            ])
                     }
                 }
             }
@@ -175,9 +178,11 @@ public final class GatewayServer: @unchecked Sendable {
             admit: { peer in
                 guard adminRouter.admits(peer) else {
                     refusedAdminLog.log("admin.allow") { suppressed in
-                        GatewayEvents.log("warning", "admin connection closed: the client is not in admin.allow", [
-                            ("client", peer.host), ("suppressed", String(suppressed)),
-                        ])
+                        GatewayEvents.log(
+                            "warning", "admin connection closed: the client is not in admin.allow",
+                            [
+                                ("client", peer.host), ("suppressed", String(suppressed)),
+                            ])
                     }
                     return false
                 }
@@ -200,11 +205,13 @@ public final class GatewayServer: @unchecked Sendable {
             riskRefresher = RiskRefresher(store: riskStore, client: client, metrics: riskMetrics)
         }
         riskRefresher?.adopt(settings)
-        GatewayEvents.log("info", "risk refresh on", [
-            ("refresh_ms", String(settings.schedule.refreshMillis)), ("concurrency", String(settings.concurrency)),
-            ("rate_per_second", String(settings.ratePerSecond)),
-            ("development", settings.services.development.authority), ("production", settings.services.production.authority),
-        ])
+        GatewayEvents.log(
+            "info", "risk refresh on",
+            [
+                ("refresh_ms", String(settings.schedule.refreshMillis)), ("concurrency", String(settings.concurrency)),
+                ("rate_per_second", String(settings.ratePerSecond)),
+                ("development", settings.services.development.authority), ("production", settings.services.production.authority),
+            ])
     }
 
     /// Starts (or, when its interval changed, restarts) each TLS listener's ticket key rotation timer,
@@ -238,15 +245,19 @@ public final class GatewayServer: @unchecked Sendable {
     private static func logRoutes(_ rt: GatewayRuntime, configPath: String?) {
         guard GatewayEvents.logs("debug") else { return }
         let c = rt.config
-        GatewayEvents.log("debug", "configuration loaded", [
-            ("file", configPath ?? "-"), ("listeners", String(c.listeners.count)), ("upstreams", String(c.upstreams.count)),
-            ("routes", String(c.routes.count)), ("workers", String(rt.workers)),
-        ])
-        for r in rt.routes {
-            GatewayEvents.log("debug", "route", [
-                ("route", r.name), ("order", String(r.index)), ("upstream", r.upstream), ("assertion", r.assertion.mode.rawValue),
-                ("max_body", String(r.maxBody)),
+        GatewayEvents.log(
+            "debug", "configuration loaded",
+            [
+                ("file", configPath ?? "-"), ("listeners", String(c.listeners.count)), ("upstreams", String(c.upstreams.count)),
+                ("routes", String(c.routes.count)), ("workers", String(rt.workers)),
             ])
+        for r in rt.routes {
+            GatewayEvents.log(
+                "debug", "route",
+                [
+                    ("route", r.name), ("order", String(r.index)), ("upstream", r.upstream), ("assertion", r.assertion.mode.rawValue),
+                    ("max_body", String(r.maxBody)),
+                ])
         }
     }
 
@@ -382,10 +393,12 @@ public final class GatewayServer: @unchecked Sendable {
             GatewayEvents.log("info", "listener opened", [("listener", slot.config.name), ("address", slot.server.address.description)])
         }
         for slot in plan.closed {
-            GatewayEvents.log("info", "listener closed; draining", [
-                ("listener", slot.config.name), ("address", slot.server.address.description),
-                ("connections", String(slot.server.connectionCount)),
-            ])
+            GatewayEvents.log(
+                "info", "listener closed; draining",
+                [
+                    ("listener", slot.config.name), ("address", slot.server.address.description),
+                    ("connections", String(slot.server.connectionCount)),
+                ])
             retire(slot.server, name: slot.config.name)
         }
         if let moved = plan.admin, let old = admin {
@@ -399,15 +412,18 @@ public final class GatewayServer: @unchecked Sendable {
         var goaways = 0
         for slot in servers { goaways += slot.server.goawayHTTP2(reason: "reload") }
         let pending = ReloadChanges.pendingRestart(
-            started: started, file: next.config, fileWorkers: next.config.workers.resolved(coreCount: ProcessInfo.processInfo.activeProcessorCount),
+            started: started, file: next.config,
+            fileWorkers: next.config.workers.resolved(coreCount: ProcessInfo.processInfo.activeProcessorCount),
             filePassword: next.storeSecurity?.password)
         for key in pending { GatewayEvents.log("warning", key.description, [("key", key.key)]) }
         metrics.pendingRestart(!pending.isEmpty)
         metrics.reloaded(success: true)
         var changed = ReloadChanges.applied(previous.config, next.config)
         if !plan.opened.isEmpty || !plan.closed.isEmpty || !updated.isEmpty { changed.insert("listeners", at: 0) }
-        var fields = [("routes", String(next.routes.count)), ("h2_goaways", String(goaways)),
-                      ("changed", changed.isEmpty ? "none" : changed.joined(separator: ", "))]
+        var fields = [
+            ("routes", String(next.routes.count)), ("h2_goaways", String(goaways)),
+            ("changed", changed.isEmpty ? "none" : changed.joined(separator: ", ")),
+        ]
         if !plan.opened.isEmpty { fields.append(("listeners_opened", plan.opened.map(\.config.name).joined(separator: ", "))) }
         if !plan.closed.isEmpty { fields.append(("listeners_closed", plan.closed.map(\.config.name).joined(separator: ", "))) }
         if !updated.isEmpty { fields.append(("listeners_updated", updated.joined(separator: ", "))) }
@@ -431,9 +447,12 @@ public final class GatewayServer: @unchecked Sendable {
             do {
                 address = try Self.resolve(l.address)
             } catch {
-                throw GatewayRuntime.CompileError(config, at: "listeners[\(i)].address", "listeners[\(i)].address (listener \(l.name)): \(error)")
+                throw GatewayRuntime.CompileError(
+                    config, at: "listeners[\(i)].address", "listeners[\(i)].address (listener \(l.name)): \(error)")
             }
-            let same = running.indices.filter { running[$0].requested == address && (address.port != 0 || running[$0].config.name == l.name) }
+            let same = running.indices.filter {
+                running[$0].requested == address && (address.port != 0 || running[$0].config.name == l.name)
+            }
             if let j = same.first(where: { running[$0].config.name == l.name }) ?? same.first {
                 let slot = running.remove(at: j)
                 plan.kept.append((slot, l))
@@ -454,7 +473,8 @@ public final class GatewayServer: @unchecked Sendable {
                 slots[i] = slot
             } catch {
                 abandon()
-                let holder = running.first { $0.config.address.conflicts(with: l.address) }.map { "listener \($0.config.name)" }
+                let holder =
+                    running.first { $0.config.address.conflicts(with: l.address) }.map { "listener \($0.config.name)" }
                     ?? (runtime.config.admin.address.conflicts(with: l.address) ? "the admin listener" : nil)
                 throw GatewayRuntime.CompileError(
                     config, at: "listeners[\(i)].address",
@@ -467,7 +487,8 @@ public final class GatewayServer: @unchecked Sendable {
             } catch {
                 abandon()
                 let holder = running.first { $0.config.address.conflicts(with: config.admin.address) }.map { "listener \($0.config.name)" }
-                throw GatewayRuntime.CompileError(config, at: "admin.address", "admin.address: cannot listen: \(error)\(Self.heldHint(holder))")
+                throw GatewayRuntime.CompileError(
+                    config, at: "admin.address", "admin.address: cannot listen: \(error)\(Self.heldHint(holder))")
             }
         }
         plan.closed = running
@@ -512,9 +533,11 @@ public final class GatewayServer: @unchecked Sendable {
             switchAccessLog(to: reopened)
             GatewayEvents.log("info", "log files reopened", [("access_log", reopened.file.path ?? "stdout")])
         } catch {
-            GatewayEvents.log("error", "log files not reopened: the access log goes on to the file already open", [
-                ("error", error.description),
-            ])
+            GatewayEvents.log(
+                "error", "log files not reopened: the access log goes on to the file already open",
+                [
+                    ("error", error.description)
+                ])
         }
     }
 

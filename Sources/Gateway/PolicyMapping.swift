@@ -30,7 +30,8 @@ extension AppPolicy {
     /// One of `apps[]`.
     init(_ c: AppConfig) {
         self.init(
-            teamID: c.teamID, bundleIDs: c.bundleIDs, environments: Set(c.environments.compactMap { KeyEnvironmentName(rawValue: $0.rawValue) }),
+            teamID: c.teamID, bundleIDs: c.bundleIDs,
+            environments: Set(c.environments.compactMap { KeyEnvironmentName(rawValue: $0.rawValue) }),
             validationCategories: c.validationCategories.map { Set($0.map(\.rawValue)) }, minBundleVersion: c.minBundleVersion,
             verifiesReceipts: c.receipts == .verify, requiresMacOSSecurity: c.requireMacOSSecurity)
     }

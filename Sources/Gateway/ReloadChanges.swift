@@ -38,8 +38,10 @@ enum ReloadChanges {
     static func pendingRestart(started: Started, file: GatewayConfig, fileWorkers: Int, filePassword: [UInt8]?) -> [PendingKey] {
         var out: [PendingKey] = []
         if fileWorkers != started.workers {
-            out.append(PendingKey(key: "workers", running: workers(started.config.workers, started.workers),
-                                  file: workers(file.workers, fileWorkers)))
+            out.append(
+                PendingKey(
+                    key: "workers", running: workers(started.config.workers, started.workers),
+                    file: workers(file.workers, fileWorkers)))
         }
         let store = store(started.config.store, file.store)
         out += store

@@ -19,7 +19,10 @@ enum SecretFile {
         var st = stat()
         guard stat(path, &st) == 0 else {
             let e = errno
-            throw Problem(why: e == ENOENT ? "does not exist" : e == EACCES ? "cannot be read (permission denied)" : "cannot be read (\(String(cString: strerror(e))))")
+            throw Problem(
+                why: e == ENOENT
+                    ? "does not exist"
+                    : e == EACCES ? "cannot be read (permission denied)" : "cannot be read (\(String(cString: strerror(e))))")
         }
         guard st.st_mode & S_IFMT == S_IFREG else { throw Problem(why: "is not a regular file") }
         let mode = st.st_mode & 0o777

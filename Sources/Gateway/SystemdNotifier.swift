@@ -63,7 +63,9 @@ public final class SystemdNotifier: Sendable {
         var addr = address
         let n = message.withUnsafeBytes { body in
             withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, body.baseAddress, body.count, Int32(MSG_NOSIGNAL), $0, length) }
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, body.baseAddress, body.count, Int32(MSG_NOSIGNAL), $0, length)
+                }
             }
         }
         if n == message.count { return (true, nil) }
@@ -95,8 +97,10 @@ public final class SystemdNotifier: Sendable {
     /// A failed notification is logged (systemd then times the start or reload out, and says so too).
     private func report(_ result: (sent: Bool, error: String?)) {
         guard !result.sent else { return }
-        GatewayEvents.log("warning", "systemd notification not delivered", [
-            ("notify_socket", socketName), ("error", result.error ?? "unknown"),
-        ])
+        GatewayEvents.log(
+            "warning", "systemd notification not delivered",
+            [
+                ("notify_socket", socketName), ("error", result.error ?? "unknown"),
+            ])
     }
 }

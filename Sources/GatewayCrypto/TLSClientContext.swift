@@ -1,9 +1,9 @@
 import CGatewayOpenSSL
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Client-side TLS towards one https upstream: trust (system roots or a CA file), name verification,

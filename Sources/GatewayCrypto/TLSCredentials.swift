@@ -1,9 +1,9 @@
 import CGatewayOpenSSL
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Reading PEM certificates and keys from disk with clear refusals: missing or unreadable files,

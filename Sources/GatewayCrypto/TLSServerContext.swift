@@ -69,14 +69,19 @@ public final class TLSServerContext: @unchecked Sendable {
                 ctx, { ssl, _, arg in TLSServerContext.serverNameCallback(ssl: ssl, arg: arg) }, me)
             if !alpn.isEmpty {
                 SSL_CTX_set_alpn_select_cb(
-                    ctx, { _, out, outLength, offered, offeredLength, arg in
+                    ctx,
+                    { _, out, outLength, offered, offeredLength, arg in
                         TLSServerContext.alpnCallback(
                             out: out, outLength: outLength, offered: offered, offeredLength: offeredLength, arg: arg)
                     }, me)
             }
-            guard SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, { ssl, name, iv, cipher, mac, enc in
-                TLSServerContext.ticketCallback(ssl: ssl, name: name, iv: iv, cipher: cipher, mac: mac, enc: enc)
-            }) == 1 else { OpenSSLFatal.fail("SSL_CTX_set_tlsext_ticket_key_evp_cb") }
+            guard
+                SSL_CTX_set_tlsext_ticket_key_evp_cb(
+                    ctx,
+                    { ssl, name, iv, cipher, mac, enc in
+                        TLSServerContext.ticketCallback(ssl: ssl, name: name, iv: iv, cipher: cipher, mac: mac, enc: enc)
+                    }) == 1
+            else { OpenSSLFatal.fail("SSL_CTX_set_tlsext_ticket_key_evp_cb") }
         }
     }
 
@@ -177,9 +182,11 @@ public final class TLSServerContext: @unchecked Sendable {
             while i < list.count {
                 let length = Int(list[i])
                 guard length > 0, i + 1 + length <= list.count else { return SSL_TLSEXT_ERR_ALERT_FATAL }
-                if length == proto.count && proto.withUnsafeBufferPointer({ p in
-                    (0..<length).allSatisfy { p[$0] == list[i + 1 + $0] }
-                }) {
+                if length == proto.count
+                    && proto.withUnsafeBufferPointer({ p in
+                        (0..<length).allSatisfy { p[$0] == list[i + 1 + $0] }
+                    })
+                {
                     out.pointee = offered + i + 1
                     outLength.pointee = UInt8(length)
                     return SSL_TLSEXT_ERR_OK

@@ -280,7 +280,6 @@ public final class TLSSession {
         return try result.get()
     }
 
-
     // MARK: Output
 
     /// Ciphertext waiting to be written to the socket.

@@ -1,5 +1,5 @@
-import Foundation
 import CGatewayOpenSSL
+import Foundation
 import GatewayWire
 
 /// An X.509 certificate parsed by OpenSSL. Immutable; safe to share across threads.

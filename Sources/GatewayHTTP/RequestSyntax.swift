@@ -249,7 +249,9 @@ public enum RequestSyntax {
                 c = hi << 4 | lo
                 i += 2
             }
-            if c == UInt8(ascii: "+") || c == UInt8(ascii: " ") || c == UInt8(ascii: ".") || c == UInt8(ascii: "[") { c = UInt8(ascii: "_") }
+            if c == UInt8(ascii: "+") || c == UInt8(ascii: " ") || c == UInt8(ascii: ".") || c == UInt8(ascii: "[") {
+                c = UInt8(ascii: "_")
+            }
             guard k < expected.count, c == expected[k] else { return false }
             k += 1
             i += 1

@@ -177,7 +177,8 @@ public final class BlockingStream {
                     try readCiphertext()
                 } catch {
                     if error.kind == .closed {
-                        throw Failure(.tls, "TLS handshake with \(peer): the server closed the connection (it may require a client certificate)")
+                        throw Failure(
+                            .tls, "TLS handshake with \(peer): the server closed the connection (it may require a client certificate)")
                     }
                     throw Failure(error.kind == .timeout ? .timeout : .tls, "TLS handshake with \(peer): \(error.description)")
                 }
@@ -244,7 +245,9 @@ public final class BlockingStream {
             case .bytes(let n): return n
             case .eof: throw Failure(.closed, "the server closed the connection")
             case .failed(let e):
-                if e == EPIPE || e == ECONNRESET { throw Failure(.closed, "the server closed the connection (\(String(cString: strerror(e))))") }
+                if e == EPIPE || e == ECONNRESET {
+                    throw Failure(.closed, "the server closed the connection (\(String(cString: strerror(e))))")
+                }
                 throw Failure(.io, "write to \(peer): \(String(cString: strerror(e)))")
             case .wouldBlock:
                 switch Self.wait(fd, events: Int16(POLLOUT), timeoutMillis: timeoutMillis) {
@@ -281,8 +284,10 @@ public final class BlockingStream {
     /// (TLS 1.3: e.g. a client certificate it requires and did not get), not a network failure.
     private func refusedSession(_ failure: Failure) -> Failure {
         guard session != nil, !heardFromServer, failure.kind == .closed || failure.kind == .io else { return failure }
-        return Failure(.tls, "TLS with \(peer): the server dropped the session before its first reply (\(failure.description)); "
-            + "a server that requires a client certificate does so when none or an untrusted one was sent")
+        return Failure(
+            .tls,
+            "TLS with \(peer): the server dropped the session before its first reply (\(failure.description)); "
+                + "a server that requires a client certificate does so when none or an untrusted one was sent")
     }
 
     public func write(_ bytes: [UInt8]) throws(Failure) {

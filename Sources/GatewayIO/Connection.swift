@@ -90,7 +90,6 @@ public final class Connection: FileEventHandler {
     /// Bytes read per wake-up before yielding to other connections (fairness).
     public static let readBudget = 256 * 1024
 
-
     /// Adopts an accepted or connected descriptor and registers it with `loop`.
     /// With `tls`, the connection runs that session's handshake first (a client session's ClientHello
     /// leaves once connected).
@@ -311,16 +310,18 @@ public final class Connection: FileEventHandler {
         }
         let pending = queuedBytes
         let start = outboundStart
-        let result: Socket.IOResult = withOutbound { $0.withUnsafeBytes { raw in
-            var iov = (
-                iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + start }), iov_len: pending),
-                iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
-            )
-            return withUnsafeBytes(of: &iov) { p in
-                let all = p.bindMemory(to: iovec.self)
-                return pending > 0 ? Socket.writev(fd, all) : Socket.writev(fd, UnsafeBufferPointer(rebasing: all[1...]))
+        let result: Socket.IOResult = withOutbound {
+            $0.withUnsafeBytes { raw in
+                var iov = (
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress.map { $0 + start }), iov_len: pending),
+                    iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+                )
+                return withUnsafeBytes(of: &iov) { p in
+                    let all = p.bindMemory(to: iovec.self)
+                    return pending > 0 ? Socket.writev(fd, all) : Socket.writev(fd, UnsafeBufferPointer(rebasing: all[1...]))
+                }
             }
-        } }
+        }
         switch result {
         case .bytes(let n) where n >= pending:
             let taken = n - pending
@@ -399,9 +400,11 @@ public final class Connection: FileEventHandler {
         let before = outboundStart
         while queuedBytes > 0 {
             let start = outboundStart
-            let result: Socket.IOResult = withOutbound { $0.withUnsafeBytes { raw in
-                Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...]))
-            } }
+            let result: Socket.IOResult = withOutbound {
+                $0.withUnsafeBytes { raw in
+                    Socket.write(fd, UnsafeRawBufferPointer(rebasing: raw[start...]))
+                }
+            }
             switch result {
             case .bytes(let n):
                 outboundStart += n
@@ -429,11 +432,13 @@ public final class Connection: FileEventHandler {
         while true {
             if !_isHandshaking && queuedBytes > 0 {
                 let start = outboundStart
-                let taken: Result<Int, TLSFailure> = withOutbound { $0.withUnsafeBytes { raw in
-                    Result { () throws(TLSFailure) -> Int in
-                        try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[start...]))
+                let taken: Result<Int, TLSFailure> = withOutbound {
+                    $0.withUnsafeBytes { raw in
+                        Result { () throws(TLSFailure) -> Int in
+                            try tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[start...]))
+                        }
                     }
-                } }
+                }
                 switch taken {
                 case .success(let n):
                     outboundStart += n
@@ -531,7 +536,9 @@ public final class Connection: FileEventHandler {
             if !_isHandshaking && tls.failure == nil {
                 if queuedBytes > 0 {
                     let start = outboundStart
-                    _ = withOutbound { $0.withUnsafeBytes { raw in try? tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[start...])) } }
+                    _ = withOutbound {
+                        $0.withUnsafeBytes { raw in try? tls.writePlaintext(UnsafeRawBufferPointer(rebasing: raw[start...])) }
+                    }
                 }
                 _ = tls.shutdown()
             }

@@ -147,21 +147,25 @@ public final class AssertionGate {
         challengeText: String, authority: String, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int,
         completion: @escaping (GateOutcome) -> Void
     ) {
-        store.assertionKey(keyID, completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
+        store.assertionKey(
+            keyID,
+            completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
                 switch result {
                 case .failure(let error):
                     completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
                 case .success(nil):
-                    completion(.refused(Explanation(
-                        step: "key_lookup", error: .keyUnknown,
-                        fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
+                    completion(
+                        .refused(
+                            Explanation(
+                                step: "key_lookup", error: .keyUnknown,
+                                fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
                 case .success(let record?):
                     self.verify(
                         request, record: record, keyEncoding: keyEncoding, object: object, token: token,
                         challengeText: challengeText, authority: authority, route: route, policy: policy,
                         nowMillis: nowMillis, attempt: attempt, completion: completion)
                 }
-        })
+            })
     }
 
     /// How often a request reads its key again when the commit finds it changed (a re-registration
@@ -262,16 +266,22 @@ public final class AssertionGate {
         // 7. With it, the next challenge, bound to this key (saves the app a round trip): one step
         // for the store (on Redis one script).
         let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
-        store.commitAssertion(commit, checked: CheckedKey(record), issuing: next, nowMillis: nowMillis, completion: onLoop {
-            (result: Result<CommitAndNext, StoreError>) in
+        store.commitAssertion(
+            commit, checked: CheckedKey(record), issuing: next, nowMillis: nowMillis,
+            completion: onLoop {
+                (result: Result<CommitAndNext, StoreError>) in
                 switch result {
                 case .failure(let error):
-                    completion(.refused(Explanation(step: "store", error: GateError(error), fields: committed() + [("detail", error.detail)])))
+                    completion(
+                        .refused(Explanation(step: "store", error: GateError(error), fields: committed() + [("detail", error.detail)])))
                 case .success(let done) where done.keyChanged:
                     guard attempt < Self.maxKeyChangedRetries else {
                         let detail = "the key's record changed under every commit of this request"
-                        return completion(.refused(Explanation(
-                            step: "store", error: GateError(StoreError(.unavailable, detail)), fields: committed() + [("detail", detail)])))
+                        return completion(
+                            .refused(
+                                Explanation(
+                                    step: "store", error: GateError(StoreError(.unavailable, detail)),
+                                    fields: committed() + [("detail", detail)])))
                     }
                     self.lookUp(
                         request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
@@ -286,16 +296,20 @@ public final class AssertionGate {
                         if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
                         completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
                     case .challengeRejected(let why):
-                        completion(.refused(Explanation(
-                            step: "commit", error: GateError(why),
-                            fields: committed() + [("challenge", Explanation.redact(challengeText))])))
+                        completion(
+                            .refused(
+                                Explanation(
+                                    step: "commit", error: GateError(why),
+                                    fields: committed() + [("challenge", Explanation.redact(challengeText))])))
                     case .committed:
-                        completion(.accepted(AcceptedAssertion(
-                            keyID: keyID, counter: verified.signCount, appID: record.appID,
-                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
+                        completion(
+                            .accepted(
+                                AcceptedAssertion(
+                                    keyID: keyID, counter: verified.signCount, appID: record.appID,
+                                    risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
                     }
                 }
-        })
+            })
     }
 
     /// Step 1 from the head alone: the headers the route requires are present and well formed (a
@@ -314,8 +328,10 @@ public final class AssertionGate {
             }
         guard let keyText = keyID, let assertionText = assertion else {
             var e = Explanation(step: "headers", error: .assertionMissing)
-            e.add("missing", [keyID == nil ? AttestHeaders.keyID : nil, assertion == nil ? AttestHeaders.assertion : nil]
-                .compactMap { $0 }.joined(separator: ","))
+            e.add(
+                "missing",
+                [keyID == nil ? AttestHeaders.keyID : nil, assertion == nil ? AttestHeaders.assertion : nil]
+                    .compactMap { $0 }.joined(separator: ","))
             return .failure(e)
         }
         let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
@@ -361,8 +377,9 @@ public final class AssertionGate {
             e.add("detail", error.detail)
             return .failure(e)
         }
-        return .success(AssertionHeaders(
-            keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, object: assertionObject))
+        return .success(
+            AssertionHeaders(
+                keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, object: assertionObject))
     }
 
     /// What `explain` shows of the key's counter window when a windowed route refused a counter at

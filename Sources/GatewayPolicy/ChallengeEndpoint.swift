@@ -13,7 +13,9 @@ public enum ChallengeEndpoint {
     public static func request(body: [UInt8], ttlMillis: Int64, requireKeyID: Bool = false) -> Result<ChallengeRequest, Explanation> {
         let keyRequired = Explanation(
             step: "body", error: .keyIDRequired,
-            fields: [("field", "keyId"), ("reason", "this gateway's store binds every challenge to a key: send {\"keyId\":\"<base64 key id>\"}")])
+            fields: [
+                ("field", "keyId"), ("reason", "this gateway's store binds every challenge to a key: send {\"keyId\":\"<base64 key id>\"}"),
+            ])
         if body.allSatisfy({ $0 == 0x20 || $0 == 0x0a || $0 == 0x0d || $0 == 0x09 }) {
             if requireKeyID { return .failure(keyRequired) }
             return .success(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: ttlMillis))
@@ -26,7 +28,8 @@ public enum ChallengeEndpoint {
         var purpose: ChallengePurpose? = nil
         if let p = fields["purpose"] {
             guard let parsed = ChallengePurpose(rawValue: p) else {
-                return .failure(Explanation(step: "body", error: .badJSON, fields: [("field", "purpose"), ("expected", "register or assert")]))
+                return .failure(
+                    Explanation(step: "body", error: .badJSON, fields: [("field", "purpose"), ("expected", "register or assert")]))
             }
             purpose = parsed
         }
@@ -34,9 +37,10 @@ public enum ChallengeEndpoint {
         if let k = fields["keyId"] {
             let (bytes, encoding) = BinaryEncoding.decode(k)
             guard let bytes, let id = KeyID(bytes) else {
-                return .failure(Explanation(
-                    step: "body", error: .malformed,
-                    fields: [("field", "keyId"), ("key_id_encoding", encoding.rawValue), ("expected", "base64 of the 32-byte key id")]))
+                return .failure(
+                    Explanation(
+                        step: "body", error: .malformed,
+                        fields: [("field", "keyId"), ("key_id_encoding", encoding.rawValue), ("expected", "base64 of the 32-byte key id")]))
             }
             keyID = id
         }

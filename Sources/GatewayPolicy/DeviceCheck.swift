@@ -115,14 +115,18 @@ public enum DeviceCheck {
             if lower.hasPrefix("bit state not found") {
                 return Decision(result: .bitsNotFound, refusal: nil, bits: .some(nil), pause: nil, detail: "bit state not found")
             }
-            guard let bits = parseBits(body) else { return unavailable(.error, "a 200 query answer that is neither bits nor \"Bit State Not Found\"") }
+            guard let bits = parseBits(body) else {
+                return unavailable(.error, "a 200 query answer that is neither bits nor \"Bit State Not Found\"")
+            }
             return Decision(result: .ok, refusal: nil, bits: .some(bits), pause: nil, detail: "bits")
         case 400:
             if lower.contains("device token") {
                 return Decision(result: .invalidToken, refusal: .deviceTokenInvalid, bits: nil, pause: nil, detail: text)
             }
             if lower.contains("time stamp") || lower.contains("timestamp") { return unavailable(.badTimestamp, text) }
-            if lower.contains("authorization") || lower.contains("authentication") { return unavailable(.unauthorized, text, pause: .some(nil)) }
+            if lower.contains("authorization") || lower.contains("authentication") {
+                return unavailable(.unauthorized, text, pause: .some(nil))
+            }
             return unavailable(.badRequest, text)
         case 401, 403: return unavailable(.unauthorized, text.isEmpty ? "status \(status)" : text, pause: .some(nil))
         case 429: return unavailable(.rateLimited, "status 429", pause: retryAfter)

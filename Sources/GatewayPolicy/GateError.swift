@@ -170,17 +170,18 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     }
 
     /// Every code, in the order docs/errors.md lists them.
-    public static let allCases: [GateError] = [
-        .assertionMissing, .badJSON, .missingField, .methodNotAllowed, .keyIDRequired,
-        .keyUnknown, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
-        .macOSSecurityRequired, .receiptInvalid,
-        .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed, .challengeWrongPurpose,
-        .challengeWrongKey, .challengeNotBound,
-    ] + AppAttestError.Code.allCases.map(GateError.verification) + [
-        .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
-        .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
-        .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
-    ]
+    public static let allCases: [GateError] =
+        [
+            .assertionMissing, .badJSON, .missingField, .methodNotAllowed, .keyIDRequired,
+            .keyUnknown, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
+            .macOSSecurityRequired, .receiptInvalid,
+            .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed, .challengeWrongPurpose,
+            .challengeWrongKey, .challengeNotBound,
+        ] + AppAttestError.Code.allCases.map(GateError.verification) + [
+            .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
+            .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
+            .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
+        ]
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).
     public init?(rawValue: String) {

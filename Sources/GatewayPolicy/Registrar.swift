@@ -36,17 +36,24 @@ public enum Registrar {
         let keyText = fields["keyId"]!, challengeText = fields["challenge"]!
         let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
         guard let keyBytes, let keyID = KeyID(keyBytes) else {
-            return completion(.refused(Explanation(
-                step: "body", error: .malformed,
-                fields: [("field", "keyId"), ("key_id_encoding", keyEncoding.rawValue), ("expected", "base64 of the 32-byte key id")])))
+            return completion(
+                .refused(
+                    Explanation(
+                        step: "body", error: .malformed,
+                        fields: [
+                            ("field", "keyId"), ("key_id_encoding", keyEncoding.rawValue), ("expected", "base64 of the 32-byte key id"),
+                        ])))
         }
         guard let attestation = try? Base64.decode(fields["attestation"]!) else {
-            return completion(.refused(Explanation(step: "body", error: .malformed, fields: [("field", "attestation"), ("expected", "base64")])))
+            return completion(
+                .refused(Explanation(step: "body", error: .malformed, fields: [("field", "attestation"), ("expected", "base64")])))
         }
         guard let token = ChallengeText.decode(challengeText) else {
-            return completion(.refused(Explanation(
-                step: "body", error: .challengeUnknown,
-                fields: [("challenge", Explanation.redact(challengeText)), ("reason", "not base64url of 16 to 64 bytes")])))
+            return completion(
+                .refused(
+                    Explanation(
+                        step: "body", error: .challengeUnknown,
+                        fields: [("challenge", Explanation.redact(challengeText)), ("reason", "not base64url of 16 to 64 bytes")])))
         }
         let base: [(String, String)] = [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)]
         let checked: CheckedAttestation
@@ -72,21 +79,29 @@ public enum Registrar {
         store.register(registration, nowMillis: nowMillis) { result in
             switch result {
             case .failure(let error):
-                completion(.refused(Explanation(step: "store", error: GateError(error), fields: refusalFields + [("detail", error.detail)])))
+                completion(
+                    .refused(Explanation(step: "store", error: GateError(error), fields: refusalFields + [("detail", error.detail)])))
             case .success(.challengeRejected(let why)):
-                completion(.refused(Explanation(
-                    step: "commit", error: GateError(why), fields: refusalFields + [("challenge", Explanation.redact(challengeText))])))
+                completion(
+                    .refused(
+                        Explanation(
+                            step: "commit", error: GateError(why),
+                            fields: refusalFields + [("challenge", Explanation.redact(challengeText))])))
             case .success(.registered(let existing)):
-                completion(.registered(RegisteredKey(
-                    keyID: keyID, environment: environment, appID: record.appID, existing: existing, receipt: verifiedReceipt,
-                    keyAccessControl: verified.keyAccessControl)))
+                completion(
+                    .registered(
+                        RegisteredKey(
+                            keyID: keyID, environment: environment, appID: record.appID, existing: existing, receipt: verifiedReceipt,
+                            keyAccessControl: verified.keyAccessControl)))
             case .success(.appConflict(let registered)):
-                completion(.refused(Explanation(
-                    step: "store", error: .keyAppConflict,
-                    fields: refusalFields + [
-                        ("detail", "the key id is registered to another app id"), ("app_id", record.appID),
-                        ("registered_app_id", registered),
-                    ])))
+                completion(
+                    .refused(
+                        Explanation(
+                            step: "store", error: .keyAppConflict,
+                            fields: refusalFields + [
+                                ("detail", "the key id is registered to another app id"), ("app_id", record.appID),
+                                ("registered_app_id", registered),
+                            ])))
             case .success(.reregistrationLimited(let retryAfterMillis)):
                 var e = Explanation(
                     step: "store", error: .reregistrationLimited,
@@ -129,12 +144,13 @@ public enum Registrar {
             let object = try AttestationObject.parse(attestation)
             // The store keeps the receipt: its size is bounded before any certificate work.
             guard object.receipt.count <= policy.maxReceiptBytes else {
-                return .failure(Explanation(
-                    step: "attestation", error: .receiptTooLarge,
-                    fields: base + [
-                        ("detail", "attStmt.receipt has \(object.receipt.count) bytes; at most \(policy.maxReceiptBytes) are accepted"),
-                        ("receipt_bytes", String(object.receipt.count)), ("max_receipt", String(policy.maxReceiptBytes)),
-                    ]))
+                return .failure(
+                    Explanation(
+                        step: "attestation", error: .receiptTooLarge,
+                        fields: base + [
+                            ("detail", "attStmt.receipt has \(object.receipt.count) bytes; at most \(policy.maxReceiptBytes) are accepted"),
+                            ("receipt_bytes", String(object.receipt.count)), ("max_receipt", String(policy.maxReceiptBytes)),
+                        ]))
             }
             verified = try policy.attestationVerifier.verify(object, keyID: keyID.bytes, clientDataHash: clientDataHash, at: instant)
         } catch {
@@ -163,9 +179,12 @@ public enum Registrar {
                     verified.receipt, expecting: .attestation(verified, clientDataHash: clientDataHash), at: instant
                 ).receipt
             } catch {
-                return .failure(Explanation(
-                    step: "receipt", error: .receiptInvalid,
-                    fields: base + [("reason", error.code.rawValue), ("detail", error.detail), ("receipt_bytes", String(verified.receipt.count))]))
+                return .failure(
+                    Explanation(
+                        step: "receipt", error: .receiptInvalid,
+                        fields: base + [
+                            ("reason", error.code.rawValue), ("detail", error.detail), ("receipt_bytes", String(verified.receipt.count)),
+                        ]))
             }
         }
         return .success(CheckedAttestation(attestation: verified, app: app, environment: environment, receipt: receipt, fields: base))

@@ -1,5 +1,5 @@
-import Foundation
 import AppAttest
+import Foundation
 import GatewayStore
 
 /// When a key's risk metric is refreshed, and what one answer of Apple's App Attest data service
@@ -142,7 +142,8 @@ public enum RiskSchedule {
             switch status {
             case 304:
                 var risk = current
-                risk.nextRefreshMillis = afterNotModified(keyID, notBeforeMillis: current.notBeforeMillis, nowMillis: nowMillis, settings: settings)
+                risk.nextRefreshMillis = afterNotModified(
+                    keyID, notBeforeMillis: current.notBeforeMillis, nowMillis: nowMillis, settings: settings)
                 return Decision(result: .notModified, risk: risk, storeReceipt: false, pause: nil)
             case 404:
                 var risk = current
@@ -180,7 +181,8 @@ enum HTTPDate {
     static func parse(_ text: String) -> Int64? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]),
-            let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(of: String(parts[2]))
+            let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].firstIndex(
+                of: String(parts[2]))
         else { return nil }
         let clock = parts[4].split(separator: ":")
         guard clock.count == 3, let h = Int(clock[0]), let m = Int(clock[1]), let s = Int(clock[2]), h < 24, m < 60, s < 61,

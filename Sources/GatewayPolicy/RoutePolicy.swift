@@ -105,8 +105,10 @@ public struct FallbackPolicy: Sendable, Equatable {
     /// How long a token is remembered as used.
     public var tokenTTLMillis: Int64
 
-    public init(bits: Bits = .off, maxShareBasisPoints: Int = 500, windowMillis: Int64 = 600_000, minRequests: Int = 20,
-                tokenTTLMillis: Int64 = 3_600_000) {
+    public init(
+        bits: Bits = .off, maxShareBasisPoints: Int = 500, windowMillis: Int64 = 600_000, minRequests: Int = 20,
+        tokenTTLMillis: Int64 = 3_600_000
+    ) {
         self.bits = bits
         self.maxShareBasisPoints = maxShareBasisPoints
         self.windowMillis = windowMillis
@@ -137,7 +139,8 @@ public struct AppPolicy: Sendable, Equatable {
     }
 
     public init(
-        teamID: String, bundleIDs: [String], environments: Set<KeyEnvironmentName> = [.production], validationCategories: Set<String>? = nil,
+        teamID: String, bundleIDs: [String], environments: Set<KeyEnvironmentName> = [.production],
+        validationCategories: Set<String>? = nil,
         minBundleVersion: BundleVersion? = nil, verifiesReceipts: Bool = true, requiresMacOSSecurity: Bool = false
     ) {
         self.teamID = teamID

@@ -1,4 +1,3 @@
-
 /// What a protected route does with one request: forward it as verified, forward it unverified (a
 /// shadowed refusal, or a store failure on an `on_store_error: fail_open` route), or refuse it with
 /// a status; and the labels the verdict metric (`attest_gateway_assertion_verdicts_total`) and the

@@ -25,9 +25,10 @@ public struct DownstreamLimits: Sendable {
     /// v2) from a trusted peer, whose source becomes the connection's peer; any other is closed.
     public var proxyProtocol: Bool = false
 
-    public init(parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
-                bodyTimeoutMillis: Int64 = 30_000, sendTimeoutMillis: Int64 = 60_000, highWaterMark: Int = 256 * 1024)
-    {
+    public init(
+        parser: HTTP1Parser.Limits = .init(), idleTimeoutMillis: Int64 = 60_000, headerTimeoutMillis: Int64 = 10_000,
+        bodyTimeoutMillis: Int64 = 30_000, sendTimeoutMillis: Int64 = 60_000, highWaterMark: Int = 256 * 1024
+    ) {
         self.sendTimeoutMillis = sendTimeoutMillis
         self.parser = parser
         self.idleTimeoutMillis = idleTimeoutMillis

@@ -15,9 +15,10 @@ import GatewayWire
 public enum ErrorResponse {
     public static let requestIDField = "X-Request-Id"
 
-    public static func make(status: Int, code: String, action: String? = nil, requestId: String? = nil,
-                            extra: [(String, JSONObject.Value)] = [], headers: HTTPFields = HTTPFields()) -> LocalResponse
-    {
+    public static func make(
+        status: Int, code: String, action: String? = nil, requestId: String? = nil,
+        extra: [(String, JSONObject.Value)] = [], headers: HTTPFields = HTTPFields()
+    ) -> LocalResponse {
         var o = JSONObject()
         o.set("error", code)
         if let action { o.set("action", action) }

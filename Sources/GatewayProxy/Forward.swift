@@ -30,11 +30,12 @@ public final class Forward {
     /// - Parameters:
     ///   - balancer: several servers (`pool` is then its first).
     ///   - responseTimeoutMillis, connectTimeoutMillis: a route's own; nil: `pool.target`'s.
-    public init(routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
-                responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil, balancer: UpstreamBalancer? = nil,
-                responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil, verdict: AccessVerdict? = nil,
-                passServerHeader: Bool = false)
-    {
+    public init(
+        routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
+        responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil, balancer: UpstreamBalancer? = nil,
+        responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil, verdict: AccessVerdict? = nil,
+        passServerHeader: Bool = false
+    ) {
         self.passServerHeader = passServerHeader
         self.routeName = routeName
         self.pool = pool

@@ -65,8 +65,9 @@ extension HTTP1ServerConnection: UpstreamExchangeHost {
         let client = downstream.peer == nil ? "unknown" : peerHost
         let h = head
         headBytes.with { buf in
-            forward.writeUpstreamHead(h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, requestID: exchange.requestID, framing: framing,
-                                      dropFoldableNames: limits.dropFoldableNames, to: &out)
+            forward.writeUpstreamHead(
+                h, buf, client: client, proto: scheme, trustedPeer: peerTrusted, requestID: exchange.requestID, framing: framing,
+                dropFoldableNames: limits.dropFoldableNames, to: &out)
         }
     }
 

@@ -99,9 +99,10 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     /// - Parameter acceptedAtMillis: when the connection was accepted (the loop's wheel clock), if
     ///   before now (a TLS handshake or protocol sniffing came first): the first head's time counts
     ///   from then.
-    public init(connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http",
-                acceptedAtMillis: Int64? = nil, requestIDs: RequestIDGenerator = RequestIDGenerator())
-    {
+    public init(
+        connection: Connection, router: any RequestRouter, limits: DownstreamLimits, scheme: String = "http",
+        acceptedAtMillis: Int64? = nil, requestIDs: RequestIDGenerator = RequestIDGenerator()
+    ) {
         self.downstream = connection
         exchange = RequestExchange(router: router)
         self.requestIDs = requestIDs

@@ -101,9 +101,11 @@ public final class HTTP2ServerConnection: ConnectionDelegate, ServerConnection {
     /// Serves `transport`; the transport's owner calls the `transportDid…` methods. `acceptedAtMillis`
     /// (the loop's wheel clock; default now): the first request must arrive within the header
     /// timeout of it.
-    public init(transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
-                settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http", acceptedAtMillis: Int64? = nil,
-                requestIDs: RequestIDGenerator = RequestIDGenerator())
+    public init(
+        transport: any DownstreamTransport, router: any RequestRouter, limits: DownstreamLimits,
+        settings: HTTP2Settings = HTTP2Settings(), scheme: String = "http", acceptedAtMillis: Int64? = nil,
+        requestIDs: RequestIDGenerator = RequestIDGenerator()
+    )
         throws(HTTP2SessionError)
     {
         self.transport = transport

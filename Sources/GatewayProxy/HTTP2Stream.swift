@@ -217,7 +217,9 @@ final class HTTP2Stream {
 
     /// Reopens the client's window for what the upstream took (its queue is at or below the mark).
     private func acknowledgeWritten() {
-        guard unconsumed > 0, upstreamExchange.upstream != nil, upstreamExchange.upstreamOutboundBytes <= conn.limits.highWaterMark else { return }
+        guard unconsumed > 0, upstreamExchange.upstream != nil, upstreamExchange.upstreamOutboundBytes <= conn.limits.highWaterMark else {
+            return
+        }
         session.consume(streamID: id, count: unconsumed)
         unconsumed = 0
     }
@@ -358,7 +360,6 @@ final class HTTP2Stream {
         conn.schedule(at: conn.loop.timers.nowMillis + max(1, min(limits.sendTimeoutMillis / 4, limits.bodyTimeoutMillis)))
     }
 
-
     /// The client took none of the response for `send_timeout` (its windows stayed shut): the
     /// stream is reset (RST_STREAM CANCEL), which frees it and what it holds.
     private func sendTimedOut() {
@@ -388,8 +389,9 @@ extension HTTP2Stream: UpstreamExchangeHost {
         let bytes = conn.upstreamHeadBytes
         let lines = bytes.set(head, reusing: conn.takeSpareHeadFields())
         bytes.with { buf in
-            forward.writeUpstreamHead(lines, buf, client: client, proto: conn.scheme, trustedPeer: conn.peerTrusted, requestID: requestID, framing: framing,
-                                      dropFoldableNames: conn.limits.dropFoldableNames, to: &out)
+            forward.writeUpstreamHead(
+                lines, buf, client: client, proto: conn.scheme, trustedPeer: conn.peerTrusted, requestID: requestID, framing: framing,
+                dropFoldableNames: conn.limits.dropFoldableNames, to: &out)
         }
         conn.spareHeadFields = lines.fields
     }
@@ -428,7 +430,8 @@ extension HTTP2Stream: UpstreamExchangeHost {
                 let full = r.materialize(buf)
                 forward.responseHook?.observe?(full)
                 let fields = DownstreamResponseHead.fields(
-                    full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [],
+                    full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength,
+                    remove: forward.responseHook?.remove ?? [],
                     requestID: requestID.text, passServer: forward.passServerHeader)
                 try session.submitResponse(streamID: id, status: r.status, headers: fields, endStream: endStream)
             } else {

@@ -32,9 +32,10 @@ public final class HTTPServer: @unchecked Sendable {
         /// (the context offers `h2` only when `protocols` has `.h2`).
         public var tls: TLSServerContext?
 
-        public init(limits: DownstreamLimits, maxConnections: Int = 10_000, scheme: String = "http", protocols: ServedProtocols = .http1,
-                    http2Settings: HTTP2Settings = HTTP2Settings(), tls: TLSServerContext? = nil)
-        {
+        public init(
+            limits: DownstreamLimits, maxConnections: Int = 10_000, scheme: String = "http", protocols: ServedProtocols = .http1,
+            http2Settings: HTTP2Settings = HTTP2Settings(), tls: TLSServerContext? = nil
+        ) {
             self.limits = limits
             self.maxConnections = max(1, maxConnections)
             self.scheme = scheme
@@ -85,25 +86,28 @@ public final class HTTPServer: @unchecked Sendable {
     ///   - admit: asked for every accepted connection's peer before anything else; false closes it.
     ///     Set here (not later) so that no connection is accepted before it applies.
     ///   - makeRouter: called once per loop, on that loop.
-    public convenience init(address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
-                            scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
-                            tls: TLSServerContext? = nil, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
-                            makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
-    {
+    public convenience init(
+        address: SocketAddress, loops: [EventLoop], limits: DownstreamLimits, maxConnections: Int = 10_000,
+        scheme: String = "http", protocols: ServedProtocols = .http1, http2Settings: HTTP2Settings = HTTP2Settings(),
+        tls: TLSServerContext? = nil, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
+        makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter
+    ) throws(Socket.Error) {
         try self.init(
             address: address, loops: loops,
-            profile: Profile(limits: limits, maxConnections: maxConnections, scheme: scheme, protocols: protocols,
-                             http2Settings: http2Settings, tls: tls),
+            profile: Profile(
+                limits: limits, maxConnections: maxConnections, scheme: scheme, protocols: protocols,
+                http2Settings: http2Settings, tls: tls),
             admit: admit, makeRouter: makeRouter)
     }
 
     /// Opens the listening socket(s) (one per loop) at `address` and starts accepting.
     /// - Parameter prepare: called before the first socket opens, to set the callbacks (`onAccept`…)
     ///   before any connection can arrive.
-    public init(address: SocketAddress, loops: [EventLoop], profile: Profile, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
-                prepare: ((HTTPServer) -> Void)? = nil,
-                makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter) throws(Socket.Error)
-    {
+    public init(
+        address: SocketAddress, loops: [EventLoop], profile: Profile, admit: (@Sendable (SocketAddress) -> Bool)? = nil,
+        prepare: ((HTTPServer) -> Void)? = nil,
+        makeRouter: @escaping @Sendable (EventLoop) -> any RequestRouter
+    ) throws(Socket.Error) {
         self.admit = admit
         self.loops = loops
         self.address = address
@@ -245,7 +249,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Adopts `fd` (accepted, its PROXY header read if any) as a connection from `peer` and hands it
     /// to the TLS handshake, the protocol sniffer or its protocol handler, which takes `slot`. False
     /// when it could not be made (the descriptor is closed, the slot not taken).
-    private func start(fd: Int32, peer: SocketAddress, slot: Slot, router: any RequestRouter, ids: RequestIDGenerator, profile: Profile) -> Bool {
+    private func start(fd: Int32, peer: SocketAddress, slot: Slot, router: any RequestRouter, ids: RequestIDGenerator, profile: Profile)
+        -> Bool
+    {
         let (i, id, acceptedAt, closed) = (slot.loop, slot.id, slot.acceptedAt, slot.closed)
         let loop = loops[i]
         let context = profile.tls
@@ -271,8 +277,9 @@ public final class HTTPServer: @unchecked Sendable {
                         return
                     }
                     // The handler becomes the delegate; the plaintext that came with the handshake follows.
-                    _ = serve(c, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
-                              scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+                    _ = serve(
+                        c, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
+                        scheme: scheme, acceptedAt: acceptedAt, closed: closed)
                 },
                 failed: { [unowned self] reason in onTLSFailure?(loop, reason) })
             gate.onClose = closed
@@ -286,19 +293,23 @@ public final class HTTPServer: @unchecked Sendable {
             let sniffer = ProtocolSniffer(connection: conn, limits: sniffing) { [unowned self] verdict in
                 var http2 = false
                 if case .http2 = verdict { http2 = true }
-                _ = serve(conn, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
-                          scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+                _ = serve(
+                    conn, http2: http2, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
+                    scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             }
             sniffer.onClose = closed
             perLoop[i].connections[id] = sniffer
         case (false, true):
             // No handler owns the connection yet: a failed session start is accounted by the caller.
-            guard serve(conn, http2: true, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
-                        scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+            guard
+                serve(
+                    conn, http2: true, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
+                    scheme: scheme, acceptedAt: acceptedAt, closed: closed)
             else { return false }
         default:
-            _ = serve(conn, http2: false, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
-                      scheme: scheme, acceptedAt: acceptedAt, closed: closed)
+            _ = serve(
+                conn, http2: false, slot: (i, id), router: router, ids: ids, limits: limits, http2Settings: profile.http2Settings,
+                scheme: scheme, acceptedAt: acceptedAt, closed: closed)
         }
         return true
     }
@@ -311,16 +322,18 @@ public final class HTTPServer: @unchecked Sendable {
         limits: DownstreamLimits, http2Settings: HTTP2Settings, scheme: String, acceptedAt: Int64, closed: @escaping () -> Void
     ) -> Bool {
         if http2 {
-            guard let h2 = startHTTP2(
-                conn, router: router, ids: ids, limits: limits, settings: http2Settings, scheme: scheme, acceptedAt: acceptedAt)
+            guard
+                let h2 = startHTTP2(
+                    conn, router: router, ids: ids, limits: limits, settings: http2Settings, scheme: scheme, acceptedAt: acceptedAt)
             else { return false }
             perLoop[slot.loop].connections[slot.id] = h2
             h2.onClose = closed
             h2.transportDidRead()
         } else {
             guard !conn.isClosed else { return false }
-            let h1 = HTTP1ServerConnection(connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt,
-                                           requestIDs: ids)
+            let h1 = HTTP1ServerConnection(
+                connection: conn, router: router, limits: limits, scheme: scheme, acceptedAtMillis: acceptedAt,
+                requestIDs: ids)
             perLoop[slot.loop].connections[slot.id] = h1
             h1.onClose = closed
             if !conn.inbound.isEmpty { h1.connectionDidRead(conn) }
@@ -330,9 +343,10 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// nil (and the connection closed) when the HTTP/2 session cannot be created. The caller registers
     /// it, then lets it read (which also queues the server's SETTINGS).
-    private func startHTTP2(_ conn: Connection, router: any RequestRouter, ids: RequestIDGenerator, limits: DownstreamLimits, settings: HTTP2Settings,
-                            scheme: String, acceptedAt: Int64) -> HTTP2ServerConnection?
-    {
+    private func startHTTP2(
+        _ conn: Connection, router: any RequestRouter, ids: RequestIDGenerator, limits: DownstreamLimits, settings: HTTP2Settings,
+        scheme: String, acceptedAt: Int64
+    ) -> HTTP2ServerConnection? {
         do {
             let h2 = try HTTP2ServerConnection(
                 transport: conn, router: router, limits: limits, settings: settings, scheme: scheme, acceptedAtMillis: acceptedAt,

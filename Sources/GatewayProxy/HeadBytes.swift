@@ -144,9 +144,10 @@ extension HeadBytes {
     /// head's (the field array reused); returns the head's length, nil while it is incomplete. (Only
     /// an `Int` crosses the generic `withReadableBytes`: a struct result would be copied through
     /// value witnesses.)
-    func parse(_ parser: HTTP1Parser, _ inbound: ByteBuffer, _ fields: inout [HTTPFieldRange],
-               _ hostMemo: inout HTTP1Parser.HostMemo, into head: inout HTTPRequestHeadLines) throws -> Int?
-    {
+    func parse(
+        _ parser: HTTP1Parser, _ inbound: ByteBuffer, _ fields: inout [HTTPFieldRange],
+        _ hostMemo: inout HTTP1Parser.HostMemo, into head: inout HTTPRequestHeadLines
+    ) throws -> Int? {
         try inbound.withReadableBytes { buf in
             guard let (lines, end) = try parser.parseRequestHeadLines(buf, reusing: &fields, hostMemo: &hostMemo) else { return nil }
             set(UnsafeRawBufferPointer(rebasing: buf[0..<end]))

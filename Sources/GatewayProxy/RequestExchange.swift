@@ -184,8 +184,9 @@ final class RequestExchange {
     func bufferedRequest(
         head: HTTPRequestHead, peer: SocketAddress?, scheme: String, limits: DownstreamLimits, forwardingPeer: ForwardingPeer?
     ) -> BufferedRequest {
-        BufferedRequest(head: head, path: path, body: buffered, peer: forwardedClient ?? peer, scheme: scheme,
-                        dropFoldableNames: limits.dropFoldableNames, forwardingPeer: forwardingPeer, requestID: requestID)
+        BufferedRequest(
+            head: head, path: path, body: buffered, peer: forwardedClient ?? peer, scheme: scheme,
+            dropFoldableNames: limits.dropFoldableNames, forwardingPeer: forwardingPeer, requestID: requestID)
     }
 
     /// Hands `request` to the route's handler (once); `done` gets its outcome, on the loop.

@@ -111,7 +111,11 @@ public final class RequestIDGenerator {
     private let source: () -> UInt64
 
     /// - Parameter random: the prefix's source (tests pass a fixed one).
-    public init(random: @escaping () -> UInt64 = { var g = SystemRandomNumberGenerator(); return g.next() }) {
+    public init(
+        random: @escaping () -> UInt64 = {
+            var g = SystemRandomNumberGenerator(); return g.next()
+        }
+    ) {
         source = random
         setPrefix(random())
     }

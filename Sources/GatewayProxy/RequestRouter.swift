@@ -10,15 +10,18 @@ public protocol RequestRouter: AnyObject {
     /// The HTTP/1.1 connection's entry: the method, the normalized path and the Host value (asked
     /// for only when a route matches on hosts) decide a plain route; `head` builds the whole head of
     /// strings, for the routes that need it. By default: `route(head(), …)`.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
-               head: () -> HTTPRequestHead) -> RouteDecision
+    func route(
+        method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
+        head: () -> HTTPRequestHead
+    ) -> RouteDecision
     func exchangeDidFinish(_ record: ExchangeRecord)
 }
 
 extension RequestRouter {
-    public func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
-                      head: () -> HTTPRequestHead) -> RouteDecision
-    {
+    public func route(
+        method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
+        head: () -> HTTPRequestHead
+    ) -> RouteDecision {
         route(head(), path: path, peer: peer, requestID: requestID)
     }
 }

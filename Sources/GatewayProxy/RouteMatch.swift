@@ -10,9 +10,10 @@ public struct RouteMatch: Sendable, Equatable {
     public var host: String?
     public var fold: PathFold
 
-    public init(methods: Set<String> = [], pathPrefix: String? = "/", exactPath: String? = nil, host: String? = nil,
-                fold: PathFold = [])
-    {
+    public init(
+        methods: Set<String> = [], pathPrefix: String? = "/", exactPath: String? = nil, host: String? = nil,
+        fold: PathFold = []
+    ) {
         // A backend runs GET's handler for HEAD (Flask, Rails, Express, Spring): what protects or
         // routes GET takes HEAD too, as nginx's `limit_except GET` does.
         self.methods = methods.contains("GET") ? methods.union(["HEAD"]) : methods

@@ -15,9 +15,10 @@ final class TLSHandshakeGate: ConnectionDelegate, ServerConnection {
     /// - Parameters:
     ///   - ready: makes the handler (which becomes the connection's delegate) and reports the handshake.
     ///   - failed: counts a failed handshake by reason (`TLSFailure.Kind` raw value, or `timeout`).
-    init(connection: Connection, timeoutMillis: Int64, ready: @escaping (Connection, TLSConnectionInfo) -> Void,
-         failed: @escaping (String) -> Void)
-    {
+    init(
+        connection: Connection, timeoutMillis: Int64, ready: @escaping (Connection, TLSConnectionInfo) -> Void,
+        failed: @escaping (String) -> Void
+    ) {
         downstream = connection
         self.ready = ready
         self.failed = failed

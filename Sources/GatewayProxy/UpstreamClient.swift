@@ -88,9 +88,10 @@ private final class UpstreamCall: UpstreamExchangeHost {
     private var tooLarge = false
     private var timerDue: Int64 = .max
 
-    init(client: UpstreamClient, request: UpstreamRequest, parser: HTTP1Parser,
-         completion: @escaping (Result<UpstreamResponse, UpstreamClientError>) -> Void)
-    {
+    init(
+        client: UpstreamClient, request: UpstreamRequest, parser: HTTP1Parser,
+        completion: @escaping (Result<UpstreamResponse, UpstreamClientError>) -> Void
+    ) {
         self.client = client
         self.request = request
         self.completion = completion

@@ -107,7 +107,8 @@ final class HealthProbe: ConnectionDelegate {
                 self.upstream = u
                 u.beginExchange(self)
                 let host = self.pool.server?.label ?? self.pool.target.address.description
-                u.connection.write(Array("GET \(self.spec.path) HTTP/1.1\r\nHost: \(host)\r\nUser-Agent: attest-gateway-health-check\r\n\r\n".utf8))
+                u.connection.write(
+                    Array("GET \(self.spec.path) HTTP/1.1\r\nHost: \(host)\r\nUser-Agent: attest-gateway-health-check\r\n\r\n".utf8))
             }
         }
     }

@@ -18,10 +18,11 @@ public struct UpstreamTarget: Sendable {
     public var tls: TLSClientContext?
     public var tlsServerName: String
 
-    public init(name: String, address: SocketAddress, maxConnections: Int = 64, connectTimeoutMillis: Int64 = 2000,
-                responseTimeoutMillis: Int64 = 30_000, idleTimeoutMillis: Int64 = 60_000, maxWaiters: Int = 1024,
-                tls: TLSClientContext? = nil, tlsServerName: String? = nil)
-    {
+    public init(
+        name: String, address: SocketAddress, maxConnections: Int = 64, connectTimeoutMillis: Int64 = 2000,
+        responseTimeoutMillis: Int64 = 30_000, idleTimeoutMillis: Int64 = 60_000, maxWaiters: Int = 1024,
+        tls: TLSClientContext? = nil, tlsServerName: String? = nil
+    ) {
         self.tls = tls
         self.tlsServerName = tlsServerName ?? address.host
         self.name = name
@@ -276,7 +277,9 @@ public final class UpstreamConnection: ConnectionDelegate {
     }
 
     /// Starts connecting; the result comes through `done` (never synchronously).
-    static func open(pool: UpstreamPool, connectTimeoutMillis: Int64, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void)
+    static func open(
+        pool: UpstreamPool, connectTimeoutMillis: Int64, _ done: @escaping (Result<UpstreamConnection, UpstreamFailure>) -> Void
+    )
         -> UpstreamConnection?
     {
         switch Socket.connect(pool.address) {
@@ -447,9 +450,11 @@ extension UpstreamConnection {
         while true {
             var fields: [HTTPFieldRange] = []
             swap(&fields, &spareFields)
-            guard let (r, end) = try connection.inbound.withReadableBytes({
-                try parser.parseResponseHeadLines($0, requestMethod: requestMethod, reusing: &fields)
-            }) else {
+            guard
+                let (r, end) = try connection.inbound.withReadableBytes({
+                    try parser.parseResponseHeadLines($0, requestMethod: requestMethod, reusing: &fields)
+                })
+            else {
                 swap(&fields, &spareFields)
                 return nil
             }

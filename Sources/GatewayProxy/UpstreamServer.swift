@@ -93,9 +93,10 @@ public final class UpstreamServer: Sendable {
     private let currentAddress: Mutex<SocketAddress>
     private let addressVersion = Atomic<Int>(0)
 
-    public init(upstream: String, label: String, host: String, port: UInt16, weight: Int = 1, address: SocketAddress,
-                policy: PassiveHealth.Policy = PassiveHealth.Policy())
-    {
+    public init(
+        upstream: String, label: String, host: String, port: UInt16, weight: Int = 1, address: SocketAddress,
+        policy: PassiveHealth.Policy = PassiveHealth.Policy()
+    ) {
         self.upstream = upstream
         self.label = label
         self.host = host

@@ -21,7 +21,8 @@ extension RedisAttestStore {
     ) {
         let completion = timed(.claimToken, completion)
         guard digest.count == 32 else {
-            return completion(.failure(StoreError(.unavailable, "a device token digest is a SHA-256 (32 bytes), not \(digest.count) bytes")))
+            return completion(
+                .failure(StoreError(.unavailable, "a device token digest is a SHA-256 (32 bytes), not \(digest.count) bytes")))
         }
         let name = deviceTokenName(digest)
         // Redis' clock runs the expiry (a relative PX): the claim lives ttl from when Redis set it.

@@ -59,12 +59,13 @@ extension RedisAttestStore: RiskRefreshStore {
         let name = keyName(update.keyID)
         let r = update.risk
         let keys = options.cluster ? [Array("1".utf8), name] : [Array("2".utf8), name, refreshScheduleName]
-        let command = RedisCommand([Self.evalsha, recordRefreshSHA] + keys + [
-            Self.decimal(update.basedOnCreatedMillis), update.receipt ?? [],
-            r.metric.map { Self.decimal(min($0, KeyRisk.maxMetric)) } ?? [], Array((r.stale ? "1" : "0").utf8),
-            Self.decimal(r.receiptCreatedMillis), r.notBeforeMillis.map(Self.decimal) ?? [], r.expiresMillis.map(Self.decimal) ?? [],
-            r.nextRefreshMillis.map(Self.decimal) ?? [], update.keyID.bytes,
-        ])
+        let command = RedisCommand(
+            [Self.evalsha, recordRefreshSHA] + keys + [
+                Self.decimal(update.basedOnCreatedMillis), update.receipt ?? [],
+                r.metric.map { Self.decimal(min($0, KeyRisk.maxMetric)) } ?? [], Array((r.stale ? "1" : "0").utf8),
+                Self.decimal(r.receiptCreatedMillis), r.notBeforeMillis.map(Self.decimal) ?? [], r.expiresMillis.map(Self.decimal) ?? [],
+                r.nextRefreshMillis.map(Self.decimal) ?? [], update.keyID.bytes,
+            ])
         send(key: name, [command]) { [self] result in
             switch result {
             case .failure(let e):

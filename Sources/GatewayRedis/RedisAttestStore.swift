@@ -1,9 +1,9 @@
 import Dispatch
-import Glibc
 import GatewayCrypto
 import GatewayIO
 import GatewayStore
 import GatewayWire
+import Glibc
 import Synchronization
 
 /// What the Redis store measures; the gateway turns it into metrics.
@@ -141,15 +141,17 @@ public final class RedisAttestStore: AttestStore {
             for e in [options.endpoint] + options.seeds where !seeds.contains(RedisNodeAddress(host: e.host, port: e.port)) {
                 seeds.append(RedisNodeAddress(host: e.host, port: e.port))
             }
-            transport = .cluster(RedisCluster(
-                options: .init(
-                    seeds: seeds, timeoutMillis: options.endpoint.timeoutMillis, connectionsPerNode: options.connections,
-                    security: options.endpoint.security),
-                scripts: RedisScripts.all, onStateChange: changed, onRedirect: { kind in observer?.clusterRedirect(kind) }))
+            transport = .cluster(
+                RedisCluster(
+                    options: .init(
+                        seeds: seeds, timeoutMillis: options.endpoint.timeoutMillis, connectionsPerNode: options.connections,
+                        security: options.endpoint.security),
+                    scripts: RedisScripts.all, onStateChange: changed, onRedirect: { kind in observer?.clusterRedirect(kind) }))
         } else {
-            transport = .single((0..<options.connections).map { i in
-                RedisConnection(endpoint: options.endpoint, scripts: RedisScripts.all, name: "redis-store-\(i)", onStateChange: changed)
-            })
+            transport = .single(
+                (0..<options.connections).map { i in
+                    RedisConnection(endpoint: options.endpoint, scripts: RedisScripts.all, name: "redis-store-\(i)", onStateChange: changed)
+                })
         }
     }
 
@@ -290,7 +292,8 @@ public final class RedisAttestStore: AttestStore {
         }
         let start = next.wrappingAdd(1, ordering: .relaxed).oldValue
         for i in 0..<pool.count where pool[(start &+ i) % pool.count].submit(request) { return }
-        let detail = isHealthy
+        let detail =
+            isHealthy
             ? "Redis at \(options.endpoint.description) is too slow: \(RedisConnection.maxPending) requests queued on every connection"
             : "Redis at \(options.endpoint.description) is unreachable: \(lastError)"
         completion(.failure(StoreError(.unavailable, detail)))
@@ -409,9 +412,11 @@ public final class RedisAttestStore: AttestStore {
 
     /// Reads the Redis-wide key count into `statistics.keys` (called about once a second).
     public func refreshStatistics() {
-        send(key: keyCountName, [RedisCommand([Array("GET".utf8), keyCountName])], timed(.statistics) { [self] result in
-            if case .success(let replies) = result, let n = replies.first?.integer { self.cachedKeys.store(Int(n), ordering: .relaxed) }
-        })
+        send(
+            key: keyCountName, [RedisCommand([Array("GET".utf8), keyCountName])],
+            timed(.statistics) { [self] result in
+                if case .success(let replies) = result, let n = replies.first?.integer { self.cachedKeys.store(Int(n), ordering: .relaxed) }
+            })
     }
 
     public func issueChallenge(
@@ -426,8 +431,12 @@ public final class RedisAttestStore: AttestStore {
         completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
     ) {
         if options.cluster && request.keyID == nil {
-            return completion(.failure(StoreError(
-                .unavailable, "on Redis Cluster a challenge must be bound to a key (keyId): an unbound challenge would put the registration's two records in two slots")))
+            return completion(
+                .failure(
+                    StoreError(
+                        .unavailable,
+                        "on Redis Cluster a challenge must be bound to a key (keyId): an unbound challenge would put the registration's two records in two slots"
+                    )))
         }
         let ttl = max(0, request.ttlMillis)
         let (sum, overflow) = nowMillis.addingReportingOverflow(ttl)
@@ -486,11 +495,12 @@ public final class RedisAttestStore: AttestStore {
                 guard let expires = f[2].integer else { return completion(.success(.unknown)) }
                 if f[3].text == "1" { return completion(.success(.consumed)) }
                 if nowMillis >= expires { return completion(.success(.expired(expiresAtMillis: expires))) }
-                let purpose: ChallengePurpose? = switch f[0].text {
-                case "1": .register
-                case "2": .assert
-                default: nil
-                }
+                let purpose: ChallengePurpose? =
+                    switch f[0].text {
+                    case "1": .register
+                    case "2": .assert
+                    default: nil
+                    }
                 let key = f[1].bytes.flatMap(KeyID.init)
                 completion(.success(.valid(purpose: purpose, keyID: key, expiresAtMillis: expires)))
             }
@@ -545,12 +555,16 @@ public final class RedisAttestStore: AttestStore {
         let rec = registration.record
         forget(rec.keyID)
         guard rec.publicKey.count == 65, rec.publicKey[0] == 0x04 else {
-            return completion(.failure(StoreError(
-                .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
+            return completion(
+                .failure(
+                    StoreError(
+                        .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
         }
         guard rec.appID.utf8.count <= 4096, (rec.bundleVersion?.utf8.count ?? 0) <= 4096 else {
-            return completion(.failure(StoreError(
-                .unavailable, "registration refused: app id or bundle version over 4096 bytes")))
+            return completion(
+                .failure(
+                    StoreError(
+                        .unavailable, "registration refused: app id or bundle version over 4096 bytes")))
         }
         if options.cluster && !Self.sameSlot(rec.keyID, registration.challenge) {
             // Not a challenge bound to this key: the script would span two slots. Nothing can be
@@ -560,21 +574,25 @@ public final class RedisAttestStore: AttestStore {
             }
         }
         let keyRecordName = keyName(rec.keyID)
-        let scriptKeys = options.cluster
+        let scriptKeys =
+            options.cluster
             ? [Array("2".utf8), keyRecordName, challengeName(registration.challenge)]
             : [Array("4".utf8), keyRecordName, challengeName(registration.challenge), keyCountName, refreshScheduleName]
         let risk = rec.risk.flatMap { $0.receiptCreatedMillis > 0 ? $0 : nil }
-        var commands = [RedisCommand([Self.evalsha, registerSHA] + scriptKeys + [
-            Self.decimal(nowMillis), rec.keyID.bytes, rec.publicKey, Self.decimal(rec.counter), Array(rec.appID.utf8),
-            Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
-            rec.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
-            Self.decimal(rec.firstSeenMillis), Self.decimal(rec.lastSeenMillis), registration.receipt,
-            Self.decimal(options.limits.maxReregistrations), Self.decimal(options.limits.reregistrationWindowMillis),
-            Self.decimal(options.limits.maxKeys),
-            Array((options.cluster && cachedKeys.load(ordering: .relaxed) >= options.limits.maxKeys ? "1" : "0").utf8),
-            risk.map { Self.decimal($0.receiptCreatedMillis) } ?? [], risk?.notBeforeMillis.map(Self.decimal) ?? [],
-            risk?.expiresMillis.map(Self.decimal) ?? [], risk?.nextRefreshMillis.map(Self.decimal) ?? [],
-        ])]
+        var commands = [
+            RedisCommand(
+                [Self.evalsha, registerSHA] + scriptKeys + [
+                    Self.decimal(nowMillis), rec.keyID.bytes, rec.publicKey, Self.decimal(rec.counter), Array(rec.appID.utf8),
+                    Array((rec.environment == .production ? "1" : "0").utf8), rec.validationCategory.map(Self.decimal) ?? [],
+                    rec.bundleVersion.map { Array(("v" + $0).utf8) } ?? [],
+                    Self.decimal(rec.firstSeenMillis), Self.decimal(rec.lastSeenMillis), registration.receipt,
+                    Self.decimal(options.limits.maxReregistrations), Self.decimal(options.limits.reregistrationWindowMillis),
+                    Self.decimal(options.limits.maxKeys),
+                    Array((options.cluster && cachedKeys.load(ordering: .relaxed) >= options.limits.maxKeys ? "1" : "0").utf8),
+                    risk.map { Self.decimal($0.receiptCreatedMillis) } ?? [], risk?.notBeforeMillis.map(Self.decimal) ?? [],
+                    risk?.expiresMillis.map(Self.decimal) ?? [], risk?.nextRefreshMillis.map(Self.decimal) ?? [],
+                ])
+        ]
         let replicas = options.waitReplicas
         let waitMillis = max(1, options.endpoint.timeoutMillis * 3 / 4)
         if replicas > 0 { commands.append(RedisCommand("WAIT", String(replicas), String(waitMillis))) }
@@ -615,9 +633,12 @@ public final class RedisAttestStore: AttestStore {
                 if replicas > 0 {
                     let acknowledged = replies.count > 1 ? replies[1].integer ?? -1 : -1
                     guard acknowledged >= Int64(replicas) else {
-                        return completion(.failure(StoreError(
-                            .unavailable,
-                            "registration written but acknowledged by \(max(0, acknowledged)) of \(replicas) replicas within \(waitMillis) ms")))
+                        return completion(
+                            .failure(
+                                StoreError(
+                                    .unavailable,
+                                    "registration written but acknowledged by \(max(0, acknowledged)) of \(replicas) replicas within \(waitMillis) ms"
+                                )))
                     }
                 }
                 completion(.success(outcome))
@@ -794,8 +815,10 @@ public final class RedisAttestStore: AttestStore {
                 if a.count > 2, a[2].integer == 1 {
                     let second = Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000_000) + (ttl + 999) / 1000
                     issued.withLock { $0[second, default: 0] += 1 }
-                    return timedCompletion(.success(CommitAndNext(
-                        outcome: outcome, next: IssuedChallenge(token: token, expiresAtMillis: expires), current: current)))
+                    return timedCompletion(
+                        .success(
+                            CommitAndNext(
+                                outcome: outcome, next: IssuedChallenge(token: token, expiresAtMillis: expires), current: current)))
                 }
                 // The next challenge's name was taken (a 128-bit collision): issued on its own.
                 issue(next, nowMillis: nowMillis, attempts: 3) { issuedResult in
@@ -851,17 +874,18 @@ public final class RedisAttestStore: AttestStore {
         completion: @escaping @Sendable (Result<ChallengeRejection, StoreError>) -> Void
     ) {
         readChallenge(token, nowMillis: nowMillis) { result in
-            completion(result.map { state in
-                switch state {
-                case .unknown: .unknown
-                case .consumed: .consumed
-                case .expired: .expired
-                case .valid(let purpose, _, _):
-                    // Bound to another key (or, from a single-server past, unbound: on Cluster an
-                    // unbound challenge cannot be consumed atomically with a key, so it is refused).
-                    if let purpose, purpose != want { .wrongPurpose } else { .wrongKey }
-                }
-            })
+            completion(
+                result.map { state in
+                    switch state {
+                    case .unknown: .unknown
+                    case .consumed: .consumed
+                    case .expired: .expired
+                    case .valid(let purpose, _, _):
+                        // Bound to another key (or, from a single-server past, unbound: on Cluster an
+                        // unbound challenge cannot be consumed atomically with a key, so it is refused).
+                        if let purpose, purpose != want { .wrongPurpose } else { .wrongKey }
+                    }
+                })
         }
     }
 

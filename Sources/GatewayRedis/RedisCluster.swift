@@ -140,7 +140,8 @@ final class RedisCluster: @unchecked Sendable {
             let endpoint = RedisEndpoint(
                 host: address.host, port: address.port, database: 0, timeoutMillis: options.timeoutMillis, security: options.security)
             connections = (0..<max(1, options.connectionsPerNode)).map { i in
-                RedisConnection(endpoint: endpoint, scripts: scripts, name: "redis-cluster-\(address.port)-\(i)", onStateChange: onStateChange)
+                RedisConnection(
+                    endpoint: endpoint, scripts: scripts, name: "redis-cluster-\(address.port)-\(i)", onStateChange: onStateChange)
             }
         }
 
@@ -184,9 +185,10 @@ final class RedisCluster: @unchecked Sendable {
     /// Told of each redirection or retry (for metrics): `moved`, `ask` or `try_again`.
     private let onRedirect: @Sendable (RedisClusterRedirect) -> Void
 
-    init(options: Options, scripts: [String], onStateChange: @escaping @Sendable (Bool) -> Void,
-         onRedirect: @escaping @Sendable (RedisClusterRedirect) -> Void = { _ in })
-    {
+    init(
+        options: Options, scripts: [String], onStateChange: @escaping @Sendable (Bool) -> Void,
+        onRedirect: @escaping @Sendable (RedisClusterRedirect) -> Void = { _ in }
+    ) {
         self.options = options
         self.scripts = scripts
         self.onStateChange = onStateChange
@@ -308,13 +310,19 @@ final class RedisCluster: @unchecked Sendable {
                     pointSlot(movedSlot, at: to)
                     requestRefresh()
                     guard redirects < Self.maxRedirects else {
-                        return completion(.failure(StoreError(.unavailable, "\(description): slot \(slot) redirected \(redirects + 1) times (last MOVED to \(to))")))
+                        return completion(
+                            .failure(
+                                StoreError(
+                                    .unavailable, "\(description): slot \(slot) redirected \(redirects + 1) times (last MOVED to \(to))")))
                     }
                     dispatch(slot: slot, target: to, asking: false, commands, redirects: redirects + 1, retries: retries, completion)
                 case .ask(_, let to):
                     onRedirect(.ask)
                     guard redirects < Self.maxRedirects else {
-                        return completion(.failure(StoreError(.unavailable, "\(description): slot \(slot) redirected \(redirects + 1) times (last ASK to \(to))")))
+                        return completion(
+                            .failure(
+                                StoreError(
+                                    .unavailable, "\(description): slot \(slot) redirected \(redirects + 1) times (last ASK to \(to))")))
                     }
                     dispatch(slot: slot, target: to, asking: true, commands, redirects: redirects + 1, retries: retries, completion)
                 case .retryLater(let message):
@@ -339,7 +347,8 @@ final class RedisCluster: @unchecked Sendable {
             return
         }
         requestRefresh()
-        let detail = pool.isUp
+        let detail =
+            pool.isUp
             ? "Redis Cluster node \(address) (slot \(slot)) is too slow: \(RedisConnection.maxPending) requests queued on every connection"
             : "Redis Cluster node \(address) (slot \(slot)) is unreachable: \(pool.lastError)"
         completion(.failure(StoreError(.unavailable, detail)))
@@ -422,7 +431,8 @@ final class RedisCluster: @unchecked Sendable {
                 errors.append("\(node): \(e.detail)")
             }
         }
-        let why = errors.isEmpty
+        let why =
+            errors.isEmpty
             ? "no seed or node is reachable (\(seedErrors()))"
             : errors.joined(separator: "; ")
         state.withLock { $0.lastMapError = why }

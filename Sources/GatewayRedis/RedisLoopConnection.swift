@@ -121,7 +121,9 @@ final class RedisLoopConnection: ConnectionDelegate {
         let loop = self.loop
         let (host, port) = (endpoint.host, endpoint.port)
         DispatchQueue.global().async {
-            let resolved = Result { () throws(SocketAddress.ParseError) -> SocketAddress in try SocketAddress.resolve(host: host, port: port) }
+            let resolved = Result { () throws(SocketAddress.ParseError) -> SocketAddress in
+                try SocketAddress.resolve(host: host, port: port)
+            }
             loop.execute {
                 let me = box.value
                 guard me.state == .resolving else { return }
@@ -258,7 +260,9 @@ final class RedisLoopConnection: ConnectionDelegate {
                 guard case .error(let message) = reply else { continue }
                 let words = command.args.first.map { String(decoding: $0, as: UTF8.self) } ?? ""
                 // The password is never repeated: only the command's first word.
-                return teardown("\(words == "AUTH" ? "AUTH" : command.args.prefix(2).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")): \(message)")
+                return teardown(
+                    "\(words == "AUTH" ? "AUTH" : command.args.prefix(2).map { String(decoding: $0, as: UTF8.self) }.joined(separator: " ")): \(message)"
+                )
             }
             becameUp()
         case .reload:

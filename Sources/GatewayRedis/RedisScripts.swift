@@ -52,66 +52,67 @@ enum RedisScripts {
     /// Returns {'new'|'existing'|rejection, 0} | {'app_conflict', 0, registered app} |
     /// {'rereg_limited', ms until the window ends} | {'key_capacity', key count}.
     /// Re-registration window fields of the key: `rn` count, `rw` start (Unix ms).
-    static let register = check + """
+    static let register =
+        check + """
 
-        local why = check(KEYS[2], tonumber(ARGV[1]), '1', ARGV[2])
-        if why then return {why, 0} end
-        local old = redis.call('HMGET', KEYS[1], 'ctr', 'fs', 'ls', 'app', 'rn', 'rw')
-        local existing = old[1] ~= false
-        local now = tonumber(ARGV[1])
-        local ctr = tonumber(ARGV[4])
-        local fs = tonumber(ARGV[9])
-        local ls = tonumber(ARGV[10])
-        local rn = 0
-        local rw = 0
-        if existing then
-          if old[4] ~= ARGV[5] then return {'app_conflict', 0, old[4] or ''} end
-          rn = tonumber(old[5] or '0')
-          rw = tonumber(old[6] or '0')
-          local window = tonumber(ARGV[13])
-          if rn == 0 or now >= rw + window then
-            rn = 0
-            rw = now
-          end
-          if rn >= tonumber(ARGV[12]) then return {'rereg_limited', rw + window - now} end
-          rn = rn + 1
-          ctr = math.max(ctr, tonumber(old[1]))
-          fs = tonumber(old[2])
-          ls = math.max(ls, tonumber(old[3]))
-        elseif #KEYS > 2 then
-          local n = tonumber(redis.call('GET', KEYS[3]) or '0')
-          if n >= tonumber(ARGV[14]) then return {'key_capacity', n} end
-        elseif ARGV[15] == '1' then
-          return {'key_capacity', 0}
-        end
-        redis.call('HSET', KEYS[1], 'pk', ARGV[3], 'ctr', string.format('%d', ctr), 'app', ARGV[5], 'env', ARGV[6],
-          'fs', string.format('%d', fs), 'ls', string.format('%d', ls), 'rc', ARGV[11],
-          'rn', string.format('%d', rn), 'rw', string.format('%d', rw))
-        if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'cat') else redis.call('HSET', KEYS[1], 'cat', ARGV[7]) end
-        if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
-        redis.call('HDEL', KEYS[1], 'cw')
-        redis.call('HDEL', KEYS[1], 'rs')
-        local dated = ARGV[16] ~= nil and ARGV[16] ~= ''
-        if dated then
-          redis.call('HSET', KEYS[1], 'rcr', ARGV[16])
-          if ARGV[17] == '' then redis.call('HDEL', KEYS[1], 'rnb') else redis.call('HSET', KEYS[1], 'rnb', ARGV[17]) end
-          if ARGV[18] == '' then redis.call('HDEL', KEYS[1], 'rex') else redis.call('HSET', KEYS[1], 'rex', ARGV[18]) end
-        else
-          redis.call('HDEL', KEYS[1], 'rcr', 'rnb', 'rex')
-        end
-        local refresh = ARGV[19] or ''
-        if refresh == '' or not dated then
-          redis.call('HDEL', KEYS[1], 'rnx')
-          if #KEYS > 3 then redis.call('ZREM', KEYS[4], ARGV[2]) end
-        else
-          redis.call('HSET', KEYS[1], 'rnx', refresh)
-          if #KEYS > 3 then redis.call('ZADD', KEYS[4], refresh, ARGV[2]) end
-        end
-        redis.call('HSET', KEYS[2], 'u', '1')
-        if existing then return {'existing', 0} end
-        if #KEYS > 2 then redis.call('INCR', KEYS[3]) end
-        return {'new', 0}
-        """
+            local why = check(KEYS[2], tonumber(ARGV[1]), '1', ARGV[2])
+            if why then return {why, 0} end
+            local old = redis.call('HMGET', KEYS[1], 'ctr', 'fs', 'ls', 'app', 'rn', 'rw')
+            local existing = old[1] ~= false
+            local now = tonumber(ARGV[1])
+            local ctr = tonumber(ARGV[4])
+            local fs = tonumber(ARGV[9])
+            local ls = tonumber(ARGV[10])
+            local rn = 0
+            local rw = 0
+            if existing then
+              if old[4] ~= ARGV[5] then return {'app_conflict', 0, old[4] or ''} end
+              rn = tonumber(old[5] or '0')
+              rw = tonumber(old[6] or '0')
+              local window = tonumber(ARGV[13])
+              if rn == 0 or now >= rw + window then
+                rn = 0
+                rw = now
+              end
+              if rn >= tonumber(ARGV[12]) then return {'rereg_limited', rw + window - now} end
+              rn = rn + 1
+              ctr = math.max(ctr, tonumber(old[1]))
+              fs = tonumber(old[2])
+              ls = math.max(ls, tonumber(old[3]))
+            elseif #KEYS > 2 then
+              local n = tonumber(redis.call('GET', KEYS[3]) or '0')
+              if n >= tonumber(ARGV[14]) then return {'key_capacity', n} end
+            elseif ARGV[15] == '1' then
+              return {'key_capacity', 0}
+            end
+            redis.call('HSET', KEYS[1], 'pk', ARGV[3], 'ctr', string.format('%d', ctr), 'app', ARGV[5], 'env', ARGV[6],
+              'fs', string.format('%d', fs), 'ls', string.format('%d', ls), 'rc', ARGV[11],
+              'rn', string.format('%d', rn), 'rw', string.format('%d', rw))
+            if ARGV[7] == '' then redis.call('HDEL', KEYS[1], 'cat') else redis.call('HSET', KEYS[1], 'cat', ARGV[7]) end
+            if ARGV[8] == '' then redis.call('HDEL', KEYS[1], 'bv') else redis.call('HSET', KEYS[1], 'bv', string.sub(ARGV[8], 2)) end
+            redis.call('HDEL', KEYS[1], 'cw')
+            redis.call('HDEL', KEYS[1], 'rs')
+            local dated = ARGV[16] ~= nil and ARGV[16] ~= ''
+            if dated then
+              redis.call('HSET', KEYS[1], 'rcr', ARGV[16])
+              if ARGV[17] == '' then redis.call('HDEL', KEYS[1], 'rnb') else redis.call('HSET', KEYS[1], 'rnb', ARGV[17]) end
+              if ARGV[18] == '' then redis.call('HDEL', KEYS[1], 'rex') else redis.call('HSET', KEYS[1], 'rex', ARGV[18]) end
+            else
+              redis.call('HDEL', KEYS[1], 'rcr', 'rnb', 'rex')
+            end
+            local refresh = ARGV[19] or ''
+            if refresh == '' or not dated then
+              redis.call('HDEL', KEYS[1], 'rnx')
+              if #KEYS > 3 then redis.call('ZREM', KEYS[4], ARGV[2]) end
+            else
+              redis.call('HSET', KEYS[1], 'rnx', refresh)
+              if #KEYS > 3 then redis.call('ZADD', KEYS[4], refresh, ARGV[2]) end
+            end
+            redis.call('HSET', KEYS[2], 'u', '1')
+            if existing then return {'existing', 0} end
+            if #KEYS > 2 then redis.call('INCR', KEYS[3]) end
+            return {'new', 0}
+            """
 
     /// The counter window (`CounterWindow`) on a key hash's `ctr` and `cw`, as strings of `0`/`1`.
     private static let window = """
@@ -179,12 +180,13 @@ enum RedisScripts {
     /// the route's counter window (0: none).
     /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored, open} | {rejection, 0},
     /// `open`: the window's open counters a route window of that width still accepted (`cw` bits).
-    static let commit = check + window + commitFunction + """
+    static let commit =
+        check + window + commitFunction + """
 
-        local r = commit(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil)
-        if r[1] == 'committed' then return {'committed', r[2]} end
-        return r
-        """
+            local r = commit(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil)
+            if r[1] == 'committed' then return {'committed', r[2]} end
+            return r
+            """
 
     /// The assertion gate's one round trip: the commit (as `commit`, after checking that the key's
     /// policy fields are still those the gate decided on) and, when it went through, the next
@@ -195,26 +197,27 @@ enum RedisScripts {
     /// expiry ms. Returns what `commit` returns (or {'changed', 0}); a committed one is
     /// {'committed', previous, issued (1, or 0 when the next name was taken), record} with record
     /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx`.
-    static let commitNext = check + window + commitFunction + """
+    static let commitNext =
+        check + window + commitFunction + """
 
-        local ch = nil
-        local nx = 2
-        if ARGV[5] == '1' then ch = KEYS[2]; nx = 3 end
-        local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-          {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
-        if r[1] ~= 'committed' then return r end
-        local issued = 0
-        if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then
-          if ARGV[11] ~= '' then
-            redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12], 'k', ARGV[11])
-          else
-            redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12])
-          end
-          redis.call('PEXPIRE', KEYS[nx], ARGV[13])
-          issued = 1
-        end
-        return {'committed', r[2], issued, r[3]}
-        """
+            local ch = nil
+            local nx = 2
+            if ARGV[5] == '1' then ch = KEYS[2]; nx = 3 end
+            local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
+              {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
+            if r[1] ~= 'committed' then return r end
+            local issued = 0
+            if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then
+              if ARGV[11] ~= '' then
+                redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12], 'k', ARGV[11])
+              else
+                redis.call('HSET', KEYS[nx], 'p', ARGV[10], 'e', ARGV[12])
+              end
+              redis.call('PEXPIRE', KEYS[nx], ARGV[13])
+              issued = 1
+            end
+            return {'committed', r[2], issued, r[3]}
+            """
 
     /// KEYS[1] the refresh schedule. ARGV: now, lease end, limit (ms, ms, count). Claims up to
     /// `limit` members due at `now` (their score moves to the lease end: no other gateway takes them

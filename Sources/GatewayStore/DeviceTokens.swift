@@ -35,8 +35,10 @@ struct DeviceTokenBits: Hashable {
     init?(digest: [UInt8]) {
         guard digest.count == 32 else { return nil }
         (a, b) = digest.withUnsafeBytes { raw in
-            (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-             UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            (
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            )
         }
     }
 }
@@ -134,7 +136,8 @@ extension MemoryAttestStore {
     ) {
         if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
         guard let bits = DeviceTokenBits(digest: digest) else {
-            return completion(.failure(StoreError(.unavailable, "a device token digest is a SHA-256 (32 bytes), not \(digest.count) bytes")))
+            return completion(
+                .failure(StoreError(.unavailable, "a device token digest is a SHA-256 (32 bytes), not \(digest.count) bytes")))
         }
         let (sum, overflow) = nowMillis.addingReportingOverflow(max(1, ttlMillis))
         let expires = overflow ? Int64.max : sum

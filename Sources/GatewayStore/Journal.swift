@@ -157,8 +157,8 @@ enum JournalRecord {
         switch r.u8() {
         case registrationType:
             guard let key = r.raw(KeyBits.self), let point = r.raw(PointBits.self), let counter = r.u32(),
-                  let first = r.u32(), let last = r.u32(), let flags = r.u8(), let category = r.u32(),
-                  let offset = r.u64(), let length = r.u32(), let app = r.string(), let hasBundle = r.u8()
+                let first = r.u32(), let last = r.u32(), let flags = r.u8(), let category = r.u32(),
+                let offset = r.u64(), let length = r.u32(), let app = r.string(), let hasBundle = r.u8()
             else { return nil }
             var bundle: String?
             if hasBundle == 1 {
@@ -199,9 +199,10 @@ enum JournalRecord {
                 let notBefore = r.u32(), let expires = r.u32(), let next = r.u32(), let offset = r.u64(), let length = r.u32(),
                 r.remaining == 0
             else { return nil }
-            return .risk(Risk(
-                key: key, metric: metric, stale: stale == 1, receiptCreated: created, receiptNotBefore: notBefore,
-                receiptExpires: expires, nextRefresh: next, receiptOffset: offset, receiptLength: length))
+            return .risk(
+                Risk(
+                    key: key, metric: metric, stale: stale == 1, receiptCreated: created, receiptNotBefore: notBefore,
+                    receiptExpires: expires, nextRefresh: next, receiptOffset: offset, receiptLength: length))
         case claimType:
             guard let a = r.u64(), let b = r.u64(), let expires = r.i64(), r.remaining == 0 else { return nil }
             return .claim(DeviceTokenClaim(a: a, b: b, expiresMillis: expires))
@@ -310,13 +311,16 @@ final class Journal: Sendable {
         name.hasPrefix("receipts") && (name.hasSuffix(".dat") || name.hasSuffix(".dat.tmp"))
     }
 
-    init(directory: String, segment: FileHandle, seq: UInt64, receipts: FileHandle, receiptsEnd: UInt64,
-         observer: (any AttestStoreObserver)?, files: StoreFiles = .system, retry: Retry = Retry()) {
+    init(
+        directory: String, segment: FileHandle, seq: UInt64, receipts: FileHandle, receiptsEnd: UInt64,
+        observer: (any AttestStoreObserver)?, files: StoreFiles = .system, retry: Retry = Retry()
+    ) {
         self.directory = directory
         self.files = files
         self.retry = retry
-        self.state = Mutex(State(
-            segment: segment, seq: seq, segmentEnd: JournalFormat.headerSize, receipts: receipts, receiptsEnd: receiptsEnd))
+        self.state = Mutex(
+            State(
+                segment: segment, seq: seq, segmentEnd: JournalFormat.headerSize, receipts: receipts, receiptsEnd: receiptsEnd))
         self.observer = observer
     }
 
@@ -391,13 +395,15 @@ final class Journal: Sendable {
     /// of what the journal holds; after a suspect fault, a snapshot. Until one succeeds it is
     /// retried with back-off (each failed call is reported to the observer).
     func recover() {
-        guard let fault = state.withLock({ s -> Fault? in
-            if s.closed || s.fault == nil {
-                s.recoveryScheduled = false
-                return nil
-            }
-            return s.fault
-        }) else { return }
+        guard
+            let fault = state.withLock({ s -> Fault? in
+                if s.closed || s.fault == nil {
+                    s.recoveryScheduled = false
+                    return nil
+                }
+                return s.fault
+            })
+        else { return }
         do {
             try probe()
             if fault.suspect {

@@ -51,8 +51,10 @@ extension MemoryAttestStore: RiskRefreshStore {
             }
         }
         scanCursor.withLock { $0 = (shardIndex, recordIndex) }
-        completion(.success(DueRefreshes(
-            keys: keys, oldestDueMillis: oldest == .max ? nil : Int64(oldest) * 1000, complete: complete)))
+        completion(
+            .success(
+                DueRefreshes(
+                    keys: keys, oldestDueMillis: oldest == .max ? nil : Int64(oldest) * 1000, complete: complete)))
     }
 
     public func refreshCandidate(_ id: KeyID, completion: @escaping @Sendable (Result<RefreshCandidate?, StoreError>) -> Void) {
@@ -67,7 +69,9 @@ extension MemoryAttestStore: RiskRefreshStore {
                 return (r, s.string(r.appIndex), s.string(r.bundleIndex))
             }
             guard let (r, app, bundle) = read, r.receiptLength > 0 else { return nil }
-            return (Self.deviceKeyRecord(id, r, app: app, bundle: bundle), r.receiptOffset, r.receiptLength, receipts.withLock { $0.reader })
+            return (
+                Self.deviceKeyRecord(id, r, app: app, bundle: bundle), r.receiptOffset, r.receiptLength, receipts.withLock { $0.reader }
+            )
         }
         guard let (record, offset, length, reader) = found, let reader, let risk = record.risk else {
             return completion(.success(nil))

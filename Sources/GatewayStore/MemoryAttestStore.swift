@@ -219,9 +219,11 @@ public final class MemoryAttestStore: AttestStore {
         guard let entry else { return completion(.success(.unknown)) }
         if entry.consumed { return completion(.success(.consumed)) }
         if nowMillis >= entry.expiresAt { return completion(.success(.expired(expiresAtMillis: entry.expiresAt))) }
-        completion(.success(.valid(
-            purpose: entry.purposeValue, keyID: entry.hasBoundKey ? entry.boundKey.keyID : nil,
-            expiresAtMillis: entry.expiresAt)))
+        completion(
+            .success(
+                .valid(
+                    purpose: entry.purposeValue, keyID: entry.hasBoundKey ? entry.boundKey.keyID : nil,
+                    expiresAtMillis: entry.expiresAt)))
     }
 
     /// Removes challenges whose expiry is at or before `nowMillis` (consumed ones included).
@@ -351,14 +353,18 @@ public final class MemoryAttestStore: AttestStore {
         if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
         let rec = registration.record
         guard let point = PointBits(rec.publicKey) else {
-            return completion(.failure(StoreError(
-                .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
+            return completion(
+                .failure(
+                    StoreError(
+                        .unavailable, "registration refused: the public key must be a 65-byte uncompressed point (04 ‖ x ‖ y)")))
         }
         guard rec.appID.utf8.count <= 4096, (rec.bundleVersion?.utf8.count ?? 0) <= 4096,
-              registration.receipt.count <= Int(UInt32.max)
+            registration.receipt.count <= Int(UInt32.max)
         else {
-            return completion(.failure(StoreError(
-                .unavailable, "registration refused: app id or bundle version over 4096 bytes, or receipt over 4 GiB")))
+            return completion(
+                .failure(
+                    StoreError(
+                        .unavailable, "registration refused: app id or bundle version over 4096 bytes, or receipt over 4 GiB")))
         }
         guard let bits = ChallengeBits(registration.challenge) else {
             return completion(.success(.challengeRejected(.unknown)))
@@ -513,9 +519,10 @@ public final class MemoryAttestStore: AttestStore {
             liveReceiptBytes.wrappingAdd(Int(r.receiptLength) - supersededReceipt, ordering: .relaxed)
         }
         Self.apply(&s, r)
-        return .stored(StoredRegistration(
-            key: r.key, existing: existing, previous: previous, applied: s.record(at: s.find(r.key)!),
-            receiptsGeneration: journal == nil ? 0 : receipts.withLock { $0.generation }))
+        return .stored(
+            StoredRegistration(
+                key: r.key, existing: existing, previous: previous, applied: s.record(at: s.find(r.key)!),
+                receiptsGeneration: journal == nil ? 0 : receipts.withLock { $0.generation }))
     }
 
     enum ReregistrationWindow: Equatable {
@@ -551,12 +558,13 @@ public final class MemoryAttestStore: AttestStore {
         let app = s.intern(r.appID)
         let bundle = s.internOptional(r.bundleVersion)
         // A new key (the common case: registration, replay of a fresh journal) costs one probe.
-        let added = s.appendIfAbsent(KeyRecord(
-            key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
-            receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
-            firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags, reregistrations: r.reregistrations,
-            reregistrationWindow: r.reregistrationWindow, receiptCreated: r.receiptCreated,
-            receiptNotBefore: r.receiptNotBefore, receiptExpires: r.receiptExpires, nextRefresh: r.nextRefresh))
+        let added = s.appendIfAbsent(
+            KeyRecord(
+                key: r.key, point: r.point, receiptOffset: r.receiptOffset, counter: r.counter,
+                receiptLength: r.receiptLength, appIndex: app, bundleIndex: bundle, category: r.category,
+                firstSeen: r.firstSeen, lastSeen: r.lastSeen, flags: r.flags, reregistrations: r.reregistrations,
+                reregistrationWindow: r.reregistrationWindow, receiptCreated: r.receiptCreated,
+                receiptNotBefore: r.receiptNotBefore, receiptExpires: r.receiptExpires, nextRefresh: r.nextRefresh))
         if !added, let i = s.find(r.key) {
             s.update(at: i) { x in
                 x.point = r.point

@@ -19,8 +19,9 @@ extension MemoryAttestStore {
         directory: String?, shards: Int = 64, challenges: ChallengeLimits = ChallengeLimits(),
         observer: (any AttestStoreObserver)? = nil, limits: KeyLimits = KeyLimits()
     ) throws -> MemoryAttestStore {
-        try open(directory: directory, shards: shards, challenges: challenges, observer: observer,
-                 exclusive: true, limits: limits)
+        try open(
+            directory: directory, shards: shards, challenges: challenges, observer: observer,
+            exclusive: true, limits: limits)
     }
 
     /// `exclusive: false` skips the directory lock: only for tests that simulate a crash by opening
@@ -101,7 +102,7 @@ extension MemoryAttestStore {
         var clean = false
         if let marker, let loaded {
             if report.replayedRecords == 0, report.damage.isEmpty, report.tornTail == nil, marker.count == 16,
-               Array(marker[0..<8]) == markerMagic
+                Array(marker[0..<8]) == markerMagic
             {
                 let generation = marker[8..<16].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 clean = generation == loaded.header.generation
@@ -515,7 +516,7 @@ extension MemoryAttestStore {
         timer.setEventHandler { [weak self] in
             // While the journal refuses writes its recovery decides when to write a snapshot.
             guard let self, !self.closed.load(ordering: .relaxed), let journal = self.journal,
-                  journal.recordsInSegment > 0, journal.fault == nil
+                journal.recordsInSegment > 0, journal.fault == nil
             else { return }
             do {
                 _ = try self.snapshot()

@@ -213,9 +213,10 @@ extension MemoryAttestStore {
         try FileIO.unlink("\(directory)/\(Journal.receiptsName(generation: oldGeneration))")
         let liveBytes = liveReceiptBytes.load(ordering: .relaxed)
         observer?.snapshotWritten(snapshot)
-        observer?.receiptsCompacted(ReceiptCompactionReport(
-            receipts: relocations.count, liveBytes: liveBytes, reclaimedBytes: max(0, oldEnd - liveBytes),
-            seconds: seconds(since: start)))
+        observer?.receiptsCompacted(
+            ReceiptCompactionReport(
+                receipts: relocations.count, liveBytes: liveBytes, reclaimedBytes: max(0, oldEnd - liveBytes),
+                seconds: seconds(since: start)))
         return (snapshot, generation)
     }
 }

@@ -164,8 +164,10 @@ struct ChallengeBits: Hashable {
     init?(_ token: ChallengeToken) {
         guard token.bytes.count == Self.byteCount else { return nil }
         (a, b) = token.bytes.withUnsafeBytes { raw in
-            (UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-             UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+            (
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+                UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            )
         }
     }
 
@@ -525,7 +527,8 @@ struct KeyRing {
 
     private var slots = (
         ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0),
-        ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0))
+        ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0), ChallengeBits(a: 0, b: 0)
+    )
     private(set) var count: UInt8 = 0
     /// Bit i: slot i was issued with a verified response (`ChallengeRequest.chained`).
     private var chainedBits: UInt8 = 0
@@ -627,7 +630,8 @@ public enum ChallengeMemory {
         let a = limits.anonymousPerShard(shards)
         let k = limits.keyBoundPerShard(shards)
         let heapItem = MemoryLayout<ExpiryItem>.stride
-        let perShard = tableBytes(capacity: a + k, entryStride: challengeSlot)
+        let perShard =
+            tableBytes(capacity: a + k, entryStride: challengeSlot)
             + tableBytes(capacity: k, entryStride: ringSlot)
             + 2 * a * heapItem + 2 * (2 * k + 65) * heapItem
         return perShard * shards

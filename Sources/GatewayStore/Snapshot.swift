@@ -84,12 +84,13 @@ enum SnapshotFormat {
     }
 
     private static func fingerprint(records: [Int?]) -> UInt64 {
-        let offsets: [Int?] = records + [
-            MemoryLayout<ChallengeEntry>.offset(of: \.token), MemoryLayout<ChallengeEntry>.offset(of: \.boundKey),
-            MemoryLayout<ChallengeEntry>.offset(of: \.expiresAt), MemoryLayout<ChallengeEntry>.offset(of: \.purpose),
-            MemoryLayout<ChallengeEntry>.offset(of: \.hasBoundKey), MemoryLayout<ChallengeEntry>.offset(of: \.consumed),
-            MemoryLayout<ChallengeEntry>.size,
-        ]
+        let offsets: [Int?] =
+            records + [
+                MemoryLayout<ChallengeEntry>.offset(of: \.token), MemoryLayout<ChallengeEntry>.offset(of: \.boundKey),
+                MemoryLayout<ChallengeEntry>.offset(of: \.expiresAt), MemoryLayout<ChallengeEntry>.offset(of: \.purpose),
+                MemoryLayout<ChallengeEntry>.offset(of: \.hasBoundKey), MemoryLayout<ChallengeEntry>.offset(of: \.consumed),
+                MemoryLayout<ChallengeEntry>.size,
+            ]
         var h: UInt64 = 0xCBF2_9CE4_8422_2325
         for o in offsets {
             h = (h ^ UInt64(o ?? 0xFFFF)) &* 0x100_0000_01B3
@@ -302,7 +303,7 @@ enum SnapshotFormat {
             default: (MemoryLayout<KeyRecord>.stride, layoutFingerprint)
             }
         guard recordStride == expectedStride, challengeStride == MemoryLayout<ChallengeEntry>.stride,
-              fingerprint == expectedFingerprint
+            fingerprint == expectedFingerprint
         else {
             throw StoreError(.unavailable, "snapshot \(path) was written by a build with another record layout")
         }
@@ -333,7 +334,7 @@ enum SnapshotFormat {
             // Source string index -> index in the target shard, per target shard (filled lazily).
             var remap = [[UInt32]](repeating: [], count: states.count)
             guard let recordCount = r.u64(), recordCount <= UInt64(r.remaining / recordStride),
-                  let recordBytes = r.take(Int(recordCount) * recordStride)
+                let recordBytes = r.take(Int(recordCount) * recordStride)
             else {
                 throw corrupt("truncated records")
             }
@@ -365,7 +366,7 @@ enum SnapshotFormat {
                 keys += 1
             }
             guard let challengeCount = r.u64(), challengeCount <= UInt64(r.remaining / challengeStride),
-                  let challengeBytes = r.take(Int(challengeCount) * challengeStride)
+                let challengeBytes = r.take(Int(challengeCount) * challengeStride)
             else {
                 throw corrupt("truncated challenges")
             }

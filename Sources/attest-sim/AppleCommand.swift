@@ -21,7 +21,10 @@ struct Apple: ParsableCommand {
     @Option(help: "Address to listen on, HOST:PORT (IPv4 or localhost; port 0 picks one, printed at start).")
     var listen: String = "127.0.0.1:0"
 
-    @Option(help: "A CA directory made by `attest-sim ca`: its receipt chain signs the answers, its intermediate the TLS certificate (root.pem is the gateway's apple.ca_file).")
+    @Option(
+        help:
+            "A CA directory made by `attest-sim ca`: its receipt chain signs the answers, its intermediate the TLS certificate (root.pem is the gateway's apple.ca_file)."
+    )
     var ca: String
 
     @Option(name: .customLong("team-id"), help: "The team id tokens must carry as iss (the gateway's apple.team_id).")
@@ -30,10 +33,16 @@ struct Apple: ParsableCommand {
     @Option(name: .customLong("key-id"), help: "The key id tokens must carry as kid (the gateway's apple.key_id).")
     var keyID: String
 
-    @Option(name: .customLong("team-key"), help: "The team's .p8 key (PKCS#8 P-256). Created (mode 0600) when missing, as Apple hands one out: give the same file to the gateway's apple.private_key.")
+    @Option(
+        name: .customLong("team-key"),
+        help:
+            "The team's .p8 key (PKCS#8 P-256). Created (mode 0600) when missing, as Apple hands one out: give the same file to the gateway's apple.private_key."
+    )
     var teamKey: String
 
-    @Option(name: .customLong("receipt-not-before"), help: "Seconds from a returned receipt's creation to its not-before (field 19); Apple's is a day.")
+    @Option(
+        name: .customLong("receipt-not-before"),
+        help: "Seconds from a returned receipt's creation to its not-before (field 19); Apple's is a day.")
     var receiptNotBefore: Int64 = 86_400
 
     @Option(help: "The risk metric of keys without their own (POST /_sim/metric sets one).")
@@ -44,7 +53,9 @@ struct Apple: ParsableCommand {
         guard parts.count == 2, let port = UInt16(parts[1]), !parts[0].isEmpty else {
             throw AttestSimError.usage("--listen must be HOST:PORT, e.g. 127.0.0.1:8443 (got \"\(listen)\")")
         }
-        guard receiptNotBefore >= 0, metric >= 0 else { throw AttestSimError.usage("--receipt-not-before and --metric must not be negative") }
+        guard receiptNotBefore >= 0, metric >= 0 else {
+            throw AttestSimError.usage("--receipt-not-before and --metric must not be negative")
+        }
         let directory = URL(fileURLWithPath: ca)
         let testCA: TestCA
         do {
@@ -60,7 +71,8 @@ struct Apple: ParsableCommand {
                 receiptNotBeforeSeconds: receiptNotBefore, defaultMetric: metric),
             ca: testCA, workDirectory: directory)
         // Written straight to the descriptor (not print's buffer): a test or script waits for this line.
-        let line = "apple stand-in listening on \(standIn.url) (apple.attest_data_url; apple.ca_file: \(directory.appendingPathComponent(TestCA.rootFile).path))\n"
+        let line =
+            "apple stand-in listening on \(standIn.url) (apple.attest_data_url; apple.ca_file: \(directory.appendingPathComponent(TestCA.rootFile).path))\n"
         FileHandle.standardOutput.write(Data(line.utf8))
         for sig in [SIGTERM, SIGINT] {
             signal(sig, SIG_IGN)

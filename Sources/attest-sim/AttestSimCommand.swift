@@ -40,13 +40,19 @@ struct GatewayOptions: ParsableArguments {
     @Option(help: "The gateway, http://HOST:PORT.")
     var gateway: String
 
-    @Option(help: "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots).")
+    @Option(
+        help:
+            "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots)."
+    )
     var ca: String
 
     @Option(name: .customLong("app-id"), help: "The app id the devices attest for, TEAMID.bundle.id.")
     var appID: String
 
-    @Option(help: "production or development (the attestation's aaguid); the gateway's apps[].environments must list it (default there: production).")
+    @Option(
+        help:
+            "production or development (the attestation's aaguid); the gateway's apps[].environments must list it (default there: production)."
+    )
     var environment: String = "production"
 
     @Option(help: "The gateway's challenge endpoint.")
@@ -113,7 +119,9 @@ extension AppID {
 
 struct CA: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots) and the keys the simulator issues with.")
+        abstract:
+            "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots) and the keys the simulator issues with."
+    )
 
     @Option(help: "Directory to create the CA in (refuses to overwrite an existing CA).")
     var out: String
@@ -187,9 +195,10 @@ struct Run: ParsableCommand {
     @Flag(help: "Fetch a challenge for every request instead of using X-App-Attest-Next-Challenge.")
     var noNextChallenge = false
 
-    @Option(help: ArgumentHelp(
-        "How many of the devices have no App Attest: they send DeviceCheck tokens (X-Apple-Device-Token) instead of assertions.",
-        discussion: "For a route with a DeviceCheck fallback, and Apple's DeviceCheck played by `attest-sim apple` for the same --ca."))
+    @Option(
+        help: ArgumentHelp(
+            "How many of the devices have no App Attest: they send DeviceCheck tokens (X-Apple-Device-Token) instead of assertions.",
+            discussion: "For a route with a DeviceCheck fallback, and Apple's DeviceCheck played by `attest-sim apple` for the same --ca."))
     var unsupported: Int = 0
 
     @Flag(help: "Baseline: send the same requests without registration, challenge or assertion (to an unprotected route).")
@@ -230,7 +239,10 @@ struct Attack: ParsableCommand {
     @Option(help: "One attack mode, or all.")
     var mode: String = "all"
 
-    @Option(help: "Seconds expired-challenge waits (default: until the challenge's expiresAt plus 1.5 s, i.e. the gateway's attest.challenge_ttl: 5 minutes unless configured shorter; said before the attacks start).")
+    @Option(
+        help:
+            "Seconds expired-challenge waits (default: until the challenge's expiresAt plus 1.5 s, i.e. the gateway's attest.challenge_ttl: 5 minutes unless configured shorter; said before the attacks start)."
+    )
     var challengeWait: Double?
 
     @Option(help: "Method of the protected requests.")

@@ -5,7 +5,8 @@ import Foundation
 /// `attest-sim presign`: requests signed ahead of time for a replay client that signs nothing.
 struct Presign: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Register N devices and write M pre-signed protected requests per device, for a replay client (bench/enforce-vs-openssl).",
+        abstract:
+            "Register N devices and write M pre-signed protected requests per device, for a replay client (bench/enforce-vs-openssl).",
         discussion: """
             Each output line is one request, tab-separated: method, request-target, key id, challenge ("-" \
             when none), assertion, body. Each key's requests carry counters 1…M; the lines go round-robin over \

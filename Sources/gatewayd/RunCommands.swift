@@ -28,7 +28,8 @@ struct Run: ParsableCommand {
         // What can be known before starting (names, data_dir) is said at the value it is about.
         let problems = ConfigPreflight.problems(cfg)
         guard problems.isEmpty else {
-            FileHandle.standardError.write(Data(("gatewayd: cannot start:\n" + problems.map(\.description).joined(separator: "\n") + "\n").utf8))
+            FileHandle.standardError.write(
+                Data(("gatewayd: cannot start:\n" + problems.map(\.description).joined(separator: "\n") + "\n").utf8))
             throw ExitCode(1)
         }
         MetricsExposition.prepare()
@@ -42,7 +43,9 @@ struct Run: ParsableCommand {
         ]
         // The two per-request latencies are recorded as seconds (Double): the same buckets and
         // series, without a Duration comparison per bucket on every request.
-        let seconds = factory.defaultDurationHistogramBuckets.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        let seconds = factory.defaultDurationHistogramBuckets.map {
+            Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18
+        }
         factory.valueHistogramBuckets[GatewayMetrics.requestDuration] = seconds
         factory.valueHistogramBuckets[GatewayMetrics.upstreamDuration] = seconds
         factory.valueHistogramBuckets[RiskMetrics.riskMetric] = RiskMetrics.buckets

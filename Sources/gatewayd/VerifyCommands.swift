@@ -144,7 +144,9 @@ struct VerifyAttestation: ParsableCommand {
     @Option(help: "Allowed environment.")
     var environment: EnvironmentChoice = .any
 
-    @Option(name: .customLong("root"), help: ArgumentHelp("Extra trusted root, PEM file (repeatable); Apple's root stays trusted.", valueName: "PEM-FILE"))
+    @Option(
+        name: .customLong("root"),
+        help: ArgumentHelp("Extra trusted root, PEM file (repeatable); Apple's root stays trusted.", valueName: "PEM-FILE"))
     var roots: [String] = []
 
     private var parsedAppIDs: [AppID] = []
@@ -204,7 +206,8 @@ struct VerifyAssertion: ParsableCommand {
     @Option(name: .customLong("app-id"), help: ArgumentHelp("Allowed app id (repeatable).", valueName: "TEAMID.BUNDLEID"))
     var appIDs: [String] = []
 
-    @Option(name: .customLong("public-key"), help: ArgumentHelp("Stored public key, uncompressed X9.62 point (65 bytes).", valueName: "B64"))
+    @Option(
+        name: .customLong("public-key"), help: ArgumentHelp("Stored public key, uncompressed X9.62 point (65 bytes).", valueName: "B64"))
     var publicKey: B64Argument
 
     @Option(help: ArgumentHelp("The assertion.", valueName: "B64"))
@@ -283,13 +286,16 @@ struct VerifyReceipt: ParsableCommand {
     @Option(help: ArgumentHelp("The attestation object the receipt must belong to.", valueName: "B64"))
     var attestation: B64Argument?
 
-    @Option(name: .customLong("client-data-hash"), help: ArgumentHelp("The attestation's clientDataHash (ATTEST receipts).", valueName: "B64"))
+    @Option(
+        name: .customLong("client-data-hash"), help: ArgumentHelp("The attestation's clientDataHash (ATTEST receipts).", valueName: "B64"))
     var clientDataHash: B64Argument?
 
     @Option(help: ArgumentHelp("Verification instant, ISO 8601 (default: now).", valueName: "ISO8601"))
     var at: String?
 
-    @Option(name: .customLong("root"), help: ArgumentHelp("Extra trusted receipt root, PEM file (repeatable); Apple Root CA - G3 stays trusted.", valueName: "PEM-FILE"))
+    @Option(
+        name: .customLong("root"),
+        help: ArgumentHelp("Extra trusted receipt root, PEM file (repeatable); Apple Root CA - G3 stays trusted.", valueName: "PEM-FILE"))
     var roots: [String] = []
 
     private var parsedAppID: AppID?
@@ -355,13 +361,16 @@ struct VerifyReceipt: ParsableCommand {
         out.set("attestedCertificate", Base64.encode(r.attestedCertificate))
         out.set("signer", v.chain.first?.subject)
         out.set("chain", .array(v.chain.map { .string($0.subject) }))
-        out.set("otherFields", .array(r.fields.filter { !AppAttestReceipt.FieldType.documented.contains($0.type) }.map { f in
-            var o = JSONObject()
-            o.set("type", f.type)
-            o.set("version", f.version)
-            o.set("value", Base64.encode(f.value))
-            return .object(o)
-        }))
+        out.set(
+            "otherFields",
+            .array(
+                r.fields.filter { !AppAttestReceipt.FieldType.documented.contains($0.type) }.map { f in
+                    var o = JSONObject()
+                    o.set("type", f.type)
+                    o.set("version", f.version)
+                    o.set("value", Base64.encode(f.value))
+                    return .object(o)
+                }))
         return out
     }
 }

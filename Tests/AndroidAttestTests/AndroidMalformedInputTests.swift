@@ -2,8 +2,8 @@ import AndroidAttest
 import AppAttestSimulator
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 import Testing
 
 /// Hostile bytes: every refusal is `malformed` (or, for a chain, another code) with a reason, never a trap.
@@ -19,7 +19,9 @@ struct AndroidMalformedInputTests {
         ]
         return names.map { n in
             let v = AndroidVector.valid.first { $0.name == n }!
-            guard case .present(let value, _) = try! X509Certificate(der: v.chain[0]).extension(oid: KeyDescription.oid) else { fatalError(n) }
+            guard case .present(let value, _) = try! X509Certificate(der: v.chain[0]).extension(oid: KeyDescription.oid) else {
+                fatalError(n)
+            }
             return value
         }
     }()
@@ -79,61 +81,102 @@ struct AndroidMalformedInputTests {
     static let challenge = D.octets([1, 2, 3])
     static func description(software: [[UInt8]] = [], hardware: [[UInt8]], version: Int64 = 300, extra: [[UInt8]] = []) -> [UInt8] {
         D.sequence(
-            [D.integer(version), D.enumerated(1), D.integer(version), D.enumerated(1), challenge, D.octets([]), D.sequence(software),
-             D.sequence(hardware)] + extra)
+            [
+                D.integer(version), D.enumerated(1), D.integer(version), D.enumerated(1), challenge, D.octets([]), D.sequence(software),
+                D.sequence(hardware),
+            ] + extra)
     }
     static let rootOfTrust = D.tagged(704, D.sequence([D.octets([0]), D.boolean(true), D.enumerated(0)]))
 
     @Test("a minimal hand-made KeyDescription parses, and an unknown tag is kept")
     func handMade() throws {
-        let d = try KeyDescription.parse(Self.description(hardware: [D.tagged(2, D.integer(3)), Self.rootOfTrust, D.tagged(999, D.integer(7))]))
+        let d = try KeyDescription.parse(
+            Self.description(hardware: [D.tagged(2, D.integer(3)), Self.rootOfTrust, D.tagged(999, D.integer(7))]))
         #expect(d.hardwareEnforced.algorithm == 3)
         #expect(d.hardwareEnforced.rootOfTrust?.verifiedBootHash == nil)
         #expect(d.hardwareEnforced.unknownTags == [999])
     }
 
-    @Test("schema violations are malformed", arguments: [
-        ("tags out of order", description(hardware: [D.tagged(2, D.integer(3)), D.tagged(1, D.set([D.integer(2)]))])),
-        ("a tag twice", description(hardware: [D.tagged(2, D.integer(3)), D.tagged(2, D.integer(3))])),
-        ("BOOLEAN 0x01 in the root of trust", description(hardware: [D.tagged(704, D.sequence([D.octets([0]), [0x01, 0x01, 0x01], D.enumerated(0)]))])),
-        ("an unknown verified boot state", description(hardware: [D.tagged(704, D.sequence([D.octets([0]), D.boolean(true), D.enumerated(4)]))])),
-        ("a root of trust of 2 fields", description(hardware: [D.tagged(704, D.sequence([D.octets([0]), D.boolean(true)]))])),
-        ("a root of trust of 5 fields", description(hardware: [D.tagged(704, D.sequence([D.octets([0]), D.boolean(true), D.enumerated(0), D.octets([]), D.octets([])]))])),
-        ("an unknown security level", D.sequence([D.integer(3), D.enumerated(3), D.integer(4), D.enumerated(1), challenge, D.octets([]), D.sequence([]), D.sequence([])])),
-        ("a ninth field", description(hardware: [], extra: [D.null])),
-        ("seven fields", D.sequence([D.integer(3), D.enumerated(1), D.integer(4), D.enumerated(1), challenge, D.octets([]), D.sequence([])])),
-        ("version 0", description(hardware: [], version: 0)),
-        ("an INTEGER where a SET is", description(hardware: [D.tagged(1, D.integer(2))])),
-        ("a SET where an INTEGER is", description(hardware: [D.tagged(2, D.set([D.integer(3)]))])),
-        ("NULL with contents", description(hardware: [D.tagged(503, [0x05, 0x01, 0x00])])),
-        ("two elements under one tag", description(hardware: [D.tagged(2, D.integer(3) + D.integer(3))])),
-        ("an IMPLICIT (primitive) tag", description(hardware: [[0x82, 0x01, 0x03]])),
-        ("a universal element in the list", description(hardware: [D.integer(3)])),
-        ("a non-minimal INTEGER", description(hardware: [D.tagged(2, [0x02, 0x02, 0x00, 0x03])])),
-        ("an INTEGER beyond 64 bits", description(hardware: [D.tagged(705, D.element([0x02], [0x01] + [UInt8](repeating: 0, count: 8)))])),
-        ("an empty INTEGER", description(hardware: [D.tagged(705, [0x02, 0x00])])),
-        ("a tag number in the long form below 31", description(hardware: [D.element([0xbf, 0x02], D.integer(3))])),
-        ("a tag number with a leading zero digit", description(hardware: [D.element([0xbf, 0x80, 0x85, 0x40], Self.rootOfTrust)])),
-        ("a tag number of 5 digits", description(hardware: [D.element([0xbf, 0x81, 0x81, 0x81, 0x81, 0x01], D.integer(1))])),
-        ("an application id that is not DER", description(software: [D.tagged(709, D.octets([0x30, 0x05, 0x31]))], hardware: [])),
-        ("a package name not UTF-8", description(software: [D.tagged(709, D.octets(D.sequence([D.set([D.sequence([D.octets([0xff, 0xfe]), D.integer(1)])]), D.set([])])))], hardware: [])),
-        ("a constructed OCTET STRING", D.sequence([D.integer(3), D.enumerated(1), D.integer(4), D.enumerated(1), [0x24, 0x03, 0x04, 0x01, 0x00], D.octets([]), D.sequence([]), D.sequence([])])),
-    ])
+    @Test(
+        "schema violations are malformed",
+        arguments: [
+            ("tags out of order", description(hardware: [D.tagged(2, D.integer(3)), D.tagged(1, D.set([D.integer(2)]))])),
+            ("a tag twice", description(hardware: [D.tagged(2, D.integer(3)), D.tagged(2, D.integer(3))])),
+            (
+                "BOOLEAN 0x01 in the root of trust",
+                description(hardware: [D.tagged(704, D.sequence([D.octets([0]), [0x01, 0x01, 0x01], D.enumerated(0)]))])
+            ),
+            (
+                "an unknown verified boot state",
+                description(hardware: [D.tagged(704, D.sequence([D.octets([0]), D.boolean(true), D.enumerated(4)]))])
+            ),
+            ("a root of trust of 2 fields", description(hardware: [D.tagged(704, D.sequence([D.octets([0]), D.boolean(true)]))])),
+            (
+                "a root of trust of 5 fields",
+                description(hardware: [
+                    D.tagged(704, D.sequence([D.octets([0]), D.boolean(true), D.enumerated(0), D.octets([]), D.octets([])]))
+                ])
+            ),
+            (
+                "an unknown security level",
+                D.sequence([
+                    D.integer(3), D.enumerated(3), D.integer(4), D.enumerated(1), challenge, D.octets([]), D.sequence([]), D.sequence([]),
+                ])
+            ),
+            ("a ninth field", description(hardware: [], extra: [D.null])),
+            (
+                "seven fields",
+                D.sequence([D.integer(3), D.enumerated(1), D.integer(4), D.enumerated(1), challenge, D.octets([]), D.sequence([])])
+            ),
+            ("version 0", description(hardware: [], version: 0)),
+            ("an INTEGER where a SET is", description(hardware: [D.tagged(1, D.integer(2))])),
+            ("a SET where an INTEGER is", description(hardware: [D.tagged(2, D.set([D.integer(3)]))])),
+            ("NULL with contents", description(hardware: [D.tagged(503, [0x05, 0x01, 0x00])])),
+            ("two elements under one tag", description(hardware: [D.tagged(2, D.integer(3) + D.integer(3))])),
+            ("an IMPLICIT (primitive) tag", description(hardware: [[0x82, 0x01, 0x03]])),
+            ("a universal element in the list", description(hardware: [D.integer(3)])),
+            ("a non-minimal INTEGER", description(hardware: [D.tagged(2, [0x02, 0x02, 0x00, 0x03])])),
+            (
+                "an INTEGER beyond 64 bits",
+                description(hardware: [D.tagged(705, D.element([0x02], [0x01] + [UInt8](repeating: 0, count: 8)))])
+            ),
+            ("an empty INTEGER", description(hardware: [D.tagged(705, [0x02, 0x00])])),
+            ("a tag number in the long form below 31", description(hardware: [D.element([0xbf, 0x02], D.integer(3))])),
+            ("a tag number with a leading zero digit", description(hardware: [D.element([0xbf, 0x80, 0x85, 0x40], Self.rootOfTrust)])),
+            ("a tag number of 5 digits", description(hardware: [D.element([0xbf, 0x81, 0x81, 0x81, 0x81, 0x01], D.integer(1))])),
+            ("an application id that is not DER", description(software: [D.tagged(709, D.octets([0x30, 0x05, 0x31]))], hardware: [])),
+            (
+                "a package name not UTF-8",
+                description(
+                    software: [
+                        D.tagged(709, D.octets(D.sequence([D.set([D.sequence([D.octets([0xff, 0xfe]), D.integer(1)])]), D.set([])])))
+                    ], hardware: [])
+            ),
+            (
+                "a constructed OCTET STRING",
+                D.sequence([
+                    D.integer(3), D.enumerated(1), D.integer(4), D.enumerated(1), [0x24, 0x03, 0x04, 0x01, 0x00], D.octets([]),
+                    D.sequence([]), D.sequence([]),
+                ])
+            ),
+        ])
     func schema(_ c: (String, [UInt8])) {
         Self.expectMalformed(c.1, "\(c.0)")
     }
 
-    @Test("lengths that lie: huge, indefinite, non-minimal, running past the end", arguments: [
-        [0x30, 0x84, 0xff, 0xff, 0xff, 0xff, 0x02, 0x01, 0x03],
-        [0x30, 0x85, 0x01, 0x00, 0x00, 0x00, 0x00],
-        [0x30, 0x80, 0x02, 0x01, 0x03, 0x00, 0x00],
-        [0x30, 0x81, 0x03, 0x02, 0x01, 0x03],
-        [0x30, 0x82, 0x00, 0x03, 0x02, 0x01, 0x03],
-        [0x30, 0x7f, 0x02, 0x01, 0x03],
-        [0x30],
-        [],
-        [0x1f],
-    ] as [[UInt8]])
+    @Test(
+        "lengths that lie: huge, indefinite, non-minimal, running past the end",
+        arguments: [
+            [0x30, 0x84, 0xff, 0xff, 0xff, 0xff, 0x02, 0x01, 0x03],
+            [0x30, 0x85, 0x01, 0x00, 0x00, 0x00, 0x00],
+            [0x30, 0x80, 0x02, 0x01, 0x03, 0x00, 0x00],
+            [0x30, 0x81, 0x03, 0x02, 0x01, 0x03],
+            [0x30, 0x82, 0x00, 0x03, 0x02, 0x01, 0x03],
+            [0x30, 0x7f, 0x02, 0x01, 0x03],
+            [0x30],
+            [],
+            [0x1f],
+        ] as [[UInt8]])
     func lengths(_ bytes: [UInt8]) {
         Self.expectMalformed(bytes)
     }
@@ -170,7 +213,8 @@ struct AndroidMalformedInputTests {
         #expect(code(v.chain + Array(repeating: v.chain[4], count: 6)) == .malformed)
         #expect(code([[0x30, 0x00]] + v.chain.dropFirst()) == .malformed)
         #expect(code([v.chain[0] + [0]] + v.chain.dropFirst()) == .malformed)
-        #expect(code([[UInt8](repeating: 0x30, count: AndroidAttestationVerifier.maxCertificateSize + 1)] + v.chain.dropFirst()) == .malformed)
+        #expect(
+            code([[UInt8](repeating: 0x30, count: AndroidAttestationVerifier.maxCertificateSize + 1)] + v.chain.dropFirst()) == .malformed)
         // Without the leaf, the chain starts at a CA certificate: no KeyDescription.
         #expect(code(Array(v.chain.dropFirst())) == .malformed)
     }
@@ -203,13 +247,17 @@ struct AndroidMalformedInputTests {
         let device = try SimulatedAndroidDevice(ca: ca)
         let d = device.keyDescription(packageName: "p", signingCertificateSHA256: [1]).encoded(challenge: [1])
         let twice = try CertificateBuilder(
-            subject: .init(commonName: "Android Keystore Key"), issuer: TestAndroidCA.attestationName(for: device.attestationKey, securityLevel: .trustedEnvironment),
+            subject: .init(commonName: "Android Keystore Key"),
+            issuer: TestAndroidCA.attestationName(for: device.attestationKey, securityLevel: .trustedEnvironment),
             serialNumber: [1], notBefore: 0, notAfter: 2_461_449_600, subjectKey: device.privateKey, includesKeyIdentifiers: false,
-            extensions: [.init(oid: KeyDescription.oid, critical: false, value: d), .init(oid: KeyDescription.oid, critical: false, value: d)]
+            extensions: [
+                .init(oid: KeyDescription.oid, critical: false, value: d), .init(oid: KeyDescription.oid, critical: false, value: d),
+            ]
         ).sign(with: device.attestationKey)
         let verifier = AndroidAttestationVerifier(extraRoots: [ca.root])
         #expect(throws: AndroidAttestError(.malformed, "")) {
-            try verifier.verify(chain: [twice.der, device.attestationCertificate.der, ca.intermediate.der, ca.root.der], challenge: [1], at: Date())
+            try verifier.verify(
+                chain: [twice.der, device.attestationCertificate.der, ca.intermediate.der, ca.root.der], challenge: [1], at: Date())
         }
     }
 }

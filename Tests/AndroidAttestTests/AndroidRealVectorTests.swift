@@ -8,7 +8,9 @@ import Testing
 struct AndroidRealVectorTests {
     static let verifier = AndroidAttestationVerifier()
 
-    static func verify(_ v: AndroidVector, statusList: AttestationStatusList? = AndroidVector.statusList) -> Result<AndroidAttestation, AndroidAttestError> {
+    static func verify(_ v: AndroidVector, statusList: AttestationStatusList? = AndroidVector.statusList) -> Result<
+        AndroidAttestation, AndroidAttestError
+    > {
         Result { () throws(AndroidAttestError) in
             try verifier.verify(chain: v.chain, challenge: v.challenge, at: v.instant, statusList: statusList)
         }
@@ -74,7 +76,9 @@ struct AndroidRealVectorTests {
             let a = try Self.verify(v).get()
             #expect(a.subjectPublicKeyInfo.algorithm == "ML-DSA-65")
             #expect(a.publicKey == nil)
-            #expect(throws: AndroidAttestError(.unsupportedKey, "")) { try AndroidAttestationPolicy.init(requireLockedBootloader: false, requireVerifiedBoot: false).check(a) }
+            #expect(throws: AndroidAttestError(.unsupportedKey, "")) {
+                try AndroidAttestationPolicy.init(requireLockedBootloader: false, requireVerifiedBoot: false).check(a)
+            }
         }
     }
 
@@ -84,7 +88,10 @@ struct AndroidRealVectorTests {
         #expect(roots.count == 5)
         let pins = Set(roots.map { Hex.encode(SHA256.hash($0.subjectPublicKeyInfoDER)) })
         #expect(pins == Set(AndroidTrustAnchor.google.map { Hex.encode($0.spkiSHA256) }))
-        #expect(Set(roots.map { AndroidStatusListTests.hexSerial($0) }) == ["e8fa196314d2fa18", "d50ff25ba3f2d6b3", "c36b7c44b9ae1831", "f1c172a699eaf51d", "84a9d0297b0eb58ae7ff0e80de760605"])
+        #expect(
+            Set(roots.map { AndroidStatusListTests.hexSerial($0) }) == [
+                "e8fa196314d2fa18", "d50ff25ba3f2d6b3", "c36b7c44b9ae1831", "f1c172a699eaf51d", "84a9d0297b0eb58ae7ff0e80de760605",
+            ])
     }
 
     @Test("a chain still ends at the 2016 root after that certificate expired (the key is pinned)")

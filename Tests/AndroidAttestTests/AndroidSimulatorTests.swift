@@ -79,7 +79,10 @@ struct AndroidSimulatorTests {
         other = Self.policy
         other.signingCertificateSHA256 = [SHA256.hash([1])]
         #expect(try Self.policyCode(other) == .signingCertNotAllowed)
-        #expect(try Self.policyCode { $0.deviceLocked = false; $0.verifiedBootState = .unverified } == .bootloaderUnlocked)
+        #expect(
+            try Self.policyCode {
+                $0.deviceLocked = false; $0.verifiedBootState = .unverified
+            } == .bootloaderUnlocked)
         #expect(try Self.policyCode { $0.verifiedBootState = .selfSigned } == .verifiedBootRequired)
         #expect(try Self.policyCode { $0.verifiedBootState = .failed } == .verifiedBootRequired)
         var yellow = Self.policy
@@ -100,7 +103,8 @@ struct AndroidSimulatorTests {
         #expect(try Self.policyCode { $0.ecCurve = KeyCharacteristics.Curve.p384 } == .unsupportedKey)
         #expect(try Self.policyCode { $0.algorithm = KeyCharacteristics.Algorithm.rsa } == .unsupportedKey)
         // An unlocked device under the CLI's allow-list policy: only the lists count.
-        #expect(try Self.policyCode(.allowList(packageNames: [Self.package], signingCertificateSHA256: [])) { $0.deviceLocked = false } == nil)
+        #expect(
+            try Self.policyCode(.allowList(packageNames: [Self.package], signingCertificateSHA256: [])) { $0.deviceLocked = false } == nil)
     }
 
     @Test("software keys never pass the verdict, whichever level says Software")
@@ -117,8 +121,12 @@ struct AndroidSimulatorTests {
     @Test("the test root is trusted only where listed: Google's roots alone refuse it")
     func untrustedRoot() throws {
         let device = Self.device()
-        let chain = try device.attest(challenge: Self.challenge, keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer))
-        #expect(throws: AndroidAttestError(.chainUntrusted, "")) { try AndroidAttestationVerifier().verify(chain: chain, challenge: Self.challenge, at: Date()) }
+        let chain = try device.attest(
+            challenge: Self.challenge,
+            keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer))
+        #expect(throws: AndroidAttestError(.chainUntrusted, "")) {
+            try AndroidAttestationVerifier().verify(chain: chain, challenge: Self.challenge, at: Date())
+        }
         let otherCA = try TestAndroidCA(name: "Another TEST")
         #expect(throws: AndroidAttestError(.chainUntrusted, "")) {
             try AndroidAttestationVerifier(extraRoots: [otherCA.root]).verify(chain: chain, challenge: Self.challenge, at: Date())
@@ -128,12 +136,17 @@ struct AndroidSimulatorTests {
     @Test("a revoked intermediate, or a suspended device certificate, in the stand-in status list")
     func revoked() throws {
         let device = Self.device()
-        let chain = try device.attest(challenge: Self.challenge, keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer))
+        let chain = try device.attest(
+            challenge: Self.challenge,
+            keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer))
         for (listed, status) in [(Self.ca.intermediate, "REVOKED"), (device.attestationCertificate, "SUSPENDED")] {
             let list = try AttestationStatusList.parse(json: TestAndroidCA.statusList(listing: [listed], status: status))
-            #expect(throws: AndroidAttestError(.revoked, "")) { try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date(), statusList: list) }
+            #expect(throws: AndroidAttestError(.revoked, "")) {
+                try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date(), statusList: list)
+            }
         }
-        let unrelated = try AttestationStatusList.parse(json: TestAndroidCA.statusList(listing: [try TestAndroidCA(name: "Other").intermediate]))
+        let unrelated = try AttestationStatusList.parse(
+            json: TestAndroidCA.statusList(listing: [try TestAndroidCA(name: "Other").intermediate]))
         _ = try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date(), statusList: unrelated)
     }
 
@@ -143,16 +156,22 @@ struct AndroidSimulatorTests {
         let d = a.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer)
         var chain = try a.attest(challenge: Self.challenge, keyDescription: d)
         chain[1] = b.attestationCertificate.der
-        #expect(throws: AndroidAttestError(.badSignature, "")) { try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date()) }
+        #expect(throws: AndroidAttestError(.badSignature, "")) {
+            try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date())
+        }
         chain = try a.attest(challenge: Self.challenge, keyDescription: d)
         chain[0][chain[0].count - 3] ^= 0x01
-        #expect(throws: AndroidAttestError(.badSignature, "")) { try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date()) }
+        #expect(throws: AndroidAttestError(.badSignature, "")) {
+            try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date())
+        }
     }
 
     @Test("the CAs' validity bounds the instant; the leaf's 1970–2048 dates are the device's and never checked")
     func validity() throws {
         let device = Self.device()
-        let chain = try device.attest(challenge: Self.challenge, keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer))
+        let chain = try device.attest(
+            challenge: Self.challenge,
+            keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer))
         let v = TestCA.defaultValidity
         _ = try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: v.notBefore)
         _ = try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: v.notAfter)
@@ -170,7 +189,8 @@ struct AndroidSimulatorTests {
     func unparsableExtension() throws {
         let device = Self.device()
         let chain = try device.attest(
-            challenge: Self.challenge, keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer),
+            challenge: Self.challenge,
+            keyDescription: device.keyDescription(packageName: Self.package, signingCertificateSHA256: Self.signer),
             extraLeafExtensions: [.init(oid: "2.5.29.31", critical: false, value: [0x30, 0x03, 0xa0, 0x01])])
         let a = try Self.verifier.verify(chain: chain, challenge: Self.challenge, at: Date())
         try Self.policy.check(a)
@@ -183,7 +203,9 @@ struct AndroidSimulatorTests {
 
     @Test("every attestation version's number is read and reported", arguments: KeyDescription.documentedVersions)
     func versions(_ version: Int64) throws {
-        let a = try Self.attest(Self.device()) { $0.attestationVersion = version; $0.keyMintVersion = version < 100 ? 4 : version }
+        let a = try Self.attest(Self.device()) {
+            $0.attestationVersion = version; $0.keyMintVersion = version < 100 ? 4 : version
+        }
         #expect(a.attestationVersion == version)
     }
 }
@@ -194,7 +216,8 @@ struct AndroidAssertionTests {
     let device = try! SimulatedAndroidDevice(ca: AndroidSimulatorTests.ca)
 
     func verify(_ bytes: [UInt8], hash: [UInt8] = clientDataHash, previous: UInt32?) throws -> AndroidAssertion {
-        try AndroidAssertionVerifier().verify(assertion: bytes, publicKey: device.publicKey, clientDataHash: hash, previousCounter: previous)
+        try AndroidAssertionVerifier().verify(
+            assertion: bytes, publicKey: device.publicKey, clientDataHash: hash, previousCounter: previous)
     }
 
     @Test("the device's assertions verify, each counter above the last")
@@ -231,18 +254,20 @@ struct AndroidAssertionTests {
         }
     }
 
-    @Test("what is not {counter, signature} is malformed", arguments: [
-        CBORValue.array([]),
-        .map(CBORMap([(.text("counter"), .unsigned(1))])),
-        .map(CBORMap([(.text("signature"), .bytes([1]))])),
-        .map(CBORMap([(.text("counter"), .unsigned(1 << 32)), (.text("signature"), .bytes([1]))])),
-        .map(CBORMap([(.text("counter"), .negative(0)), (.text("signature"), .bytes([1]))])),
-        .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .bytes([]))])),
-        .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .text("sig"))])),
-        .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .bytes([1])), (.text("x"), .null)])),
-        .map(CBORMap([(.unsigned(1), .unsigned(1)), (.text("signature"), .bytes([1]))])),
-        .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .array([.array([.array([])])]))])),
-    ])
+    @Test(
+        "what is not {counter, signature} is malformed",
+        arguments: [
+            CBORValue.array([]),
+            .map(CBORMap([(.text("counter"), .unsigned(1))])),
+            .map(CBORMap([(.text("signature"), .bytes([1]))])),
+            .map(CBORMap([(.text("counter"), .unsigned(1 << 32)), (.text("signature"), .bytes([1]))])),
+            .map(CBORMap([(.text("counter"), .negative(0)), (.text("signature"), .bytes([1]))])),
+            .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .bytes([]))])),
+            .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .text("sig"))])),
+            .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .bytes([1])), (.text("x"), .null)])),
+            .map(CBORMap([(.unsigned(1), .unsigned(1)), (.text("signature"), .bytes([1]))])),
+            .map(CBORMap([(.text("counter"), .unsigned(1)), (.text("signature"), .array([.array([.array([])])]))])),
+        ])
     func malformed(_ value: CBORValue) {
         #expect(throws: AndroidAttestError(.malformed, "")) { try verify(CBOREncoder.encode(value), previous: 0) }
     }

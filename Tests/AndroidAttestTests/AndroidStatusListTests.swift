@@ -49,10 +49,12 @@ struct AndroidStatusListTests {
         }
     }
 
-    @Test("what is not the list's JSON is a parse error with a reason", arguments: [
-        "", "[]", "{}", #"{"entries": []}"#, #"{"entries": {"zz": {"status": "REVOKED"}}}"#, #"{"entries": {"01": {"reason": "X"}}}"#,
-        #"{"entries": {"01": "REVOKED"}}"#,
-    ])
+    @Test(
+        "what is not the list's JSON is a parse error with a reason",
+        arguments: [
+            "", "[]", "{}", #"{"entries": []}"#, #"{"entries": {"zz": {"status": "REVOKED"}}}"#, #"{"entries": {"01": {"reason": "X"}}}"#,
+            #"{"entries": {"01": "REVOKED"}}"#,
+        ])
     func badJSON(_ text: String) {
         #expect(throws: AttestationStatusList.ParseError.self) { try AttestationStatusList.parse(json: Array(text.utf8)) }
     }

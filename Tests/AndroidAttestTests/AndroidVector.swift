@@ -37,8 +37,10 @@ struct AndroidVector: Sendable, CustomTestStringConvertible {
     }
 
     static let all: [AndroidVector] = {
-        let files = try! FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("android-") && $0.hasSuffix(".json") }
-            .sorted()
+        let files = try! FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+            $0.hasPrefix("android-") && $0.hasSuffix(".json")
+        }
+        .sorted()
         var out: [AndroidVector] = []
         for f in files {
             let data = try! Data(contentsOf: directory.appendingPathComponent(f))
@@ -74,6 +76,7 @@ struct AndroidVector: Sendable, CustomTestStringConvertible {
         try! AttestationStatusList.parse(json: Array(try! Data(contentsOf: directory.appendingPathComponent("status-list-snapshot.json"))))
     }
     static var googleRoots: [X509Certificate] {
-        try! X509Certificate.parsePEM(String(contentsOf: directory.appendingPathComponent("google-hardware-attestation-roots.pem"), encoding: .utf8))
+        try! X509Certificate.parsePEM(
+            String(contentsOf: directory.appendingPathComponent("google-hardware-attestation-roots.pem"), encoding: .utf8))
     }
 }

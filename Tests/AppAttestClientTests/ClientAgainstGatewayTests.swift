@@ -4,8 +4,9 @@ import AppAttestSimulator
 import Foundation
 import GatewayTestSupport
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The library with the simulator's software device against a real `gatewayd` (loopback, the demo
@@ -107,7 +108,9 @@ struct ClientAgainstGatewayTests {
         #expect(try Self.metric(gw, "attest_gateway_challenges_issued_total{purpose=\"assert\"} 1"))
         #expect(try Self.metric(gw, "attest_gateway_challenges_issued_total{purpose=\"register\"} 1"))
         #expect(try Self.metric(gw, "attest_gateway_challenges_issued_total{purpose=\"next\"} 100"))
-        #expect(try Self.metric(gw, "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 100"))
+        #expect(
+            try Self.metric(
+                gw, "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 100"))
 
         // A relaunch: a new client, the same Keychain (file) and Secure Enclave (device): no new key.
         let relaunched = try client(gw, service: device, store: keys)
@@ -147,7 +150,9 @@ struct ClientAgainstGatewayTests {
             let counters = device.assertionCounters.filter { $0.keyID == key }.map(\.counter)
             #expect(counters == Array(1...UInt32(counters.count)))
         }
-        #expect(try Self.metric(gw, "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 60"))
+        #expect(
+            try Self.metric(
+                gw, "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 60"))
         // The refusal series exist from the start at 0 (alerts read them); none moved.
         let refused = try curl([gw.url("admin", "/metrics")]).1.split(separator: "\n").filter { $0.contains("verdict=\"refused\"") }
         #expect(refused.allSatisfy { $0.hasSuffix(" 0") }, "\(refused.filter { !$0.hasSuffix(" 0") })")
@@ -183,7 +188,9 @@ struct ClientAgainstGatewayTests {
         #expect(stats.mostInFlight > 1 && stats.mostInFlight <= 8, "\(stats)")
         #expect(stats.rechallenges == 0 && stats.protectedRequestsSent == 50)
         #expect(stats.challengesFetched <= 1 + 8 && stats.nextChallengesUsed == 50 - (stats.challengesFetched - 1), "\(stats)")
-        #expect(try Self.metric(gw, "attest_gateway_assertion_verdicts_total{route=\"feed\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 50"))
+        #expect(
+            try Self.metric(
+                gw, "attest_gateway_assertion_verdicts_total{route=\"feed\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 50"))
         let refused = try curl([gw.url("admin", "/metrics")]).1.split(separator: "\n").filter { $0.contains("verdict=\"refused\"") }
         #expect(refused.allSatisfy { $0.hasSuffix(" 0") }, "\(refused.filter { !$0.hasSuffix(" 0") })")
     }
@@ -208,7 +215,11 @@ struct ClientAgainstGatewayTests {
         #expect(Self.upstreamHeaders(data)["X-App-Attest-Verified-Key-Id"] == second.keyID)
         let stats = await c.statistics
         #expect(stats.reattestations == 1 && stats.keysGenerated == 2 && stats.registrations == 2)
-        #expect(try Self.metric(gw, "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"refused\",reason=\"key_unknown\"} 1"))
+        #expect(
+            try Self.metric(
+                gw,
+                "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"refused\",reason=\"key_unknown\"} 1")
+        )
         #expect(try Self.metric(gw, "attest_gateway_registrations_total{result=\"registered\",reason=\"new_key\"} 1"))
     }
 

@@ -1,8 +1,9 @@
 import AppAttestClient
 import Foundation
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The client's decisions against a gateway played in memory (`ScriptedGateway`): headers and hashes,
@@ -34,7 +35,8 @@ struct ClientBehaviourTests {
     func headersOfTheContractExample() async throws {
         for (version, expected) in [(AppAttestClient.ClientDataVersion.v2, ClientDataTests.v2SHA256), (.v1, ClientDataTests.v1SHA256)] {
             let gw = ScriptedGateway { call in
-                call.isChallenge ? .json(201, "{\"challenge\":\"\(ClientDataTests.challenge)\",\"expiresAt\":\"2999-01-01T00:00:00Z\"}") : nil
+                call.isChallenge
+                    ? .json(201, "{\"challenge\":\"\(ClientDataTests.challenge)\",\"expiresAt\":\"2999-01-01T00:00:00Z\"}") : nil
             }
             let service = FakeService()
             let c = client(gw, service: service, routes: [.init(pathPrefix: "/api/purchase", binding: .request(version))])
@@ -52,7 +54,9 @@ struct ClientBehaviourTests {
             #expect(service.attestedHashes.map(hex) == [hex(AttestClientData.registrationHash(challenge: ClientDataTests.challenge))])
             let register = try #require(gw.registerCalls.first)
             let attestation = Data("attestation key-1".utf8).base64EncodedString()
-            #expect(register.bodyText == "{\"keyId\":\"key-1\",\"attestation\":\"\(attestation)\",\"challenge\":\"\(ClientDataTests.challenge)\"}")
+            #expect(
+                register.bodyText
+                    == "{\"keyId\":\"key-1\",\"attestation\":\"\(attestation)\",\"challenge\":\"\(ClientDataTests.challenge)\"}")
 
             // The protected request: signed over the contract's clientDataHash, sent as built.
             #expect(service.assertedHashes.map(hex) == [expected])
@@ -82,7 +86,9 @@ struct ClientBehaviourTests {
     func expiringNextChallengeIsNotUsed() async throws {
         let timing = TestTiming()
         let expires = ISO8601DateFormatter().string(from: timing.now.addingTimeInterval(60))
-        let gw = ScriptedGateway { call in call.isChallenge || call.isRegister ? nil : .verified(next: "n\(call.protectedIndex)", expires: expires) }
+        let gw = ScriptedGateway { call in
+            call.isChallenge || call.isRegister ? nil : .verified(next: "n\(call.protectedIndex)", expires: expires)
+        }
         let c = client(gw, timing: timing)
         _ = try await c.send(Self.post("https://shop.example.com/api/a", ""))
         _ = try await c.send(Self.post("https://shop.example.com/api/a", ""))  // 60 s left: used
@@ -94,7 +100,8 @@ struct ClientBehaviourTests {
     @Test("rechallenge: signed again once over a fresh challenge; a second rechallenge is thrown with its requestId")
     func rechallengeOnce() async throws {
         let gw = ScriptedGateway { call in
-            call.isChallenge || call.isRegister ? nil : .refusal(401, "challenge_expired", "rechallenge", requestID: "req-\(call.protectedIndex)")
+            call.isChallenge || call.isRegister
+                ? nil : .refusal(401, "challenge_expired", "rechallenge", requestID: "req-\(call.protectedIndex)")
         }
         let c = client(gw)
         let error = await #expect(throws: AppAttestClientError.self) { try await c.send(Self.post("https://shop.example.com/api/a", "x")) }
@@ -140,7 +147,8 @@ struct ClientBehaviourTests {
     @Test("429/503: Retry-After honoured with jitter, doubling, bounded; then thrown as rateLimited")
     func retryAfterBounded() async throws {
         let gw = ScriptedGateway { call in
-            call.isChallenge || call.isRegister ? nil : .refusal(503, "store_unavailable", "none", requestID: "s", headers: ["Retry-After": "2"])
+            call.isChallenge || call.isRegister
+                ? nil : .refusal(503, "store_unavailable", "none", requestID: "s", headers: ["Retry-After": "2"])
         }
         let timing = TestTiming(random: 0.5)
         let c = client(gw, retry: .init(maxWaits: 3), timing: timing)
@@ -154,7 +162,8 @@ struct ClientBehaviourTests {
     @Test("a challenge fetch answered 429 is sent again after Retry-After plus jitter")
     func challengeRateLimited() async throws {
         let limited = ScriptedGateway.Reply.json(
-            429, "{\"error\":\"rate_limited\",\"action\":\"retry_later\",\"limit\":\"client\",\"retryAfter\":1}", headers: ["Retry-After": "1"])
+            429, "{\"error\":\"rate_limited\",\"action\":\"retry_later\",\"limit\":\"client\",\"retryAfter\":1}",
+            headers: ["Retry-After": "1"])
         var answered429 = false
         let lock = NSLock()
         let gw2 = ScriptedGateway { call in
@@ -200,8 +209,11 @@ struct ClientBehaviourTests {
         let c = client(gw)
         let error = await #expect(throws: AppAttestClientError.self) { try await c.send(Self.post("https://shop.example.com/api/a", "x")) }
         guard case .refused(let r)? = error else { Issue.record("\(String(describing: error))"); return }
-        #expect(r == GatewayRefusal(endpoint: .protected, status: 401, code: "bad_signature", action: GatewayRefusal.Action.none,
-                                    requestID: "5f0c", retryAfter: nil, limit: nil))
+        #expect(
+            r
+                == GatewayRefusal(
+                    endpoint: .protected, status: 401, code: "bad_signature", action: GatewayRefusal.Action.none,
+                    requestID: "5f0c", retryAfter: nil, limit: nil))
         #expect(gw.protectedCalls.count == 1)
     }
 
@@ -354,7 +366,9 @@ struct ClientBehaviourTests {
         let events = gw.events
         let firstAnswered = try #require(events.firstIndex(of: .answered(first)))
         for call in sent where call.counter! >= 5 {
-            #expect(events.firstIndex(of: .sent(call.protectedIndex))! > firstAnswered, "counter \(call.counter!) went before counter 1 was answered")
+            #expect(
+                events.firstIndex(of: .sent(call.protectedIndex))! > firstAnswered,
+                "counter \(call.counter!) went before counter 1 was answered")
         }
         #expect(sent.filter { $0.counter! <= 4 }.allSatisfy { events.firstIndex(of: .sent($0.protectedIndex))! < firstAnswered })
         // In parallel (a loaded machine may not fill the window before the 20 ms answers come).
@@ -362,7 +376,9 @@ struct ClientBehaviourTests {
         #expect((2...4).contains(await c.statistics.mostInFlight))
     }
 
-    @Test("a counterWindow route with a challenge each: at most maxChallengesPerKey in flight, each challenge used once, next challenges reused")
+    @Test(
+        "a counterWindow route with a challenge each: at most maxChallengesPerKey in flight, each challenge used once, next challenges reused"
+    )
     func counterWindowWithChallenges() async throws {
         let gw = ScriptedGateway(protectedDelay: 0.02)
         let c = AppAttestClient(
@@ -411,10 +427,12 @@ struct ClientBehaviourTests {
     func bodyBinding() async throws {
         let gw = ScriptedGateway()
         let service = FakeService()
-        let c = client(gw, service: service, routes: [
-            .init(pathPrefix: "/api/signed", binding: .body(challenge: .off)),
-            .init(pathPrefix: "/api/signed/challenged", binding: .body(challenge: .embedded)),
-        ])
+        let c = client(
+            gw, service: service,
+            routes: [
+                .init(pathPrefix: "/api/signed", binding: .body(challenge: .off)),
+                .init(pathPrefix: "/api/signed/challenged", binding: .body(challenge: .embedded)),
+            ])
         _ = try await c.send(Self.post("https://shop.example.com/api/signed/x", "{\"a\":1}"))
         var sent = try #require(gw.protectedCalls.last)
         #expect(sent.header("X-App-Attest-Challenge") == nil)
@@ -441,11 +459,13 @@ struct ClientBehaviourTests {
 
     @Test("routes match path prefixes on segment boundaries; the longest wins; else the default binding")
     func routeMatching() {
-        let config = AppAttestClient.Configuration(gateway: Self.gateway, routes: [
-            .init(pathPrefix: "/api/purchase", binding: .request(.v1)),
-            .init(pathPrefix: "/api/purchase/gift", binding: .body(challenge: .off)),
-            .init(pathPrefix: "/static/", binding: .request(.v1)),
-        ])
+        let config = AppAttestClient.Configuration(
+            gateway: Self.gateway,
+            routes: [
+                .init(pathPrefix: "/api/purchase", binding: .request(.v1)),
+                .init(pathPrefix: "/api/purchase/gift", binding: .body(challenge: .off)),
+                .init(pathPrefix: "/static/", binding: .request(.v1)),
+            ])
         #expect(config.binding(forPath: "/api/purchase") == .request(.v1))
         #expect(config.binding(forPath: "/api/purchase/7") == .request(.v1))
         #expect(config.binding(forPath: "/api/purchases") == .request(.v2))
@@ -474,7 +494,8 @@ struct ClientBehaviourTests {
         let dir = temporaryDirectory("client-relaunch")
         defer { try? FileManager.default.removeItem(at: dir) }
         let service = FakeService()
-        _ = try await client(gw, service: service, store: FileKeyIDStore(directory: dir)).send(Self.post("https://shop.example.com/api/a", "x"))
+        _ = try await client(gw, service: service, store: FileKeyIDStore(directory: dir)).send(
+            Self.post("https://shop.example.com/api/a", "x"))
         let relaunched = client(gw, service: service, store: FileKeyIDStore(directory: dir))
         _ = try await relaunched.send(Self.post("https://shop.example.com/api/a", "x"))
         #expect(gw.registerCalls.count == 1 && service.generatedKeys == 1)

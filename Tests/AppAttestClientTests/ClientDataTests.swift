@@ -25,7 +25,8 @@ struct ClientDataTests {
         #expect(hex(AttestClientData.sha256(Self.body)) == Self.bodySHA256)
         let target = try AttestClientData.requestTarget(of: Self.exampleURL)
         #expect(target == "/api/purchase?order=7")
-        let v1 = AttestClientData.request(.v1, challenge: Self.challenge, method: "POST", target: target, authority: "ignored", body: Self.body)
+        let v1 = AttestClientData.request(
+            .v1, challenge: Self.challenge, method: "POST", target: target, authority: "ignored", body: Self.body)
         #expect(v1.count == 114)
         #expect(v1 == Data(Self.v1Text.utf8))
         #expect(hex(AttestClientData.sha256(v1)) == Self.v1SHA256)
@@ -53,29 +54,33 @@ struct ClientDataTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    @Test("the authority of a URL: the contract's normal form", arguments: [
-        ("https://Shop.Example.com:443/p", "shop.example.com"),
-        ("http://shop.example.com./p", "shop.example.com"),
-        ("http://SHOP.example.com", "shop.example.com"),
-        ("https://shop.example.com:8443/p", "shop.example.com:8443"),
-        ("http://a.example:80/", "a.example"),
-        ("https://a.example:80/", "a.example:80"),
-        ("http://a.example:443/", "a.example:443"),
-        ("http://a.example:08080/", "a.example:8080"),
-        ("http://a.example:/", "a.example"),
-        ("http://127.0.0.1:8080/x", "127.0.0.1:8080"),
-        ("http://[::1]:8080/x", "[::1]:8080"),
-        ("https://[2001:DB8::1]:443/x", "[2001:db8::1]"),
-        ("http://[0:0::1]/", "[0:0::1]"),
-        ("http://my_host~1/", "my_host~1"),
-    ])
+    @Test(
+        "the authority of a URL: the contract's normal form",
+        arguments: [
+            ("https://Shop.Example.com:443/p", "shop.example.com"),
+            ("http://shop.example.com./p", "shop.example.com"),
+            ("http://SHOP.example.com", "shop.example.com"),
+            ("https://shop.example.com:8443/p", "shop.example.com:8443"),
+            ("http://a.example:80/", "a.example"),
+            ("https://a.example:80/", "a.example:80"),
+            ("http://a.example:443/", "a.example:443"),
+            ("http://a.example:08080/", "a.example:8080"),
+            ("http://a.example:/", "a.example"),
+            ("http://127.0.0.1:8080/x", "127.0.0.1:8080"),
+            ("http://[::1]:8080/x", "[::1]:8080"),
+            ("https://[2001:DB8::1]:443/x", "[2001:db8::1]"),
+            ("http://[0:0::1]/", "[0:0::1]"),
+            ("http://my_host~1/", "my_host~1"),
+        ])
     func authorityOfURL(_ url: String, _ expected: String) throws {
         #expect(try AttestClientData.authority(of: try #require(URL(string: url))) == expected)
     }
 
-    @Test("URLs whose authority the contract cannot bind are refused before signing", arguments: [
-        "ftp://a.example/p", "http://a.example../p", "file:///etc/passwd",
-    ])
+    @Test(
+        "URLs whose authority the contract cannot bind are refused before signing",
+        arguments: [
+            "ftp://a.example/p", "http://a.example../p", "file:///etc/passwd",
+        ])
     func authorityRefused(_ url: String) throws {
         #expect(throws: AppAttestClientError.self) { try AttestClientData.authority(of: try #require(URL(string: url))) }
     }
@@ -105,11 +110,15 @@ struct ClientDataTests {
             let scheme = Bool.random(using: &rng) ? "https" : "http"
             var host: String
             switch Int.random(in: 0..<10, using: &rng) {
-            case 0: host = "\(Int.random(in: 1...255, using: &rng)).\(Int.random(in: 0...255, using: &rng)).0.\(Int.random(in: 1...254, using: &rng))"
+            case 0:
+                host =
+                    "\(Int.random(in: 1...255, using: &rng)).\(Int.random(in: 0...255, using: &rng)).0.\(Int.random(in: 1...254, using: &rng))"
             case 1: host = ["[::1]", "[2001:DB8::1]", "[2001:db8:0:0::AbC]", "[::ffff:192.0.2.1]"].randomElement(using: &rng)!
             default:
                 let labels = (0..<Int.random(in: 1...4, using: &rng)).map { _ in
-                    String(decoding: (0..<Int.random(in: 1...12, using: &rng)).map { _ in nameBytes.randomElement(using: &rng)! }, as: UTF8.self)
+                    String(
+                        decoding: (0..<Int.random(in: 1...12, using: &rng)).map { _ in nameBytes.randomElement(using: &rng)! },
+                        as: UTF8.self)
                 }
                 host = labels.joined(separator: ".")
                 if Int.random(in: 0..<5, using: &rng) == 0 { host += "." }
@@ -122,7 +131,9 @@ struct ClientDataTests {
             case 3: port = ":\(Int.random(in: 1...65535, using: &rng))"
             default: port = ":8080"
             }
-            let path = "/" + (0..<Int.random(in: 0...3, using: &rng)).map { _ in ["api", "purchase", "a%2Fb", "x~y", "7"].randomElement(using: &rng)! }
+            let path =
+                "/"
+                + (0..<Int.random(in: 0...3, using: &rng)).map { _ in ["api", "purchase", "a%2Fb", "x~y", "7"].randomElement(using: &rng)! }
                 .joined(separator: "/")
             let query = Bool.random(using: &rng) ? "?order=\(i)&q=%41b" : ""
             let url = try #require(URL(string: "\(scheme)://\(host)\(port)\(path)\(query)"), "\(scheme)://\(host)\(port)\(path)\(query)")

@@ -1,7 +1,8 @@
 import AppAttestClient
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A gateway played in memory: each request is answered by `reply` (called under a lock, in arrival
@@ -18,13 +19,16 @@ final class ScriptedGateway: AppAttestTransport, @unchecked Sendable {
 
         /// A refusal of the contract: `{"error","action","requestId"}` and `X-Request-Id`.
         static func refusal(_ status: Int, _ code: String, _ action: String, requestID: String, headers: [String: String] = [:]) -> Reply {
-            json(status, "{\"error\":\"\(code)\",\"action\":\"\(action)\",\"requestId\":\"\(requestID)\"}",
-                 headers: headers.merging(["X-Request-Id": requestID]) { a, _ in a })
+            json(
+                status, "{\"error\":\"\(code)\",\"action\":\"\(action)\",\"requestId\":\"\(requestID)\"}",
+                headers: headers.merging(["X-Request-Id": requestID]) { a, _ in a })
         }
 
         /// A verified request forwarded: the upstream's answer with the next challenge.
-        static func verified(_ status: Int = 200, next: String, expires: String = "2999-01-01T00:00:00.000Z", body: String = "ok") -> Reply {
-            Reply(status: status, headers: ["X-App-Attest-Next-Challenge": next, "X-App-Attest-Next-Challenge-Expires": expires], body: body)
+        static func verified(_ status: Int = 200, next: String, expires: String = "2999-01-01T00:00:00.000Z", body: String = "ok") -> Reply
+        {
+            Reply(
+                status: status, headers: ["X-App-Attest-Next-Challenge": next, "X-App-Attest-Next-Challenge-Expires": expires], body: body)
         }
     }
 

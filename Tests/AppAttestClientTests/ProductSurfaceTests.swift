@@ -6,13 +6,16 @@ import AppAttestClientSimulator
 import Foundation
 import GatewayTestSupport
 import Testing
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite("What an app's tests need: two products, one default environment (real gatewayd)", .serialized, .timeLimit(.minutes(2)))
 struct ProductSurfaceTests {
-    @Test("the simulator's default environment is the gateway's default (production): a key of each, left at its defaults, registers and is accepted")
+    @Test(
+        "the simulator's default environment is the gateway's default (production): a key of each, left at its defaults, registers and is accepted"
+    )
     func defaultsAgree() async throws {
         let ca = try TestCA()
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("product-surface-\(UUID().uuidString)")
@@ -24,22 +27,26 @@ struct ProductSurfaceTests {
         let service = try SimulatedAppAttestService(appID: appID.description, ca: ca)
         #expect(service.environment == AttestEnvironment.production)
         // apps[] without `environments`: the gateway's default.
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            apps: [{team_id: ABCDE12345, bundle_ids: [com.example.shop]}]
-            trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
-            store: {kind: memory, shards: 4}
-            routes:
-              - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
-              - {name: default, match: {path_prefix: /}, upstream: demo}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: demo, url: demo}]
+                apps: [{team_id: ABCDE12345, bundle_ids: [com.example.shop]}]
+                trust: {extra_roots: [\(dir.appendingPathComponent("root.pem").path)], extra_receipt_roots: [\(dir.appendingPathComponent("receipt-root.pem").path)]}
+                store: {kind: memory, shards: 4}
+                routes:
+                  - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+                  - {name: default, match: {path_prefix: /}, upstream: demo}
+                """)
         defer { gw.stop() }
         let client = AppAttestClient(
-            configuration: .init(gateway: try #require(URL(string: gw.url("public", ""))), routes: [.init(pathPrefix: "/api/purchase", binding: .request(.v2))]),
-            service: service, keyStore: InMemoryKeyIDStore(), transport: URLSessionTransport(session: URLSession(configuration: .ephemeral)))
+            configuration: .init(
+                gateway: try #require(URL(string: gw.url("public", ""))),
+                routes: [.init(pathPrefix: "/api/purchase", binding: .request(.v2))]),
+            service: service, keyStore: InMemoryKeyIDStore(), transport: URLSessionTransport(session: URLSession(configuration: .ephemeral))
+        )
         var request = URLRequest(url: try #require(URL(string: gw.url("public", "/api/purchase"))))
         request.httpMethod = "POST"
         request.httpBody = Data("{\"sku\":1}".utf8)
@@ -50,8 +57,11 @@ struct ProductSurfaceTests {
         // code the docs explain (environment_mismatch) with an id /explain resolves to the reason.
         let development = try SimulatedAppAttestService(appID: appID.description, environment: .development, ca: ca)
         let devClient = AppAttestClient(
-            configuration: .init(gateway: try #require(URL(string: gw.url("public", ""))), routes: [.init(pathPrefix: "/api/purchase", binding: .request(.v2))]),
-            service: development, keyStore: InMemoryKeyIDStore(), transport: URLSessionTransport(session: URLSession(configuration: .ephemeral)))
+            configuration: .init(
+                gateway: try #require(URL(string: gw.url("public", ""))),
+                routes: [.init(pathPrefix: "/api/purchase", binding: .request(.v2))]),
+            service: development, keyStore: InMemoryKeyIDStore(),
+            transport: URLSessionTransport(session: URLSession(configuration: .ephemeral)))
         var refusal: GatewayRefusal?
         do {
             _ = try await devClient.send(request)

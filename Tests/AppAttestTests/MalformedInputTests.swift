@@ -252,7 +252,9 @@ struct MalformedInputTests {
     }
 
     /// 2,000 mutated attestations (round-robin over the real vectors): 1 to 3 bytes changed at random positions.
-    @Test("random byte changes in attestations never crash: some AppAttestError, malformed when the CBOR breaks, success only via the unsigned receipt")
+    @Test(
+        "random byte changes in attestations never crash: some AppAttestError, malformed when the CBOR breaks, success only via the unsigned receipt"
+    )
     func attestationRandomByteChanges() throws {
         var rng = MalformedRNG(seed: 0xA77E_57A7)
         let contexts = try validAttestations.map { v in
@@ -355,7 +357,9 @@ extension MalformedInputTests {
             #expect(code(parseAttestation(encode(setting(try attestationMap(), "fmt", value)))) == .malformed)
         }
 
-        @Test("fmt of another format is unsupported_format, even with a broken statement", arguments: ["packed", "none", "tpm", "android-key", "fido-u2f", "", "Apple-AppAttest", "apple-appattest "])
+        @Test(
+            "fmt of another format is unsupported_format, even with a broken statement",
+            arguments: ["packed", "none", "tpm", "android-key", "fido-u2f", "", "Apple-AppAttest", "apple-appattest "])
         func fmtOtherFormat(_ fmt: String) throws {
             let map = setting(try attestationMap(), "fmt", .text(fmt))
             #expect(code(parseAttestation(encode(map))) == .unsupportedFormat)
@@ -384,7 +388,8 @@ extension MalformedInputTests {
             let map = try attestationMap()
             let chain = try #require(map[text: "attStmt"]?.map?[text: "x5c"]?.array)
             for value: CBORValue? in [nil, chain[0], .map(CBORMap()), .text("x5c"), .null] {
-                #expect(code(parseAttestation(encode(try withStatement(map, "x5c", value)))) == .malformed, "\(value?.kindName ?? "absent")")
+                #expect(
+                    code(parseAttestation(encode(try withStatement(map, "x5c", value)))) == .malformed, "\(value?.kindName ?? "absent")")
             }
         }
 
@@ -435,7 +440,9 @@ extension MalformedInputTests {
             #expect(code(parseAttestation(encode(try withStatement(try attestationMap(), "receipt", value)))) == .malformed)
         }
 
-        @Test("authData missing or not a byte string is malformed", arguments: [nil, .text("authData"), .array([]), .map(CBORMap()), .unsigned(37)] as [CBORValue?])
+        @Test(
+            "authData missing or not a byte string is malformed",
+            arguments: [nil, .text("authData"), .array([]), .map(CBORMap()), .unsigned(37)] as [CBORValue?])
         func authDataWrongType(_ value: CBORValue?) throws {
             #expect(code(parseAttestation(encode(setting(try attestationMap(), "authData", value)))) == .malformed)
         }
@@ -473,7 +480,9 @@ extension MalformedInputTests {
             #expect(code(parseAssertion(encode(setting(try assertionMap(), "signature", value)))) == .malformed)
         }
 
-        @Test("assertion authenticatorData missing or not bytes is malformed", arguments: [nil, .text("x"), .array([]), .map(CBORMap()), .unsigned(0)] as [CBORValue?])
+        @Test(
+            "assertion authenticatorData missing or not bytes is malformed",
+            arguments: [nil, .text("x"), .array([]), .map(CBORMap()), .unsigned(0)] as [CBORValue?])
         func assertionAuthDataWrongType(_ value: CBORValue?) throws {
             #expect(code(parseAssertion(encode(setting(try assertionMap(), "authenticatorData", value)))) == .malformed)
         }
@@ -554,12 +563,14 @@ extension MalformedInputTests {
         static let badKeys: [(key: [UInt8], why: String)] = [
             (coseKey(kty: .unsigned(3)), "kty 3 (RSA)"), (coseKey(kty: .unsigned(1)), "kty 1 (OKP)"), (coseKey(kty: nil), "no kty"),
             (coseKey(kty: .text("EC2")), "kty as text"), (coseKey(crv: .unsigned(2)), "crv 2 (P-384)"), (coseKey(crv: nil), "no crv"),
-            (coseKey(crv: .negative(0)), "crv -1"), (coseKey(alg: .negative(7)), "alg -8 (EdDSA)"), (coseKey(alg: .text("ES256")), "alg as text"),
+            (coseKey(crv: .negative(0)), "crv -1"), (coseKey(alg: .negative(7)), "alg -8 (EdDSA)"),
+            (coseKey(alg: .text("ES256")), "alg as text"),
             (coseKey(x: .bytes(Array(pointX.prefix(31)))), "x of 31 bytes"), (coseKey(x: .bytes(pointX + [0])), "x of 33 bytes"),
             (coseKey(x: nil), "no x"), (coseKey(x: .text(String(repeating: "a", count: 32))), "x as text"),
             (coseKey(y: .bytes(Array(pointY.prefix(31)))), "y of 31 bytes"), (coseKey(y: nil), "no y"),
             (coseKey(y: .unsigned(0)), "y as integer"),
-            (CBOREncoder.encode(.array([.unsigned(2)])), "an array, not a map"), (CBOREncoder.encode(.bytes([0x04] + pointX + pointY)), "a raw point"),
+            (CBOREncoder.encode(.array([.unsigned(2)])), "an array, not a map"),
+            (CBOREncoder.encode(.bytes([0x04] + pointX + pointY)), "a raw point"),
             ([0xa5, 0x01, 0x02], "a truncated map"), ([0xbf, 0x01, 0x02, 0xff], "an indefinite map"), ([0xff], "a break code"),
             (hexBytes("a2010201") + [0x03], "a duplicate kty key"),
         ]
@@ -609,7 +620,9 @@ extension MalformedInputTests {
             #expect(code(parseAuthData(attestationAuthData(), .assertion)) == .malformed)
         }
 
-        @Test("the iOS 27 extensions map after an assertion's counter is parsed, with and without ED", arguments: [UInt8(0x41), 0xc1, 0x01, 0x81])
+        @Test(
+            "the iOS 27 extensions map after an assertion's counter is parsed, with and without ED",
+            arguments: [UInt8(0x41), 0xc1, 0x01, 0x81])
         func assertionExtensions(_ flags: UInt8) throws {
             let a = try AuthenticatorData.parse(header(flags: flags, signCount: 42) + appleExtensions, kind: .assertion)
             #expect(a.extensions?.validationCategory == .appStore)

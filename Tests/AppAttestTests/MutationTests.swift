@@ -2,8 +2,8 @@ import AppAttest
 import AppAttestSimulator
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 import Testing
 
 /// Each check of the verifiers, broken on its own by one simulator mutation: the verification must
@@ -272,7 +272,9 @@ struct AttestationMutationTests {
 
     // MARK: format and structure
 
-    @Test("unsupported_format: any fmt but apple-appattest", arguments: ["packed", "none", "tpm", "apple", "apple-appattest ", "Apple-AppAttest", ""])
+    @Test(
+        "unsupported_format: any fmt but apple-appattest",
+        arguments: ["packed", "none", "tpm", "apple", "apple-appattest ", "Apple-AppAttest", ""])
     func format(_ fmt: String) throws {
         try expectAttestation(.unsupportedFormat, "fmt \"\(fmt)\"", .init(format: fmt))
     }
@@ -323,17 +325,21 @@ struct AssertionMutationTests {
         var tampered = clientData
         tampered[tampered.count - 2] = UInt8(ascii: "9")
         expectAppAttestFailure(.badSignature, "client data changed") {
-            try verifier.verify(assertion: assertion, publicKey: verified.publicKey, clientDataHash: SHA256.hash(tampered), previousCounter: 0)
+            try verifier.verify(
+                assertion: assertion, publicKey: verified.publicKey, clientDataHash: SHA256.hash(tampered), previousCounter: 0)
         }
         expectAppAttestFailure(.badSignature, "raw client data instead of its hash") {
             try verifier.verify(assertion: assertion, publicKey: verified.publicKey, clientDataHash: clientData, previousCounter: 0)
         }
-        let signedOther = device.assert(clientDataHash: SHA256.hash(clientData), mutations: .init(signedClientDataHash: SHA256.hash(tampered)))
+        let signedOther = device.assert(
+            clientDataHash: SHA256.hash(clientData), mutations: .init(signedClientDataHash: SHA256.hash(tampered)))
         expectAppAttestFailure(.badSignature, "device signed other client data") {
-            try verifier.verify(assertion: signedOther, publicKey: verified.publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: 0)
+            try verifier.verify(
+                assertion: signedOther, publicKey: verified.publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: 0)
         }
         // The untampered one still verifies.
-        _ = try verifier.verify(assertion: assertion, publicKey: verified.publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: 0)
+        _ = try verifier.verify(
+            assertion: assertion, publicKey: verified.publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: 0)
     }
 
     @Test("bad_signature: authenticatorData changed after signing", arguments: [32, 33, 36])
@@ -341,7 +347,8 @@ struct AssertionMutationTests {
         // 32: flags (0x40 → 0x41), 33 and 36: the counter. None of these breaks another check.
         let (device, verified, verifier) = try attestedDevice()
         let hash = F.clientDataHash()
-        let assertion = device.makeAssertion(clientDataHash: hash, mutations: .init(counter: 0x0100_0005, tamperedAuthenticatorDataByte: byte))
+        let assertion = device.makeAssertion(
+            clientDataHash: hash, mutations: .init(counter: 0x0100_0005, tamperedAuthenticatorDataByte: byte))
         expectAppAttestFailure(.badSignature, "byte \(byte)") {
             try verifier.verify(assertion: assertion.bytes, publicKey: verified.publicKey, clientDataHash: hash, previousCounter: 0)
         }
@@ -364,7 +371,8 @@ struct AssertionMutationTests {
         }
         let other = F.device()
         expectAppAttestFailure(.badSignature, "another device's key") {
-            try verifier.verify(assertion: other.assert(clientDataHash: hash), publicKey: verified.publicKey, clientDataHash: hash, previousCounter: 0)
+            try verifier.verify(
+                assertion: other.assert(clientDataHash: hash), publicKey: verified.publicKey, clientDataHash: hash, previousCounter: 0)
         }
         var corrupted = device.makeAssertion(clientDataHash: hash).signature
         corrupted[corrupted.count - 1] ^= 0x01
@@ -379,7 +387,8 @@ struct AssertionMutationTests {
         expectAppAttestFailure(.badSignature, "signature over SHA256(nonce) treated as message") {
             try verifier.verify(
                 assertion: device.assert(
-                    clientDataHash: hash, mutations: .init(counter: made2.counter, signature: device.privateKey.signature(for: SHA256.hash(nonce)))),
+                    clientDataHash: hash,
+                    mutations: .init(counter: made2.counter, signature: device.privateKey.signature(for: SHA256.hash(nonce)))),
                 publicKey: verified.publicKey, clientDataHash: hash, previousCounter: 0)
         }
     }

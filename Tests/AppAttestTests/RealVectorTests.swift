@@ -1,7 +1,7 @@
-@_exported import GatewayTestSupport
 import AppAttest
 import Foundation
 import GatewayCrypto
+@_exported import GatewayTestSupport
 import GatewayWire
 import Testing
 

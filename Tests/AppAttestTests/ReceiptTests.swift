@@ -73,15 +73,17 @@ struct ReceiptTests {
         _ = try Self.verifier.verify(
             v.bytes("receipt_b64"), expecting: .init(attestedKey: .certificate(attestation.x5c[0])), at: v.instant)
         // Signed by Apple's receipt-signing certificate, through Application Integration CA 5 - G1, to G3.
-        #expect(ok.chain.map(\.subject) == [
-            "C=US,O=Apple Inc.,CN=Application Attestation Fraud Receipt Signing",
-            "C=US,O=Apple Inc.,OU=Apple Certification Authority,CN=Apple Application Integration CA 5 - G1",
-            "C=US,O=Apple Inc.,OU=Apple Certification Authority,CN=Apple Root CA - G3",
-        ])
+        #expect(
+            ok.chain.map(\.subject) == [
+                "C=US,O=Apple Inc.,CN=Application Attestation Fraud Receipt Signing",
+                "C=US,O=Apple Inc.,OU=Apple Certification Authority,CN=Apple Application Integration CA 5 - G1",
+                "C=US,O=Apple Inc.,OU=Apple Certification Authority,CN=Apple Root CA - G3",
+            ])
     }
 
-    @Test("every distinct real attestation's receipt verifies with its attestation at the receipt's creation time",
-          arguments: VectorCase.attestationsWithReceipts)
+    @Test(
+        "every distinct real attestation's receipt verifies with its attestation at the receipt's creation time",
+        arguments: VectorCase.attestationsWithReceipts)
     func attestationReceipt(_ v: VectorCase) throws {
         let object = try Self.attestationObject(v)
         let at = try Self.creationInstant(object.receipt)
@@ -104,9 +106,10 @@ struct ReceiptTests {
             let r = try AppAttestReceipt.parseStored(v.bytes("receipt_b64"))
             #expect(r.notBefore!.millis - r.creationTime.millis == 86_400_000)
             #expect(r.expirationTime!.millis - r.creationTime.millis == Int64(90 * 86_400_000))
-            let attest = try #require(VectorCase.receipts.first {
-                $0.string("receipt_type") == "ATTEST" && $0.string("key_id_b64") == v.string("key_id_b64")
-            })
+            let attest = try #require(
+                VectorCase.receipts.first {
+                    $0.string("receipt_type") == "ATTEST" && $0.string("key_id_b64") == v.string("key_id_b64")
+                })
             let hash = attest.bytes("client_hash_b64")
             #expect(r.clientHash != hash)
             #expect(r.clientHash == ReceiptContents.garbled(hash), "\(v.name)")
@@ -180,7 +183,8 @@ struct ReceiptTests {
             #expect(Self.failure { try Self.verifier.verify(b, expecting: s.expectation, at: s.at) } != nil, "byte \(i)")
         }
         // Cut short, or not a receipt at all.
-        #expect(Self.failure { try Self.verifier.verify(Array(s.receipt.prefix(500)), expecting: s.expectation, at: s.at) }?.code == .malformed)
+        #expect(
+            Self.failure { try Self.verifier.verify(Array(s.receipt.prefix(500)), expecting: s.expectation, at: s.at) }?.code == .malformed)
         #expect(Self.failure { try Self.verifier.verify([], expecting: s.expectation, at: s.at) }?.code == .malformed)
         #expect(Self.failure { try Self.verifier.verify(s.certificate, expecting: s.expectation, at: s.at) }?.code == .malformed)
     }
@@ -194,10 +198,12 @@ struct ReceiptTests {
         let testRootOnly = ReceiptVerifier(roots: [ca.receiptRoot])
         #expect(Self.failure { try testRootOnly.verify(s.receipt, expecting: s.expectation, at: s.at) }?.code == .chainUntrusted)
         // And Apple's root alone refuses the test CA's receipts.
-        let simulated = try ca.issueReceipt(ReceiptContents.attest(
-            appID: s.appID, certificate: s.certificate, clientDataHash: s.clientDataHash, environment: .development, at: s.at))
+        let simulated = try ca.issueReceipt(
+            ReceiptContents.attest(
+                appID: s.appID, certificate: s.certificate, clientDataHash: s.clientDataHash, environment: .development, at: s.at))
         #expect(Self.failure { try Self.verifier.verify(simulated, expecting: s.expectation, at: s.at) }?.code == .chainUntrusted)
-        #expect(Self.failure { try ReceiptVerifier(extraRoots: [ca.receiptRoot]).verify(simulated, expecting: s.expectation, at: s.at) } == nil)
+        #expect(
+            Self.failure { try ReceiptVerifier(extraRoots: [ca.receiptRoot]).verify(simulated, expecting: s.expectation, at: s.at) } == nil)
     }
 
     @Test("the chain is checked at the instant: Apple's receipt signers expire after about a year")
@@ -225,8 +231,9 @@ struct ReceiptTests {
         // A RECEIPT of the same key where the attestation's ATTEST receipt is expected.
         let refreshed = try #require(VectorCase.receipts.first { $0.name == "veehaitch-ios-14.4-receipt-db4be8c9" })
         let refreshedAt = refreshed.instant
-        #expect(Self.failure { try Self.verifier.verify(refreshed.bytes("receipt_b64"), expecting: s.expectation, at: refreshedAt) }?.code
-            == .typeMismatch)
+        #expect(
+            Self.failure { try Self.verifier.verify(refreshed.bytes("receipt_b64"), expecting: s.expectation, at: refreshedAt) }?.code
+                == .typeMismatch)
         // Field 4 of the ATTEST receipt is another clientDataHash (the attestation was made for another challenge).
         var challenge = s.expectation
         challenge.clientDataHash = SHA256.hash(Array("another challenge".utf8))
@@ -234,7 +241,9 @@ struct ReceiptTests {
         // Never compared in a RECEIPT, whose field 4 Apple garbles.
         var receiptExpectation = challenge
         receiptExpectation.kind = .receipt
-        #expect(Self.failure { try Self.verifier.verify(refreshed.bytes("receipt_b64"), expecting: receiptExpectation, at: refreshedAt) } == nil)
+        #expect(
+            Self.failure { try Self.verifier.verify(refreshed.bytes("receipt_b64"), expecting: receiptExpectation, at: refreshedAt) } == nil
+        )
     }
 
     @Test("creation time: not in the future (a minute of clock skew allowed); a maximum age when asked")
@@ -242,14 +251,17 @@ struct ReceiptTests {
         let s = try Self.sample()
         let created = try AppAttestReceipt.parseStored(s.receipt).creationTime
         let createdAt = Date(timeIntervalSince1970: Double(created.millis) / 1000)
-        #expect(Self.failure { try Self.verifier.verify(s.receipt, expecting: s.expectation, at: createdAt.addingTimeInterval(-120)) }?.code
-            == .creationTimeInvalid)
-        #expect(Self.failure { try Self.verifier.verify(s.receipt, expecting: s.expectation, at: createdAt.addingTimeInterval(-30)) } == nil)
+        #expect(
+            Self.failure { try Self.verifier.verify(s.receipt, expecting: s.expectation, at: createdAt.addingTimeInterval(-120)) }?.code
+                == .creationTimeInvalid)
+        #expect(
+            Self.failure { try Self.verifier.verify(s.receipt, expecting: s.expectation, at: createdAt.addingTimeInterval(-30)) } == nil)
         var fresh = s.expectation
         fresh.maxAgeMillis = 300_000
         #expect(Self.failure { try Self.verifier.verify(s.receipt, expecting: fresh, at: createdAt.addingTimeInterval(299)) } == nil)
-        #expect(Self.failure { try Self.verifier.verify(s.receipt, expecting: fresh, at: createdAt.addingTimeInterval(301)) }?.code
-            == .creationTimeInvalid)
+        #expect(
+            Self.failure { try Self.verifier.verify(s.receipt, expecting: fresh, at: createdAt.addingTimeInterval(301)) }?.code
+                == .creationTimeInvalid)
     }
 
     static func find(_ needle: [UInt8], in hay: [UInt8]) -> Int? {
@@ -278,7 +290,8 @@ struct ReceiptPayloadTests {
     static func verify(_ ca: TestCA, _ receipt: [UInt8], _ a: SimulatedAttestation, at: Date = at) throws(ReceiptError) -> VerifiedReceipt {
         try ReceiptVerifier(extraRoots: [ca.receiptRoot]).verify(
             receipt,
-            expecting: .init(appID: appID, attestedKey: .certificate(a.credentialCertificate.der), kind: .attest, clientDataHash: a.clientDataHash),
+            expecting: .init(
+                appID: appID, attestedKey: .certificate(a.credentialCertificate.der), kind: .attest, clientDataHash: a.clientDataHash),
             at: at)
     }
 
@@ -302,9 +315,10 @@ struct ReceiptPayloadTests {
         let real = try #require(VectorCase.receipts.first { $0.string("receipt_type") == "ATTEST" })
         #expect(Array(real.bytes("receipt_b64").prefix(2)) == [0x30, 0x80])
         // The verifier of a production gateway (G3 only) refuses it.
-        #expect(ReceiptTests.failure {
-            try ReceiptVerifier().verify(a.receipt, expecting: .init(), at: Self.at)
-        }?.code == .chainUntrusted)
+        #expect(
+            ReceiptTests.failure {
+                try ReceiptVerifier().verify(a.receipt, expecting: .init(), at: Self.at)
+            }?.code == .chainUntrusted)
     }
 
     @Test("the RECEIPT builder reproduces Apple's refreshed receipts: order, dates, metric, garbled field 4 byte for byte")
@@ -314,7 +328,8 @@ struct ReceiptPayloadTests {
         let later = Self.at.addingTimeInterval(3 * 86_400 + 0.46)
         let receipt = try ca.issueReceipt(attest.refreshed(riskMetric: 7, at: later))
         let ok = try ReceiptVerifier(extraRoots: [ca.receiptRoot]).verify(
-            receipt, expecting: .init(appID: Self.appID, attestedKey: .publicKey(a.credentialCertificate.p256PublicKey()!.x962), kind: .receipt),
+            receipt,
+            expecting: .init(appID: Self.appID, attestedKey: .publicKey(a.credentialCertificate.p256PublicKey()!.x962), kind: .receipt),
             at: later.addingTimeInterval(1))
         let r = ok.receipt
         #expect(r.fields.map(\.type) == [17, 6, 2, 3, 4, 5, 7, 12, 19, 21])  // the real RECEIPTs' order
@@ -333,13 +348,16 @@ struct ReceiptPayloadTests {
         #expect(ReceiptContents.garbled(realAttest.bytes("client_hash_b64")) == realReceipt.bytes("client_hash_b64"))
     }
 
-    @Test("refreshing a real receipt with the builder gives Apple's RECEIPT payload byte for byte", arguments: VectorCase.receipts.filter {
-        $0.string("receipt_type") == "RECEIPT"
-    })
-    func refreshedMatchesApple(_ v: VectorCase) throws {
-        let attest = try #require(VectorCase.receipts.first {
-            $0.string("receipt_type") == "ATTEST" && $0.string("key_id_b64") == v.string("key_id_b64")
+    @Test(
+        "refreshing a real receipt with the builder gives Apple's RECEIPT payload byte for byte",
+        arguments: VectorCase.receipts.filter {
+            $0.string("receipt_type") == "RECEIPT"
         })
+    func refreshedMatchesApple(_ v: VectorCase) throws {
+        let attest = try #require(
+            VectorCase.receipts.first {
+                $0.string("receipt_type") == "ATTEST" && $0.string("key_id_b64") == v.string("key_id_b64")
+            })
         let real = try AppAttestReceipt.parseStored(v.bytes("receipt_b64"))
         let previous = ReceiptContents(try AppAttestReceipt.parseStored(attest.bytes("receipt_b64")))
         let built = previous.refreshed(
@@ -374,24 +392,28 @@ struct ReceiptPayloadTests {
         #expect(try code { $0.timeTextOverrides = [12: "2026-05-28 20:26:40Z"] } == .malformed)
         #expect(try code { $0.timeTextOverrides = [21: "tomorrow"] } == .malformed)
         #expect(try code { $0.type = "RECEIPT" } == .malformed)  // a RECEIPT without a risk metric
-        #expect(try code {
-            $0.type = "RECEIPT"
-            $0.riskMetric = 3
-        } == .typeMismatch)
+        #expect(
+            try code {
+                $0.type = "RECEIPT"
+                $0.riskMetric = 3
+            } == .typeMismatch)
         #expect(try code { $0.extraFields = [.init(type: 17, value: Array("3x".utf8))] } == .malformed)
         #expect(try code { $0.type = "SOMETHING" } == .typeMismatch)
         // Text fields are UTF-8 or malformed, the token too (fuzz/FailCases/FuzzReceipt: it was decoded
         // lossily, its bytes replaced by U+FFFD).
         for type in [5, 7] {
-            #expect(try code {
-                $0.omittedFields = [type]
-                $0.extraFields = [.init(type: type, value: [0x61, 0xff, 0x62])]
-            } == .malformed, "field \(type)")
+            #expect(
+                try code {
+                    $0.omittedFields = [type]
+                    $0.extraFields = [.init(type: type, value: [0x61, 0xff, 0x62])]
+                } == .malformed, "field \(type)")
         }
         #expect(try code { $0.appID = "ABCDE12345.com.example.other" } == .appIDMismatch)
         #expect(try code { $0.creationTime = Self.at.addingTimeInterval(600) } == .creationTimeInvalid)
         // Not Apple's field set at all: fields that are not SEQUENCE {INTEGER, INTEGER, OCTET STRING}.
-        for payload: [UInt8] in [[0x30, 0x00], [0x31, 0x03, 0x02, 0x01, 0x02], [0x31, 0x05, 0x30, 0x03, 0x02, 0x01, 0x02], [0x31, 0x00, 0x00]] {
+        for payload: [UInt8] in [
+            [0x30, 0x00], [0x31, 0x03, 0x02, 0x01, 0x02], [0x31, 0x05, 0x30, 0x03, 0x02, 0x01, 0x02], [0x31, 0x00, 0x00],
+        ] {
             let signed = try ca.issueReceipt(payload: payload)
             #expect(ReceiptTests.failure { try Self.verify(ca, signed, a) }?.code == .malformed, "\(payload)")
         }
@@ -406,9 +428,10 @@ struct ReceiptPayloadTests {
         #expect(ReceiptTime("2020-11-27T22:41:40Z")?.millis == 1_606_516_900_000)
         #expect(ReceiptTime("2020-11-27T23:41:40.46+01:00")?.millis == 1_606_516_900_460)
         #expect(ReceiptTime("2024-02-29T00:00:00Z") != nil)
-        for bad in ["2023-02-29T00:00:00Z", "2020-11-27T22:41:40.Z", "2020-11-27T22:41:40.1234567890Z", "2020-11-27T22:41:40",
-                    "2020-11-27 22:41:40Z", "2020-13-01T00:00:00Z", "2020-11-27T24:00:00Z", "2020-11-27T22:41:40Zjunk", ""]
-        {
+        for bad in [
+            "2023-02-29T00:00:00Z", "2020-11-27T22:41:40.Z", "2020-11-27T22:41:40.1234567890Z", "2020-11-27T22:41:40",
+            "2020-11-27 22:41:40Z", "2020-13-01T00:00:00Z", "2020-11-27T24:00:00Z", "2020-11-27T22:41:40Zjunk", "",
+        ] {
             #expect(ReceiptTime(bad) == nil, "\(bad)")
         }
         #expect(ReceiptContents.timeText(Date(timeIntervalSince1970: 1_606_516_900.46)) == "2020-11-27T22:41:40.46Z")
@@ -454,11 +477,14 @@ struct KeyAccessControlTests {
         let ok = try verifier.verify(attestation: mac.attest(clientDataHash: hash), keyID: mac.keyID, clientDataHash: hash, at: Date())
         #expect(ok.keyAccessControl?.requiresMacOSFullSecurity == true)
         let phone = SimulatedDevice(appID: app, ca: ca)
-        #expect(try verifier.verify(attestation: phone.attest(clientDataHash: hash), keyID: phone.keyID, clientDataHash: hash, at: Date())
-            .keyAccessControl == nil)
-        let twice = try mac.attest(clientDataHash: hash, mutations: AttestationMutations(extraLeafExtensions: [
-            .init(oid: KeyAccessControl.oid, critical: false, value: KeyAccessControl.extensionValue(blob: [1]))
-        ]))
+        #expect(
+            try verifier.verify(attestation: phone.attest(clientDataHash: hash), keyID: phone.keyID, clientDataHash: hash, at: Date())
+                .keyAccessControl == nil)
+        let twice = try mac.attest(
+            clientDataHash: hash,
+            mutations: AttestationMutations(extraLeafExtensions: [
+                .init(oid: KeyAccessControl.oid, critical: false, value: KeyAccessControl.extensionValue(blob: [1]))
+            ]))
         #expect(throws: AppAttestError(.malformed, "")) {
             try verifier.verify(attestation: twice, keyID: mac.keyID, clientDataHash: hash, at: Date())
         }

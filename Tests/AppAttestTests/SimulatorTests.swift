@@ -2,8 +2,8 @@ import AppAttest
 import AppAttestSimulator
 import Foundation
 import GatewayCrypto
-import SimulatorPKI
 import GatewayWire
+import SimulatorPKI
 import Testing
 
 /// Shared set-up of the simulator and mutation tests: one trusted test CA, one look-alike CA that is
@@ -333,7 +333,9 @@ struct KeyAndCertificateSimulatorTests {
         #expect(cert.notAfter == 2_600_000_000)  // 2052: GeneralizedTime
         #expect(cert.p256PublicKey()?.x962 == key.publicKeyX962)
         #expect(cert.extension(oid: "1.3.6.1.4.1.55555.1") == .present(value: [0x04, 0x02, 0xca, 0xfe], critical: false))
-        #expect(cert.extension(oid: "2.5.29.14") == .present(value: [0x04, 0x14] + CertificateBuilder.keyIdentifier(x962: key.publicKeyX962), critical: false))
+        #expect(
+            cert.extension(oid: "2.5.29.14")
+                == .present(value: [0x04, 0x14] + CertificateBuilder.keyIdentifier(x962: key.publicKeyX962), critical: false))
         #expect(cert.extension(oid: "1.2.3.4") == .absent)
         _ = try X509ChainVerifier(roots: [cert]).verify(leaf: cert, intermediates: [], at: 1_500_000_000)
         #expect(try X509Certificate.parsePEM(X509Certificate.pem([cert, cert])).map(\.der) == [cert.der, cert.der])
@@ -423,7 +425,8 @@ struct ExtensionsSimulatorTests {
             let e = SimulatedExtensions(validationCategory: .appStore, bundleVersion: version, setsExtensionDataFlag: edFlag)
             let assertion = device.makeAssertion(clientDataHash: hash, extensions: e)
             #expect(assertion.authenticatorData[32] == (edFlag ? 0xc0 : 0x40))
-            let ok = try verifier.verify(assertion: assertion.bytes, publicKey: verified.publicKey, clientDataHash: hash, previousCounter: stored)
+            let ok = try verifier.verify(
+                assertion: assertion.bytes, publicKey: verified.publicKey, clientDataHash: hash, previousCounter: stored)
             #expect(ok.validationCategory == .appStore)
             #expect(ok.validationCategory?.name == "app_store")
             #expect(ok.bundleVersion == version)

@@ -74,12 +74,12 @@ struct AppleStandInTests {
         // …and the gateway takes it as it is: `gatewayd check` holds it to the rule of every secret file.
         let yaml = dir.appendingPathComponent("gateway.yaml")
         try """
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: default, match: {path_prefix: /}, upstream: demo}]
-            store: {kind: memory, data_dir: \(dir.appendingPathComponent("data").path)}
-            apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(keyFile), attest_data_url: \(sim.url), ca_file: \(dir.appendingPathComponent("root.pem").path)}
-            """.write(to: yaml, atomically: true, encoding: .utf8)
+        listeners: [{name: public, address: 127.0.0.1:0}]
+        upstreams: [{name: demo, url: demo}]
+        routes: [{name: default, match: {path_prefix: /}, upstream: demo}]
+        store: {kind: memory, data_dir: \(dir.appendingPathComponent("data").path)}
+        apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(keyFile), attest_data_url: \(sim.url), ca_file: \(dir.appendingPathComponent("root.pem").path)}
+        """.write(to: yaml, atomically: true, encoding: .utf8)
         let checked = try runProcess(gatewaydBinary, ["check", "--config", yaml.path])
         #expect(checked.status == 0, "\(checked.stdout) \(checked.stderr)")
         let key = try ECPrivateKey(pem: try String(contentsOfFile: keyFile, encoding: .utf8))
@@ -92,7 +92,8 @@ struct AppleStandInTests {
         let (status, head, answer) = try post(endpoint, ca: root, token: token, body: body)
         #expect(status == 200, "\(head)")
         #expect(head.lowercased().contains("content-type: base64"))
-        let refreshed = try ReceiptVerifier(roots: [ca.receiptRoot]).verify(try Base64.decode(answer), expecting: .init(kind: .receipt), at: Date())
+        let refreshed = try ReceiptVerifier(roots: [ca.receiptRoot]).verify(
+            try Base64.decode(answer), expecting: .init(kind: .receipt), at: Date())
         #expect(refreshed.receipt.riskMetric == 1)
         #expect(refreshed.receipt.notBefore!.millis - refreshed.receipt.creationTime.millis == 60_000)
 
@@ -131,9 +132,12 @@ struct AppleStandInTests {
 
     @Test("usage: --listen must be HOST:PORT; a CA that is not there is named")
     func usage() throws {
-        let r = try runProcess(attestSimBinary, ["apple", "--listen", "8443", "--ca", "/nonexistent", "--team-id", "A", "--key-id", "B", "--team-key", "/tmp/x.p8"])
+        let r = try runProcess(
+            attestSimBinary,
+            ["apple", "--listen", "8443", "--ca", "/nonexistent", "--team-id", "A", "--key-id", "B", "--team-key", "/tmp/x.p8"])
         #expect(r.status == 2 && r.stderr.contains("--listen must be HOST:PORT"))
-        let noCA = try runProcess(attestSimBinary, ["apple", "--ca", "/nonexistent", "--team-id", "A", "--key-id", "B", "--team-key", "/tmp/x.p8"])
+        let noCA = try runProcess(
+            attestSimBinary, ["apple", "--ca", "/nonexistent", "--team-id", "A", "--key-id", "B", "--team-key", "/tmp/x.p8"])
         #expect(noCA.status == 2 && noCA.stderr.contains("--ca: "))
     }
 }

@@ -1,7 +1,7 @@
 import AppAttestSimulator
 import Foundation
-import GatewayWire
 import GatewayTestSupport
+import GatewayWire
 import Testing
 
 @Suite("attest-sim command line: usage errors exit 2 and say why", .serialized, .timeLimit(.minutes(1)))

@@ -12,7 +12,9 @@ struct FloodAndRetryTests {
         let server = try LoopbackServer { r in
             seen.mutate { $0.append(r) }
             return seen.value.count == 1
-                ? .bytes(httpResponse(429, "Too Many Requests", headers: [("Retry-After", "1")], body: "{\"error\":\"rate_limited\"}"), close: false)
+                ? .bytes(
+                    httpResponse(429, "Too Many Requests", headers: [("Retry-After", "1")], body: "{\"error\":\"rate_limited\"}"),
+                    close: false)
                 : .bytes(httpResponse(201, "Created", body: "{\"challenge\":\"c\"}"), close: false)
         }
         defer { server.stop() }
@@ -29,7 +31,9 @@ struct FloodAndRetryTests {
         #expect(seen.value.count == 2 && seen.value[0].raw == seen.value[1].raw)
         // Without retries left, the 429 is the answer.
         var none = 0
-        let server429 = try LoopbackServer { _ in .bytes(httpResponse(429, "Too Many Requests", headers: [("Retry-After", "1")]), close: false) }
+        let server429 = try LoopbackServer { _ in
+            .bytes(httpResponse(429, "Too Many Requests", headers: [("Retry-After", "1")]), close: false)
+        }
         defer { server429.stop() }
         let other = GatewaySession(client: HTTPClient(endpoint: Self.endpoint(server429), timeout: 5), paths: GatewayPaths())
         defer { other.client.close() }
@@ -47,11 +51,15 @@ struct FloodAndRetryTests {
                 return s.count
             }
             return n % 2 == 0
-                ? .bytes(httpResponse(429, "Too Many Requests", headers: [("Retry-After", "1")], body: "{\"error\":\"rate_limited\",\"action\":\"retry_later\"}"), close: false)
+                ? .bytes(
+                    httpResponse(
+                        429, "Too Many Requests", headers: [("Retry-After", "1")],
+                        body: "{\"error\":\"rate_limited\",\"action\":\"retry_later\"}"), close: false)
                 : .bytes(httpResponse(201, "Created", body: "{\"challenge\":\"c\"}"), close: false)
         }
         defer { server.stop() }
-        let report = FloodRunner(options: try FloodOptions(endpoint: Self.endpoint(server), seconds: 0.3, connections: 2, keyIDs: .random)).run()
+        let report = FloodRunner(options: try FloodOptions(endpoint: Self.endpoint(server), seconds: 0.3, connections: 2, keyIDs: .random))
+            .run()
         #expect(report.sent == seen.value.count)
         #expect(report.sent > 10)
         #expect(seen.value.withKey == seen.value.count)

@@ -21,9 +21,12 @@ struct ClientDataTests {
         #expect(Binding.body.clientData(challenge: "c", method: "POST", target: "/", body: [1, 2]) == [1, 2])
         // Version 2 (the default) adds the authority line; version 1 is the form above.
         #expect(
-            String(decoding: Binding.request.clientData(challenge: "c", method: "GET", target: "/", body: [], authority: "a.example"), as: UTF8.self)
+            String(
+                decoding: Binding.request.clientData(challenge: "c", method: "GET", target: "/", body: [], authority: "a.example"),
+                as: UTF8.self)
                 == "c\nGET\n/\ne3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\na.example")
-        #expect(Binding.request.clientData(challenge: "c", method: "GET", target: "/", body: [], version: .v1, authority: "a.example") == empty)
+        #expect(
+            Binding.request.clientData(challenge: "c", method: "GET", target: "/", body: [], version: .v1, authority: "a.example") == empty)
         #expect(ClientData.registrationHash(challenge: "abc") == SHA256.hash(Array("abc".utf8)))
     }
 
@@ -41,15 +44,19 @@ struct ClientDataTests {
         let assertion = try Base64.decode(try #require(headers["X-App-Assertion"]))
         let verifier = AssertionVerifier(appIDs: [Self.appID])
         // Signed over version 2 with the Host's normal form.
-        let cd = ClientData.forRequest(.v2, challenge: "CHAL", method: "POST", target: "/api/purchase", authority: "shop.example", body: body)
+        let cd = ClientData.forRequest(
+            .v2, challenge: "CHAL", method: "POST", target: "/api/purchase", authority: "shop.example", body: body)
         let v = try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(cd), previousCounter: 0)
         #expect(v.signCount == 1)
         // Another target, or another host, does not verify.
-        let other = ClientData.forRequest(.v2, challenge: "CHAL", method: "POST", target: "/api/purchase?x", authority: "shop.example", body: body)
-        let elsewhere = ClientData.forRequest(.v2, challenge: "CHAL", method: "POST", target: "/api/purchase", authority: "b.example", body: body)
+        let other = ClientData.forRequest(
+            .v2, challenge: "CHAL", method: "POST", target: "/api/purchase?x", authority: "shop.example", body: body)
+        let elsewhere = ClientData.forRequest(
+            .v2, challenge: "CHAL", method: "POST", target: "/api/purchase", authority: "b.example", body: body)
         for wrong in [other, elsewhere] {
             #expect(throws: AppAttestError.self) {
-                try verifier.verify(assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(wrong), previousCounter: 0)
+                try verifier.verify(
+                    assertion: assertion, publicKey: device.publicKey, clientDataHash: SHA256.hash(wrong), previousCounter: 0)
             }
         }
         // The request carries that Host, whatever the endpoint's.
@@ -85,14 +92,16 @@ struct ClientDataTests {
         let c = GatewayRequests.parseChallenge(ok)
         #expect(c == IssuedChallenge(value: "abc", expiresAt: "2030-01-02T03:04:05Z"))
         #expect(c?.expiryDate == Date(timeIntervalSince1970: 1_893_553_445))
-        #expect(IssuedChallenge(value: "a", expiresAt: "2030-01-02T03:04:05.250Z").expiryDate == Date(timeIntervalSince1970: 1_893_553_445.25))
+        #expect(
+            IssuedChallenge(value: "a", expiresAt: "2030-01-02T03:04:05.250Z").expiryDate == Date(timeIntervalSince1970: 1_893_553_445.25))
         #expect(GatewayRequests.parseChallenge(HTTPResponse(status: 200, reason: "", headers: [], body: ok.body)) == nil)
         #expect(GatewayRequests.parseChallenge(HTTPResponse(status: 201, reason: "", headers: [], body: Array("{}".utf8))) == nil)
         let next = HTTPResponse(
             status: 200, reason: "OK", headers: [("x-app-attest-next-challenge", "n1"), ("X-App-Attest-Next-Challenge-Expires", "t")],
             body: [])
         #expect(GatewayRequests.nextChallenge(next) == IssuedChallenge(value: "n1", expiresAt: "t"))
-        let refused = HTTPResponse(status: 401, reason: "", headers: [], body: Array("{\"error\":\"bad_signature\",\"action\":\"rechallenge\"}".utf8))
+        let refused = HTTPResponse(
+            status: 401, reason: "", headers: [], body: Array("{\"error\":\"bad_signature\",\"action\":\"rechallenge\"}".utf8))
         #expect(Verdict(refused) == Verdict(status: 401, error: "bad_signature", action: "rechallenge"))
         #expect(Verdict(refused).description == "401 bad_signature")
         #expect(Verdict(HTTPResponse(status: 502, reason: "", headers: [], body: Array("oops".utf8))).description == "502")
@@ -127,8 +136,9 @@ struct ClientDataTests {
             #expect(withChallenge.contains("\"challenge\":\"CHALLENGE-TEXT\""))
             #expect(withChallenge.utf8.count >= size)
         }
-        let json = String(decoding: (try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, bodySize: 300))
-            .body(device: 0, request: 0, challenge: "C"), as: UTF8.self)
+        let json = String(
+            decoding: (try RunOptions(endpoint: e, appID: Self.appID, devices: 1, requests: 1, concurrency: 1, bodySize: 300))
+                .body(device: 0, request: 0, challenge: "C"), as: UTF8.self)
         #expect((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["challenge"] as? String == "C")
         let bad: [() throws -> RunOptions] = [
             { try RunOptions(endpoint: e, appID: Self.appID, devices: 0, requests: 1, concurrency: 1) },
@@ -304,7 +314,8 @@ struct RunnerTests {
         let ca = try TestCA()
         let gw = try FakeGateway(appID: Self.appID, ca: ca, ttl: 1)
         defer { gw.stop() }
-        let runner = AttackRunner(options: try AttackOptions(endpoint: gw.endpoint, appID: Self.appID, modes: [.replay, .expiredChallenge]), ca: ca)
+        let runner = AttackRunner(
+            options: try AttackOptions(endpoint: gw.endpoint, appID: Self.appID, modes: [.replay, .expiredChallenge]), ca: ca)
         var notes: [(String, Int)] = []
         var probes = 0
         runner.onProbe = { _ in probes += 1 }
@@ -334,7 +345,8 @@ struct RunnerTests {
         defer { gw.stop() }
         let report = AttackRunner(options: try AttackOptions(endpoint: gw.endpoint, appID: Self.appID), ca: ca).run()
         #expect(report.passed, "\(report.text)")
-        let byName = Dictionary(report.probes.map { ("\($0.name)/\($0.step)", $0.verdict?.description ?? "-") }, uniquingKeysWith: { a, _ in a })
+        let byName = Dictionary(
+            report.probes.map { ("\($0.name)/\($0.step)", $0.verdict?.description ?? "-") }, uniquingKeysWith: { a, _ in a })
         #expect(byName["replay/resend"] == "401 challenge_consumed")
         #expect(byName["reused-challenge/assert"] == "401 challenge_consumed")
         #expect(byName["counter-rollback/assert"] == "401 counter_replay")

@@ -99,14 +99,18 @@ struct HelpDocTests {
             #expect(!options.isEmpty || sub == "help", "\(sub)")
             for o in options { #expect(text.contains(o), "attest-sim \(sub) \(o) is not in docs/attest-sim.md") }
             let written = Self.synopsisOptions(text, command: "attest-sim \(sub)")
-            #expect(written.isSubset(of: options), "attest-sim \(sub): docs write \(written.subtracting(options).sorted()), which --help does not know")
+            #expect(
+                written.isSubset(of: options),
+                "attest-sim \(sub): docs write \(written.subtracting(options).sorted()), which --help does not know")
         }
     }
 
     @Test("gatewayd: docs/architecture.md names its subcommands; every option of each is documented")
     func gatewaydSubcommands() throws {
         let listed = Self.subcommands(try Self.help(gatewaydBinary, []))
-        #expect(listed == ["run", "check", "verify-attestation", "verify-assertion", "verify-receipt", "verify-android-attestation"], "\(listed)")
+        #expect(
+            listed == ["run", "check", "verify-attestation", "verify-assertion", "verify-receipt", "verify-android-attestation"],
+            "\(listed)")
         let architecture = try Self.doc("architecture.md")
         let row = try #require(architecture.split(separator: "\n").first { $0.hasPrefix("| `gatewayd` |") })
         for sub in listed { #expect(row.contains("`\(sub)`"), "docs/architecture.md's gatewayd row lacks \(sub)") }

@@ -21,7 +21,8 @@ struct VerifyAndroidCLITests {
         var reasonCode: String? { (json["reason"] as? String).map { String($0.prefix { $0 != " " }) } }
 
         func arguments(url: Bool = false) -> [String] {
-            let chainText = url ? chain.map { Base64.encodeURL(try! Base64.decode($0)) }.joined(separator: ",") : chain.joined(separator: ",")
+            let chainText =
+                url ? chain.map { Base64.encodeURL(try! Base64.decode($0)) }.joined(separator: ",") : chain.joined(separator: ",")
             return [
                 "verify-android-attestation", "--chain=" + chainText, "--challenge=" + (json["challenge_b64"] as! String),
                 "--at", json["verification_time"] as! String,
@@ -34,14 +35,16 @@ struct VerifyAndroidCLITests {
         return files.flatMap { f -> [Case] in
             let obj = try! JSONSerialization.jsonObject(with: Data(contentsOf: vectors.appendingPathComponent(f))) as! [String: Any]
             return (obj["cases"] as! [[String: Any]]).map { c in
-                Case(name: c["name"] as! String, json: c.mapValues { v -> any Sendable in
-                    switch v {
-                    case let s as String: return s
-                    case let a as [String]: return a
-                    case let n as NSNumber: return n.intValue
-                    default: return String(describing: v)
-                    }
-                })
+                Case(
+                    name: c["name"] as! String,
+                    json: c.mapValues { v -> any Sendable in
+                        switch v {
+                        case let s as String: return s
+                        case let a as [String]: return a
+                        case let n as NSNumber: return n.intValue
+                        default: return String(describing: v)
+                        }
+                    })
             }
         }
     }()
@@ -81,17 +84,21 @@ struct VerifyAndroidCLITests {
         let c = Self.rkp
         let package = (c.json["package_names"] as! [String])[0]
         let digest = (c.json["signing_cert_sha256_hex"] as! [String])[0]
-        #expect(try runProcess(gatewaydBinary, c.arguments(url: true) + ["--package", package, "--signing-cert-sha256", digest.uppercased()]).status == 0)
+        #expect(
+            try runProcess(gatewaydBinary, c.arguments(url: true) + ["--package", package, "--signing-cert-sha256", digest.uppercased()])
+                .status == 0)
         let other = try runProcess(gatewaydBinary, c.arguments() + ["--package", "com.example.other"])
         #expect(other.status == 1)
         #expect(other.json?["reason"] as? String == "package_not_allowed")
-        let signer = try runProcess(gatewaydBinary, c.arguments() + ["--package", package, "--signing-cert-sha256", String(repeating: "ab", count: 32)])
+        let signer = try runProcess(
+            gatewaydBinary, c.arguments() + ["--package", package, "--signing-cert-sha256", String(repeating: "ab", count: 32)])
         #expect(signer.json?["reason"] as? String == "signing_cert_not_allowed")
 
         let dir = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let pem = dir.appendingPathComponent("chain.pem")
-        try X509Certificate.pem(c.chain.map { try X509Certificate(der: Base64.decode($0)) }).write(to: pem, atomically: true, encoding: .utf8)
+        try X509Certificate.pem(c.chain.map { try X509Certificate(der: Base64.decode($0)) }).write(
+            to: pem, atomically: true, encoding: .utf8)
         var args = c.arguments()
         args[1] = "--chain=@" + pem.path
         let fromFile = try runProcess(gatewaydBinary, args)
@@ -109,7 +116,8 @@ struct VerifyAndroidCLITests {
         let revoked = try runProcess(gatewaydBinary, c.arguments() + ["--status-list", listed.path])
         #expect(revoked.status == 1)
         #expect(revoked.json?["reason"] as? String == "revoked")
-        let real = try runProcess(gatewaydBinary, c.arguments() + ["--status-list", Self.vectors.appendingPathComponent("status-list-snapshot.json").path])
+        let real = try runProcess(
+            gatewaydBinary, c.arguments() + ["--status-list", Self.vectors.appendingPathComponent("status-list-snapshot.json").path])
         #expect(real.status == 0, "\(real.stdout)")
     }
 
@@ -118,12 +126,17 @@ struct VerifyAndroidCLITests {
         let ca = try TestAndroidCA()
         let device = try SimulatedAndroidDevice(ca: ca, securityLevel: .strongBox)
         let challenge = SecureRandom.bytes(16)
-        let chain = try device.attest(challenge: challenge, keyDescription: device.keyDescription(packageName: "com.example.shop", signingCertificateSHA256: SHA256.hash([7])))
+        let chain = try device.attest(
+            challenge: challenge,
+            keyDescription: device.keyDescription(packageName: "com.example.shop", signingCertificateSHA256: SHA256.hash([7])))
         let dir = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let root = dir.appendingPathComponent("android-root.pem")
         try ca.rootPEM.write(to: root, atomically: true, encoding: .utf8)
-        let args = ["verify-android-attestation", "--chain", chain.map { Base64.encode($0) }.joined(separator: ","), "--challenge", Base64.encode(challenge)]
+        let args = [
+            "verify-android-attestation", "--chain", chain.map { Base64.encode($0) }.joined(separator: ","), "--challenge",
+            Base64.encode(challenge),
+        ]
         #expect(try runProcess(gatewaydBinary, args).json?["reason"] as? String == "chain_untrusted")
         let trusted = try runProcess(gatewaydBinary, args + ["--root", root.path, "--package", "com.example.shop"])
         #expect(trusted.status == 0, "\(trusted.stdout)")

@@ -139,8 +139,10 @@ struct VerifyCLITests {
             base + ["--root", "/nonexistent/root.pem"],
             base + ["--app-id", ""],
             ["verify-assertion", "--app-id", "A.b", "--assertion", "AA==", "--public-key", "AA=="],
-            ["verify-assertion", "--app-id", "A.b", "--assertion", "AA==", "--public-key", "AA==", "--client-data", "AA==",
-             "--previous-counter", "-1"],
+            [
+                "verify-assertion", "--app-id", "A.b", "--assertion", "AA==", "--public-key", "AA==", "--client-data", "AA==",
+                "--previous-counter", "-1",
+            ],
             ["no-such-command"],
         ]
         for args in cases {

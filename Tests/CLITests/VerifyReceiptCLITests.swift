@@ -18,9 +18,12 @@ struct VerifyReceiptCLITests {
 
     @Test("every receipt of the receipts file: valid, its metric and dates printed", arguments: VectorCase.receipts)
     func receiptFile(_ v: VectorCase) throws {
-        let r = try runProcess(gatewaydBinary, [
-            "verify-receipt", "--receipt", v.string("receipt_b64")!, "--app-id", v.string("app_id")!, "--at", v.string("verification_time")!,
-        ])
+        let r = try runProcess(
+            gatewaydBinary,
+            [
+                "verify-receipt", "--receipt", v.string("receipt_b64")!, "--app-id", v.string("app_id")!, "--at",
+                v.string("verification_time")!,
+            ])
         #expect(r.status == 0, "\(v.name): \(r.stdout) \(r.stderr)")
         let json = try #require(r.json, "\(r.stdout)")
         #expect(json["valid"] as? Bool == true)
@@ -36,14 +39,18 @@ struct VerifyReceiptCLITests {
         #expect((json["chain"] as? [String])?.count == 3)
     }
 
-    @Test("every real attestation's receipt belongs to it (--attestation, --client-data-hash)", arguments: VectorCase.attestationsWithReceipts)
+    @Test(
+        "every real attestation's receipt belongs to it (--attestation, --client-data-hash)", arguments: VectorCase.attestationsWithReceipts
+    )
     func attestationReceipt(_ v: VectorCase) throws {
         let receipt = try AttestationObject.parse(v.bytes("attestation_b64")).receipt
-        let r = try runProcess(gatewaydBinary, [
-            "verify-receipt", "--receipt", Base64.encode(receipt), "--app-id", v.string("app_id")!,
-            "--attestation", v.string("attestation_b64")!, "--client-data-hash", v.string("client_data_hash_b64")!,
-            "--at", try Self.creationPlusOne(receipt),
-        ])
+        let r = try runProcess(
+            gatewaydBinary,
+            [
+                "verify-receipt", "--receipt", Base64.encode(receipt), "--app-id", v.string("app_id")!,
+                "--attestation", v.string("attestation_b64")!, "--client-data-hash", v.string("client_data_hash_b64")!,
+                "--at", try Self.creationPlusOne(receipt),
+            ])
         #expect(r.status == 0, "\(v.name): \(r.stdout) \(r.stderr)")
         #expect(r.json?["type"] as? String == "ATTEST")
         #expect(r.json?["keyId"] as? String == v.string("key_id_b64"))
@@ -65,11 +72,12 @@ struct VerifyReceiptCLITests {
         }
         let urlAlphabet = Base64.encode(receipt).replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
-        let wrapped = stride(from: 0, to: Base64.encode(receipt).count, by: 64).map { i -> String in
-            let s = Base64.encode(receipt)
-            let start = s.index(s.startIndex, offsetBy: i)
-            return String(s[start..<(s.index(start, offsetBy: 64, limitedBy: s.endIndex) ?? s.endIndex)])
-        }.joined(separator: "\r\n") + "\n"
+        let wrapped =
+            stride(from: 0, to: Base64.encode(receipt).count, by: 64).map { i -> String in
+                let s = Base64.encode(receipt)
+                let start = s.index(s.startIndex, offsetBy: i)
+                return String(s[start..<(s.index(start, offsetBy: 64, limitedBy: s.endIndex) ?? s.endIndex)])
+            }.joined(separator: "\r\n") + "\n"
         let forms: [(String, String)] = [
             ("raw DER", try file("receipt.der", receipt)),
             ("base64 text", try file("receipt.b64", Array((Base64.encode(receipt) + "\n").utf8))),
@@ -78,10 +86,12 @@ struct VerifyReceiptCLITests {
         ]
         let rawAttestation = try file("attestation.cbor", attestation)
         for (what, arg) in forms {
-            let r = try runProcess(gatewaydBinary, [
-                "verify-receipt", "--receipt", arg, "--app-id", v.string("app_id")!, "--attestation", rawAttestation,
-                "--client-data-hash", v.string("client_data_hash_b64")!, "--at", try Self.creationPlusOne(receipt),
-            ])
+            let r = try runProcess(
+                gatewaydBinary,
+                [
+                    "verify-receipt", "--receipt", arg, "--app-id", v.string("app_id")!, "--attestation", rawAttestation,
+                    "--client-data-hash", v.string("client_data_hash_b64")!, "--at", try Self.creationPlusOne(receipt),
+                ])
             #expect(r.status == 0, "\(what): \(r.stdout) \(r.stderr)")
             #expect(r.json?["type"] as? String == "ATTEST", "\(what)")
         }
@@ -133,19 +143,23 @@ struct VerifyReceiptCLITests {
 
         let untrusted = try runProcess(gatewaydBinary, ["verify-receipt", "--receipt", "@" + receiptFile.path])
         #expect(untrusted.status == 1 && untrusted.json?["reason"] as? String == "chain_untrusted", "\(untrusted.stdout)")
-        let trusted = try runProcess(gatewaydBinary, [
-            "verify-receipt", "--receipt", "@" + receiptFile.path, "--root", rootFile.path, "--app-id", "ABCDE12345.com.example.shop",
-            "--attestation", Base64.encode(made.bytes),
-        ])
+        let trusted = try runProcess(
+            gatewaydBinary,
+            [
+                "verify-receipt", "--receipt", "@" + receiptFile.path, "--root", rootFile.path, "--app-id", "ABCDE12345.com.example.shop",
+                "--attestation", Base64.encode(made.bytes),
+            ])
         #expect(trusted.status == 0, "\(trusted.stdout) \(trusted.stderr)")
         #expect(trusted.json?["keyId"] as? String == Base64.encode(device.keyID))
         #expect((trusted.json?["otherFields"] as? [Any])?.isEmpty == true)
         // A field Apple does not document is printed as it came.
         var contents = ReceiptContents(try AppAttestReceipt.parseStored(made.receipt))
         contents.extraFields = [.init(type: 99, value: [1, 2, 3])]
-        let extra = try runProcess(gatewaydBinary, [
-            "verify-receipt", "--receipt", Base64.encode(try ca.issueReceipt(contents)), "--root", rootFile.path,
-        ])
+        let extra = try runProcess(
+            gatewaydBinary,
+            [
+                "verify-receipt", "--receipt", Base64.encode(try ca.issueReceipt(contents)), "--root", rootFile.path,
+            ])
         let other = try #require((extra.json?["otherFields"] as? [[String: Any]])?.first, "\(extra.stdout)")
         #expect(other["type"] as? Int == 99 && other["version"] as? Int == 1 && other["value"] as? String == "AQID")
         // The App Attest test root is not a receipt root.

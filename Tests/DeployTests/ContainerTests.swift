@@ -29,8 +29,10 @@ struct Dockerfile {
             }
             pending += line
             let parts = pending.split(separator: " ", maxSplits: 1)
-            result.append(DockerInstruction(
-                keyword: parts[0].uppercased(), arguments: parts.count > 1 ? String(parts[1]).trimmingCharacters(in: .whitespaces) : "", line: start))
+            result.append(
+                DockerInstruction(
+                    keyword: parts[0].uppercased(), arguments: parts.count > 1 ? String(parts[1]).trimmingCharacters(in: .whitespaces) : "",
+                    line: start))
             pending = ""
         }
         instructions = result
@@ -143,10 +145,12 @@ struct ContainerTests {
         let volumes = Self.args(runtime, "VOLUME").flatMap { Self.execForm($0) ?? $0.split(separator: " ").map(String.init) }
         #expect(volumes.contains(dataDir), "VOLUME \(volumes) holds store.data_dir \(dataDir)")
 
-        let exposed = Set(Self.args(runtime, "EXPOSE").flatMap { $0.split(separator: " ") }.compactMap { UInt16($0.split(separator: "/")[0]) })
+        let exposed = Set(
+            Self.args(runtime, "EXPOSE").flatMap { $0.split(separator: " ") }.compactMap { UInt16($0.split(separator: "/")[0]) })
         let ports = Set(config.listeners.map(\.address.port) + [config.admin.address.port])
         #expect(exposed == ports, "EXPOSE \(exposed.sorted()) vs config ports \(ports.sorted())")
-        #expect(!config.admin.address.host.hasPrefix("127."), "the admin listener must be reachable for scraping from outside the container")
+        #expect(
+            !config.admin.address.host.hasPrefix("127."), "the admin listener must be reachable for scraping from outside the container")
 
         // Docker's default stop timeout is 10s: the shipped config drains within it.
         #expect(config.limits.drainTimeout < .seconds(10))
@@ -156,7 +160,9 @@ struct ContainerTests {
         #expect(entry == ["/usr/local/bin/gatewayd"])
         let configIndex = try #require(cmd.firstIndex(of: "--config"))
         let configInImage = cmd[configIndex + 1]
-        #expect(Self.args(runtime, "COPY").contains { $0.hasSuffix(" \(configInImage)") }, "CMD's --config \(configInImage) is copied into the image")
+        #expect(
+            Self.args(runtime, "COPY").contains { $0.hasSuffix(" \(configInImage)") },
+            "CMD's --config \(configInImage) is copied into the image")
     }
 
     @Test("every COPY source exists in the repository (the build context) or names an earlier stage")
@@ -174,7 +180,8 @@ struct ContainerTests {
                     continue
                 }
                 for source in words.dropLast() {
-                    #expect(FileManager.default.fileExists(atPath: Deploy.url(source).path), "COPY source \(source) is not in the repository")
+                    #expect(
+                        FileManager.default.fileExists(atPath: Deploy.url(source).path), "COPY source \(source) is not in the repository")
                 }
             }
             if let n = stage.name { stageNames.insert(n) }
@@ -191,8 +198,9 @@ struct ContainerTests {
         #expect(try Deploy.text(Self.dockerfilePath).contains("/run/secrets/admin-token"), "the Dockerfile's run example mounts the token")
     }
 
-    @Test("every apt package the Dockerfile installs exists in Debian 12",
-          .enabled(if: Deploy.runnable("apt-cache"), "apt-cache not available (not Debian); skipped outside CI"))
+    @Test(
+        "every apt package the Dockerfile installs exists in Debian 12",
+        .enabled(if: Deploy.runnable("apt-cache"), "apt-cache not available (not Debian); skipped outside CI"))
     func packagesExist() throws {
         let aptCache = try #require(Deploy.tool("apt-cache"), "apt-cache is missing")
         let (_, build, runtime) = try Self.load()
@@ -211,8 +219,9 @@ struct ContainerTests {
 
     /// The shared libraries the locally built gatewayd loads from Debian packages must be installed in the
     /// runtime stage (the Swift runtime itself is linked statically there, so /opt/swift libraries are skipped).
-    @Test("the runtime stage installs the Debian package of every system library gatewayd links",
-          .enabled(if: Deploy.runnable("dpkg") && Deploy.runnable("ldd"), "dpkg or ldd not available; skipped outside CI"))
+    @Test(
+        "the runtime stage installs the Debian package of every system library gatewayd links",
+        .enabled(if: Deploy.runnable("dpkg") && Deploy.runnable("ldd"), "dpkg or ldd not available; skipped outside CI"))
     func runtimeLibraries() throws {
         let ldd = try #require(Deploy.tool("ldd"))
         let dpkg = try #require(Deploy.tool("dpkg"))
@@ -228,8 +237,10 @@ struct ContainerTests {
             guard path.hasPrefix("/lib") || path.hasPrefix("/usr/lib") else { continue }  // /opt/swift: static in the image
             let usrPath = path.hasPrefix("/lib") ? "/usr" + path : path
             let owner = try runProcess(dpkg, ["-S", usrPath], timeout: 30)
-            let package = owner.status == 0
-                ? String(owner.stdout.split(separator: ":")[0]) : String((try runProcess(dpkg, ["-S", path], timeout: 30)).stdout.split(separator: ":").first ?? "")
+            let package =
+                owner.status == 0
+                ? String(owner.stdout.split(separator: ":")[0])
+                : String((try runProcess(dpkg, ["-S", path], timeout: 30)).stdout.split(separator: ":").first ?? "")
             #expect(installed.contains(package), "gatewayd loads \(path) from \(package), which the runtime stage does not install")
             checked += 1
         }

@@ -94,13 +94,15 @@ enum ExportedMetrics {
     static func load() throws -> [Metric] {
         var result: Set<Metric> = []
         let sources = Deploy.url("Sources")
-        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
+        let files =
+            FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
             .compactMap { $0 as? URL }.filter { $0.lastPathComponent.hasSuffix("Metrics.swift") } ?? []
         for file in files {
             let text = try String(contentsOf: file, encoding: .utf8)
             for m in text.matches(of: /static let (\w+) = "(attest_gateway_[a-z0-9_]+)"/) {
                 let ident = String(m.output.1)
-                let histogram = text.contains("Timer(label: Self.\(ident),")
+                let histogram =
+                    text.contains("Timer(label: Self.\(ident),")
                     || text.matches(of: /Timer\(label: \w+\.(\w+),/).contains { $0.output.1 == ident }
                     || text.matches(of: /histogram\(label: \w+\.(\w+),/).contains { $0.output.1 == ident }
                 result.insert(Metric(name: String(m.output.2), histogram: histogram))

@@ -44,7 +44,8 @@ struct GrafanaTests {
         #expect(graphs.count >= 12)
         for p in graphs {
             let targets = p["targets"] as? [[String: Any]] ?? []
-            #expect(!targets.isEmpty && targets.allSatisfy { ($0["expr"] as? String)?.isEmpty == false }, "\(p["title"] ?? "?") has no query")
+            #expect(
+                !targets.isEmpty && targets.allSatisfy { ($0["expr"] as? String)?.isEmpty == false }, "\(p["title"] ?? "?") has no query")
             #expect(p["datasource"] != nil, "\(p["title"] ?? "?") has no data source")
             #expect(p["gridPos"] != nil)
         }
@@ -57,7 +58,9 @@ struct GrafanaTests {
         var used: Set<String> = []
         for e in Self.expressions(try Self.dashboard()) {
             let names = ExportedMetrics.referenced(in: e)
-            for n in names where !exported.contains(n) { Issue.record("the dashboard queries \(n), which the gateway does not export: \(e)") }
+            for n in names where !exported.contains(n) {
+                Issue.record("the dashboard queries \(n), which the gateway does not export: \(e)")
+            }
             used.formUnion(names)
         }
         for m in metrics {
@@ -68,8 +71,9 @@ struct GrafanaTests {
 
     /// Grafana variables replaced by values Prometheus accepts, each query checked by promtool as a
     /// recording rule (its PromQL parser).
-    @Test("every query is valid PromQL (promtool)",
-          .enabled(if: Deploy.runnable("promtool"), "promtool not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "every query is valid PromQL (promtool)",
+        .enabled(if: Deploy.runnable("promtool"), "promtool not installed (scripts/install-deps.sh); skipped outside CI"))
     func promql() throws {
         let promtool = try #require(Deploy.tool("promtool"), "promtool is missing")
         let exprs = Self.expressions(try Self.dashboard()).map { e -> String in
@@ -82,7 +86,11 @@ struct GrafanaTests {
         }
         #expect(exprs.allSatisfy { !$0.contains("$") }, "an unknown Grafana variable is left")
         func check(_ exprs: [String]) throws -> ProcessResult {
-            let rules: [String: Any] = ["groups": [["name": "dashboard", "rules": exprs.enumerated().map { ["record": "dashboard:q\($0.offset)", "expr": $0.element] }]]]
+            let rules: [String: Any] = [
+                "groups": [
+                    ["name": "dashboard", "rules": exprs.enumerated().map { ["record": "dashboard:q\($0.offset)", "expr": $0.element] }]
+                ]
+            ]
             let tmp = try Deploy.temporaryDirectory()
             defer { try? FileManager.default.removeItem(at: tmp) }
             let file = tmp.appendingPathComponent("dashboard-rules.yaml")  // JSON is YAML

@@ -46,13 +46,16 @@ struct KubernetesTests {
     static let kubernetesVersions = ["1.25.0", "1.37.0"]
 
     static func validate(_ file: URL, version: String = "1.37.0") throws -> ProcessResult {
-        let tool = try #require(kubernetesValidate, "kubernetes-validate is missing: scripts/install-deps.sh installs it into .build-tools/venv")
+        let tool = try #require(
+            kubernetesValidate, "kubernetes-validate is missing: scripts/install-deps.sh installs it into .build-tools/venv")
         return try runProcess(tool, ["--strict", "--quiet", "-k", version, file.path], timeout: 120)
     }
 
-    @Test("every manifest validates strictly against the Kubernetes 1.25 and 1.37 schemas",
-          .enabled(if: Deploy.runnable("kubernetes-validate", extra: [Deploy.kubernetesValidateVenv]),
-                   "kubernetes-validate not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "every manifest validates strictly against the Kubernetes 1.25 and 1.37 schemas",
+        .enabled(
+            if: Deploy.runnable("kubernetes-validate", extra: [Deploy.kubernetesValidateVenv]),
+            "kubernetes-validate not installed (scripts/install-deps.sh); skipped outside CI"))
     func schemas() throws {
         #expect(Self.manifestFiles.count >= 5)
         for f in Self.manifestFiles {
@@ -176,7 +179,10 @@ struct KubernetesTests {
             #expect(pinned(stage.image), "Dockerfile FROM \(stage.image) is not pinned")
         }
         // The check discriminates.
-        for bad in ["redis", "redis:latest", "redis:7.2-bookworm", "debian:bookworm-slim", "debian:12-slim", "attest-gateway:latest", "x@sha256:abc"] {
+        for bad in [
+            "redis", "redis:latest", "redis:7.2-bookworm", "debian:bookworm-slim", "debian:12-slim", "attest-gateway:latest",
+            "x@sha256:abc",
+        ] {
             #expect(!pinned(bad), "\(bad)")
         }
     }
@@ -274,11 +280,14 @@ struct KubernetesTests {
         // Redis: the same Secret and key, for the init container and the readiness probe.
         let sts = try #require(objects["StatefulSet/attest-gateway-redis"])
         let redisVolumes = Self.path(sts, "spec", "template", "spec", "volumes") as? [[String: Any]] ?? []
-        let redisSecret = try #require(redisVolumes.first { Self.path($0, "secret", "secretName") as? String == secret },
-                                       "the Redis StatefulSet does not mount the Secret \(secret)")
+        let redisSecret = try #require(
+            redisVolumes.first { Self.path($0, "secret", "secretName") as? String == secret },
+            "the Redis StatefulSet does not mount the Secret \(secret)")
         #expect((Self.path(redisSecret, "secret", "items") as? [[String: Any]])?.first?["key"] as? String == item["key"] as? String)
         let deploymentText = try Deploy.text("\(Self.dir)/deployment.yaml")
-        #expect(deploymentText.contains("create secret generic \(secret) --from-literal=password="), "the manifest says how to create the Secret")
+        #expect(
+            deploymentText.contains("create secret generic \(secret) --from-literal=password="),
+            "the manifest says how to create the Secret")
         #expect(try Self.redisConf().contains("include /run/redis-auth/auth.conf"))
     }
 
@@ -324,7 +333,8 @@ struct KubernetesTests {
         // Resources, and one worker per CPU of the limit.
         #expect(Self.path(c, "resources", "requests", "cpu") != nil && Self.path(c, "resources", "requests", "memory") != nil)
         #expect(Self.path(c, "resources", "limits", "memory") != nil)
-        if case .count(let workers) = config.workers, let cpu = Self.path(c, "resources", "limits", "cpu") as? String, let cores = Int(cpu) {
+        if case .count(let workers) = config.workers, let cpu = Self.path(c, "resources", "limits", "cpu") as? String, let cores = Int(cpu)
+        {
             #expect(workers <= cores, "workers \(workers) > CPU limit \(cores)")
         }
 
@@ -355,7 +365,9 @@ struct KubernetesTests {
         #expect(Self.path(pod, "securityContext", "fsGroup") as? Int == Self.path(pod, "securityContext", "runAsGroup") as? Int)
         #expect(!(objects.keys.contains { $0.hasPrefix("Secret/") }), "no Secret with a token is shipped; the operator creates it")
         let deploymentText = try Deploy.text("\(Self.dir)/deployment.yaml")
-        #expect(deploymentText.contains("kubectl -n attest-gateway create secret generic \(secretName)"), "the manifest says how to create the Secret")
+        #expect(
+            deploymentText.contains("kubectl -n attest-gateway create secret generic \(secretName)"),
+            "the manifest says how to create the Secret")
     }
 
     @Test("Service, PodDisruptionBudget and the Redis NetworkPolicy select the right pods")
@@ -431,9 +443,11 @@ struct KubernetesTests {
     /// the durability settings are in force, a client without the password is refused, the
     /// readiness probe's command passes only with the password, and the real gatewayd with the
     /// ConfigMap's gateway.yaml (its password_file on a copy of the Secret) is ready on it.
-    @Test("redis-server runs redis.conf with the Secret's password (via the init container), and the ConfigMap's gateway gets in",
-          .enabled(if: Deploy.runnable("redis-server") && Deploy.runnable("redis-cli") && Deploy.runnable("sh"),
-                   "redis-server not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "redis-server runs redis.conf with the Secret's password (via the init container), and the ConfigMap's gateway gets in",
+        .enabled(
+            if: Deploy.runnable("redis-server") && Deploy.runnable("redis-cli") && Deploy.runnable("sh"),
+            "redis-server not installed (scripts/install-deps.sh); skipped outside CI"))
     func redisServerLoadsConfig() throws {
         let server = try #require(Deploy.tool("redis-server"), "redis-server is missing")
         let cli = try #require(Deploy.tool("redis-cli"), "redis-cli is missing")
@@ -454,7 +468,8 @@ struct KubernetesTests {
         #expect(FileManager.default.createFile(atPath: localSecret.appendingPathComponent("password").path, contents: Data(password.utf8)))
         let command = try #require(auth["command"] as? [String])
         try #require(command.count == 3 && command[0] == "sh" && command[1] == "-c", "\(command)")
-        let script = command[2].replacingOccurrences(of: secretDir, with: localSecret.path).replacingOccurrences(of: authDir, with: localAuth.path)
+        let script = command[2].replacingOccurrences(of: secretDir, with: localSecret.path).replacingOccurrences(
+            of: authDir, with: localAuth.path)
         let wrote = try runProcess(sh, ["-c", script], timeout: 10)
         #expect(wrote.status == 0, "\(wrote.stderr)")
         let authConf = localAuth.appendingPathComponent("auth.conf").path
@@ -519,8 +534,10 @@ struct KubernetesTests {
         let wrongSecret = tmp.appendingPathComponent("wrong-secret")
         try FileManager.default.createDirectory(at: wrongSecret, withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: wrongSecret.appendingPathComponent("password").path, contents: Data("nope".utf8)))
-        #expect(try runProcess(sh, ["-c", probeScript.replacingOccurrences(of: localSecret.path, with: wrongSecret.path)], timeout: 10).status != 0,
-                "the probe passes with a wrong password")
+        #expect(
+            try runProcess(sh, ["-c", probeScript.replacingOccurrences(of: localSecret.path, with: wrongSecret.path)], timeout: 10).status
+                != 0,
+            "the probe passes with a wrong password")
 
         // The ConfigMap's gateway.yaml on loopback, its password_file a copy of the Secret: ready.
         let config = try Deploy.gatewayConfig(try Self.gatewayYAML(), file: "configmap.yaml#gateway.yaml")

@@ -21,8 +21,9 @@ struct LifecycleTests {
         return status == 200 && body.split(separator: "\n").contains { $0.hasPrefix(line) }
     }
 
-    @Test("systemd: Type=notify READY=1 once serving, ExecReload checks then reloads (RELOADING=1, READY=1; a bad file refused), KillSignal drains (STOPPING=1) to exit 0 with a clean store",
-          .enabled(if: Deploy.runnable("kill"), "kill not found; skipped outside CI"))
+    @Test(
+        "systemd: Type=notify READY=1 once serving, ExecReload checks then reloads (RELOADING=1, READY=1; a bad file refused), KillSignal drains (STOPPING=1) to exit 0 with a clean store",
+        .enabled(if: Deploy.runnable("kill"), "kill not found; skipped outside CI"))
     func systemdReloadAndStop() throws {
         let unit = SystemdTests.settings(try Deploy.text(SystemdTests.unitPath))
         let tokens = try Deploy.temporaryDirectory()
@@ -87,8 +88,9 @@ struct LifecycleTests {
         #expect(FileManager.default.fileExists(atPath: data.appendingPathComponent("clean-stop").path), "clean stop recorded")
     }
 
-    @Test("container: the Dockerfile's HEALTHCHECK command passes on /healthz of the image's config, fails otherwise",
-          .enabled(if: Deploy.runnable("busybox"), "busybox not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "container: the Dockerfile's HEALTHCHECK command passes on /healthz of the image's config, fails otherwise",
+        .enabled(if: Deploy.runnable("busybox"), "busybox not installed (scripts/install-deps.sh); skipped outside CI"))
     func containerHealthcheck() throws {
         let busybox = try #require(Deploy.tool("busybox"), "busybox is missing")
         let docker = Dockerfile(try Deploy.text(ContainerTests.dockerfilePath))

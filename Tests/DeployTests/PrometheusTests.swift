@@ -22,8 +22,9 @@ struct PrometheusTests {
         try #require(Deploy.tool("promtool"), "promtool is missing: scripts/install-deps.sh installs Debian's prometheus package")
     }
 
-    @Test("promtool check rules accepts alerts.yaml, and refuses a broken copy",
-          .enabled(if: Deploy.runnable("promtool"), "promtool not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "promtool check rules accepts alerts.yaml, and refuses a broken copy",
+        .enabled(if: Deploy.runnable("promtool"), "promtool not installed (scripts/install-deps.sh); skipped outside CI"))
     func checkRules() throws {
         let promtool = try Self.promtool()
         let r = try runProcess(promtool, ["check", "rules", Deploy.url(Self.rulesPath).path], timeout: 60)
@@ -36,8 +37,9 @@ struct PrometheusTests {
         #expect(try runProcess(promtool, ["check", "rules", broken.path], timeout: 60).status != 0)
     }
 
-    @Test("promtool test rules: the alert unit tests pass",
-          .enabled(if: Deploy.runnable("promtool"), "promtool not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "promtool test rules: the alert unit tests pass",
+        .enabled(if: Deploy.runnable("promtool"), "promtool not installed (scripts/install-deps.sh); skipped outside CI"))
     func unitTests() throws {
         let r = try runProcess(try Self.promtool(), ["test", "rules", Deploy.url(Self.rulesTestPath).path], timeout: 120)
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
@@ -46,7 +48,9 @@ struct PrometheusTests {
         #expect(tested.count >= 2, "\(tested)")
     }
 
-    @Test("an alert watches each failure: refusals, registrations, snapshots, store, store writes, journal damage, upstream 5xx, upstream servers down, challenge floods")
+    @Test(
+        "an alert watches each failure: refusals, registrations, snapshots, store, store writes, journal damage, upstream 5xx, upstream servers down, challenge floods"
+    )
     func requiredAlerts() throws {
         var byName: [String: String] = [:]
         for r in try Self.rules() {
@@ -76,7 +80,13 @@ struct PrometheusTests {
             ("AttestGatewayUpstreamServerDown", ["attest_gateway_upstream_server_up"]),
             ("AttestGatewayKeyCapacityNearlyFull", ["attest_gateway_store_keys", "attest_gateway_store_key_capacity"]),
             ("AttestGatewayKeyCapacityReached", ["attest_gateway_registrations_total", "reason=\"key_capacity\""]),
-            ("AttestGatewayChallengeFlood", ["attest_gateway_rate_limited_total", "limit=\"client\"", "attest_gateway_challenges_evicted_total", "budget=\"anonymous\""]),
+            (
+                "AttestGatewayChallengeFlood",
+                [
+                    "attest_gateway_rate_limited_total", "limit=\"client\"", "attest_gateway_challenges_evicted_total",
+                    "budget=\"anonymous\"",
+                ]
+            ),
             ("AttestGatewayKeyBoundChallengesReplaced", ["attest_gateway_challenges_evicted_total", "budget=\"key_bound\""]),
             ("AttestGatewayRegistrationBudgetExhausted", ["attest_gateway_rate_limited_total", "limit=\"registration\""]),
             ("AttestGatewayRiskRefreshFailing", ["attest_gateway_receipt_refreshes_total", "unauthorized", "rate_limited"]),
@@ -111,12 +121,15 @@ struct PrometheusTests {
     func exportedList() throws {
         let metrics = try ExportedMetrics.load()
         let names = Set(metrics.map(\.name))
-        for n in ["attest_gateway_requests_total", "attest_gateway_assertion_verdicts_total", "attest_gateway_store_snapshot_age_seconds",
-                  "attest_gateway_upstream_pool_connections", "attest_gateway_registrations_total"] {
+        for n in [
+            "attest_gateway_requests_total", "attest_gateway_assertion_verdicts_total", "attest_gateway_store_snapshot_age_seconds",
+            "attest_gateway_upstream_pool_connections", "attest_gateway_registrations_total",
+        ] {
             #expect(names.contains(n), "\(n) not found in Sources/**/*Metrics.swift")
         }
         let histograms = Set(metrics.filter(\.histogram).map(\.name))
-        #expect(histograms.isSuperset(of: ["attest_gateway_request_duration_seconds", "attest_gateway_store_journal_fsync_duration_seconds"]))
+        #expect(
+            histograms.isSuperset(of: ["attest_gateway_request_duration_seconds", "attest_gateway_store_journal_fsync_duration_seconds"]))
         #expect(!histograms.contains("attest_gateway_requests_total"))
     }
 }

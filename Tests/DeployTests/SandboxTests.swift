@@ -23,9 +23,11 @@ struct SandboxTests {
         return names
     }
 
-    @Test("traced gatewayd stays inside the unit's SystemCallFilter, RestrictAddressFamilies, MemoryDenyWriteExecute and StateDirectory",
-          .enabled(if: Deploy.runnable("strace") && Deploy.runnable("systemd-analyze"),
-                   "strace or systemd-analyze not installed (scripts/install-deps.sh); skipped outside CI"))
+    @Test(
+        "traced gatewayd stays inside the unit's SystemCallFilter, RestrictAddressFamilies, MemoryDenyWriteExecute and StateDirectory",
+        .enabled(
+            if: Deploy.runnable("strace") && Deploy.runnable("systemd-analyze"),
+            "strace or systemd-analyze not installed (scripts/install-deps.sh); skipped outside CI"))
     func traceAgainstUnit() throws {
         let strace = try #require(Deploy.tool("strace"), "strace is missing")
         let analyze = try #require(Deploy.tool("systemd-analyze"), "systemd-analyze is missing")
@@ -47,13 +49,14 @@ struct SandboxTests {
         #expect(unit["MemoryDenyWriteExecute"]?.last == "yes")
 
         // A real upstream: a plain gatewayd serving its demo application.
-        let upstream = try GatewayProcess(config: """
-            workers: 1
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
-            """)
+        let upstream = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: demo, url: demo}]
+                routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
+                """)
         defer { upstream.stop() }
         let upstreamURL = upstream.url("public", "")
 
@@ -139,8 +142,9 @@ struct SandboxTests {
                 #expect(m.output.1.hasPrefix(dataDir), "ProtectSystem=strict refuses changing \(m.output.1)")
             }
         }
-        #expect(used.isSuperset(of: ["epoll_wait", "accept4", "connect", "fsync", "rename", "sendto"]),
-                "the trace covers serving, proxying, the store and the notifications: \(used.sorted())")
+        #expect(
+            used.isSuperset(of: ["epoll_wait", "accept4", "connect", "fsync", "rename", "sendto"]),
+            "the trace covers serving, proxying, the store and the notifications: \(used.sorted())")
         let outside = used.subtracting(allowed).subtracting(["execve"])  // execve: strace starting gatewayd
         #expect(outside.isEmpty, "not in SystemCallFilter: \(outside.sorted())")
         let refused = used.intersection(denied)

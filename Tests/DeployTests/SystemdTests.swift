@@ -49,15 +49,19 @@ struct SystemdTests {
     /// systemd-analyze verify: exit 0 is not enough (unknown keys are only warned about), so any
     /// diagnostic about our files counts as a failure.
     static func verify(_ dir: URL) throws -> (ok: Bool, output: String) {
-        let tool = try #require(Deploy.tool("systemd-analyze"), "systemd-analyze is missing: scripts/install-deps.sh installs Debian's systemd package")
+        let tool = try #require(
+            Deploy.tool("systemd-analyze"), "systemd-analyze is missing: scripts/install-deps.sh installs Debian's systemd package")
         let r = try runProcess(tool, ["verify", "--man=no", dir.appendingPathComponent("attest-gateway.service").path], timeout: 60)
         let output = r.stdout + r.stderr
         let ours = output.split(separator: "\n").filter { $0.contains("attest-gateway") || $0.contains(dir.path) }
         return (r.status == 0 && ours.isEmpty, output)
     }
 
-    @Test("systemd-analyze verify accepts the unit, alone and with the privileged-port drop-in",
-          .enabled(if: Deploy.runnable("systemd-analyze"), "systemd-analyze not installed (scripts/install-deps.sh installs systemd); skipped outside CI"))
+    @Test(
+        "systemd-analyze verify accepts the unit, alone and with the privileged-port drop-in",
+        .enabled(
+            if: Deploy.runnable("systemd-analyze"),
+            "systemd-analyze not installed (scripts/install-deps.sh installs systemd); skipped outside CI"))
     func verifyUnit() throws {
         #expect(FileManager.default.isExecutableFile(atPath: gatewaydBinary.path), "build gatewayd first: \(gatewaydBinary.path)")
         let unit = try Deploy.text(Self.unitPath)
@@ -72,8 +76,9 @@ struct SystemdTests {
         #expect(both.ok, "systemd-analyze verify with the drop-in: \(both.output)")
     }
 
-    @Test("the verify check catches a misspelled directive and a missing binary (it can fail)",
-          .enabled(if: Deploy.runnable("systemd-analyze"), "systemd-analyze not installed; skipped outside CI"))
+    @Test(
+        "the verify check catches a misspelled directive and a missing binary (it can fail)",
+        .enabled(if: Deploy.runnable("systemd-analyze"), "systemd-analyze not installed; skipped outside CI"))
     func verifyCanFail() throws {
         let unit = try Deploy.text(Self.unitPath)
         let typo = try Self.stage(unit: unit.replacingOccurrences(of: "ProtectHome=", with: "ProtectHom="))
@@ -81,7 +86,8 @@ struct SystemdTests {
         #expect(!(try Self.verify(typo)).ok)
 
         let dropInTypo = try Self.stage(
-            unit: unit, dropIn: try Deploy.text(Self.dropInPath).replacingOccurrences(of: "AmbientCapabilities=", with: "AmbientCapabilitie="))
+            unit: unit,
+            dropIn: try Deploy.text(Self.dropInPath).replacingOccurrences(of: "AmbientCapabilities=", with: "AmbientCapabilitie="))
         defer { try? FileManager.default.removeItem(at: dropInTypo) }
         #expect(!(try Self.verify(dropInTypo)).ok)
 
@@ -93,8 +99,9 @@ struct SystemdTests {
     }
 
     /// systemd's own offline exposure score (0 = fully sandboxed, 10 = none); threshold is in tenths.
-    @Test("systemd-analyze security scores the sandbox at most 2.0, with or without the drop-in",
-          .enabled(if: Deploy.runnable("systemd-analyze"), "systemd-analyze not installed; skipped outside CI"))
+    @Test(
+        "systemd-analyze security scores the sandbox at most 2.0, with or without the drop-in",
+        .enabled(if: Deploy.runnable("systemd-analyze"), "systemd-analyze not installed; skipped outside CI"))
     func securityExposure() throws {
         let tool = try #require(Deploy.tool("systemd-analyze"))
         let unit = try Deploy.text(Self.unitPath)
@@ -102,17 +109,22 @@ struct SystemdTests {
             let dir = try Self.stage(unit: unit, dropIn: dropIn)
             defer { try? FileManager.default.removeItem(at: dir) }
             let r = try runProcess(
-                tool, ["security", "--offline=yes", "--threshold=20", "--no-pager", dir.appendingPathComponent("attest-gateway.service").path],
+                tool,
+                ["security", "--offline=yes", "--threshold=20", "--no-pager", dir.appendingPathComponent("attest-gateway.service").path],
                 timeout: 60)
             let overall = (r.stdout + r.stderr).split(separator: "\n").first { $0.contains("Overall exposure level") } ?? "no score printed"
             #expect(r.status == 0, "drop-in: \(dropIn != nil): \(overall)\n\(r.stderr)")
         }
         // The same score with the hardening removed is above the threshold: the check discriminates.
-        let weak = unit.split(separator: "\n").filter { !$0.hasPrefix("Protect") && !$0.hasPrefix("Private") && !$0.hasPrefix("SystemCall") }
-            .joined(separator: "\n")
+        let weak = unit.split(separator: "\n").filter {
+            !$0.hasPrefix("Protect") && !$0.hasPrefix("Private") && !$0.hasPrefix("SystemCall")
+        }
+        .joined(separator: "\n")
         let dir = try Self.stage(unit: weak)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try runProcess(tool, ["security", "--offline=yes", "--threshold=20", "--no-pager", dir.appendingPathComponent("attest-gateway.service").path], timeout: 60)
+        let r = try runProcess(
+            tool, ["security", "--offline=yes", "--threshold=20", "--no-pager", dir.appendingPathComponent("attest-gateway.service").path],
+            timeout: 60)
         #expect(r.status != 0)
     }
 

@@ -21,7 +21,9 @@ struct AdmissionConfigTests {
 
     @Test("rates are N/s, N/m or N/h, or off; burst defaults to two seconds' worth")
     func rates() throws {
-        let a = try ConfigFixture.parse(minimalPlus: "attest: {challenge_rate: {per_client: 600/m, clients: 1024}, registration_rate: 90/h}").attest
+        let a = try ConfigFixture.parse(
+            minimalPlus: "attest: {challenge_rate: {per_client: 600/m, clients: 1024}, registration_rate: 90/h}"
+        ).attest
         #expect(a.challengeRate.perClient == Rate(600, per: .minute))
         #expect(a.challengeRate.burst == 20)
         #expect(a.challengeRate.clients == 1024)
@@ -73,16 +75,18 @@ struct AdmissionConfigTests {
         #expect(m.maxAnonymousChallenges == 300 && m.maxKeyBoundChallenges == 200 && m.maxChallengesPerKey == 1)
         #expect(
             ConfigFixture.errors(
-                ConfigFixture.minimal + "\nstore: {max_anonymous_challenges: 0, max_key_bound_challenges: 1e6, max_challenges_per_key: 9}") == [
-                "gateway.yaml:7:35: store.max_anonymous_challenges must be an integer from 1 to 100000000, got 0",
-                "gateway.yaml:7:64: store.max_key_bound_challenges must be an integer from 1 to 100000000, got \"1e6\"",
-                "gateway.yaml:7:93: store.max_challenges_per_key must be an integer from 1 to 8, got 9",
-            ]
+                ConfigFixture.minimal + "\nstore: {max_anonymous_challenges: 0, max_key_bound_challenges: 1e6, max_challenges_per_key: 9}")
+                == [
+                    "gateway.yaml:7:35: store.max_anonymous_challenges must be an integer from 1 to 100000000, got 0",
+                    "gateway.yaml:7:64: store.max_key_bound_challenges must be an integer from 1 to 100000000, got \"1e6\"",
+                    "gateway.yaml:7:93: store.max_challenges_per_key must be an integer from 1 to 8, got 9",
+                ]
         )
         #expect(
-            ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, url: redis://127.0.0.1, max_anonymous_challenges: 10}") == [
-                "gateway.yaml:7:46: store.max_anonymous_challenges applies only to kind \"memory\"; this store is \"redis\""
-            ]
+            ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, url: redis://127.0.0.1, max_anonymous_challenges: 10}")
+                == [
+                    "gateway.yaml:7:46: store.max_anonymous_challenges applies only to kind \"memory\"; this store is \"redis\""
+                ]
         )
     }
 }

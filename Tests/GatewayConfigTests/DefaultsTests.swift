@@ -52,7 +52,8 @@ struct DefaultsTests {
 
     @Test("store keys: max_keys derived (nil), 3 re-registrations per 1h, no idle eviction")
     func storeKeys() {
-        #expect(config.store.keys == StoreConfig.Keys(maxKeys: nil, maxReregistrations: 3, reregistrationWindow: .seconds(3600), idleTTL: nil))
+        #expect(
+            config.store.keys == StoreConfig.Keys(maxKeys: nil, maxReregistrations: 3, reregistrationWindow: .seconds(3600), idleTTL: nil))
     }
 
     @Test("an upstream defaults to 64 connections, 2s connect, 30s response, 60s idle")

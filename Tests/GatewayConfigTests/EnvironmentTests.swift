@@ -32,10 +32,12 @@ struct EnvironmentTests {
 
     @Test("one file, two environments: values come from the environment, defaults where unset or empty")
     func substitution() throws {
-        let prod = try Self.parse(Self.redis, [
-            "API_URL": "http://10.0.0.5:8081", "REDIS_URL": "redis://redis.prod:6379/2", "PORT": "9000", "WORKERS": "4",
-            "REDIS_TIMEOUT": "",
-        ])
+        let prod = try Self.parse(
+            Self.redis,
+            [
+                "API_URL": "http://10.0.0.5:8081", "REDIS_URL": "redis://redis.prod:6379/2", "PORT": "9000", "WORKERS": "4",
+                "REDIS_TIMEOUT": "",
+            ])
         #expect(prod.listeners[0].address == SocketAddressSpec(host: "0.0.0.0", port: 9000))
         #expect(prod.upstreams[0].target.description == "http://10.0.0.5:8081")
         #expect(prod.workers == .count(4))  // a plain value stays plain: read as a number
@@ -72,10 +74,11 @@ struct EnvironmentTests {
 
     @Test("$${ is a literal ${; any other $ is itself; keys are never substituted")
     func escaping() throws {
-        let yaml = ConfigFixture.minimal + """
+        let yaml =
+            ConfigFixture.minimal + """
 
-            attest: {challenge_path: "/v1/$${challenge}", register_path: /v1/$register$}
-            """
+                attest: {challenge_path: "/v1/$${challenge}", register_path: /v1/$register$}
+                """
         let config = try Self.parse(yaml, ["challenge": "x", "register": "y"])
         #expect(config.attest.challengePath == "/v1/${challenge}")
         #expect(config.attest.registerPath == "/v1/$register$")

@@ -29,17 +29,18 @@ struct NothingIgnoredTests {
                     + "the store cannot answer anyway); remove it, or set mode: enforce"
             ])
         // Block style: the position is the key's own line.
-        let block = Self.base + """
+        let block =
+            Self.base + """
 
-            routes:
-              - name: r
-                match: {path_prefix: /}
-                upstream: demo
-                assertion:
-                  mode: shadow
-                  bind: body
-                  rollout: 100%
-            """
+                routes:
+                  - name: r
+                    match: {path_prefix: /}
+                    upstream: demo
+                    assertion:
+                      mode: shadow
+                      bind: body
+                      rollout: 100%
+                """
         #expect(
             ConfigFixture.errors(block) == [
                 "gateway.yaml:11:7: routes[0].assertion.rollout only applies to mode: enforce (it picks the share of keys "
@@ -55,7 +56,9 @@ struct NothingIgnoredTests {
 
     @Test("mode: off takes no other assertion key")
     func offKeys() {
-        for key in ["bind: body", "challenge: required", "rollout: 50%", "on_store_error: fail_open", "client_data: v1", "counter_window: 8"] {
+        for key in [
+            "bind: body", "challenge: required", "rollout: 50%", "on_store_error: fail_open", "client_data: v1", "counter_window: 8",
+        ] {
             let name = String(key.prefix { $0 != ":" })
             #expect(
                 ConfigFixture.errors(Self.route("mode: off, \(key)")) == [
@@ -77,8 +80,10 @@ struct NothingIgnoredTests {
                 "gateway.yaml:7:18: logging.level must be one of \"debug\", \"info\", \"warning\" or \"error\", got \"critical\": "
                     + "the event log has no such level (did you mean \"error\"?)"
             ])
-        #expect(ConfigFixture.errors(ConfigFixture.minimal + "\nlogging: {level: trace}").first?.hasSuffix("(did you mean \"debug\"?)") == true)
-        #expect(ConfigFixture.errors(ConfigFixture.minimal + "\nlogging: {level: notice}").first?.hasSuffix("(did you mean \"info\"?)") == true)
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nlogging: {level: trace}").first?.hasSuffix("(did you mean \"debug\"?)") == true)
+        #expect(
+            ConfigFixture.errors(ConfigFixture.minimal + "\nlogging: {level: notice}").first?.hasSuffix("(did you mean \"info\"?)") == true)
     }
 
     @Test("store.snapshot_interval needs data_dir")

@@ -7,12 +7,14 @@ struct RedisClusterConfigTests {
     @Test("cluster and seeds are read; cluster defaults to false, seeds to none")
     func clusterAndSeeds() throws {
         let config = try ConfigFixture.parse(
-            minimalPlus: "store: {kind: redis, cluster: true, url: redis://10.0.0.1:7000, seeds: [redis://10.0.0.2:7000, redis://node-3/0]}")
+            minimalPlus: "store: {kind: redis, cluster: true, url: redis://10.0.0.1:7000, seeds: [redis://10.0.0.2:7000, redis://node-3/0]}"
+        )
         #expect(
             config.store.backend
-                == .redis(StoreConfig.Redis(
-                    url: RedisURL(host: "10.0.0.1", port: 7000), cluster: true,
-                    seeds: [RedisURL(host: "10.0.0.2", port: 7000), RedisURL(host: "node-3", port: 6379)])))
+                == .redis(
+                    StoreConfig.Redis(
+                        url: RedisURL(host: "10.0.0.1", port: 7000), cluster: true,
+                        seeds: [RedisURL(host: "10.0.0.2", port: 7000), RedisURL(host: "node-3", port: 6379)])))
         let single = try ConfigFixture.parse(minimalPlus: "store: {kind: redis, url: redis://cache/2}")
         guard case .redis(let redis) = single.store.backend else {
             Issue.record("not a redis store")
@@ -33,11 +35,12 @@ struct RedisClusterConfigTests {
                 "gateway.yaml:7:38: store.seeds needs cluster: true (a single Redis server has one url)"
             ])
         #expect(
-            ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, cluster: true, url: redis://c, seeds: [redis://d/4, 7, x]}") == [
-                "gateway.yaml:7:61: store.seeds[0] names database 4: Redis Cluster has only database 0",
-                "gateway.yaml:7:74: store.seeds[1] must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \"7\"",
-                "gateway.yaml:7:77: store.seeds[2] must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \"x\"",
-            ])
+            ConfigFixture.errors(
+                ConfigFixture.minimal + "\nstore: {kind: redis, cluster: true, url: redis://c, seeds: [redis://d/4, 7, x]}") == [
+                    "gateway.yaml:7:61: store.seeds[0] names database 4: Redis Cluster has only database 0",
+                    "gateway.yaml:7:74: store.seeds[1] must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \"7\"",
+                    "gateway.yaml:7:77: store.seeds[2] must be a url redis://[USER:PASSWORD@]HOST[:PORT][/DB] or rediss://… for TLS (e.g. redis://127.0.0.1:6379/0), got \"x\"",
+                ])
         #expect(
             ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {kind: redis, cluster: yes, url: redis://c}") == [
                 "gateway.yaml:7:31: store.cluster must be true or false, got \"yes\""

@@ -41,9 +41,10 @@ struct RequestHygieneConfigTests {
         func errors(_ fold: String) -> [String] {
             ConfigFixture.errors(Self.routes.replacingOccurrences(of: "{path_prefix: /}", with: "{path_prefix: /, fold: \(fold)}"))
         }
-        #expect(errors("[cases]") == [
-            "gateway.yaml:8:50: routes[3].match.fold[0] must be one of \"case\", \"params\", \"suffix\" or \"trim\", got \"cases\" (did you mean \"case\"?)"
-        ])
+        #expect(
+            errors("[cases]") == [
+                "gateway.yaml:8:50: routes[3].match.fold[0] must be one of \"case\", \"params\", \"suffix\" or \"trim\", got \"cases\" (did you mean \"case\"?)"
+            ])
         #expect(errors("[case, case]") == ["gateway.yaml:8:56: routes[3].match.fold lists \"case\" more than once"])
         #expect(errors("all") == ["gateway.yaml:8:49: routes[3].match.fold must be a list, got \"all\""])
     }
@@ -56,8 +57,9 @@ struct RequestHygieneConfigTests {
         #expect(try ConfigFixture.parse(allow).listeners[0].underscoresInHeaders == .allow)
         let bad = ConfigFixture.minimal.replacingOccurrences(
             of: "address: 0.0.0.0:8080}", with: "address: 0.0.0.0:8080, underscores_in_headers: off}")
-        #expect(ConfigFixture.errors(bad) == [
-            "gateway.yaml:2:67: listeners[0].underscores_in_headers must be one of \"drop\" or \"allow\", got \"off\""
-        ])
+        #expect(
+            ConfigFixture.errors(bad) == [
+                "gateway.yaml:2:67: listeners[0].underscores_in_headers must be one of \"drop\" or \"allow\", got \"off\""
+            ])
     }
 }

@@ -46,7 +46,8 @@ struct TrustedProxiesConfigTests {
                     + "2001:db8::/32), got \"nope\"",
             ])
         #expect(ConfigFixture.errors(Self.yaml(top: "[]")) == ["gateway.yaml:1:18: trusted_proxies must list at least one entry"])
-        #expect(ConfigFixture.errors(Self.yaml(top: "10.0.0.0/8")) == ["gateway.yaml:1:18: trusted_proxies must be a list, got \"10.0.0.0/8\""])
+        #expect(
+            ConfigFixture.errors(Self.yaml(top: "10.0.0.0/8")) == ["gateway.yaml:1:18: trusted_proxies must be a list, got \"10.0.0.0/8\""])
         #expect(
             ConfigFixture.errors(Self.yaml(listener: ", proxy_protocol: yes please")) == [
                 "gateway.yaml:2:59: listeners[0].proxy_protocol must be true or false, got \"yes please\""

@@ -75,17 +75,21 @@ struct ValidationTests {
         for n in [1, 8, 64] {
             #expect(try ConfigFixture.parse(yaml("mode: enforce, counter_window: \(n)")).routes[0].assertion.counterWindow == n)
         }
-        #expect(try ConfigFixture.parse(yaml("mode: shadow, bind: body, challenge: \"off\", counter_window: 16")).routes[0].assertion
-            == AssertionPolicy(mode: .shadow, bind: .body, challenge: .off, counterWindow: 16))
-        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: 0")) == [
-            "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got 0"
-        ])
-        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: 65")) == [
-            "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got 65"
-        ])
-        #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: \"8\"")) == [
-            "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got the quoted string \"8\" (write it without quotes)"
-        ])
+        #expect(
+            try ConfigFixture.parse(yaml("mode: shadow, bind: body, challenge: \"off\", counter_window: 16")).routes[0].assertion
+                == AssertionPolicy(mode: .shadow, bind: .body, challenge: .off, counterWindow: 16))
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, counter_window: 0")) == [
+                "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got 0"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, counter_window: 65")) == [
+                "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got 65"
+            ])
+        #expect(
+            ConfigFixture.errors(yaml("mode: enforce, counter_window: \"8\"")) == [
+                "gateway.yaml:4:99: routes[0].assertion.counter_window must be an integer from 1 to 64, got the quoted string \"8\" (write it without quotes)"
+            ])
         #expect(ConfigFixture.errors(yaml("mode: enforce, counter_window: on")).count == 1)
         #expect(ConfigFixture.errors(yaml("mode: enforce, counterwindow: 8")).first?.contains("unknown key") == true)
         // A per-key challenge budget of 8: one live challenge per request in flight on such a route.
@@ -102,8 +106,9 @@ struct ValidationTests {
         #expect(guarded.admin.tokenFile == "/etc/attest-gateway/secrets/admin-token")
         #expect(guarded.admin.protectMetrics)
         #expect(guarded.admin.address == AdminConfig().address)
-        #expect(try ConfigFixture.parse(minimalPlus: "admin: {token_file: /run/credentials/gw/admin-token}").admin.tokenFile
-            == "/run/credentials/gw/admin-token")
+        #expect(
+            try ConfigFixture.parse(minimalPlus: "admin: {token_file: /run/credentials/gw/admin-token}").admin.tokenFile
+                == "/run/credentials/gw/admin-token")
         #expect(
             ConfigFixture.errors(ConfigFixture.minimal + "\nadmin: {protect_metrics: true}") == [
                 "gateway.yaml:7:26: admin.protect_metrics needs admin.token_file (the bearer token that /metrics then requires)"
@@ -219,13 +224,16 @@ struct ValidationTests {
 
     @Test("key bounds: max_keys, max_reregistrations, reregistration_window on both kinds, key_idle_ttl on memory; limits.max_receipt")
     func keyBounds() throws {
-        let memory = try ConfigFixture.parse(minimalPlus: """
-            limits: {max_receipt: 8KiB}
-            store: {max_keys: 1000, max_reregistrations: 5, reregistration_window: 30m, key_idle_ttl: 2160h}
-            """)
+        let memory = try ConfigFixture.parse(
+            minimalPlus: """
+                limits: {max_receipt: 8KiB}
+                store: {max_keys: 1000, max_reregistrations: 5, reregistration_window: 30m, key_idle_ttl: 2160h}
+                """)
         #expect(memory.limits.maxReceipt == 8 * 1024)
-        #expect(memory.store.keys == StoreConfig.Keys(
-            maxKeys: 1000, maxReregistrations: 5, reregistrationWindow: .seconds(1800), idleTTL: .seconds(2160 * 3600)))
+        #expect(
+            memory.store.keys
+                == StoreConfig.Keys(
+                    maxKeys: 1000, maxReregistrations: 5, reregistrationWindow: .seconds(1800), idleTTL: .seconds(2160 * 3600)))
         let redis = try ConfigFixture.parse(minimalPlus: "store: {kind: redis, url: redis://r:6379, max_keys: 50, max_reregistrations: 1}")
         #expect(redis.store.keys == StoreConfig.Keys(maxKeys: 50, maxReregistrations: 1))
         #expect(
@@ -234,17 +242,18 @@ struct ValidationTests {
             ]
         )
         #expect(
-            ConfigFixture.errors(ConfigFixture.minimal + """
+            ConfigFixture.errors(
+                ConfigFixture.minimal + """
 
-                store: {max_keys: 0, max_reregistrations: 101, reregistration_window: 0s, key_idle_ttl: 500ms}
-                limits: {max_receipt: 64KiB}
-                """) == [
-                "gateway.yaml:7:19: store.max_keys must be an integer from 1 to 1000000000, got 0",
-                "gateway.yaml:7:43: store.max_reregistrations must be an integer from 1 to 100, got 101",
-                "gateway.yaml:7:71: store.reregistration_window must be more than 0, got 0s",
-                "gateway.yaml:7:89: store.key_idle_ttl must be at least 1s, got 500ms",
-                "gateway.yaml:8:23: limits.max_receipt must be from 4096 (4KiB) to 32768 (32KiB) bytes, got 65536 (64KiB)",
-            ]
+                    store: {max_keys: 0, max_reregistrations: 101, reregistration_window: 0s, key_idle_ttl: 500ms}
+                    limits: {max_receipt: 64KiB}
+                    """) == [
+                    "gateway.yaml:7:19: store.max_keys must be an integer from 1 to 1000000000, got 0",
+                    "gateway.yaml:7:43: store.max_reregistrations must be an integer from 1 to 100, got 101",
+                    "gateway.yaml:7:71: store.reregistration_window must be more than 0, got 0s",
+                    "gateway.yaml:7:89: store.key_idle_ttl must be at least 1s, got 500ms",
+                    "gateway.yaml:8:23: limits.max_receipt must be from 4096 (4KiB) to 32768 (32KiB) bytes, got 65536 (64KiB)",
+                ]
         )
         #expect(
             ConfigFixture.errors(ConfigFixture.minimal + "\nstore: {reregistration_window: 721h, max_keys: many}") == [

@@ -195,8 +195,7 @@ struct ValueSyntaxTests {
         for good in ["localhost", "a.example.com", "xn--bcher-kva.example", "a-b.c"] {
             #expect(HostSyntax.isHostname(good), "\(good)")
         }
-        for bad in ["", "-a.com", "a-.com", "a..com", "a_b.com", "1.2.3.4", "é.com", String(repeating: "a", count: 64)]
-        {
+        for bad in ["", "-a.com", "a-.com", "a..com", "a_b.com", "1.2.3.4", "é.com", String(repeating: "a", count: 64)] {
             #expect(!HostSyntax.isHostname(bad), "\(bad)")
         }
         #expect(HostSyntax.isHostname("*.example.com", allowWildcard: true))

@@ -53,7 +53,9 @@ struct CMSTests {
             #expect(ok.chain.map(\.der) == [pki.signer.der, pki.root.der])
             #expect(try CMSSignedDataVerifier.unverifiedContent(signed) == Self.content)
             // The root inside the message is no anchor: another root refuses it.
-            #expect(throws: CMSSignedDataVerifier.Failure.self) { try CMSSignedDataVerifier(roots: [pki.other]).verify(signed, at: Self.at) }
+            #expect(throws: CMSSignedDataVerifier.Failure.self) {
+                try CMSSignedDataVerifier(roots: [pki.other]).verify(signed, at: Self.at)
+            }
             do {
                 _ = try CMSSignedDataVerifier(roots: [pki.root]).verify(signed, at: 1_900_000_000)
                 Issue.record("verified after the signer expired")

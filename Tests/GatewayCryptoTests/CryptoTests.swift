@@ -1,10 +1,11 @@
 import CGatewayNGHTTP2
 import Dispatch
 import Foundation
-@_spi(Issuing) @testable import GatewayCrypto
 import GatewayWire
 import Synchronization
 import Testing
+
+@_spi(Issuing) @testable import GatewayCrypto
 
 @Suite("SHA-256")
 struct SHA256Tests {
@@ -120,8 +121,9 @@ struct X509ChainTests {
     }
 
     static let appleRoot = try! X509Certificate.parsePEM(
-        String(contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("AppAttestTests/Vectors/apple-app-attest-root-ca.pem").path, encoding: .utf8))
+        String(
+            contentsOfFile: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("AppAttestTests/Vectors/apple-app-attest-root-ca.pem").path, encoding: .utf8))
 
     @Test("the Apple root parses with its published fingerprint and validity") func root() throws {
         let root = try #require(Self.appleRoot.first)

@@ -3,7 +3,7 @@ import GatewayCrypto
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// TLSSession against the real `openssl s_client` / `s_server` on loopback: one connection each,
@@ -223,7 +223,9 @@ final class OpenSSLTool {
 
     /// s_server's `ACCEPT 127.0.0.1:PORT` line.
     func acceptPort() -> UInt16? {
-        while !String(decoding: outputSoFar, as: UTF8.self).contains("\n") || !String(decoding: outputSoFar, as: UTF8.self).contains("ACCEPT") {
+        while !String(decoding: outputSoFar, as: UTF8.self).contains("\n")
+            || !String(decoding: outputSoFar, as: UTF8.self).contains("ACCEPT")
+        {
             let chunk = output.fileHandleForReading.availableData
             if chunk.isEmpty { return nil }
             outputSoFar.append(chunk)

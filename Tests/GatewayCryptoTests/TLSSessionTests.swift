@@ -203,7 +203,9 @@ struct TLSSessionTests {
     func plainHTTP() throws {
         let pki = try TLSTestPKI()
         let server = try pki.server([(try pki.issue("gateway.test"), [])])
-        for request in ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST /api HTTP/1.1\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "OPTIONS * HTTP/1.1\r\n"] {
+        for request in [
+            "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST /api HTTP/1.1\r\n", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "OPTIONS * HTTP/1.1\r\n",
+        ] {
             let s = server.makeSession()
             for byte in Array(request.utf8).prefix(3) {
                 s.feed([byte])
@@ -213,7 +215,9 @@ struct TLSSessionTests {
             #expect(s.handshakeState == .plainHTTPOnTLSPort, "\(request)")
             #expect(s.pendingCiphertextCount == 0)
             var buffer = [UInt8](repeating: 0, count: 64)
-            #expect(buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) } == .failed(TLSFailure(.plainHTTP, "plain HTTP request on a TLS port")))
+            #expect(
+                buffer.withUnsafeMutableBytes { s.readPlaintext(into: $0) }
+                    == .failed(TLSFailure(.plainHTTP, "plain HTTP request on a TLS port")))
         }
         #expect(String(decoding: TLSSession.plainHTTPRejection, as: UTF8.self).hasPrefix("HTTP/1.1 400 "))
     }
@@ -290,7 +294,9 @@ struct TLSSessionTests {
         #expect(maxPending <= 64 * 1024 + 64 * 1024 + 1024)
     }
 
-    @Test("records fed one byte at a time or whole: all plaintext comes out, in several reads when the buffer is small (the session holds the rest); drained reads say needMoreInput")
+    @Test(
+        "records fed one byte at a time or whole: all plaintext comes out, in several reads when the buffer is small (the session holds the rest); drained reads say needMoreInput"
+    )
     func splitRecords() throws {
         let (c, s) = try Self.sessions()
         pump(c, s)
@@ -421,7 +427,8 @@ struct TLSVerificationTests {
             let f = try #require(c.handshakeState.failure)
             #expect(f.kind == .certificateVerification)
             #expect(
-                f.detail.contains("unable to get local issuer certificate") || f.detail.contains("self-signed certificate in certificate chain"),
+                f.detail.contains("unable to get local issuer certificate")
+                    || f.detail.contains("self-signed certificate in certificate chain"),
                 "\(f)")
         }
     }
@@ -523,7 +530,9 @@ struct TLSContextErrorTests {
         #expect(e.kind == .invalidCertificate && e.message.contains(junk))
 
         let junkKey = pki.directory + "/junk.key"
-        _ = FileManager.default.createFile(atPath: junkKey, contents: Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: junkKey, contents: Data("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".utf8),
+            attributes: [.posixPermissions: 0o600])
         e = try #require(serverError([.init(certificatePath: good.certificatePath, privateKeyPath: junkKey)]))
         #expect(e.kind == .invalidPrivateKey && e.message.contains(junkKey))
 
@@ -552,7 +561,8 @@ struct TLSContextErrorTests {
         let pki = try TLSTestPKI()
         let good = try pki.issue("gateway.test")
         for names in [["*"], ["*.*.example.com"], ["bad name"], ["a..b"], ["*example.com"]] {
-            let e = try #require(serverError([.init(certificatePath: good.certificatePath, privateKeyPath: good.keyPath, serverNames: names)]))
+            let e = try #require(
+                serverError([.init(certificatePath: good.certificatePath, privateKeyPath: good.keyPath, serverNames: names)]))
             #expect(e.kind == .invalidConfiguration, "\(names)")
         }
         let e = try #require(serverError([.init(certificatePath: good.certificatePath, privateKeyPath: good.keyPath)], alpn: [""]))
@@ -617,7 +627,8 @@ final class TLSTestPKI {
     ) throws -> Leaf {
         let key = ECPrivateKey(curve: .p256)
         let now = Int64(Date().timeIntervalSince1970)
-        let names = dnsNames.map { CertificateBuilder.DER.element(tag: 0x82, Array($0.utf8)) }
+        let names =
+            dnsNames.map { CertificateBuilder.DER.element(tag: 0x82, Array($0.utf8)) }
             + ipAddresses.map { CertificateBuilder.DER.element(tag: 0x87, $0) }
         let san = CertificateBuilder.Extension(oid: "2.5.29.17", critical: false, value: CertificateBuilder.DER.sequence(names))
         let cert = try CertificateBuilder(

@@ -105,7 +105,8 @@ struct HTTP1ParserTests {
     @Test("the corpus is there") func corpus() { #expect(ConformanceCase.all.count >= 50) }
 
     @Test("a request head parses into method, exact target, version, fields and framing") func head() throws {
-        let raw = Array("POST /api/purchase?x=1%20y HTTP/1.1\r\nHost: shop\r\nContent-Length: 5\r\nX-Multi: a\r\nx-multi: b\r\n\r\nhello".utf8)
+        let raw = Array(
+            "POST /api/purchase?x=1%20y HTTP/1.1\r\nHost: shop\r\nContent-Length: 5\r\nX-Multi: a\r\nx-multi: b\r\n\r\nhello".utf8)
         let (h, end) = try #require(try raw.withUnsafeBytes { try HTTP1Parser().parseRequestHead($0) })
         #expect(h.method == "POST")
         #expect(h.target == "/api/purchase?x=1%20y")
@@ -155,7 +156,9 @@ struct HTTP1ParserTests {
     }
 
     @Test("chunked bodies decode whole and drip-fed, with trailers kept") func chunked() throws {
-        let raw = Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1;ext=1\r\n \r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\nNEXT".utf8)
+        let raw = Array(
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1;ext=1\r\n \r\nA\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\nNEXT"
+                .utf8)
         for size in [raw.count, 1, 3, 13] {
             let out = try #require(try parseMessage(raw, chunkSize: size))
             #expect(String(decoding: out.body, as: UTF8.self) == "hello 0123456789")
@@ -178,9 +181,10 @@ struct HTTP1ParserTests {
         #expect(throws: HTTPParseError.self) { try framing("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n") }
         #expect(throws: HTTPParseError.self) { try framing("HTTP/1.1 20 OK\r\n\r\n") }
         #expect(throws: HTTPParseError.self) { try framing("HTTP/1.1 200OK\r\n\r\n") }
-        let head = try #require(try Array("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n\r\n".utf8).withUnsafeBytes {
-            try HTTP1Parser().parseResponseHead($0, requestMethod: "GET")
-        })
+        let head = try #require(
+            try Array("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n\r\n".utf8).withUnsafeBytes {
+                try HTTP1Parser().parseResponseHead($0, requestMethod: "GET")
+            })
         #expect(head.0.status == 503 && head.0.reason == "Service Unavailable" && head.0.headers["retry-after"] == "5")
     }
 

@@ -47,7 +47,9 @@ struct HTTP2ConformanceTests {
         try expectMalformed(H2.get + [("x-v", "a\t")])
     }
 
-    @Test("RFC 9113 §8.2.2: connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding, upgrade) → RST_STREAM PROTOCOL_ERROR")
+    @Test(
+        "RFC 9113 §8.2.2: connection-specific fields (connection, keep-alive, proxy-connection, transfer-encoding, upgrade) → RST_STREAM PROTOCOL_ERROR"
+    )
     func connectionSpecific() throws {
         try expectMalformed(H2.get + [("connection", "keep-alive")])
         try expectMalformed(H2.get + [("keep-alive", "timeout=5")])

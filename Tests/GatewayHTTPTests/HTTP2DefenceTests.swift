@@ -100,14 +100,17 @@ struct HTTP2DefenceTests {
         #expect(head.headers["x-2"] == "v")
     }
 
-    @Test("RFC 7541 §4.1, RFC 9113 §6.5.2, §10.5.1: an HPACK bomb past the header list limit is handed on without its head, to be answered 431")
+    @Test(
+        "RFC 7541 §4.1, RFC 9113 §6.5.2, §10.5.1: an HPACK bomb past the header list limit is handed on without its head, to be answered 431"
+    )
     func hpackBomb() throws {
         let server = try HTTP2ServerSession()  // max header list size 16 KiB
         // One 4000-byte entry in the dynamic table, then 1000 one-byte references to it: ~4 MB decoded.
         var block = HPACK.literals(H2.get) + HPACK.indexing("x-bomb", String(repeating: "a", count: 4000))
         for _ in 0..<1000 { block += HPACK.indexed(62) }
         let events = server.receive(H2.start() + H2.headers(stream: 1, block))
-        #expect(events == [.requestHeadTooLarge(streamID: 1, endStream: true), .requestEnd(streamID: 1)], "no head delivered, nothing kept")
+        #expect(
+            events == [.requestHeadTooLarge(streamID: 1, endStream: true), .requestEnd(streamID: 1)], "no head delivered, nothing kept")
         // The loop answers it (GatewayProxy: the JSON headers_too_large); the session can.
         try server.submitResponse(streamID: 1, status: 431, headers: HTTPFields([("content-length", "0")]), endStream: true)
         let frames = H2.frames(server.pullOutput())
@@ -188,7 +191,8 @@ struct HTTP2DefenceTests {
         #expect(server.isFinished)
     }
 
-    @Test("RFC 9113 §5.4.1, §10.5: a PING flood ends with GOAWAY ENHANCE_YOUR_CALM (last processed stream) on the wire, queued ACKs dropped")
+    @Test(
+        "RFC 9113 §5.4.1, §10.5: a PING flood ends with GOAWAY ENHANCE_YOUR_CALM (last processed stream) on the wire, queued ACKs dropped")
     func pingFloodGoaway() throws {
         var settings = HTTP2Settings()
         settings.maxOutboundAck = 100

@@ -10,8 +10,9 @@ struct HTTP2EarlyResponseTests {
     static func answerEarly(stop: Bool, requestEndsFirst: Bool = false) throws -> (HTTP2ServerSession, [H2.Frame]) {
         let server = try HTTP2ServerSession()
         var bytes = H2.start()
-        bytes += H2.request(stream: 1, H2.get.map { $0.0 == ":method" ? ($0.0, "POST") : $0 } + [("content-length", "2000")],
-                            endStream: false)
+        bytes += H2.request(
+            stream: 1, H2.get.map { $0.0 == ":method" ? ($0.0, "POST") : $0 } + [("content-length", "2000")],
+            endStream: false)
         bytes += H2.data(stream: 1, Array(repeating: 1, count: 1000))
         let events = server.receive(bytes)
         #expect(events.first.map { if case .request(1, _) = $0 { true } else { false } } == true)

@@ -160,8 +160,10 @@ final class HeaderDecoder {
                     offset += rv
                     if flags & Int32(NGHTTP2_HD_INFLATE_EMIT.rawValue) != 0 {
                         fields.append(
-                            (String(decoding: UnsafeBufferPointer(start: nv.name, count: nv.namelen), as: UTF8.self),
-                             String(decoding: UnsafeBufferPointer(start: nv.value, count: nv.valuelen), as: UTF8.self)))
+                            (
+                                String(decoding: UnsafeBufferPointer(start: nv.name, count: nv.namelen), as: UTF8.self),
+                                String(decoding: UnsafeBufferPointer(start: nv.value, count: nv.valuelen), as: UTF8.self)
+                            ))
                     }
                     if flags & Int32(NGHTTP2_HD_INFLATE_FINAL.rawValue) != 0 {
                         nghttp2_hd_inflate_end_headers(inflater)

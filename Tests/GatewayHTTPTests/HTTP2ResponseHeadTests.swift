@@ -1,6 +1,7 @@
 import CGatewayNGHTTP2
-@testable import GatewayHTTP
 import Testing
+
+@testable import GatewayHTTP
 
 /// The proxy submits upstream response heads to HTTP/2 by filling the session's header block
 /// (`submitResponse(streamID:status:endStream:fields:)`, its fields from the upstream's bytes:
@@ -8,12 +9,13 @@ import Testing
 /// HEADERS, the same refusals, and the block's HTTP/2 rules.
 @Suite("HTTP/2 response heads filled field by field")
 struct HTTP2ResponseHeadTests {
-    static let heads: [String] = ResponseHeadLinesTests.heads.filter { !$0.hasPrefix("HTTP/1.1 100") } + [
-        "HTTP/1.1 200 OK\r\nHost: upstream\r\nX-Empty:\r\nX-Tab: a\tb\r\nVia: 1.0 far\r\nConnection: via\r\nContent-Length: 1\r\n\r\n",
-        "HTTP/1.1 204 No Content\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nCONTENT-TYPE: text/plain\r\nConnection: set-cookie\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nX-Obs: \u{FF}\u{80}\r\nVia: 1.1 \u{E9}\r\nContent-Length: 0\r\n\r\n",
-        ResponseHeadLinesTests.many,
-    ]
+    static let heads: [String] =
+        ResponseHeadLinesTests.heads.filter { !$0.hasPrefix("HTTP/1.1 100") } + [
+            "HTTP/1.1 200 OK\r\nHost: upstream\r\nX-Empty:\r\nX-Tab: a\tb\r\nVia: 1.0 far\r\nConnection: via\r\nContent-Length: 1\r\n\r\n",
+            "HTTP/1.1 204 No Content\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nCONTENT-TYPE: text/plain\r\nConnection: set-cookie\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nX-Obs: \u{FF}\u{80}\r\nVia: 1.1 \u{E9}\r\nContent-Length: 0\r\n\r\n",
+            ResponseHeadLinesTests.many,
+        ]
 
     @Test("HTTP/2 rules: names lowercased; host, non-token names and bad values dropped; Latin-1 kept as bytes")
     func rules() {
@@ -70,7 +72,8 @@ struct HTTP2ResponseHeadTests {
                 Result { () throws(HTTP2SessionError) in
                     try session.submitResponse(streamID: id, status: lines.status, endStream: true) { block in
                         for f in lines.fields {
-                            block.append(name: UnsafeRawBufferPointer(rebasing: buf[f.name]), value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
+                            block.append(
+                                name: UnsafeRawBufferPointer(rebasing: buf[f.name]), value: UnsafeRawBufferPointer(rebasing: buf[f.value]))
                         }
                     }
                 }

@@ -1,5 +1,6 @@
-@testable import GatewayHTTP
 import Testing
+
+@testable import GatewayHTTP
 
 @Suite("HTTP character classes")
 struct HTTPCharTests {
@@ -9,8 +10,9 @@ struct HTTPCharTests {
         for c in 0...255 {
             #expect(HTTPChar.isTchar(UInt8(c)) == HTTPChar.isTcharByRule(UInt8(c)), "byte \(c)")
             let plain = (0x30...0x39).contains(c) || (0x41...0x5a).contains(c) || (0x61...0x7a).contains(c) || c == 0x2d
-            #expect((HTTPChar.tcharClass(UInt8(c)) == UInt8(ascii: "2")) == (HTTPChar.isTcharByRule(UInt8(c)) && !plain),
-                    "byte \(c): class 2 is a tchar other than letters, digits and -")
+            #expect(
+                (HTTPChar.tcharClass(UInt8(c)) == UInt8(ascii: "2")) == (HTTPChar.isTcharByRule(UInt8(c)) && !plain),
+                "byte \(c): class 2 is a tchar other than letters, digits and -")
         }
     }
 }

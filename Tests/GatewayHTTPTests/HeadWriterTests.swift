@@ -21,7 +21,8 @@ struct HeadWriterTests {
         #expect(w.overflowed && w.count == before)
     }
 
-    @Test("appendHead: the same bytes whether the head fits the stack buffer or needs heap buffers", arguments: [10, 1000, 1100, 9000, 70000])
+    @Test(
+        "appendHead: the same bytes whether the head fits the stack buffer or needs heap buffers", arguments: [10, 1000, 1100, 9000, 70000])
     func appendHeadSizes(_ size: Int) {
         let value = String(repeating: "v", count: size)
         var out: [UInt8] = [9]
@@ -37,7 +38,9 @@ struct HeadWriterTests {
 
     @Test("status line start, for 1xx to 9xx and out-of-range codes, HTTP/1.0 and 1.1")
     func statusLines() {
-        for (status, minor, text) in [(200, 1, "HTTP/1.1 200 "), (999, 0, "HTTP/1.0 999 "), (42, 1, "HTTP/1.1 42 "), (1000, 1, "HTTP/1.1 1000 ")] {
+        for (status, minor, text) in [
+            (200, 1, "HTTP/1.1 200 "), (999, 0, "HTTP/1.0 999 "), (42, 1, "HTTP/1.1 42 "), (1000, 1, "HTTP/1.1 1000 "),
+        ] {
             var out: [UInt8] = []
             HeadWriter.appendHead(to: &out) { $0.appendStatusLineStart(status: status, minorVersion: minor) }
             #expect(out == Array(text.utf8))

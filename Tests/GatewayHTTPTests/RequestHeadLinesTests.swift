@@ -96,10 +96,11 @@ struct RequestHeadLinesTests {
     /// (valid, odd and invalid values), under small limits too: the same head or the same error.
     @Test("random framing, persistence, Expect and Host fields: the byte path decides like the string path")
     func randomDifferential() throws {
-        let pool = ResponseHeadLinesTests.framingFields + [
-            "Host: a", "host: b", "HOST:", "Expect: 100-continue", "expect: 100-CONTINUE", "Expect: x", "X: caf\u{E9}",
-            "Bad Name: x", "X: a\u{01}",
-        ]
+        let pool =
+            ResponseHeadLinesTests.framingFields + [
+                "Host: a", "host: b", "HOST:", "Expect: 100-continue", "expect: 100-CONTINUE", "Expect: x", "X: caf\u{E9}",
+                "Bad Name: x", "X: a\u{01}",
+            ]
         let limits = [HTTP1Parser(), HTTP1Parser(limits: .init(maxRequestLine: 16, maxHeaderBytes: 64, maxHeaderCount: 3))]
         var rng = SeededRandom(seed: 0x7e57)
         var storage: [HTTPFieldRange] = []

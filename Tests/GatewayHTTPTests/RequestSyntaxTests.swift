@@ -1,5 +1,6 @@
-@testable import GatewayHTTP
 import Testing
+
+@testable import GatewayHTTP
 
 /// The request syntax that keeps a backend from reading a request differently from the routes
 /// (`RequestSyntax`): methods, hosts, request-targets; and the HTTP/1.1 parser's use of it, on the
@@ -82,26 +83,32 @@ struct RequestSyntaxTests {
 
     @Test("a body's _method: any letter case anywhere, or a form key PHP reads as _method; not other keys")
     func bodyMethodOverride() {
-        for b in ["_method=DELETE", "a=1&_METHOD=PUT", "{\"_Method\":\"DELETE\"}", "x=1&%5Fmethod=DELETE", "x&.method=PUT", "+method=PUT",
-                  "name=\"_method\""] {
+        for b in [
+            "_method=DELETE", "a=1&_METHOD=PUT", "{\"_Method\":\"DELETE\"}", "x=1&%5Fmethod=DELETE", "x&.method=PUT", "+method=PUT",
+            "name=\"_method\"",
+        ] {
             #expect(RequestSyntax.bodyHasMethodOverride(Array(b.utf8)), "\(b)")
         }
-        for b in ["", "method=DELETE", "a=1&b=2", "{\"method\":\"DELETE\"}", "_metho", "x_methodx".replacingOccurrences(of: "_", with: "-")] {
+        for b in [
+            "", "method=DELETE", "a=1&b=2", "{\"method\":\"DELETE\"}", "_metho", "x_methodx".replacingOccurrences(of: "_", with: "-"),
+        ] {
             #expect(!RequestSyntax.bodyHasMethodOverride(Array(b.utf8)), "\(b)")
         }
     }
 
     @Test("a POST's _method query parameter, in every spelling PHP reads as _method; not other methods, keys or values")
     func methodOverrideQuery() {
-        for t in ["/api/item?_method=DELETE", "/x?a=1&_method=PUT", "/x?_method", "/x?%5Fmethod=DELETE", "/x?%5fmethod=DELETE",
-                  "/x?.method=DELETE", "/x?+method=DELETE", "/x?%20method=DELETE", "/x?[method=DELETE", "/x?_%6Dethod=DELETE",
-                  "/x?a&_method=&b"]
-        {
+        for t in [
+            "/api/item?_method=DELETE", "/x?a=1&_method=PUT", "/x?_method", "/x?%5Fmethod=DELETE", "/x?%5fmethod=DELETE",
+            "/x?.method=DELETE", "/x?+method=DELETE", "/x?%20method=DELETE", "/x?[method=DELETE", "/x?_%6Dethod=DELETE",
+            "/x?a&_method=&b",
+        ] {
             #expect(RequestSyntax.hasMethodOverride(method: "POST", target: t), "\(t)")
         }
-        for t in ["/api/item", "/x?method=DELETE", "/x?_methods=DELETE", "/x?a_method=1", "/x?q=_method", "/x?_METHOD=DELETE",
-                  "/x#?_method=DELETE", "/x?a=1#&_method=DELETE", "/_method?x=1", "/x?_metho=1"]
-        {
+        for t in [
+            "/api/item", "/x?method=DELETE", "/x?_methods=DELETE", "/x?a_method=1", "/x?q=_method", "/x?_METHOD=DELETE",
+            "/x#?_method=DELETE", "/x?a=1#&_method=DELETE", "/_method?x=1", "/x?_metho=1",
+        ] {
             #expect(!RequestSyntax.hasMethodOverride(method: "POST", target: t), "\(t)")
         }
         #expect(!RequestSyntax.hasMethodOverride(method: "GET", target: "/x?_method=DELETE"))
@@ -221,8 +228,9 @@ struct RequestSyntaxTests {
             f.collapseContentLength()
             return f.map { "\($0.name): \($0.value)" }
         }
-        #expect(collapsed([("A", "1"), ("Content-Length", "5"), ("B", "2"), ("content-length", "5")])
-            == ["A: 1", "Content-Length: 5", "B: 2"])
+        #expect(
+            collapsed([("A", "1"), ("Content-Length", "5"), ("B", "2"), ("content-length", "5")])
+                == ["A: 1", "Content-Length: 5", "B: 2"])
         #expect(collapsed([("Content-Length", "5, 5"), ("X", "y")]) == ["Content-Length: 5", "X: y"])
         #expect(collapsed([("Content-Length", "7")]) == ["Content-Length: 7"])
         #expect(collapsed([("X", "y")]) == ["X: y"])
@@ -231,9 +239,10 @@ struct RequestSyntaxTests {
 
     @Test("foldable names (_ . ~ …) that fold into a field the gateway interprets")
     func interpretedWhenFolded() {
-        for n in ["Content_Length", "Content.Length", "transfer_encoding", "Transfer~Encoding", "HOST", "Proxy_Authorization",
-                  "Proxy.Connection", "Keep_Alive", "Expect", "via", "Forwarded", "Connection"]
-        {
+        for n in [
+            "Content_Length", "Content.Length", "transfer_encoding", "Transfer~Encoding", "HOST", "Proxy_Authorization",
+            "Proxy.Connection", "Keep_Alive", "Expect", "via", "Forwarded", "Connection",
+        ] {
             #expect(FoldedNames.isInterpretedWhenFolded(n), "\(n)")
         }
         for n in ["X_Custom", "X_Forwarded_Port", "Content_Type", "Host_", String(repeating: "_", count: 40)] {

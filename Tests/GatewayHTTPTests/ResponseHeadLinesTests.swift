@@ -79,8 +79,12 @@ struct ResponseHeadLinesTests {
         let raw = Self.bytes(text)
         var e1: HTTPParseError?
         var e2: HTTPParseError?
-        do { _ = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") } } catch { e1 = error as? HTTPParseError }
-        do { _ = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: "GET") } } catch { e2 = error as? HTTPParseError }
+        do { _ = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: "GET") } } catch {
+            e1 = error as? HTTPParseError
+        }
+        do { _ = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: "GET") } } catch {
+            e2 = error as? HTTPParseError
+        }
         #expect(e1 != nil)
         #expect(e1 == e2)
     }
@@ -113,8 +117,12 @@ struct ResponseHeadLinesTests {
                 var e2: HTTPParseError?
                 var a: (HTTPResponseHeadLines, Int)?
                 var b: (HTTPResponseHead, Int)?
-                do { a = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: method) } } catch { e1 = error as? HTTPParseError }
-                do { b = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: method) } } catch { e2 = error as? HTTPParseError }
+                do { a = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHeadLines($0, requestMethod: method) } } catch {
+                    e1 = error as? HTTPParseError
+                }
+                do { b = try raw.withUnsafeBytes { try HTTP1Parser().parseResponseHead($0, requestMethod: method) } } catch {
+                    e2 = error as? HTTPParseError
+                }
                 #expect(e1 == e2, "\(text.debugDescription) \(method)")
                 if let (lines, _) = a, let (head, _) = b {
                     #expect(lines.framing == head.framing && lines.keepAlive == head.keepAlive, "\(text.debugDescription) \(method)")

@@ -1,10 +1,11 @@
 import Dispatch
 import Foundation
-@testable import GatewayIO
 import GatewayTestSupport
 import Glibc
 import Synchronization
 import Testing
+
+@testable import GatewayIO
 
 @Suite("Event loop: a reply awaited (awaitedReplies)", .serialized, .timeLimit(.minutes(1)))
 struct EventLoopAwaitTests {

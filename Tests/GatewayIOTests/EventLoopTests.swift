@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
-@testable import GatewayIO
 import GatewayTestSupport
 import Glibc
 import Testing
+
+@testable import GatewayIO
 
 /// An echo server on the event loop: what it reads it writes back, pausing reads while more than
 /// 256 KiB wait to be written (back-pressure).
@@ -77,7 +78,9 @@ struct EventLoopTests {
         var payload = [UInt8](repeating: 0, count: 8 << 20)
         for i in payload.indices { payload[i] = UInt8(truncatingIfNeeded: i &* 31 &+ i >> 9) }
         let toSend = payload
-        let sender = Thread { client.send(toSend); client.shutdownWrite() }
+        let sender = Thread {
+            client.send(toSend); client.shutdownWrite()
+        }
         sender.start()
         let echoed = client.receive(exactly: payload.count)
         #expect(echoed.count == payload.count)

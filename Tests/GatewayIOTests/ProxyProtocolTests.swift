@@ -1,6 +1,7 @@
 import Foundation
-@testable import GatewayIO
 import Testing
+
+@testable import GatewayIO
 
 /// The PROXY protocol header (HAProxy's specification, v1 and v2) from raw bytes: what each form
 /// names, where the header ends, and what is refused. The reader on a live socket (before TLS and

@@ -15,22 +15,30 @@ final class TLSFiles: @unchecked Sendable {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-io-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         for ca in ["ca", "other-ca"] {
-            try Self.openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(ca).key"),
-                              "-out", path("\(ca).pem"), "-days", "2", "-subj", "/CN=\(ca)"])
+            try Self.openssl([
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(ca).key"),
+                "-out", path("\(ca).pem"), "-days", "2", "-subj", "/CN=\(ca)",
+            ])
         }
-        try Self.openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("server.key"),
-                          "-out", path("server.csr"), "-subj", "/CN=localhost"])
+        try Self.openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("server.key"),
+            "-out", path("server.csr"), "-subj", "/CN=localhost",
+        ])
         try "subjectAltName=DNS:localhost,IP:127.0.0.1\n".write(toFile: path("server.ext"), atomically: true, encoding: .utf8)
-        try Self.openssl(["x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial",
-                          "-days", "2", "-extfile", path("server.ext"), "-out", path("server.pem")])
+        try Self.openssl([
+            "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial",
+            "-days", "2", "-extfile", path("server.ext"), "-out", path("server.pem"),
+        ])
         chmod(path("server.key"), 0o600)
     }
 
     func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
 
     func serverContext() throws -> TLSServerContext {
-        try TLSServerContext(configuration: TLSServerConfiguration(
-            certificates: [.init(certificatePath: path("server.pem"), privateKeyPath: path("server.key"))], alpnProtocols: ["http/1.1"]))
+        try TLSServerContext(
+            configuration: TLSServerConfiguration(
+                certificates: [.init(certificatePath: path("server.pem"), privateKeyPath: path("server.key"))], alpnProtocols: ["http/1.1"])
+        )
     }
 
     func clientContext(ca: String = "ca") throws -> TLSClientContext {

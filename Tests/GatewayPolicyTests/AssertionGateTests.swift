@@ -162,7 +162,8 @@ struct AssertionGateTests {
             r.assertion = nil
             return try f.evaluate(r)
         },
-        Row("bind: request without a challenge header", "assertion_missing", "headers", details: ["missing": AttestHeaders.challenge]) { f in
+        Row("bind: request without a challenge header", "assertion_missing", "headers", details: ["missing": AttestHeaders.challenge]) {
+            f in
             try f.evaluate(f.request(challenge: nil))
         },
         Row("bind: body, challenge: required, without a challenge header", "challenge_missing", "headers") { f in
@@ -201,48 +202,66 @@ struct AssertionGateTests {
             return try f.evaluate(f.request(challenge: try f.challenge(boundTo: .some(nil)), signer: stranger))
         },
         // 3. The app's policy, on the stored record.
-        Row("the key's app is no longer in apps", "app_not_allowed", "app_policy", details: ["app_id": "ABCDE12345.com.example.gone"],
-            record: { $0.appID = "ABCDE12345.com.example.gone" }) { f in
+        Row(
+            "the key's app is no longer in apps", "app_not_allowed", "app_policy", details: ["app_id": "ABCDE12345.com.example.gone"],
+            record: { $0.appID = "ABCDE12345.com.example.gone" }
+        ) { f in
             try f.evaluate(f.request(challenge: try f.challenge()))
         },
-        Row("a production key of a development-only app", "environment_not_allowed", "app_policy", details: ["environment": "production"],
-            record: { $0.environment = .production }) { f in
+        Row(
+            "a production key of a development-only app", "environment_not_allowed", "app_policy", details: ["environment": "production"],
+            record: { $0.environment = .production }
+        ) { f in
             try f.evaluate(f.request(challenge: try f.challenge()))
         },
-        Row("attested in a validation category not allowed", "validation_category_not_allowed", "app_policy",
-            details: ["validation_category": "development"], record: { $0.validationCategory = ValidationCategory.development.rawValue }) { f in
+        Row(
+            "attested in a validation category not allowed", "validation_category_not_allowed", "app_policy",
+            details: ["validation_category": "development"], record: { $0.validationCategory = ValidationCategory.development.rawValue }
+        ) { f in
             try f.evaluate(f.request(challenge: try f.challenge()))
         },
-        Row("attested with a bundle version below the minimum", "bundle_version_too_old", "app_policy", details: ["bundle_version": "1.9"],
-            record: { $0.bundleVersion = "1.9" }) { f in
+        Row(
+            "attested with a bundle version below the minimum", "bundle_version_too_old", "app_policy", details: ["bundle_version": "1.9"],
+            record: { $0.bundleVersion = "1.9" }
+        ) { f in
             try f.evaluate(f.request(challenge: try f.challenge()))
         },
-        Row("a stored public key that is not a P-256 point", "invalid_public_key", "key_lookup",
-            record: { $0.publicKey = [0x04] + [UInt8](repeating: 0, count: 64) }) { f in
+        Row(
+            "a stored public key that is not a P-256 point", "invalid_public_key", "key_lookup",
+            record: { $0.publicKey = [0x04] + [UInt8](repeating: 0, count: 64) }
+        ) { f in
             try f.evaluate(f.request(challenge: try f.challenge()))
         },
         // 4. Apple's assertion algorithm.
-        Row("the body changed after signing", "bad_signature", "verify", details: ["bound": "challenge, method, target, sha256(body), authority"]) { f in
-            try f.evaluate(f.request(challenge: try f.challenge(), body: Array("{\"sku\":\"A-9\"}".utf8), signedBody: Array("{\"sku\":\"A-1\"}".utf8)))
+        Row(
+            "the body changed after signing", "bad_signature", "verify",
+            details: ["bound": "challenge, method, target, sha256(body), authority"]
+        ) { f in
+            try f.evaluate(
+                f.request(challenge: try f.challenge(), body: Array("{\"sku\":\"A-9\"}".utf8), signedBody: Array("{\"sku\":\"A-1\"}".utf8)))
         },
         Row("signed by another key", "bad_signature", "verify") { f in
             try f.evaluate(f.request(challenge: try f.challenge(), mutations: AssertionMutations(signingKey: ECPrivateKey(curve: .p256))))
         },
         Row("bind: body, the body changed after signing", "bad_signature", "verify", details: ["bound": "body"]) { f in
-            try f.evaluate(f.request(route: bodyOff, challenge: nil, body: Array("{\"n\":2}".utf8), signedBody: Array("{\"n\":1}".utf8)), route: bodyOff)
+            try f.evaluate(
+                f.request(route: bodyOff, challenge: nil, body: Array("{\"n\":2}".utf8), signedBody: Array("{\"n\":1}".utf8)),
+                route: bodyOff)
         },
         Row("the rpIdHash of another app", "app_id_mismatch", "verify") { f in
             let other = try AppID("ABCDE12345.com.example.other")
             return try f.evaluate(f.request(challenge: try f.challenge(), mutations: AssertionMutations(rpIDHash: other.rpIDHash)))
         },
-        Row("a counter not above the stored one", "counter_replay", "verify", details: ["counter_presented": "0", "counter_stored": "0"]) { f in
+        Row("a counter not above the stored one", "counter_replay", "verify", details: ["counter_presented": "0", "counter_stored": "0"]) {
+            f in
             try f.evaluate(f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 0)))
         },
         // 5. The iOS 27 signals of the assertion.
         Row("asserted in a validation category not allowed", "validation_category_not_allowed", "app_policy") { f in
             try f.evaluate(f.request(challenge: try f.challenge(), extensions: SimulatedExtensions(validationCategory: .development)))
         },
-        Row("asserted with a bundle version below the minimum", "bundle_version_too_old", "app_policy", details: ["bundle_version": "1.0"]) { f in
+        Row("asserted with a bundle version below the minimum", "bundle_version_too_old", "app_policy", details: ["bundle_version": "1.0"])
+        { f in
             try f.evaluate(f.request(challenge: try f.challenge(), extensions: SimulatedExtensions(bundleVersion: "1.0")))
         },
         // 6. The commit: the challenge and the counter, atomically.
@@ -272,18 +291,22 @@ struct AssertionGateTests {
             let store = StubStore(f.memory, snapshot: [read.keyID: read])
             return try f.evaluate(f.request(challenge: try f.challenge(boundTo: .some(nil)), signer: stranger), store: store)
         },
-        Row("the counter advanced by another request between the lookup and the commit", "counter_replay", "commit",
-            details: ["counter_presented": "3", "counter_stored": "0", "counter_stored_at_commit": "5"]) { f in
+        Row(
+            "the counter advanced by another request between the lookup and the commit", "counter_replay", "commit",
+            details: ["counter_presented": "3", "counter_stored": "0", "counter_stored_at_commit": "5"]
+        ) { f in
             let store = StubStore(f.memory, snapshot: [f.keyID: f.record])  // read at counter 0
             for _ in 0..<5 { _ = try f.accepted(f.request(challenge: try f.challenge())) }
             return try f.evaluate(f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 3)), store: store)
         },
         // The store.
         Row("the store cannot answer the key lookup", "store_unavailable", "store") { f in
-            try f.evaluate(f.request(challenge: try f.challenge()), store: StubStore(f.memory, failing: [.deviceKey: StubStore.unreachable]))
+            try f.evaluate(
+                f.request(challenge: try f.challenge()), store: StubStore(f.memory, failing: [.deviceKey: StubStore.unreachable]))
         },
         Row("the store cannot commit", "store_unavailable", "store", details: ["counter_presented": "1"]) { f in
-            try f.evaluate(f.request(challenge: try f.challenge()), store: StubStore(f.memory, failing: [.commitAssertion: StubStore.unreachable]))
+            try f.evaluate(
+                f.request(challenge: try f.challenge()), store: StubStore(f.memory, failing: [.commitAssertion: StubStore.unreachable]))
         },
         Row("the store answers challenge_capacity", "challenge_capacity", "store") { f in
             let full = StoreError(.challengeCapacity, "too many live challenges (test)")
@@ -346,7 +369,9 @@ struct AssertionGateTests {
     func acceptedVariants() throws {
         let f = try Fixture()
         let challenge = try f.challenge()
-        _ = try f.accepted(f.request(route: Self.bodyRequired, challenge: challenge, body: Array("{\"c\":\"\(challenge)\"}".utf8)), route: Self.bodyRequired)
+        _ = try f.accepted(
+            f.request(route: Self.bodyRequired, challenge: challenge, body: Array("{\"c\":\"\(challenge)\"}".utf8)),
+            route: Self.bodyRequired)
         _ = try f.accepted(f.request(route: Self.bodyOptional, challenge: nil), route: Self.bodyOptional)
         _ = try f.accepted(f.request(route: Self.bodyOff, challenge: nil), route: Self.bodyOff)
         let signals = SimulatedExtensions(validationCategory: .appStore, bundleVersion: "2.1")
@@ -371,7 +396,9 @@ struct AssertionGateTests {
         let f = try Fixture()
         var r = f.request(challenge: try f.challenge())
         r.assertion = "not base64!"
-        guard case .failure(let head) = AssertionGate.readHeaders(keyID: r.keyID, challenge: r.challenge, assertion: r.assertion, route: Self.request),
+        guard
+            case .failure(let head) = AssertionGate.readHeaders(
+                keyID: r.keyID, challenge: r.challenge, assertion: r.assertion, route: Self.request),
             case .refused(let gate) = try f.evaluate(r)
         else {
             Issue.record("not refused")

@@ -38,15 +38,17 @@ struct CounterWindowGateTests {
         // A jump to 20 leaves 4…19 open; 5 is below the window of 8 (floor 13): refused by Apple's
         // counter step; 13 and 19 are accepted, each once.
         _ = try f.accepted(f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 20)), route: Self.window)
-        let old = Self.refusal(try f.evaluate(
-            f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 5)), route: Self.window))
+        let old = Self.refusal(
+            try f.evaluate(
+                f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 5)), route: Self.window))
         #expect(old?.error == .verification(.counterReplay) && old?.step == "verify")
         #expect(Self.field(old, "counter_window_floor") == "13" && Self.field(old, "counter_window_reason") == "below_window")
         for c: UInt32 in [13, 19] {
             _ = try f.accepted(f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: c)), route: Self.window)
         }
-        let again = Self.refusal(try f.evaluate(
-            f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 13)), route: Self.window))
+        let again = Self.refusal(
+            try f.evaluate(
+                f.request(challenge: try f.challenge(), mutations: AssertionMutations(counter: 13)), route: Self.window))
         #expect(again?.step == "commit" && Self.field(again, "counter_window_open") == "14,15,16,17,18")
         // Its challenge was not consumed by the refusal.
         #expect(f.before.challenge == f.after.challenge)

@@ -1,9 +1,9 @@
-import GatewayIO
 import AppAttest
 import Dispatch
+import Foundation
+import GatewayIO
 import GatewayPolicy
 import GatewayStore
-import Foundation
 import Testing
 
 /// What the client contract (docs/client-contract.md, "Error codes") says of each code: the status
@@ -157,7 +157,8 @@ final class StubStore: AttestStore {
     }
 
     func claimToken(
-        _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64, completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
+        _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
     ) {
         if let e = failures[.claimToken] { return completion(.failure(e)) }
         inner.claimToken(digest, ttlMillis: ttlMillis, nowMillis: nowMillis, completion: completion)

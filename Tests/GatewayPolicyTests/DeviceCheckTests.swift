@@ -83,7 +83,8 @@ struct DeviceCheckTests {
         #expect(at.total == 10 && at.fallback == 2 && !at.exceeded)
         let over = share.record(fallback: true, nowMillis: t)
         #expect(over.exceeded && over.firstInWindow)
-        #expect(share.record(fallback: true, nowMillis: t + 100).exceeded && !share.record(fallback: true, nowMillis: t + 200).firstInWindow)
+        #expect(
+            share.record(fallback: true, nowMillis: t + 100).exceeded && !share.record(fallback: true, nowMillis: t + 200).firstInWindow)
         // An App Attest request is never refused for the share.
         #expect(!share.record(fallback: false, nowMillis: t).exceeded)
         #expect(share.read(nowMillis: t).share > 0.2)

@@ -1,9 +1,9 @@
-import GatewayIO
 import AppAttest
 import AppAttestSimulator
 import Foundation
 import GatewayConfig
 import GatewayCrypto
+import GatewayIO
 import GatewayPolicy
 import GatewayStore
 import GatewayWire
@@ -37,7 +37,9 @@ struct HostBindingTests {
         #expect(Hex.encode(SHA256.hash(v1)) == Self.v1SHA256)
         #expect(Hex.encode(SHA256.hash(v2)) == Self.v2SHA256)
         // The version-1 entry point is unchanged.
-        #expect(ClientData.forRequest(challenge: Self.exampleChallenge, method: "POST", target: "/api/purchase?order=7", body: Self.exampleBody) == v1)
+        #expect(
+            ClientData.forRequest(challenge: Self.exampleChallenge, method: "POST", target: "/api/purchase?order=7", body: Self.exampleBody)
+                == v1)
         // The contract shows these very values (a client library is written from it).
         let contract = try String(contentsOf: Self.repositoryRoot.appendingPathComponent("docs/client-contract.md"), encoding: .utf8)
         for text in [Self.v1SHA256, Self.v2SHA256, Self.bodyHash, Self.exampleChallenge, "Shop.Example.com:443"] {
@@ -50,45 +52,46 @@ struct HostBindingTests {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    @Test(arguments: [
-        // (authority, scheme, normal form or nil)
-        ("a.example", "http", "a.example"),
-        ("A.EXAMPLE", "http", "a.example"),
-        ("a.example.", "http", "a.example"),
-        ("A.Example.:80", "http", "a.example"),
-        ("a.example:80", "https", "a.example:80"),
-        ("a.example:443", "https", "a.example"),
-        ("a.example:443", "http", "a.example:443"),
-        ("a.example:0443", "https", "a.example"),
-        ("a.example:08080", "http", "a.example:8080"),
-        ("a.example:", "http", "a.example"),
-        ("a.example:8080", "HTTP", "a.example:8080"),
-        ("a.example:80", "HTTP", "a.example"),
-        ("127.0.0.1:8080", "http", "127.0.0.1:8080"),
-        ("[::1]", "http", "[::1]"),
-        ("[2001:DB8::1]:443", "https", "[2001:db8::1]"),
-        ("[2001:db8::1]:8443", "https", "[2001:db8::1]:8443"),
-        ("[::ffff:192.0.2.1]", "http", "[::ffff:192.0.2.1]"),
-        ("xn--bcher-kva.example", "http", "xn--bcher-kva.example"),
-        ("my_host~1", "http", "my_host~1"),
-        ("a.example:7", "ftp", "a.example:7"),
-        ("", "http", nil),
-        (".", "http", nil),
-        ("a.example..", "http", nil),
-        (":80", "http", nil),
-        ("a.example:65536", "http", nil),
-        ("a.example:8o", "http", nil),
-        ("a.example:80:80", "http", nil),
-        ("user@a.example", "http", nil),
-        ("a%2eexample", "http", nil),
-        ("a example", "http", nil),
-        ("bücher.example", "http", nil),
-        ("[::1", "http", nil),
-        ("[]", "http", nil),
-        ("[::1]x", "http", nil),
-        ("[fe80::1%25eth0]", "http", nil),
-        ("[a.b]", "http", nil),
-    ] as [(String, String, String?)])
+    @Test(
+        arguments: [
+            // (authority, scheme, normal form or nil)
+            ("a.example", "http", "a.example"),
+            ("A.EXAMPLE", "http", "a.example"),
+            ("a.example.", "http", "a.example"),
+            ("A.Example.:80", "http", "a.example"),
+            ("a.example:80", "https", "a.example:80"),
+            ("a.example:443", "https", "a.example"),
+            ("a.example:443", "http", "a.example:443"),
+            ("a.example:0443", "https", "a.example"),
+            ("a.example:08080", "http", "a.example:8080"),
+            ("a.example:", "http", "a.example"),
+            ("a.example:8080", "HTTP", "a.example:8080"),
+            ("a.example:80", "HTTP", "a.example"),
+            ("127.0.0.1:8080", "http", "127.0.0.1:8080"),
+            ("[::1]", "http", "[::1]"),
+            ("[2001:DB8::1]:443", "https", "[2001:db8::1]"),
+            ("[2001:db8::1]:8443", "https", "[2001:db8::1]:8443"),
+            ("[::ffff:192.0.2.1]", "http", "[::ffff:192.0.2.1]"),
+            ("xn--bcher-kva.example", "http", "xn--bcher-kva.example"),
+            ("my_host~1", "http", "my_host~1"),
+            ("a.example:7", "ftp", "a.example:7"),
+            ("", "http", nil),
+            (".", "http", nil),
+            ("a.example..", "http", nil),
+            (":80", "http", nil),
+            ("a.example:65536", "http", nil),
+            ("a.example:8o", "http", nil),
+            ("a.example:80:80", "http", nil),
+            ("user@a.example", "http", nil),
+            ("a%2eexample", "http", nil),
+            ("a example", "http", nil),
+            ("bücher.example", "http", nil),
+            ("[::1", "http", nil),
+            ("[]", "http", nil),
+            ("[::1]x", "http", nil),
+            ("[fe80::1%25eth0]", "http", nil),
+            ("[a.b]", "http", nil),
+        ] as [(String, String, String?)])
     func normalForm(_ authority: String, _ scheme: String, _ expected: String?) {
         #expect(RequestAuthority.normalize(authority, scheme: scheme) == expected, "\(authority) \(scheme)")
     }
@@ -225,8 +228,12 @@ struct HostBindingTests {
             Issue.record("https with :443 refused")
             return
         }
-        #expect(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:443", scheme: "http", route: .v2))?.error == .verification(.badSignature))
-        #expect(Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:8080", route: .v2))?.error == .verification(.badSignature))
+        #expect(
+            Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:443", scheme: "http", route: .v2))?.error
+                == .verification(.badSignature))
+        #expect(
+            Self.refusal(try h.send(version: .v2, signedFor: "a.example", host: "a.example:8080", route: .v2))?.error
+                == .verification(.badSignature))
     }
 
     @Test func theRouteNotTheClientChoosesTheVersion() throws {
@@ -236,7 +243,9 @@ struct HostBindingTests {
             Issue.record("a v1 route refused v1 client data")
             return
         }
-        #expect(Self.refusal(try h.send(version: .v2, signedFor: "b.example", host: "b.example", route: .v1))?.error == .verification(.badSignature))
+        #expect(
+            Self.refusal(try h.send(version: .v2, signedFor: "b.example", host: "b.example", route: .v1))?.error
+                == .verification(.badSignature))
         // A v2 route refuses v1 client data: a client cannot downgrade it by signing the older form.
         let downgraded = try #require(Self.refusal(try h.send(version: .v1, signedFor: "", host: "b.example", route: .v2)))
         #expect(downgraded.error == .verification(.badSignature))

@@ -20,10 +20,12 @@ struct KeyIDRequiredTests {
         }
         let key = Base64.encode([UInt8](repeating: 2, count: 32))
         let bound = try? ChallengeEndpoint.request(
-            body: Array("{\"purpose\":\"register\",\"keyId\":\"\(key)\"}".utf8), ttlMillis: 5, requireKeyID: true).get()
+            body: Array("{\"purpose\":\"register\",\"keyId\":\"\(key)\"}".utf8), ttlMillis: 5, requireKeyID: true
+        ).get()
         #expect(bound == ChallengeRequest(purpose: .register, keyID: KeyID([UInt8](repeating: 2, count: 32)), ttlMillis: 5))
         // A malformed key id is still `malformed`, not `key_id_required`.
-        guard case .failure(let e) = ChallengeEndpoint.request(body: Array("{\"keyId\":\"AAAA\"}".utf8), ttlMillis: 5, requireKeyID: true) else {
+        guard case .failure(let e) = ChallengeEndpoint.request(body: Array("{\"keyId\":\"AAAA\"}".utf8), ttlMillis: 5, requireKeyID: true)
+        else {
             Issue.record("a 3-byte key id accepted")
             return
         }

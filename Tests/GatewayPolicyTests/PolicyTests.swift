@@ -10,11 +10,13 @@ import Testing
 struct PolicyTests {
     @Test func clientDataBindsChallengeMethodTargetAndBodyHash() {
         let cd = ClientData.forRequest(challenge: "abc", method: "POST", target: "/api/purchase?x=1", body: Array("{}".utf8))
-        #expect(String(decoding: cd, as: UTF8.self)
-            == "abc\nPOST\n/api/purchase?x=1\n44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+        #expect(
+            String(decoding: cd, as: UTF8.self)
+                == "abc\nPOST\n/api/purchase?x=1\n44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
         // An empty body hashes the empty string.
-        #expect(String(decoding: ClientData.forRequest(challenge: "c", method: "GET", target: "/", body: []), as: UTF8.self)
-            .hasSuffix("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
+        #expect(
+            String(decoding: ClientData.forRequest(challenge: "c", method: "GET", target: "/", body: []), as: UTF8.self)
+                .hasSuffix("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"))
     }
 
     @Test func keyIDEncodingsAreDetected() {
@@ -37,12 +39,15 @@ struct PolicyTests {
     }
 
     @Test func challengeRequestBodies() throws {
-        #expect(try ChallengeEndpoint.request(body: [], ttlMillis: 1000).get() == ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1000))
+        #expect(
+            try ChallengeEndpoint.request(body: [], ttlMillis: 1000).get() == ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1000))
         let key = Base64.encode([UInt8](repeating: 1, count: 32))
         let bound = try? ChallengeEndpoint.request(body: Array("{\"purpose\":\"assert\",\"keyId\":\"\(key)\"}".utf8), ttlMillis: 5).get()
         #expect(bound == ChallengeRequest(purpose: .assert, keyID: KeyID([UInt8](repeating: 1, count: 32)), ttlMillis: 5))
-        for (body, code) in [("{\"purpose\":\"x\"}", GateError.badJSON), ("{\"purpose\":1}", .badJSON), ("[]", .badJSON),
-                             ("{\"keyId\":\"AAAA\"}", .malformed), ("{", .badJSON)] {
+        for (body, code) in [
+            ("{\"purpose\":\"x\"}", GateError.badJSON), ("{\"purpose\":1}", .badJSON), ("[]", .badJSON),
+            ("{\"keyId\":\"AAAA\"}", .malformed), ("{", .badJSON),
+        ] {
             guard case .failure(let e) = ChallengeEndpoint.request(body: Array(body.utf8), ttlMillis: 5) else {
                 Issue.record("\(body) accepted")
                 continue
@@ -93,7 +98,8 @@ struct PolicyTests {
             let doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153
             let d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9, y = yoe + era * 400 + (m <= 2 ? 1 : 0)
             func p(_ v: Int, _ w: Int) -> String { String(repeating: "0", count: max(0, w - String(v).count)) + String(v) }
-            let expected = "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(ofDay / 3_600_000, 2)):\(p(ofDay / 60_000 % 60, 2)):"
+            let expected =
+                "\(p(y, 4))-\(p(m, 2))-\(p(d, 2))T\(p(ofDay / 3_600_000, 2)):\(p(ofDay / 60_000 % 60, 2)):"
                 + "\(p(ofDay / 1000 % 60, 2)).\(p(ofDay % 1000, 3))Z"
             #expect(text == expected)
         }
@@ -106,10 +112,18 @@ struct PolicyTests {
         let policy = try AttestPolicy(apps: [config], extraRoots: [], challengeTTLMillis: 300_000)
         let app = try #require(policy.apps["ABCDE12345.com.example.shop"])
         #expect(policy.refusal(app: app, environment: .production, validationCategory: nil, bundleVersion: nil) == nil)
-        #expect(policy.refusal(app: app, environment: .development, validationCategory: nil, bundleVersion: nil)?.error == .environmentNotAllowed)
-        #expect(policy.refusal(app: app, environment: .production, validationCategory: 4, bundleVersion: "4.10")  == nil)
-        #expect(policy.refusal(app: app, environment: .production, validationCategory: 3, bundleVersion: nil)?.error == .validationCategoryNotAllowed)
-        #expect(policy.refusal(app: app, environment: .production, validationCategory: 2, bundleVersion: "4.1.9")?.error == .bundleVersionTooOld)
-        #expect(policy.refusal(app: app, environment: .production, validationCategory: nil, bundleVersion: "garbage")?.error == .bundleVersionTooOld)
+        #expect(
+            policy.refusal(app: app, environment: .development, validationCategory: nil, bundleVersion: nil)?.error
+                == .environmentNotAllowed)
+        #expect(policy.refusal(app: app, environment: .production, validationCategory: 4, bundleVersion: "4.10") == nil)
+        #expect(
+            policy.refusal(app: app, environment: .production, validationCategory: 3, bundleVersion: nil)?.error
+                == .validationCategoryNotAllowed)
+        #expect(
+            policy.refusal(app: app, environment: .production, validationCategory: 2, bundleVersion: "4.1.9")?.error == .bundleVersionTooOld
+        )
+        #expect(
+            policy.refusal(app: app, environment: .production, validationCategory: nil, bundleVersion: "garbage")?.error
+                == .bundleVersionTooOld)
     }
 }

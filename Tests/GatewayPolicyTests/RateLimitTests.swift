@@ -34,7 +34,7 @@ struct RateLimitTests {
         #expect(limiter.admit(k, nowMillis: 1_000, ratePerSecond: 10, burst: 20) == .limited(retryAfterSeconds: 1))
         #expect(limiter.admit(other, nowMillis: 1_000, ratePerSecond: 10, burst: 20) == .admitted)  // its own bucket
         #expect(limiter.admit(k, nowMillis: 1_099, ratePerSecond: 10, burst: 20) != .admitted)
-        #expect(limiter.admit(k, nowMillis: 1_100, ratePerSecond: 10, burst: 20) == .admitted)     // 100 ms = one token
+        #expect(limiter.admit(k, nowMillis: 1_100, ratePerSecond: 10, burst: 20) == .admitted)  // 100 ms = one token
         #expect(limiter.admit(k, nowMillis: 1_100, ratePerSecond: 10, burst: 20) != .admitted)
         // A slow rate: the wait is rounded up to whole seconds.
         let slow = ClientRateLimiter(capacity: 1024)

@@ -12,14 +12,18 @@ struct ReadHeadersTests {
     static let keyID = Base64.encode((0..<32).map { UInt8($0) })
     static let challenge = ChallengeText.encode(ChallengeToken((0..<16).map { UInt8($0 + 100) })!)
     /// A CBOR assertion object that parses (its signature is not checked here).
-    static let assertion = Base64.encode(CBOREncoder.encode(.map(CBORMap([
-        (.text("signature"), .bytes([0x30, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01])),
-        (.text("authenticatorData"), .bytes([UInt8](repeating: 7, count: 32) + [0x00, 0, 0, 0, 5])),
-    ]))))
+    static let assertion = Base64.encode(
+        CBOREncoder.encode(
+            .map(
+                CBORMap([
+                    (.text("signature"), .bytes([0x30, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01])),
+                    (.text("authenticatorData"), .bytes([UInt8](repeating: 7, count: 32) + [0x00, 0, 0, 0, 5])),
+                ]))))
 
-    static func read(keyID: String? = keyID, challenge: String? = challenge, assertion: String? = assertion,
-                     _ route: RoutePolicy = RoutePolicy(mode: .enforce)) -> Result<AssertionHeaders, Explanation>
-    {
+    static func read(
+        keyID: String? = keyID, challenge: String? = challenge, assertion: String? = assertion,
+        _ route: RoutePolicy = RoutePolicy(mode: .enforce)
+    ) -> Result<AssertionHeaders, Explanation> {
         AssertionGate.readHeaders(keyID: keyID, challenge: challenge, assertion: assertion, route: route)
     }
 

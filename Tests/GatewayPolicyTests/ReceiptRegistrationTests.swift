@@ -21,7 +21,8 @@ struct ReceiptRegistrationTests {
         let env: AppPolicy.KeyEnvironmentName = v.string("verifier_environment") == "production" ? .production : .development
         let app = v.appID
         return try AttestPolicy(
-            apps: [AppPolicy(teamID: app.teamID, bundleIDs: [app.bundleID], environments: [env], verifiesReceipts: receipts)], extraRoots: [],
+            apps: [AppPolicy(teamID: app.teamID, bundleIDs: [app.bundleID], environments: [env], verifiesReceipts: receipts)],
+            extraRoots: [],
             challengeTTLMillis: 300_000)
     }
 
@@ -45,7 +46,10 @@ struct ReceiptRegistrationTests {
         let object = try AttestationObject.parse(attestation)
         let map = CBORMap([
             (.text("fmt"), .text(object.format)),
-            (.text("attStmt"), .map(CBORMap([(.text("x5c"), .array(object.x5c.map { .bytes($0) })), (.text("receipt"), .bytes(receipt))]))),
+            (
+                .text("attStmt"),
+                .map(CBORMap([(.text("x5c"), .array(object.x5c.map { .bytes($0) })), (.text("receipt"), .bytes(receipt))]))
+            ),
             (.text("authData"), .bytes(object.authenticatorData.bytes)),
         ])
         return CBOREncoder.encode(.map(map))
@@ -109,8 +113,11 @@ struct ReceiptRegistrationTests {
         }
         // The vector whose receipt was never published registers only where receipts are ignored.
         let bare = try #require(VectorCase.attestationCase(named: "oliver-binns-dev-attestation"))
-        #expect(Self.field(Self.refusal(try Self.check(bare, policy: try Self.policy(for: bare), at: bare.instant)), "reason") == "malformed")
-        #expect(throws: Never.self) { try Self.check(bare, policy: try Self.policy(for: bare, verifiesReceipts: false), at: bare.instant).get() }
+        #expect(
+            Self.field(Self.refusal(try Self.check(bare, policy: try Self.policy(for: bare), at: bare.instant)), "reason") == "malformed")
+        #expect(throws: Never.self) {
+            try Self.check(bare, policy: try Self.policy(for: bare, verifiesReceipts: false), at: bare.instant).get()
+        }
     }
 
     // MARK: Simulated devices through Registrar.register
@@ -129,20 +136,25 @@ struct ReceiptRegistrationTests {
             self.ca = ca
             policy = try AttestPolicy(
                 apps: [
-                    AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development], verifiesReceipts: receipts),
-                    AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requiresMacOSSecurity: true),
+                    AppPolicy(
+                        teamID: "ABCDE12345", bundleIDs: ["com.example.shop"], environments: [.development], verifiesReceipts: receipts),
+                    AppPolicy(
+                        teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requiresMacOSSecurity: true),
                 ],
                 extraRoots: [ca.root], extraReceiptRoots: trustReceiptRoot ? [ca.receiptRoot] : [], challengeTTLMillis: 300_000)
         }
 
         func register(_ device: SimulatedDevice, mutations: AttestationMutations = .none) throws -> RegistrationResult {
             let issued = Box<Result<IssuedChallenge, StoreError>>()
-            store.issueChallenge(ChallengeRequest(purpose: .register, keyID: nil, ttlMillis: 300_000), nowMillis: Self.now) { issued.set($0) }
+            store.issueChallenge(ChallengeRequest(purpose: .register, keyID: nil, ttlMillis: 300_000), nowMillis: Self.now) {
+                issued.set($0)
+            }
             let challenge = ChallengeText.encode(try issued.wait().get().token)
             let attestation = try device.attest(
                 clientDataHash: SHA256.hash(Array(challenge.utf8)), at: Date(timeIntervalSince1970: Double(Self.now) / 1000 - 5),
                 mutations: mutations)
-            let body = "{\"keyId\":\"\(Base64.encode(device.keyID))\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(challenge)\"}"
+            let body =
+                "{\"keyId\":\"\(Base64.encode(device.keyID))\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(challenge)\"}"
             let result = Box<RegistrationResult>()
             Registrar.register(body: Array(body.utf8), policy: policy, store: store, nowMillis: Self.now) { result.set($0) }
             return try result.wait()
@@ -190,10 +202,13 @@ struct ReceiptRegistrationTests {
         let app = try AppID(Self.appID)
         let cases: [(String, AttestationMutations)] = [
             ("app_id_mismatch", AttestationMutations(receiptEdit: { $0.appID = "ABCDE12345.com.example.other" })),
-            ("type_mismatch", AttestationMutations(receiptEdit: {
-                $0.type = "RECEIPT"
-                $0.riskMetric = 1
-            })),
+            (
+                "type_mismatch",
+                AttestationMutations(receiptEdit: {
+                    $0.type = "RECEIPT"
+                    $0.riskMetric = 1
+                })
+            ),
             ("client_hash_mismatch", AttestationMutations(receiptEdit: { $0.clientHash = SHA256.hash(Array("another challenge".utf8)) })),
             ("attested_key_mismatch", AttestationMutations(receiptEdit: { $0.attestedCertificate = h.ca.root.der })),
             ("creation_time_invalid", AttestationMutations(receiptEdit: { $0.creationTime = $0.creationTime.addingTimeInterval(3600) })),

@@ -38,7 +38,8 @@ struct RegistrarTests {
                 teamID: "ABCDE12345", bundleIDs: ["com.example.shop", "com.example.shop.Clip"], environments: [.development],
                 validationCategories: ["app_store", "testflight"], minBundleVersion: BundleVersion("2.0"))
             let production = AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.wallet"], environments: [.production])
-            let mac = AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requiresMacOSSecurity: true)
+            let mac = AppPolicy(
+                teamID: "ABCDE12345", bundleIDs: ["com.example.mac"], environments: [.development], requiresMacOSSecurity: true)
             policy = try AttestPolicy(
                 apps: [shop, production, mac], extraRoots: [ca.root], extraReceiptRoots: [ca.receiptRoot],
                 challengeTTLMillis: RegistrarTests.ttl, maxReceiptBytes: RegistrarTests.maxReceipt)
@@ -77,7 +78,9 @@ struct RegistrarTests {
             Array("{\"keyId\":\"\(keyID)\",\"attestation\":\"\(attestation)\",\"challenge\":\"\(challenge)\"}".utf8)
         }
 
-        func register(_ body: [UInt8], store: (any AttestStore)? = nil, at nowMillis: Int64 = RegistrarTests.now) throws -> RegistrationResult {
+        func register(_ body: [UInt8], store: (any AttestStore)? = nil, at nowMillis: Int64 = RegistrarTests.now) throws
+            -> RegistrationResult
+        {
             let token = Registrar.presentedChallenge(body: body)
             before = (memory.statistics.keys, token.flatMap { challengeState($0, at: nowMillis) })
             let answer = Answer<RegistrationResult>()
@@ -91,7 +94,9 @@ struct RegistrarTests {
         @discardableResult
         func registered(_ device: SimulatedDevice, at nowMillis: Int64 = RegistrarTests.now) throws -> RegisteredKey {
             let body = try body(device, challenge: try challenge(at: nowMillis))
-            guard case .registered(let key) = try register(body, at: nowMillis) else { throw TableError.setup("a good registration was refused") }
+            guard case .registered(let key) = try register(body, at: nowMillis) else {
+                throw TableError.setup("a good registration was refused")
+            }
             return key
         }
 
@@ -146,20 +151,26 @@ struct RegistrarTests {
         },
         // The attestation object.
         Row("an attestation that is not CBOR", "malformed", "attestation") { f in
-            try f.register(Fixture.json(keyID: Base64.encode(SHA256.hash([1])), attestation: Base64.encode([0xff, 0x00]), challenge: try f.challenge()))
+            try f.register(
+                Fixture.json(
+                    keyID: Base64.encode(SHA256.hash([1])), attestation: Base64.encode([0xff, 0x00]), challenge: try f.challenge()))
         },
         Row("authenticator data with trailing bytes that are no extensions map", "malformed", "attestation") { f in
-            try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(trailingAuthenticatorData: [0xff])))
+            try f.register(
+                try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(trailingAuthenticatorData: [0xff]))
+            )
         },
         Row("a receipt larger than limits.max_receipt", "receipt_too_large", "attestation", details: ["receipt_bytes": "16385"]) { f in
-            try f.register(try f.body(
-                try f.device(), challenge: try f.challenge(),
-                mutations: AttestationMutations(receipt: [UInt8](repeating: 1, count: RegistrarTests.maxReceipt + 1))))
+            try f.register(
+                try f.body(
+                    try f.device(), challenge: try f.challenge(),
+                    mutations: AttestationMutations(receipt: [UInt8](repeating: 1, count: RegistrarTests.maxReceipt + 1))))
         },
         Row("a receipt that names another app id", "receipt_invalid", "receipt") { f in
-            try f.register(try f.body(
-                try f.device(), challenge: try f.challenge(),
-                mutations: AttestationMutations(receiptEdit: { $0.appID = "ABCDE12345.com.example.other" })))
+            try f.register(
+                try f.body(
+                    try f.device(), challenge: try f.challenge(),
+                    mutations: AttestationMutations(receiptEdit: { $0.appID = "ABCDE12345.com.example.other" })))
         },
         Row("a Mac app that requires macOS 27's key policy, attested without it", "macos_security_required", "app_policy") { f in
             try f.register(try f.body(try f.device("ABCDE12345.com.example.mac"), challenge: try f.challenge()))
@@ -169,15 +180,21 @@ struct RegistrarTests {
         },
         // Apple's attestation algorithm.
         Row("a credential certificate from a CA that is not trusted", "chain_untrusted", "attestation") { f in
-            try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(issuingCA: try TestCA(name: "Rogue"))))
+            try f.register(
+                try f.body(
+                    try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(issuingCA: try TestCA(name: "Rogue"))))
         },
         Row("a credential certificate that expired", "certificate_expired", "attestation") { f in
-            let expired = TestCA.Validity(notBefore: RegistrarTests.instant.addingTimeInterval(-7200), notAfter: RegistrarTests.instant.addingTimeInterval(-1))
-            return try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(leafValidity: expired)))
+            let expired = TestCA.Validity(
+                notBefore: RegistrarTests.instant.addingTimeInterval(-7200), notAfter: RegistrarTests.instant.addingTimeInterval(-1))
+            return try f.register(
+                try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(leafValidity: expired)))
         },
         Row("a credential certificate not valid yet", "certificate_not_yet_valid", "attestation") { f in
-            let future = TestCA.Validity(notBefore: RegistrarTests.instant.addingTimeInterval(60), notAfter: RegistrarTests.instant.addingTimeInterval(7200))
-            return try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(leafValidity: future)))
+            let future = TestCA.Validity(
+                notBefore: RegistrarTests.instant.addingTimeInterval(60), notAfter: RegistrarTests.instant.addingTimeInterval(7200))
+            return try f.register(
+                try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(leafValidity: future)))
         },
         Row("attested over another challenge than the one presented", "nonce_mismatch", "attestation") { f in
             try f.register(try f.body(try f.device(), challenge: try f.challenge(), attestedChallenge: try f.challenge()))
@@ -187,7 +204,8 @@ struct RegistrarTests {
         },
         Row("the credential public key of another device", "public_key_mismatch", "attestation") { f in
             let stranger = ECPrivateKey(curve: .p256).publicKeyX962
-            return try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(credentialPublicKey: stranger)))
+            return try f.register(
+                try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(credentialPublicKey: stranger)))
         },
         Row("the rpIdHash of an app not in apps (so app_not_allowed is never reached here)", "app_id_mismatch", "attestation") { f in
             try f.register(try f.body(try f.device("ABCDE12345.com.example.gone"), challenge: try f.challenge()))
@@ -196,20 +214,29 @@ struct RegistrarTests {
             try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(counter: 1)))
         },
         Row("an aaguid of neither environment", "environment_mismatch", "attestation") { f in
-            try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(aaguid: [UInt8](repeating: 0, count: 16))))
+            try f.register(
+                try f.body(
+                    try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(aaguid: [UInt8](repeating: 0, count: 16)))
+            )
         },
         Row("a credential id that is not the key id", "credential_id_mismatch", "attestation") { f in
-            try f.register(try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(credentialID: SHA256.hash([7]))))
+            try f.register(
+                try f.body(try f.device(), challenge: try f.challenge(), mutations: AttestationMutations(credentialID: SHA256.hash([7]))))
         },
         // The app's policy.
-        Row("a production key of a development-only app", "environment_not_allowed", "app_policy", details: ["environment": "production"]) { f in
+        Row("a production key of a development-only app", "environment_not_allowed", "app_policy", details: ["environment": "production"]) {
+            f in
             try f.register(try f.body(try f.device(RegistrarTests.shop, .production), challenge: try f.challenge()))
         },
-        Row("attested in a validation category not allowed", "validation_category_not_allowed", "app_policy",
-            details: ["validation_category": "development"]) { f in
-            try f.register(try f.body(try f.device(), challenge: try f.challenge(), extensions: SimulatedExtensions(validationCategory: .development)))
+        Row(
+            "attested in a validation category not allowed", "validation_category_not_allowed", "app_policy",
+            details: ["validation_category": "development"]
+        ) { f in
+            try f.register(
+                try f.body(try f.device(), challenge: try f.challenge(), extensions: SimulatedExtensions(validationCategory: .development)))
         },
-        Row("attested with a bundle version below the minimum", "bundle_version_too_old", "app_policy", details: ["bundle_version": "1.0"]) { f in
+        Row("attested with a bundle version below the minimum", "bundle_version_too_old", "app_policy", details: ["bundle_version": "1.0"])
+        { f in
             try f.register(try f.body(try f.device(), challenge: try f.challenge(), extensions: SimulatedExtensions(bundleVersion: "1.0")))
         },
         // The store's atomic step: the challenge.
@@ -221,7 +248,9 @@ struct RegistrarTests {
         },
         Row("a challenge already used by a registration", "challenge_consumed", "commit") { f in
             let challenge = try f.challenge()
-            guard case .registered = try f.register(try f.body(try f.device(), challenge: challenge)) else { throw TableError.setup("first") }
+            guard case .registered = try f.register(try f.body(try f.device(), challenge: challenge)) else {
+                throw TableError.setup("first")
+            }
             return try f.register(try f.body(try f.device(), challenge: challenge))
         },
         Row("a challenge issued for assertions", "challenge_wrong_purpose", "commit") { f in
@@ -236,29 +265,39 @@ struct RegistrarTests {
             try f.registered(try f.device(RegistrarTests.shop, key: key))
             return try f.register(try f.body(try f.device(RegistrarTests.clip, key: key), challenge: try f.challenge()))
         },
-        Row("a key re-registered more often than its window allows", "reregistration_limited", "store", retryAfter: 599,
-            limits: KeyLimits(maxReregistrations: 1, reregistrationWindowMillis: 600_000)) { f in
+        Row(
+            "a key re-registered more often than its window allows", "reregistration_limited", "store", retryAfter: 599,
+            limits: KeyLimits(maxReregistrations: 1, reregistrationWindowMillis: 600_000)
+        ) { f in
             let device = try f.device()
             try f.registered(device, at: RegistrarTests.now)
             try f.registered(device, at: RegistrarTests.now + 1_000)
-            return try f.register(try f.body(device, challenge: try f.challenge(at: RegistrarTests.now + 2_000)), at: RegistrarTests.now + 2_000)
+            return try f.register(
+                try f.body(device, challenge: try f.challenge(at: RegistrarTests.now + 2_000)), at: RegistrarTests.now + 2_000)
         },
-        Row("a new key when the store holds store.max_keys", "key_capacity", "store", details: ["max_keys": "1"],
-            retryAfter: Registrar.keyCapacityRetryAfterSeconds, limits: KeyLimits(maxKeys: 1)) { f in
+        Row(
+            "a new key when the store holds store.max_keys", "key_capacity", "store", details: ["max_keys": "1"],
+            retryAfter: Registrar.keyCapacityRetryAfterSeconds, limits: KeyLimits(maxKeys: 1)
+        ) { f in
             try f.registered(try f.device())
             return try f.register(try f.body(try f.device(), challenge: try f.challenge()))
         },
         // The store's failures.
         Row("the store cannot register", "store_unavailable", "store") { f in
-            try f.register(try f.body(try f.device(), challenge: try f.challenge()), store: StubStore(f.memory, failing: [.register: StubStore.unreachable]))
+            try f.register(
+                try f.body(try f.device(), challenge: try f.challenge()),
+                store: StubStore(f.memory, failing: [.register: StubStore.unreachable]))
         },
         Row("the store answers challenge_capacity", "challenge_capacity", "store") { f in
             let full = StoreError(.challengeCapacity, "too many live challenges (test)")
-            return try f.register(try f.body(try f.device(), challenge: try f.challenge()), store: StubStore(f.memory, failing: [.register: full]))
+            return try f.register(
+                try f.body(try f.device(), challenge: try f.challenge()), store: StubStore(f.memory, failing: [.register: full]))
         },
     ]
 
-    @Test("each row is refused with its code at its step, with the contract's status, action and Retry-After, and changes nothing", arguments: rows)
+    @Test(
+        "each row is refused with its code at its step, with the contract's status, action and Retry-After, and changes nothing",
+        arguments: rows)
     func refusal(_ row: Row) throws {
         let f = try Fixture(limits: row.limits)
         guard case .refused(let e) = try row.run(f) else {
@@ -319,7 +358,8 @@ struct RegistrarTests {
         #expect(f.memory.statistics.keys == 1)
         // A challenge of no purpose, and allowed iOS 27 signals, register too.
         let body = try f.body(
-            try f.device(), challenge: try f.challenge(purpose: nil), extensions: SimulatedExtensions(validationCategory: .appStore, bundleVersion: "2.0"))
+            try f.device(), challenge: try f.challenge(purpose: nil),
+            extensions: SimulatedExtensions(validationCategory: .appStore, bundleVersion: "2.0"))
         guard case .registered = try f.register(body) else {
             Issue.record("refused")
             return

@@ -23,8 +23,9 @@ struct RegistrationBoundsTests {
 
     init() throws {
         ca = try TestCA()
-        let app = AppPolicy(teamID: "ABCDE12345", bundleIDs: ["com.example.shop", "com.example.shop.Clip"], environments: [.development],
-                            verifiesReceipts: false)  // the receipts here are sized filler, not CMS
+        let app = AppPolicy(
+            teamID: "ABCDE12345", bundleIDs: ["com.example.shop", "com.example.shop.Clip"], environments: [.development],
+            verifiesReceipts: false)  // the receipts here are sized filler, not CMS
         policy = try AttestPolicy(apps: [app], extraRoots: [ca.root], challengeTTLMillis: 300_000, maxReceiptBytes: 16 * 1024)
     }
 
@@ -42,7 +43,8 @@ struct RegistrationBoundsTests {
         let attestation = try device.attest(
             clientDataHash: SHA256.hash(Array(challenge.utf8)), at: Date(timeIntervalSince1970: Double(at) / 1000),
             mutations: AttestationMutations(issuingCA: issuer, receipt: receipt))
-        let body = "{\"keyId\":\"\(Base64.encode(device.keyID))\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(challenge)\"}"
+        let body =
+            "{\"keyId\":\"\(Base64.encode(device.keyID))\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(challenge)\"}"
         let answer = Mutex<RegistrationResult?>(nil)
         let done = DispatchSemaphore(value: 0)
         Registrar.register(body: Array(body.utf8), policy: policy, store: store, nowMillis: at) { result in
@@ -64,10 +66,13 @@ struct RegistrationBoundsTests {
         let device = SimulatedDevice(appID: try AppID(Self.shop), ca: ca)
         // An untrusted issuer would be chain_untrusted: the size is refused before the chain is looked at.
         let rogue = try TestCA(name: "Rogue")
-        let big = try #require(refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024 + 1), issuer: rogue)))
+        let big = try #require(
+            refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024 + 1), issuer: rogue)))
         #expect(big.error == .receiptTooLarge)
         #expect(big.fields.contains { $0 == ("receipt_bytes", "16385") })
-        #expect(refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024), issuer: rogue))?.error == .verification(.chainUntrusted))
+        #expect(
+            refusal(try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024), issuer: rogue))?.error
+                == .verification(.chainUntrusted))
         #expect(store.statistics.keys == 0)
         // At the limit, with a trusted chain: registered.
         guard case .registered = try register(device, store: store, receipt: [UInt8](repeating: 1, count: 16 * 1024)) else {

@@ -40,8 +40,10 @@ struct RiskScheduleTests {
         // (answer, result, metric, stale, next refresh, keeps the receipt, pause)
         let rows: [(RiskSchedule.Answer, RiskSchedule.Result, UInt32?, Bool?, Int64?, Bool, P?)] = [
             (.receipt(r), .refreshed, 4, false, Self.t + Self.day + Self.jitter, true, nil),
-            (.status(304, retryAfterSeconds: nil), .notModified, 2, false,
-             Self.t + 3_600_000 + RiskSchedule.jitter(Self.key, span: RiskSchedule.firstRefreshSpreadMillis), false, nil),
+            (
+                .status(304, retryAfterSeconds: nil), .notModified, 2, false,
+                Self.t + 3_600_000 + RiskSchedule.jitter(Self.key, span: RiskSchedule.firstRefreshSpreadMillis), false, nil
+            ),
             (.status(404, retryAfterSeconds: nil), .stale, 2, true, Self.t + 3 * Self.day, false, nil),
             (.status(400, retryAfterSeconds: nil), .badRequest, 2, false, Self.t + Self.day + Self.jitter, false, nil),
             (.status(403, retryAfterSeconds: nil), .error, 2, false, Self.t + Self.day + Self.jitter, false, nil),
@@ -77,11 +79,14 @@ struct RiskScheduleTests {
     @Test("at most once per refresh per key, never before the receipt's not-before; a 304 with the not-before behind waits an hour at most")
     func schedule() {
         let short = RiskSchedule.Settings(refreshMillis: 10_000, staleProbeMillis: 60_000)
-        #expect(RiskSchedule.nextRefresh(Self.key, notBeforeMillis: nil, nowMillis: Self.t, settings: short)
-            == Self.t + 10_000 + RiskSchedule.jitter(Self.key, span: 1_000))
-        #expect(RiskSchedule.nextRefresh(Self.key, notBeforeMillis: Self.t + Self.day, nowMillis: Self.t, settings: short) == Self.t + Self.day)
-        #expect(RiskSchedule.afterNotModified(Self.key, notBeforeMillis: Self.t - 5, nowMillis: Self.t, settings: Self.settings)
-            == Self.t + 3_600_000)
+        #expect(
+            RiskSchedule.nextRefresh(Self.key, notBeforeMillis: nil, nowMillis: Self.t, settings: short)
+                == Self.t + 10_000 + RiskSchedule.jitter(Self.key, span: 1_000))
+        #expect(
+            RiskSchedule.nextRefresh(Self.key, notBeforeMillis: Self.t + Self.day, nowMillis: Self.t, settings: short) == Self.t + Self.day)
+        #expect(
+            RiskSchedule.afterNotModified(Self.key, notBeforeMillis: Self.t - 5, nowMillis: Self.t, settings: Self.settings)
+                == Self.t + 3_600_000)
         #expect(RiskSchedule.afterNotModified(Self.key, notBeforeMillis: nil, nowMillis: Self.t, settings: short) == Self.t + 10_000)
         // Jitter: stable per key, inside its span, spread over keys.
         var seen: Set<Int64> = []
@@ -115,8 +120,9 @@ struct RiskScheduleTests {
 
     @Test("back-off without Retry-After: 5 s doubling to 10 minutes; Retry-After as seconds or an HTTP date")
     func backOffAndRetryAfter() {
-        #expect((1...9).map { RiskSchedule.backOffMillis(failures: $0) }
-            == [5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 600_000, 600_000])
+        #expect(
+            (1...9).map { RiskSchedule.backOffMillis(failures: $0) }
+                == [5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 600_000, 600_000])
         #expect(RiskSchedule.retryAfterSeconds("120", nowMillis: 0) == 120)
         #expect(RiskSchedule.retryAfterSeconds(" 3 ", nowMillis: 0) == 3)
         // 1994-11-06T08:49:37Z is 784111777 s after the epoch.

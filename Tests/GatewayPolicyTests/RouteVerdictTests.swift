@@ -11,7 +11,8 @@ struct RouteVerdictTests {
     /// A key id (base64 of 32 bytes) at a known rollout position: its first four bytes, big-endian,
     /// modulo 10 000.
     static func key(at position: UInt32, hex: Bool = false) -> String {
-        let bytes = [UInt8(position >> 24), UInt8((position >> 16) & 0xff), UInt8((position >> 8) & 0xff), UInt8(position & 0xff)]
+        let bytes =
+            [UInt8(position >> 24), UInt8((position >> 16) & 0xff), UInt8((position >> 8) & 0xff), UInt8(position & 0xff)]
             + [UInt8](repeating: 0xa5, count: 28)
         return hex ? Hex.encode(bytes) : Base64.encode(bytes)
     }
@@ -81,19 +82,25 @@ struct RouteVerdictTests {
                     for key in Self.keys {
                         let treated = Self.expectedMode(mode, share: share, position: key.position)
                         if RouteVerdict.mode(route: route, keyID: key.text) != treated {
-                            wrong.append("\(mode) \(share) \(key.name): mode \(String(describing: RouteVerdict.mode(route: route, keyID: key.text)))")
+                            wrong.append(
+                                "\(mode) \(share) \(key.name): mode \(String(describing: RouteVerdict.mode(route: route, keyID: key.text)))"
+                            )
                         }
                         for outcome in Self.outcomes {
                             checked += 1
                             let verdict = RouteVerdict(route: route, keyID: key.text, outcome: outcome)
                             guard let treated else {
-                                if verdict != nil { wrong.append("\(mode) \(share) \(key.name) \(outcome): a verdict on a route without checks") }
+                                if verdict != nil {
+                                    wrong.append("\(mode) \(share) \(key.name) \(outcome): a verdict on a route without checks")
+                                }
                                 continue
                             }
                             let (action, label, reason) = Self.expected(treated, outcome, onStoreError)
                             let want = "\(treated.rawValue) \(label.rawValue) \(reason) \(action)"
                             let got = verdict.map { "\($0.mode.rawValue) \($0.verdict.rawValue) \($0.reason) \($0.action)" } ?? "nil"
-                            if got != want { wrong.append("\(mode) \(share) \(onStoreError) \(key.name) \(outcome): \(got), expected \(want)") }
+                            if got != want {
+                                wrong.append("\(mode) \(share) \(onStoreError) \(key.name) \(outcome): \(got), expected \(want)")
+                            }
                         }
                     }
                 }
@@ -104,24 +111,34 @@ struct RouteVerdictTests {
     }
 
     /// The same decisions, a few spelled out as an operator reads them.
-    @Test(arguments: [
-        // (mode, share, key position or nil, outcome, on_store_error) → (mode label, verdict label, action)
-        (.enforce, 10_000, nil, .refused(.assertionMissing), .failClosed, "enforce", "refused", .refuse(status: 401)),
-        (.enforce, 10_000, 5, .refused(GateError.malformed), .failClosed, "enforce", "refused", .refuse(status: 401)),
-        (.enforce, 10_000, 5, .refused(.appNotAllowed), .failOpen, "enforce", "refused", .refuse(status: 403)),
-        (.enforce, 10_000, 5, .accepted, .failClosed, "enforce", "accepted", .forwardVerified),
-        (.enforce, 10_000, 5, .refused(.storeUnavailable), .failClosed, "enforce", "refused", .refuse(status: 503)),
-        (.enforce, 10_000, 5, .refused(.storeUnavailable), .failOpen, "enforce", "fail_open", .forwardUnverified(recordedStatus: 503)),
-        (.enforce, 10_000, 5, .refused(.challengeCapacity), .failOpen, "enforce", "refused", .refuse(status: 503)),
-        (.enforce, 2_500, 5, .refused(GateError.verification(.badSignature)), .failClosed, "enforce", "refused", .refuse(status: 401)),
-        (.enforce, 2_500, 9_999, .refused(GateError.verification(.badSignature)), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
-        (.enforce, 2_500, 9_999, .refused(.storeUnavailable), .failOpen, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 503)),
-        (.enforce, 2_500, nil, .refused(.assertionMissing), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
-        (.enforce, 0, 0, .accepted, .failClosed, "shadow", "accepted", .forwardVerified),
-        (.shadow, 10_000, 5, .refused(.keyUnknown), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
-        (.shadow, 10_000, 5, .refused(.storeUnavailable), .failOpen, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 503)),
-        (.shadow, 10_000, 5, .accepted, .failClosed, "shadow", "accepted", .forwardVerified),
-    ] as [(RoutePolicy.Mode, Int, UInt32?, RouteVerdict.Outcome, RoutePolicy.StoreErrorPolicy, String, String, RouteVerdict.Action)])
+    @Test(
+        arguments: [
+            // (mode, share, key position or nil, outcome, on_store_error) → (mode label, verdict label, action)
+            (.enforce, 10_000, nil, .refused(.assertionMissing), .failClosed, "enforce", "refused", .refuse(status: 401)),
+            (.enforce, 10_000, 5, .refused(GateError.malformed), .failClosed, "enforce", "refused", .refuse(status: 401)),
+            (.enforce, 10_000, 5, .refused(.appNotAllowed), .failOpen, "enforce", "refused", .refuse(status: 403)),
+            (.enforce, 10_000, 5, .accepted, .failClosed, "enforce", "accepted", .forwardVerified),
+            (.enforce, 10_000, 5, .refused(.storeUnavailable), .failClosed, "enforce", "refused", .refuse(status: 503)),
+            (.enforce, 10_000, 5, .refused(.storeUnavailable), .failOpen, "enforce", "fail_open", .forwardUnverified(recordedStatus: 503)),
+            (.enforce, 10_000, 5, .refused(.challengeCapacity), .failOpen, "enforce", "refused", .refuse(status: 503)),
+            (.enforce, 2_500, 5, .refused(GateError.verification(.badSignature)), .failClosed, "enforce", "refused", .refuse(status: 401)),
+            (
+                .enforce, 2_500, 9_999, .refused(GateError.verification(.badSignature)), .failClosed, "shadow", "would_refuse",
+                .forwardUnverified(recordedStatus: 401)
+            ),
+            (
+                .enforce, 2_500, 9_999, .refused(.storeUnavailable), .failOpen, "shadow", "would_refuse",
+                .forwardUnverified(recordedStatus: 503)
+            ),
+            (
+                .enforce, 2_500, nil, .refused(.assertionMissing), .failClosed, "shadow", "would_refuse",
+                .forwardUnverified(recordedStatus: 401)
+            ),
+            (.enforce, 0, 0, .accepted, .failClosed, "shadow", "accepted", .forwardVerified),
+            (.shadow, 10_000, 5, .refused(.keyUnknown), .failClosed, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 401)),
+            (.shadow, 10_000, 5, .refused(.storeUnavailable), .failOpen, "shadow", "would_refuse", .forwardUnverified(recordedStatus: 503)),
+            (.shadow, 10_000, 5, .accepted, .failClosed, "shadow", "accepted", .forwardVerified),
+        ] as [(RoutePolicy.Mode, Int, UInt32?, RouteVerdict.Outcome, RoutePolicy.StoreErrorPolicy, String, String, RouteVerdict.Action)])
     func spelledOut(
         _ mode: RoutePolicy.Mode, _ share: Int, _ position: UInt32?, _ outcome: RouteVerdict.Outcome,
         _ onStoreError: RoutePolicy.StoreErrorPolicy, _ modeLabel: String, _ label: String, _ action: RouteVerdict.Action
@@ -200,10 +217,13 @@ struct RouteVerdictTests {
                             let treated = Self.expectedMode(mode, share: share, position: 1)!
                             let (action, label, reason) = Self.expectedRisk(treated, max: max, onRisk: onRisk, metric: metric)
                             if verdict.mode != treated || verdict.action != action || verdict.verdict != label || verdict.reason != reason {
-                                wrong.append("\(mode) \(share) max \(String(describing: max)) \(onRisk) metric \(String(describing: metric)): \(verdict)")
+                                wrong.append(
+                                    "\(mode) \(share) max \(String(describing: max)) \(onRisk) metric \(String(describing: metric)): \(verdict)"
+                                )
                             }
                             // A refusal of the gate is the gate's, whatever the metric.
-                            let refused = RouteVerdict(route: route, keyID: Self.key(at: 1), outcome: .refused(.keyUnknown), riskMetric: metric)!
+                            let refused = RouteVerdict(
+                                route: route, keyID: Self.key(at: 1), outcome: .refused(.keyUnknown), riskMetric: metric)!
                             if refused.reason != "key_unknown" { wrong.append("\(mode) refused: \(refused)") }
                         }
                     }

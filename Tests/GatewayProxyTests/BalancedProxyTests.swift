@@ -37,20 +37,23 @@ final class BalancedProxyFixture: @unchecked Sendable {
     private let box = ProxyFixture.PoolBox()
     private var balancer: UpstreamBalancer?
 
-    init(_ addresses: [SocketAddress], weights: [Int]? = nil, policy: PassiveHealth.Policy = PassiveHealth.Policy(),
-         responseTimeoutMillis: Int64? = nil, upstreamResponseTimeoutMillis: Int64 = 5000) throws
-    {
+    init(
+        _ addresses: [SocketAddress], weights: [Int]? = nil, policy: PassiveHealth.Policy = PassiveHealth.Policy(),
+        responseTimeoutMillis: Int64? = nil, upstreamResponseTimeoutMillis: Int64 = 5000
+    ) throws {
         Socket.ignoreSIGPIPE()
         let servers = addresses.enumerated().map { i, a in
-            UpstreamServer(upstream: "u", label: a.description, host: a.host, port: a.port, weight: weights?[i] ?? 1, address: a, policy: policy)
+            UpstreamServer(
+                upstream: "u", label: a.description, host: a.host, port: a.port, weight: weights?[i] ?? 1, address: a, policy: policy)
         }
         self.servers = servers
         let holder = BalancerBox()
         proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [loop], limits: DownstreamLimits()) { loop in
             let pools = servers.map { s in
                 UpstreamPool(
-                    target: UpstreamTarget(name: "u", address: s.address, maxConnections: 4, connectTimeoutMillis: 1000,
-                                           responseTimeoutMillis: upstreamResponseTimeoutMillis),
+                    target: UpstreamTarget(
+                        name: "u", address: s.address, maxConnections: 4, connectTimeoutMillis: 1000,
+                        responseTimeoutMillis: upstreamResponseTimeoutMillis),
                     loop: loop, server: s)
             }
             let b = UpstreamBalancer(name: "u", pools: pools, retries: pools.count - 1)
@@ -97,8 +100,9 @@ final class NamedServer: @unchecked Sendable {
     var requests: [String] { seen.list.withLock { $0 } }
 }
 
-@Suite("An upstream of several servers: balance, retries on another server, passive health (in process)",
-       .timeLimit(.minutes(1)), .serialized)
+@Suite(
+    "An upstream of several servers: balance, retries on another server, passive health (in process)",
+    .timeLimit(.minutes(1)), .serialized)
 struct BalancedProxyTests {
     /// A server that reads each request and closes the connection without answering.
     final class Count: Sendable {
@@ -224,8 +228,9 @@ struct BalancedProxyTests {
         }
         defer { silent.stop() }
         let address = try SocketAddress(host: "127.0.0.1", port: silent.port)
-        let f = try BalancedProxyFixture([address, address], policy: .init(maxFails: 0), responseTimeoutMillis: 300,
-                                         upstreamResponseTimeoutMillis: 20_000)
+        let f = try BalancedProxyFixture(
+            [address, address], policy: .init(maxFails: 0), responseTimeoutMillis: 300,
+            upstreamResponseTimeoutMillis: 20_000)
         defer { f.stop() }
         let start = Date()
         let r = try #require(try f.get("/slow"))

@@ -1,7 +1,8 @@
-@testable import GatewayHTTP
 import GatewayIO
-@_spi(Fuzzing) @testable import GatewayProxy
 import Testing
+
+@testable import GatewayHTTP
+@_spi(Fuzzing) @testable import GatewayProxy
 
 /// `trusted_proxies` as the proxy applies them: which peers are trusted (`TrustedProxies`), and which
 /// client a trusted peer's X-Forwarded-For chain names (`ClientAddress`, nginx's
@@ -9,10 +10,11 @@ import Testing
 @Suite("Trusted proxies: who is trusted, and which client a chain names")
 struct ClientAddressTests {
     static func networks(_ list: [(String, Int)]) -> TrustedProxies {
-        TrustedProxies(networks: list.map { text, prefix in
-            let a = try! SocketAddress(host: text, port: 0)
-            return (a.withAddressBytes { Array($0) }, prefix)
-        })
+        TrustedProxies(
+            networks: list.map { text, prefix in
+                let a = try! SocketAddress(host: text, port: 0)
+                return (a.withAddressBytes { Array($0) }, prefix)
+            })
     }
 
     static func address(_ text: String) -> SocketAddress { try! SocketAddress(host: text, port: 0) }
@@ -28,10 +30,14 @@ struct ClientAddressTests {
     @Test("networks match by prefix; IPv4 networks match IPv4-mapped peers and the other way round")
     func matching() {
         let t = Self.networks([("10.0.0.0", 8), ("192.168.1.7", 32), ("2001:db8::", 32), ("fe80::", 10)])
-        for yes in ["10.0.0.1", "10.255.255.255", "192.168.1.7", "::ffff:10.1.2.3", "2001:db8::1", "2001:db8:ffff::9", "fe80::1", "febf::1"] {
+        for yes in [
+            "10.0.0.1", "10.255.255.255", "192.168.1.7", "::ffff:10.1.2.3", "2001:db8::1", "2001:db8:ffff::9", "fe80::1", "febf::1",
+        ] {
             #expect(t.contains(Self.address(yes)), "\(yes)")
         }
-        for no in ["11.0.0.1", "9.255.255.255", "192.168.1.8", "::ffff:11.1.2.3", "::10.1.2.3", "2001:db9::1", "fec0::1", "127.0.0.1", "::1"] {
+        for no in [
+            "11.0.0.1", "9.255.255.255", "192.168.1.8", "::ffff:11.1.2.3", "::10.1.2.3", "2001:db9::1", "fec0::1", "127.0.0.1", "::1",
+        ] {
             #expect(!t.contains(Self.address(no)), "\(no)")
         }
         #expect(!TrustedProxies.none.contains(Self.address("127.0.0.1")))
@@ -81,9 +87,10 @@ struct ClientAddressTests {
         #expect(Self.client([(xff, "203.0.113.7, unknown")], trusted: t) == nil)
         #expect(Self.client([(xff, "203.0.113.7, _hidden, 10.0.0.4")], trusted: t) == "10.0.0.4")
         #expect(Self.client([(xff, "203.0.113.7, 10.0.0.4"), (xff, "evil.example")], trusted: t) == nil)
-        for junk in ["1.2.3", "1.2.3.4.5", "01.2.3.4", "1.2.3.4:", "1.2.3.4:123456", "[1.2.3.4]", "[::1", "[::1]x", "::1:", "fe80::1%eth0",
-                     "2001:db8::7:80:", String(repeating: "1", count: 60)]
-        {
+        for junk in [
+            "1.2.3", "1.2.3.4.5", "01.2.3.4", "1.2.3.4:", "1.2.3.4:123456", "[1.2.3.4]", "[::1", "[::1]x", "::1:", "fe80::1%eth0",
+            "2001:db8::7:80:", String(repeating: "1", count: 60),
+        ] {
             #expect(Self.client([(xff, "203.0.113.7, " + junk)], trusted: t) == nil, "\(junk)")
         }
     }

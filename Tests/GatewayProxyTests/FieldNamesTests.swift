@@ -1,5 +1,6 @@
-@testable import GatewayProxy
 import Testing
+
+@testable import GatewayProxy
 
 /// The name sets the forwarding rules match fields against (`FieldNames`, Forwarding/HeaderEdit.swift).
 @Suite("Field names as the forwarding rules match them")

@@ -24,9 +24,10 @@ final class RecordingProxyRouter: RequestRouter, @unchecked Sendable {
     }
     func route(_ head: HTTPRequestHead, path: String, peer: SocketAddress?, requestID: RequestID) -> RouteDecision {
         if path == "/local" { return .respond(routeName: "local", LocalResponse.json(418, "{\"local\":true}")) }
-        return .forward(Forward(
-            routeName: "default", pool: pool, maxBody: maxBody,
-            editHeaders: HeaderEdit(add: [("X-Edited", "yes")]), responseHeaders: HTTPFields([("X-Route", "default")])))
+        return .forward(
+            Forward(
+                routeName: "default", pool: pool, maxBody: maxBody,
+                editHeaders: HeaderEdit(add: [("X-Edited", "yes")]), responseHeaders: HTTPFields([("X-Route", "default")])))
     }
     func exchangeDidFinish(_ record: ExchangeRecord) {
         let ua: String? =
@@ -35,8 +36,9 @@ final class RecordingProxyRouter: RequestRouter, @unchecked Sendable {
             case .string(let s): s
             case .bytes(let b): String(decoding: b, as: UTF8.self)
             }
-        let kept = Kept(route: record.route, target: record.target, status: record.status, requestBytes: record.requestBytes,
-                        protocolName: record.protocolName, error: record.error, requestID: record.requestID.text, userAgent: ua)
+        let kept = Kept(
+            route: record.route, target: record.target, status: record.status, requestBytes: record.requestBytes,
+            protocolName: record.protocolName, error: record.error, requestID: record.requestID.text, userAgent: ua)
         records.withLock { $0.append(kept) }
     }
 }
@@ -52,9 +54,10 @@ final class H2ProxyFixture: @unchecked Sendable {
     let resets = Mutex<[String]>([])
     let goaways = Mutex<[String]>([])
 
-    init(protocols: ServedProtocols, upstreamAddress: SocketAddress? = nil, maxBody: Int = 64 << 20,
-         limits: DownstreamLimits = DownstreamLimits()) throws
-    {
+    init(
+        protocols: ServedProtocols, upstreamAddress: SocketAddress? = nil, maxBody: Int = 64 << 20,
+        limits: DownstreamLimits = DownstreamLimits()
+    ) throws {
         Socket.ignoreSIGPIPE()
         upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: DownstreamLimits()) { _ in
             EchoUpstreamRouter()
@@ -63,8 +66,10 @@ final class H2ProxyFixture: @unchecked Sendable {
             name: "legacy", address: upstreamAddress ?? upstream.address, maxConnections: 16, connectTimeoutMillis: 1000,
             responseTimeoutMillis: 5000)
         let box = RouterBox()
-        proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
-                               protocols: protocols) { loop in
+        proxy = try HTTPServer(
+            address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
+            protocols: protocols
+        ) { loop in
             let r = RecordingProxyRouter(pool: UpstreamPool(target: target, loop: loop), maxBody: maxBody)
             box.router = r
             return r
@@ -145,8 +150,10 @@ func http2GetFrame(streamID: UInt32, path: String, authority: String) -> [UInt8]
         block += Array(v.utf8)
     }
     let len = block.count
-    return [UInt8(len >> 16 & 0xff), UInt8(len >> 8 & 0xff), UInt8(len & 0xff), 0x1, 0x5,
-            UInt8(streamID >> 24 & 0x7f), UInt8(streamID >> 16 & 0xff), UInt8(streamID >> 8 & 0xff), UInt8(streamID & 0xff)] + block
+    return [
+        UInt8(len >> 16 & 0xff), UInt8(len >> 8 & 0xff), UInt8(len & 0xff), 0x1, 0x5,
+        UInt8(streamID >> 24 & 0x7f), UInt8(streamID >> 16 & 0xff), UInt8(streamID >> 8 & 0xff), UInt8(streamID & 0xff),
+    ] + block
 }
 
 /// The checksum EchoUpstreamRouter reports for a body.
@@ -214,8 +221,10 @@ struct HTTP2ProxyTests {
         defer { f.stop() }
         // A long wait for 100 would be a failure to send it: curl falls back to sending after 30 s,
         // past the test's --max-time.
-        let a = try curlCall(["--http2-prior-knowledge", "--expect100-timeout", "60", "-H", "Expect: 100-continue",
-                              "--data-binary", String(repeating: "e", count: 3000), f.url("/ec")])
+        let a = try curlCall([
+            "--http2-prior-knowledge", "--expect100-timeout", "60", "-H", "Expect: 100-continue",
+            "--data-binary", String(repeating: "e", count: 3000), f.url("/ec"),
+        ])
         #expect(a.status == 200)
         #expect(a.headers["x-seen-body-length"] == "3000")
         #expect(a.headers["x-seen-expect"] == nil)
@@ -230,8 +239,10 @@ struct HTTP2ProxyTests {
         try Data(body).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         // -T with a content-length removed: curl streams it as DATA without content-length.
-        let a = try curlCall(["--http2-prior-knowledge", "-X", "POST", "-H", "Content-Length:", "-H", "Transfer-Encoding: chunked",
-                              "--data-binary", "@" + file.path, f.url("/stream")])
+        let a = try curlCall([
+            "--http2-prior-knowledge", "-X", "POST", "-H", "Content-Length:", "-H", "Transfer-Encoding: chunked",
+            "--data-binary", "@" + file.path, f.url("/stream"),
+        ])
         #expect(a.status == 200)
         #expect(a.headers["x-seen-body-length"] == "100000")
         #expect(a.headers["x-seen-transfer-encoding"] == "chunked")
@@ -287,7 +298,8 @@ struct HTTP2ProxyTests {
         #expect(bad.text == "{\"error\":\"ambiguous_path\",\"requestId\":\"\(badID)\"}\n")
     }
 
-    @Test("a header list above the limit → 431 JSON headers_too_large, as on HTTP/1.1, recorded; the connection lives on") func headersTooLarge() throws {
+    @Test("a header list above the limit → 431 JSON headers_too_large, as on HTTP/1.1, recorded; the connection lives on")
+    func headersTooLarge() throws {
         guard requireCurl() else { return }
         let f = try H2ProxyFixture(protocols: .h2c)
         defer { f.stop() }
@@ -314,7 +326,8 @@ struct HTTP2ProxyTests {
     @Test("upstream down → 502 JSON on h2, connection still usable") func upstreamDown() throws {
         guard requireCurl() else { return }
         // A port nobody listens on: bind, read the port, close.
-        let probe = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [EventLoop(index: 29)], limits: DownstreamLimits()) { _ in
+        let probe = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [EventLoop(index: 29)], limits: DownstreamLimits()) {
+            _ in
             EchoUpstreamRouter()
         }
         let dead = probe.address
@@ -443,8 +456,9 @@ struct HTTP2ProxyTests {
         #expect(f.goaways.withLock { $0 } == ["header_timeout"])
     }
 
-    @Test("a sniffed connection whose HTTP/2 session cannot start is closed and releases its slot (http1 + h2c listener)",
-          arguments: [ServedProtocols.h2c, [.http1, .h2c]])
+    @Test(
+        "a sniffed connection whose HTTP/2 session cannot start is closed and releases its slot (http1 + h2c listener)",
+        arguments: [ServedProtocols.h2c, [.http1, .h2c]])
     func failedStartReleasesSlot(_ protocols: ServedProtocols) throws {
         let f = try H2ProxyFixture(protocols: protocols)
         defer { f.stop() }

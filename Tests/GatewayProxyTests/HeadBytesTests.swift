@@ -1,5 +1,6 @@
-@_spi(Fuzzing) @testable import GatewayProxy
 import Testing
+
+@_spi(Fuzzing) @testable import GatewayProxy
 
 /// The per-connection copy of a request head's bytes (`HeadBytes`): reused, bounded, and never
 /// changed while the head's ranges are being read.

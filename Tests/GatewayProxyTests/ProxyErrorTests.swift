@@ -1,8 +1,9 @@
 import Foundation
 import GatewayCrypto
 @_spi(Testing) import GatewayHTTP
-@testable import GatewayProxy
 import Testing
+
+@testable import GatewayProxy
 
 /// The proxy layer's errors (`ProxyError`): one table of codes and statuses, the codec's parse
 /// errors wrapped, and one answer shape (`ErrorResponse`).
@@ -40,11 +41,14 @@ struct ProxyErrorTests {
         #expect(plain.status == 413 && plain.headers["Content-Type"] == "application/json")
         #expect(String(decoding: plain.body, as: UTF8.self) == "{\"error\":\"body_too_large\"}\n")
         #expect(plain.headers[ErrorResponse.requestIDField] == nil)
-        let full = ErrorResponse.make(status: 429, code: "rate_limited", action: "retry_later", requestId: "r1",
-                                      extra: [("detail", .string("a \"quoted\" word")), ("retryAfter", .int(3))],
-                                      headers: HTTPFields([("Retry-After", "3")]))
-        #expect(String(decoding: full.body, as: UTF8.self)
-            == "{\"error\":\"rate_limited\",\"action\":\"retry_later\",\"requestId\":\"r1\",\"detail\":\"a \\\"quoted\\\" word\",\"retryAfter\":3}\n")
+        let full = ErrorResponse.make(
+            status: 429, code: "rate_limited", action: "retry_later", requestId: "r1",
+            extra: [("detail", .string("a \"quoted\" word")), ("retryAfter", .int(3))],
+            headers: HTTPFields([("Retry-After", "3")]))
+        #expect(
+            String(decoding: full.body, as: UTF8.self)
+                == "{\"error\":\"rate_limited\",\"action\":\"retry_later\",\"requestId\":\"r1\",\"detail\":\"a \\\"quoted\\\" word\",\"retryAfter\":3}\n"
+        )
         #expect(full.headers.map(\.name) == ["X-Request-Id", "Retry-After", "Content-Type"])
         let withID = ProxyError.upstreamTimeout.response(requestId: "abc")
         #expect(withID.headers["X-Request-Id"] == "abc" && String(decoding: withID.body, as: UTF8.self).contains("\"requestId\":\"abc\""))

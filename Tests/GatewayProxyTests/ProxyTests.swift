@@ -50,9 +50,10 @@ final class ProxyFixture: @unchecked Sendable {
     let proxy: HTTPServer
     var pool: UpstreamPool!
 
-    init(upstreamAddress: SocketAddress? = nil, maxBody: Int = 64 << 20, limits: DownstreamLimits = DownstreamLimits(),
-         responseTimeoutMillis: Int64 = 5000) throws
-    {
+    init(
+        upstreamAddress: SocketAddress? = nil, maxBody: Int = 64 << 20, limits: DownstreamLimits = DownstreamLimits(),
+        responseTimeoutMillis: Int64 = 5000
+    ) throws {
         Socket.ignoreSIGPIPE()
         upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: limits) { _ in
             EchoUpstreamRouter()
@@ -156,7 +157,9 @@ struct ProxyTests {
         let f = try ProxyFixture()
         defer { f.stop() }
         let c = try RawClient(port: f.port)
-        c.send("GET /a/b?x=1 HTTP/1.1\r\nHost: shop.example\r\nConnection: keep-alive, X-Secret\r\nX-Secret: s\r\nKeep-Alive: 5\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nTE: trailers, gzip\r\nX-App: 1\r\n\r\n")
+        c.send(
+            "GET /a/b?x=1 HTTP/1.1\r\nHost: shop.example\r\nConnection: keep-alive, X-Secret\r\nX-Secret: s\r\nKeep-Alive: 5\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nTE: trailers, gzip\r\nX-App: 1\r\n\r\n"
+        )
         let r = try #require(c.readResponse())
         #expect(r.head.status == 200)
         #expect(r.text == "echo")
@@ -209,7 +212,9 @@ struct ProxyTests {
         let r1 = try #require(c.readResponse())
         #expect(r1.head.headers["X-Seen-Body-Length"] == String(body.count))
         #expect(r1.head.headers["X-Seen-Content-Length"] == String(body.count))
-        c.send("POST /ch HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=x\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n")
+        c.send(
+            "POST /ch HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=x\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n"
+        )
         let r2 = try #require(c.readResponse())
         #expect(r2.head.headers["X-Seen-Body-Length"] == "11")
         #expect(r2.head.headers["X-Seen-Transfer-Encoding"] == "chunked")
@@ -263,10 +268,14 @@ struct ProxyTests {
         #expect(r1.text.contains("\"error\":\"body_too_large\""))
         #expect(c1.isClosedByPeer())
         let c2 = try RawClient(port: f.port)
-        c2.send("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + String(repeating: "a", count: 0x800) + "\r\n0\r\n\r\n")
+        c2.send(
+            "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + String(repeating: "a", count: 0x800)
+                + "\r\n0\r\n\r\n")
         #expect(try #require(c2.readResponse()).head.status == 413)
         let c3 = try RawClient(port: f.port)
-        c3.send("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+        c3.send(
+            "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
         let r3 = try #require(c3.readResponse())
         #expect(r3.head.status == 400)
         #expect(c3.isClosedByPeer())
@@ -341,6 +350,8 @@ struct ProxyTests {
         let cut = f.proxy.drain(deadlineMillis: 2000)
         #expect(cut == 0)
         #expect(idle.isClosedByPeer())
-        #expect(throws: (any Error).self) { _ = try RawClient(port: f.port).readResponse().map { $0 } ?? { throw POSIXError(.ECONNREFUSED) }() }
+        #expect(throws: (any Error).self) {
+            _ = try RawClient(port: f.port).readResponse().map { $0 } ?? { throw POSIXError(.ECONNREFUSED) }()
+        }
     }
 }

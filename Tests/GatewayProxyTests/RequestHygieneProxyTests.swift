@@ -40,8 +40,10 @@ final class HygieneProxyFixture: @unchecked Sendable {
         var limits = DownstreamLimits()
         limits.dropFoldableNames = dropFoldableNames
         let box = ProxyFixture.PoolBox()
-        proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
-                               protocols: [.http1, .h2c]) { loop in
+        proxy = try HTTPServer(
+            address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
+            protocols: [.http1, .h2c]
+        ) { loop in
             let p = UpstreamPool(target: target, loop: loop)
             box.pool = p
             return PlainForwardRouter(pool: p, responseHeaders: responseHeaders)
@@ -64,15 +66,17 @@ final class HygieneProxyFixture: @unchecked Sendable {
 
 /// curl over h2c with the raw response head kept (duplicate fields included): status and field lines.
 func h2Raw(_ args: [String]) throws -> (status: Int, lines: [String], body: String) {
-    let r = try runProcess(URL(fileURLWithPath: curlPath), ["-sS", "-i", "--max-time", "20", "--http2-prior-knowledge"] + args, timeout: 30)
+    let r = try runProcess(
+        URL(fileURLWithPath: curlPath), ["-sS", "-i", "--max-time", "20", "--http2-prior-knowledge"] + args, timeout: 30)
     guard let split = r.stdout.range(of: "\r\n\r\n") else { return (0, ["curl exit \(r.status): \(r.stderr)"], "") }
     var lines = r.stdout[..<split.lowerBound].components(separatedBy: "\r\n")
     let status = lines.removeFirst().split(separator: " ")
     return (status.count > 1 ? Int(status[1]) ?? 0 : 0, lines, String(r.stdout[split.upperBound...]))
 }
 
-@Suite("Request hygiene through the proxy (in process): syntax refused, absolute-form, owned and underscore fields",
-       .timeLimit(.minutes(1)), .serialized)
+@Suite(
+    "Request hygiene through the proxy (in process): syntax refused, absolute-form, owned and underscore fields",
+    .timeLimit(.minutes(1)), .serialized)
 struct RequestHygieneProxyTests {
     @Test("HTTP/1.1: a lowercase method, an invalid Host, GET * and userinfo are 400 with their own codes; nothing goes upstream")
     func http1Refusals() throws {
@@ -144,19 +148,21 @@ struct RequestHygieneProxyTests {
         for (protocolName, names) in [("http1", h1), ("h2", h2Names)] {
             #expect(names.contains("x-kept"), "\(protocolName): \(names)")
             #expect(names.contains("x_custom") == !drop, "\(protocolName): \(names)")
-            for forbidden in ["x_app_attest_verified_key_id", "x-app-attest-verified-key-id", "x-http-method-override", "x-http-method",
-                              "x-method-override", "x-original-url", "x-rewrite-url", "x-forwarded-port", "x-forwarded_prefix",
-                              "x-app-attest-risk-metric", "x-device-check-bits", "x.app.attest.verified.key.id",
-                              "x~http~method~override"]
-            {
+            for forbidden in [
+                "x_app_attest_verified_key_id", "x-app-attest-verified-key-id", "x-http-method-override", "x-http-method",
+                "x-method-override", "x-original-url", "x-rewrite-url", "x-forwarded-port", "x-forwarded_prefix",
+                "x-app-attest-risk-metric", "x-device-check-bits", "x.app.attest.verified.key.id",
+                "x~http~method~override",
+            ] {
                 #expect(!names.contains(forbidden), "\(protocolName): \(forbidden) reached the upstream")
             }
             // An invalid client id ("mine one": a space) is replaced: the upstream gets the gateway's one id.
             #expect(names.filter { $0 == "x-request-id" }.count == 1, "\(protocolName): \(names)")
         }
         #expect(r.head.headers["X-Seen-X-Request-Id"].map { $0.count == 15 && $0 != "mine one" } == true, "\(r.head.headers)")
-        #expect(h2.lines.contains { $0.lowercased().hasPrefix("x-seen-x-request-id: ") && !$0.hasSuffix("mine one") && $0.count == 21 + 15 },
-                "\(h2.lines)")
+        #expect(
+            h2.lines.contains { $0.lowercased().hasPrefix("x-seen-x-request-id: ") && !$0.hasSuffix("mine one") && $0.count == 21 + 15 },
+            "\(h2.lines)")
     }
 
     @Test("h2c: a lowercase :method and an invalid :authority are 400 with their own codes; nothing goes upstream")
@@ -173,8 +179,11 @@ struct RequestHygieneProxyTests {
         #expect(f.upstreamConnects == 0)
     }
 
-    @Test("a repeated upstream Content-Length, or a list, reaches the client once; HTTP/1.1 and h2c, byte and string paths",
-          arguments: ["Content-Length: 2\r\nContent-Length: 2\r\n", "Content-Length: 2, 2\r\n", "Content-Length: 2\r\ncontent-length: 02\r\n"])
+    @Test(
+        "a repeated upstream Content-Length, or a list, reaches the client once; HTTP/1.1 and h2c, byte and string paths",
+        arguments: [
+            "Content-Length: 2\r\nContent-Length: 2\r\n", "Content-Length: 2, 2\r\n", "Content-Length: 2\r\ncontent-length: 02\r\n",
+        ])
     func duplicateContentLength(fields: String) throws {
         let upstream = try ScriptedServer { c in
             while c.readRequest() != nil { c.write("HTTP/1.1 200 OK\r\nX-A: 1\r\n\(fields)X-B: 2\r\n\r\nok") }

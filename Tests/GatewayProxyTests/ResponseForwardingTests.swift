@@ -1,6 +1,7 @@
+import Testing
+
 @_spi(Testing) @testable import GatewayHTTP
 @testable import GatewayProxy
-import Testing
 
 /// What the client sees of an upstream's response head (`DownstreamResponseHead`, Forwarding/): the
 /// byte writers for HTTP/1.1 and HTTP/2 clients held to the rules applied on strings (hop-by-hop
@@ -76,9 +77,10 @@ struct ResponseForwardingTests {
                         raw.withUnsafeBytes { buf in
                             var i = id
                             i.withUTF8 {
-                                DownstreamResponseHead.writeHTTP1(lines, from: buf, dropContentLength: drop, chunked: chunked,
-                                                                  connection: connection, requestID: UnsafeRawBufferPointer($0),
-                                                                  passServer: passServer, to: &w)
+                                DownstreamResponseHead.writeHTTP1(
+                                    lines, from: buf, dropContentLength: drop, chunked: chunked,
+                                    connection: connection, requestID: UnsafeRawBufferPointer($0),
+                                    passServer: passServer, to: &w)
                             }
                         }
                     }
@@ -86,22 +88,28 @@ struct ResponseForwardingTests {
                     if chunked { fields.append("Transfer-Encoding", "chunked") }
                     if let connection { fields.set("Connection", connection) }
                     let expected = [1, 2] + HTTP1Serializer.responseHead(status: head.status, reason: head.reason, headers: fields)
-                    #expect(out == expected, "\(text.debugDescription) drop=\(drop) chunked=\(chunked) connection=\(connection ?? "nil") passServer=\(passServer)")
+                    #expect(
+                        out == expected,
+                        "\(text.debugDescription) drop=\(drop) chunked=\(chunked) connection=\(connection ?? "nil") passServer=\(passServer)"
+                    )
                 }
             }
         }
     }
 
     /// The HTTP/2 header list the byte writer builds for `lines`, as "name: value" lines.
-    static func http2Pairs(_ raw: [UInt8], _ lines: HTTPResponseHeadLines, drop: Bool, requestID: String,
-                           routeFields: HTTPFields = HTTPFields(), passServer: Bool = false) -> [String] {
+    static func http2Pairs(
+        _ raw: [UInt8], _ lines: HTTPResponseHeadLines, drop: Bool, requestID: String,
+        routeFields: HTTPFields = HTTPFields(), passServer: Bool = false
+    ) -> [String] {
         var block = HTTP2HeaderBlock()
         block.appendStatus(lines.status)
         var id = requestID
         raw.withUnsafeBytes { buf in
             id.withUTF8 {
-                DownstreamResponseHead.appendHTTP2(lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
-                                                   routeFields: routeFields, passServer: passServer, to: &block)
+                DownstreamResponseHead.appendHTTP2(
+                    lines, from: buf, dropContentLength: drop, requestID: UnsafeRawBufferPointer($0),
+                    routeFields: routeFields, passServer: passServer, to: &block)
             }
         }
         return block.pairs.map { "\($0.0): \($0.1)" }
@@ -115,17 +123,20 @@ struct ResponseForwardingTests {
                 let id = drop ? "rid-2" : ""
                 let expected = HTTP2ServerSession.responseFields(
                     status: head.status, Self.model(head, dropContentLength: drop, requestID: id, passServer: passServer))
-                #expect(Self.http2Pairs(raw, lines, drop: drop, requestID: id, passServer: passServer) == expected.map { "\($0.0): \($0.1)" },
-                        "\(text.debugDescription) drop=\(drop) passServer=\(passServer)")
+                #expect(
+                    Self.http2Pairs(raw, lines, drop: drop, requestID: id, passServer: passServer) == expected.map { "\($0.0): \($0.1)" },
+                    "\(text.debugDescription) drop=\(drop) passServer=\(passServer)")
             }
         }
     }
 
     @Test("a route's response fields: set over the upstream's, after the same rules")
     func routeFields() throws {
-        let (_, _, head) = try Self.parse("HTTP/1.1 200 OK\r\nX-Next: upstream\r\nVia: 1.0 a\r\nConnection: close\r\nContent-Length: 2\r\n\r\n")
-        let fields = DownstreamResponseHead.fields(head, routeFields: HTTPFields([("X-Next", "gateway"), ("X-New", "1")]),
-                                                   dropContentLength: true)
+        let (_, _, head) = try Self.parse(
+            "HTTP/1.1 200 OK\r\nX-Next: upstream\r\nVia: 1.0 a\r\nConnection: close\r\nContent-Length: 2\r\n\r\n")
+        let fields = DownstreamResponseHead.fields(
+            head, routeFields: HTTPFields([("X-Next", "gateway"), ("X-New", "1")]),
+            dropContentLength: true)
         #expect(fields.map { "\($0.name): \($0.value)" } == ["Via: 1.0 a, 1.1 attest-gateway", "X-Next: gateway", "X-New: 1"])
     }
 
@@ -137,8 +148,9 @@ struct ResponseForwardingTests {
         HTTPFields([("ETag", "\"r\""), ("Location", "/route")]),
     ]
 
-    @Test("HTTP/1.1 and HTTP/2: a route's response fields written with the upstream's bytes equal the rules on strings",
-          arguments: heads)
+    @Test(
+        "HTTP/1.1 and HTTP/2: a route's response fields written with the upstream's bytes equal the rules on strings",
+        arguments: heads)
     func routeFieldsAsBytes(_ text: String) throws {
         let (raw, lines, head) = try Self.parse(text)
         for routeFields in Self.routeFieldSets {
@@ -151,9 +163,10 @@ struct ResponseForwardingTests {
                         raw.withUnsafeBytes { buf in
                             var i = id
                             i.withUTF8 {
-                                DownstreamResponseHead.writeHTTP1(lines, from: buf, dropContentLength: drop, chunked: drop,
-                                                                  connection: connection, requestID: UnsafeRawBufferPointer($0),
-                                                                  routeFields: routeFields, to: &w)
+                                DownstreamResponseHead.writeHTTP1(
+                                    lines, from: buf, dropContentLength: drop, chunked: drop,
+                                    connection: connection, requestID: UnsafeRawBufferPointer($0),
+                                    routeFields: routeFields, to: &w)
                             }
                         }
                     }
@@ -167,8 +180,9 @@ struct ResponseForwardingTests {
                 let expected = HTTP2ServerSession.responseFields(
                     status: head.status,
                     DownstreamResponseHead.fields(head, routeFields: routeFields, dropContentLength: drop, requestID: id))
-                #expect(Self.http2Pairs(raw, lines, drop: drop, requestID: id, routeFields: routeFields) == expected.map { "\($0.0): \($0.1)" },
-                        "\(text.debugDescription) drop=\(drop)")
+                #expect(
+                    Self.http2Pairs(raw, lines, drop: drop, requestID: id, routeFields: routeFields) == expected.map { "\($0.0): \($0.1)" },
+                    "\(text.debugDescription) drop=\(drop)")
             }
         }
     }

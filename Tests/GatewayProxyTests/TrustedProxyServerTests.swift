@@ -47,21 +47,25 @@ final class TrustedProxyFixture: @unchecked Sendable {
     let router: ClientRecordingRouter
     let failures = Mutex<[String]>([])
 
-    init(trusted: [(String, Int)], proxyProtocol: Bool = false, protocols: ServedProtocols = .http1, tls: TLSServerContext? = nil,
-         headerTimeoutMillis: Int64 = 10_000) throws
-    {
+    init(
+        trusted: [(String, Int)], proxyProtocol: Bool = false, protocols: ServedProtocols = .http1, tls: TLSServerContext? = nil,
+        headerTimeoutMillis: Int64 = 10_000
+    ) throws {
         Socket.ignoreSIGPIPE()
         upstream = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [upstreamLoop], limits: DownstreamLimits()) { _ in
             EchoUpstreamRouter()
         }
-        let target = UpstreamTarget(name: "legacy", address: upstream.address, maxConnections: 8, connectTimeoutMillis: 1000,
-                                    responseTimeoutMillis: 5000)
+        let target = UpstreamTarget(
+            name: "legacy", address: upstream.address, maxConnections: 8, connectTimeoutMillis: 1000,
+            responseTimeoutMillis: 5000)
         var limits = DownstreamLimits(headerTimeoutMillis: headerTimeoutMillis)
         limits.trustedProxies = ClientAddressTests.networks(trusted)
         limits.proxyProtocol = proxyProtocol
         let box = Box()
-        proxy = try HTTPServer(address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
-                               scheme: tls == nil ? "http" : "https", protocols: protocols, tls: tls) { loop in
+        proxy = try HTTPServer(
+            address: try SocketAddress("127.0.0.1:0"), loops: [proxyLoop], limits: limits,
+            scheme: tls == nil ? "http" : "https", protocols: protocols, tls: tls
+        ) { loop in
             let r = ClientRecordingRouter(pool: UpstreamPool(target: target, loop: loop))
             box.router = r
             return r
@@ -104,8 +108,11 @@ struct TrustedProxyServerTests {
         let f = try TrustedProxyFixture(trusted: [("127.0.0.1", 32), ("10.0.0.0", 8)])
         defer { f.stop() }
         let c = try RawClient(port: f.port)
-        let r = try #require(Self.get(c, "/a", "X-Forwarded-For: 6.6.6.6, 203.0.113.7, 10.1.2.3\r\nX-Forwarded-Proto: https\r\n"
-                                                + "X-Forwarded-Host: shop.example.com\r\n"))
+        let r = try #require(
+            Self.get(
+                c, "/a",
+                "X-Forwarded-For: 6.6.6.6, 203.0.113.7, 10.1.2.3\r\nX-Forwarded-Proto: https\r\n"
+                    + "X-Forwarded-Host: shop.example.com\r\n"))
         #expect(r.head.headers["X-Seen-X-Forwarded-For"] == "6.6.6.6, 203.0.113.7, 10.1.2.3, 127.0.0.1")
         #expect(r.head.headers["X-Seen-X-Forwarded-Proto"] == "https")
         #expect(r.head.headers["X-Seen-X-Forwarded-Host"] == "shop.example.com")
@@ -127,8 +134,11 @@ struct TrustedProxyServerTests {
         let f = try TrustedProxyFixture(trusted: [("127.0.0.1", 32)])
         defer { f.stop() }
         let c = try RawClient(socket: LoopbackClient(port: f.port, source: "127.0.0.2"))
-        let r = try #require(Self.get(c, "/a", "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\n"
-                                                + "X-Real-IP: 203.0.113.7\r\n"))
+        let r = try #require(
+            Self.get(
+                c, "/a",
+                "X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\n"
+                    + "X-Real-IP: 203.0.113.7\r\n"))
         #expect(r.head.headers["X-Seen-X-Forwarded-For"] == "127.0.0.2")
         #expect(r.head.headers["X-Seen-X-Forwarded-Proto"] == "http")
         #expect(r.head.headers["X-Seen-X-Forwarded-Host"] == "shop.example")
@@ -150,8 +160,10 @@ struct TrustedProxyServerTests {
         guard requireCurl() else { return }
         let f = try TrustedProxyFixture(trusted: [("127.0.0.1", 32)], protocols: [.http1, .h2c])
         defer { f.stop() }
-        let a = try curlCall(["--http2-prior-knowledge", "-H", "X-Forwarded-For: 203.0.113.7", "-H", "X-Forwarded-Proto: https",
-                              "http://127.0.0.1:\(f.port)/a"])
+        let a = try curlCall([
+            "--http2-prior-knowledge", "-H", "X-Forwarded-For: 203.0.113.7", "-H", "X-Forwarded-Proto: https",
+            "http://127.0.0.1:\(f.port)/a",
+        ])
         #expect(a.version == "HTTP/2")
         #expect(a.headers["x-seen-x-forwarded-for"] == "203.0.113.7, 127.0.0.1")
         #expect(a.headers["x-seen-x-forwarded-proto"] == "https")
@@ -165,12 +177,16 @@ struct TrustedProxyServerTests {
 
     /// v2 headers as raw bytes.
     static func v2(command: UInt8 = 1, family: UInt8, _ body: [UInt8]) -> [UInt8] {
-        [0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A, 0x20 | command, family,
-         UInt8(body.count >> 8), UInt8(body.count & 0xff)] + body
+        [
+            0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A, 0x20 | command, family,
+            UInt8(body.count >> 8), UInt8(body.count & 0xff),
+        ] + body
     }
     static let v2TCP4 = v2(family: 0x11, [203, 0, 113, 7, 127, 0, 0, 1, 0xDC, 0x04, 0x1F, 0x90])
-    static let v2TCP6 = v2(family: 0x21, [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [7] + [UInt8](repeating: 0, count: 15)
-                           + [1] + [0x12, 0x34, 0x1F, 0x90] + [0x04, 0x00, 0x01, 0x00])
+    static let v2TCP6 = v2(
+        family: 0x21,
+        [0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 11) + [7] + [UInt8](repeating: 0, count: 15)
+            + [1] + [0x12, 0x34, 0x1F, 0x90] + [0x04, 0x00, 0x01, 0x00])
     static let v2Local = v2(command: 0, family: 0x00, [])
 
     @Test("PROXY v1 and v2 (TCP4, TCP6, UNKNOWN, LOCAL): the source is the connection's client")
@@ -224,9 +240,10 @@ struct TrustedProxyServerTests {
     func proxyHeaderInPieces() throws {
         let f = try TrustedProxyFixture(trusted: [("127.0.0.1", 32)], proxyProtocol: true)
         defer { f.stop() }
-        for (header, client) in [(Array("PROXY TCP4 203.0.113.7 127.0.0.1 56324 8080\r\n".utf8), "203.0.113.7"),
-                                 (Self.v2TCP6, "2001:db8::7")]
-        {
+        for (header, client) in [
+            (Array("PROXY TCP4 203.0.113.7 127.0.0.1 56324 8080\r\n".utf8), "203.0.113.7"),
+            (Self.v2TCP6, "2001:db8::7"),
+        ] {
             let c = try RawClient(port: f.port)
             var i = 0
             while i < header.count {
@@ -277,10 +294,11 @@ struct TrustedProxyServerTests {
         leaving.shutdownWrite()
         #expect(Self.ended(leaving))
         f.wait { f.failureReasons.count >= 7 }
-        #expect(f.failureReasons.sorted() == [
-            "closed 127.0.0.1", "malformed 127.0.0.1", "not_proxy_protocol 127.0.0.1", "not_proxy_protocol 127.0.0.1",
-            "timeout 127.0.0.1", "too_large 127.0.0.1", "untrusted_peer 127.0.0.2",
-        ])
+        #expect(
+            f.failureReasons.sorted() == [
+                "closed 127.0.0.1", "malformed 127.0.0.1", "not_proxy_protocol 127.0.0.1", "not_proxy_protocol 127.0.0.1",
+                "timeout 127.0.0.1", "too_large 127.0.0.1", "untrusted_peer 127.0.0.2",
+            ])
         #expect(f.recordedPeers.isEmpty)
         // Every connection was released.
         f.wait { f.proxy.connectionCount == 0 }
@@ -308,9 +326,10 @@ struct TrustedProxyServerTests {
                 out += b
             sys.stdout.write(out.decode("latin-1"))
             """
-        for (header, client) in [(Array("PROXY TCP4 203.0.113.7 127.0.0.1 56324 8443\r\n".utf8), "203.0.113.7"),
-                                 (Self.v2TCP6, "2001:db8::7")]
-        {
+        for (header, client) in [
+            (Array("PROXY TCP4 203.0.113.7 127.0.0.1 56324 8443\r\n".utf8), "203.0.113.7"),
+            (Self.v2TCP6, "2001:db8::7"),
+        ] {
             let hex = header.map { String(format: "%02x", $0) }.joined()
             let r = try runProcess(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", script, hex], timeout: 30)
             #expect(r.status == 0, "\(r.stderr)")
@@ -330,10 +349,12 @@ final class TLSServerFiles: @unchecked Sendable {
     init() throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-proxy-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let r = try runProcess(URL(fileURLWithPath: "/usr/bin/openssl"), [
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("server.key"),
-            "-out", path("server.pem"), "-days", "2", "-subj", "/CN=localhost",
-        ])
+        let r = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/openssl"),
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("server.key"),
+                "-out", path("server.pem"), "-days", "2", "-subj", "/CN=localhost",
+            ])
         guard r.status == 0 else { throw HTTPTestError("openssl: \(r.stderr)") }
         chmod(path("server.key"), 0o600)
     }
@@ -341,8 +362,10 @@ final class TLSServerFiles: @unchecked Sendable {
     func path(_ name: String) -> String { dir.appendingPathComponent(name).path }
 
     func context() throws -> TLSServerContext {
-        try TLSServerContext(configuration: TLSServerConfiguration(
-            certificates: [.init(certificatePath: path("server.pem"), privateKeyPath: path("server.key"))], alpnProtocols: ["http/1.1"]))
+        try TLSServerContext(
+            configuration: TLSServerConfiguration(
+                certificates: [.init(certificatePath: path("server.pem"), privateKeyPath: path("server.key"))], alpnProtocols: ["http/1.1"])
+        )
     }
 
     func remove() { try? FileManager.default.removeItem(at: dir) }

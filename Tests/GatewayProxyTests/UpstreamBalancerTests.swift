@@ -12,9 +12,10 @@ struct UpstreamBalancerTests {
     static let loop = EventLoop(index: 20)
 
     /// Servers `a`, `b`, … with these weights on 127.0.0.1 ports 1, 2, … (never connected to here).
-    static func balancer(_ weights: [Int], algorithm: UpstreamBalancer.Algorithm = .roundRobin,
-                         policy: PassiveHealth.Policy = PassiveHealth.Policy()) throws -> (UpstreamBalancer, [UpstreamServer])
-    {
+    static func balancer(
+        _ weights: [Int], algorithm: UpstreamBalancer.Algorithm = .roundRobin,
+        policy: PassiveHealth.Policy = PassiveHealth.Policy()
+    ) throws -> (UpstreamBalancer, [UpstreamServer]) {
         var servers: [UpstreamServer] = []
         var pools: [UpstreamPool] = []
         for (i, w) in weights.enumerated() {
@@ -101,7 +102,8 @@ struct UpstreamBalancerTests {
             var labels: [String] = []
             for (i, w) in [1, 2].enumerated() {
                 let address = try SocketAddress(host: "127.0.0.1", port: server.port)
-                let s = UpstreamServer(upstream: "u", label: i == 0 ? "a" : "b", host: "127.0.0.1", port: server.port, weight: w, address: address)
+                let s = UpstreamServer(
+                    upstream: "u", label: i == 0 ? "a" : "b", host: "127.0.0.1", port: server.port, weight: w, address: address)
                 pools.append(UpstreamPool(target: UpstreamTarget(name: "u", address: address), loop: loop, server: s))
                 labels.append(s.label)
             }

@@ -23,7 +23,10 @@ struct UpstreamClientTests {
                 name: "apple", address: try SocketAddress("127.0.0.1:\(port)"), maxConnections: 2, connectTimeoutMillis: 1_000,
                 responseTimeoutMillis: responseTimeoutMillis)
             let loop = loop
-            client = loop.queue.sync { LoopBox(UpstreamClient(pool: UpstreamPool(target: target, loop: loop), maxResponseBytes: maxResponseBytes)) }.value
+            client =
+                loop.queue.sync {
+                    LoopBox(UpstreamClient(pool: UpstreamPool(target: target, loop: loop), maxResponseBytes: maxResponseBytes))
+                }.value
         }
 
         /// Sends on the loop and waits for the completion (bounded).
@@ -52,7 +55,9 @@ struct UpstreamClientTests {
         method: "POST", target: "/v1/attestationData", authority: "data.example",
         fields: [("Authorization", "token.a.b")], body: Array("cmVjZWlwdA==".utf8))
 
-    @Test("the request goes as given (method, target, Host, fields, Content-Length, body); the response comes back whole; the connection is reused")
+    @Test(
+        "the request goes as given (method, target, Host, fields, Content-Length, body); the response comes back whole; the connection is reused"
+    )
     func roundTrip() throws {
         let seen = Mutex<[ScriptedRequest]>([])
         let server = try ScriptedServer { conn in

@@ -1,9 +1,10 @@
 import Foundation
-@_spi(Testing) @testable import GatewayHTTP
 import GatewayIO
-@_spi(Fuzzing) @testable import GatewayProxy
 import GatewayTestSupport
 import Testing
+
+@_spi(Testing) @testable import GatewayHTTP
+@_spi(Fuzzing) @testable import GatewayProxy
 
 /// The one writer of upstream request heads (`UpstreamRequestHead`, Forwarding/) against a readable
 /// model of its rules (`ForwardingModel` below: field lists, one rule per step), byte for byte, over
@@ -52,8 +53,9 @@ struct UpstreamHeadTests {
                 let (n, v) = Self.pool[Int(rng.next() % UInt64(Self.pool.count))]
                 fields.append(n, v)
             }
-            let head = HTTPRequestHead(method: i % 3 == 0 ? "POST" : "GET", target: "/a?b=\(i)", minorVersion: i % 5 == 0 ? 0 : 1,
-                                       headers: fields, framing: .none)
+            let head = HTTPRequestHead(
+                method: i % 3 == 0 ? "POST" : "GET", target: "/a?b=\(i)", minorVersion: i % 5 == 0 ? 0 : 1,
+                headers: fields, framing: .none)
             let edit = Self.edits[Int(rng.next() % UInt64(Self.edits.count))]
             let framing = Self.framings[Int(rng.next() % UInt64(Self.framings.count))]
             let proto = i % 2 == 0 ? "http" : "https"
@@ -62,18 +64,21 @@ struct UpstreamHeadTests {
             let f = Forward(routeName: "r", pool: upstreamPool, maxBody: 1, editHeaders: edit)
             let id = i % 6 == 0 ? "" : "req-\(i)"
             let requestID = RequestID(id)
-            let model = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: id, framing: framing, edit: edit,
-                                               dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
+            let model = ForwardingModel.fields(
+                head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: id, framing: framing, edit: edit,
+                dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
             var expected: [UInt8] = [7]
             HTTP1Serializer.appendRequestHead(method: head.method, target: head.target, headers: model, to: &expected)
-            let context = "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing) drop=\(drop) trusted=\(trusted)"
+            let context =
+                "\(fields.map { "\($0.name): \($0.value)" }) edit=\(edit.remove)+\(edit.add.map { $0.0 }) \(framing) drop=\(drop) trusted=\(trusted)"
             // An HTTP/1.1 head: ranges of the bytes it arrived in.
             let (raw, lines) = Self.rawHead(head, junk: i % 7)
             var fromBytes: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: requestID, framing: framing,
-                                        dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(
+                        lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: requestID, framing: framing,
+                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromBytes == expected, "bytes: \(context)")
@@ -84,8 +89,9 @@ struct UpstreamHeadTests {
             var fromStrings: [UInt8] = [7]
             HeadWriter.appendHead(to: &fromStrings) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: requestID, framing: framing,
-                                        dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(
+                        h2Lines, $0, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: requestID, framing: framing,
+                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromStrings == expected, "strings: \(context)")
@@ -99,9 +105,10 @@ struct UpstreamHeadTests {
                     scheme: proto, dropFoldableNames: drop,
                     forwardingPeer: trusted ? ForwardingPeer(address: "192.0.2.1", trusted: true) : nil, requestID: requestID)
                 let demo = request.upstreamFields(edit: edit, upstream: "127.0.0.1:8081")
-                let wanted = ForwardingModel.fields(head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: id,
-                                                    framing: .whole(.none, count: body.count),
-                                                    edit: edit, dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
+                let wanted = ForwardingModel.fields(
+                    head, client: "192.0.2.1", proto: proto, trustedPeer: trusted, requestID: id,
+                    framing: .whole(.none, count: body.count),
+                    edit: edit, dropFoldableNames: drop, defaultHost: "127.0.0.1:8081")
                 #expect(demo == wanted, "demo: \(context)")
             }
         }
@@ -131,9 +138,13 @@ struct UpstreamHeadTests {
             if host == nil && f.name.lowercased() == "host" { host = v }
         }
         raw.append(contentsOf: [0x0d, 0x0a])
-        return (raw, HTTPRequestHeadLines(method: method, target: target, minorVersion: head.minorVersion, fields: fields,
-                                          framing: head.framing, keepAlive: head.keepAlive, expectsContinue: head.expectsContinue,
-                                          foldableNames: head.headers.contains { FoldedNames.isFoldable($0.name) }, host: host))
+        return (
+            raw,
+            HTTPRequestHeadLines(
+                method: method, target: target, minorVersion: head.minorVersion, fields: fields,
+                framing: head.framing, keepAlive: head.keepAlive, expectsContinue: head.expectsContinue,
+                foldableNames: head.headers.contains { FoldedNames.isFoldable($0.name) }, host: host)
+        )
     }
 
     @Test("no spelling of a gateway-owned field reaches the upstream; underscore names only with allow, never folding into one")
@@ -141,8 +152,9 @@ struct UpstreamHeadTests {
         let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))
         let loop = EventLoop(index: 0)
         defer { loop.shutdownAndWait() }
-        let f = Forward(routeName: "r", pool: UpstreamPool(target: upstream, loop: loop), maxBody: 1,
-                        editHeaders: HeaderEdit(remove: ["X-App-Attest-Verified-Key-Id"], add: [("X-App-Attest-Verified-Key-Id", "real")]))
+        let f = Forward(
+            routeName: "r", pool: UpstreamPool(target: upstream, loop: loop), maxBody: 1,
+            editHeaders: HeaderEdit(remove: ["X-App-Attest-Verified-Key-Id"], add: [("X-App-Attest-Verified-Key-Id", "real")]))
         let client: [(String, String)] = [
             ("Host", "h"), ("X_App_Attest_Verified_Key_Id", "forged"), ("x-app-attest-verified-key-id", "forged"),
             ("X-HTTP-Method-Override", "POST"), ("X_HTTP_Method_Override", "POST"), ("X-HTTP-Method", "POST"),
@@ -162,23 +174,28 @@ struct UpstreamHeadTests {
             let h2Lines = laidOut.set(head, reusing: [])
             HeadWriter.appendHead(to: &out) { w in
                 laidOut.with {
-                    f.writeUpstreamHead(h2Lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
-                                        dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(
+                        h2Lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
+                        dropFoldableNames: drop, to: &w)
                 }
             }
             let (raw, lines) = Self.rawHead(head, junk: 0)
             var fromBytes: [UInt8] = []
             HeadWriter.appendHead(to: &fromBytes) { w in
                 raw.withUnsafeBytes {
-                    f.writeUpstreamHead(lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
-                                        dropFoldableNames: drop, to: &w)
+                    f.writeUpstreamHead(
+                        lines, $0, client: "192.0.2.1", proto: "http", requestID: RequestID("gw-id"), framing: .none,
+                        dropFoldableNames: drop, to: &w)
                 }
             }
             #expect(fromBytes == out)
             let text = String(decoding: out, as: UTF8.self)
             let names = text.split(separator: "\r\n").dropFirst().compactMap { $0.split(separator: ":").first.map(String.init) }
-            let expected = ["Host"] + (drop ? [] : ["X_Custom"]) + ["X-Kept", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via",
-                                                                    "X-Request-Id", "X-App-Attest-Verified-Key-Id"]
+            let expected =
+                ["Host"] + (drop ? [] : ["X_Custom"]) + [
+                    "X-Kept", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via",
+                    "X-Request-Id", "X-App-Attest-Verified-Key-Id",
+                ]
             #expect(names == expected, "\(text)")
             // The client's own X-Request-Id never goes as sent: the writer sends the id it is given.
             #expect(text.contains("X-Request-Id: gw-id\r\n") && !text.contains("mine"))
@@ -205,27 +222,35 @@ struct UpstreamHeadTests {
 enum ForwardingModel {
     /// `client`: the peer's address; `trustedPeer`: it is a trusted proxy, whose X-Forwarded-For
     /// list, -Proto and -Host are kept (from any other peer they are replaced).
-    static func fields(_ head: HTTPRequestHead, client: String, proto: String, trustedPeer: Bool = false, requestID: String = "", framing: BodyFraming,
-                       edit: HeaderEdit, dropFoldableNames: Bool, defaultHost: String) -> HTTPFields
-    {
+    static func fields(
+        _ head: HTTPRequestHead, client: String, proto: String, trustedPeer: Bool = false, requestID: String = "", framing: BodyFraming,
+        edit: HeaderEdit, dropFoldableNames: Bool, defaultHost: String
+    ) -> HTTPFields {
         let client_ = head.headers.fields
         func lower(_ s: String) -> String { s.lowercased() }
         /// A name as CGI-style backends read it: ASCII lowercase, anything but letters, digits and `-` as `-`.
         func folded(_ s: String) -> String {
-            String(s.unicodeScalars.map { c -> Character in
-                let v = c.value
-                if (0x41...0x5a).contains(v) { return Character(Unicode.Scalar(v + 0x20)!) }
-                if (0x61...0x7a).contains(v) || (0x30...0x39).contains(v) || v == 0x2d { return Character(c) }
-                return "-"
-            })
+            String(
+                s.unicodeScalars.map { c -> Character in
+                    let v = c.value
+                    if (0x41...0x5a).contains(v) { return Character(Unicode.Scalar(v + 0x20)!) }
+                    if (0x61...0x7a).contains(v) || (0x30...0x39).contains(v) || v == 0x2d { return Character(c) }
+                    return "-"
+                })
         }
         func inList(_ names: [String], prefixes: [String] = [], _ name: String) -> Bool {
             let n = folded(name)
             return names.contains { folded($0) == n } || prefixes.contains { n.count > $0.count && n.hasPrefix(folded($0)) }
         }
-        let foldable = { (n: String) in n.unicodeScalars.contains { !(0x30...0x39).contains($0.value) && !(0x41...0x5a).contains($0.value) && !(0x61...0x7a).contains($0.value) && $0 != "-" } }
-        let hopByHop = ["connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-                        "trailer", "transfer-encoding", "upgrade"]
+        let foldable = { (n: String) in
+            n.unicodeScalars.contains {
+                !(0x30...0x39).contains($0.value) && !(0x41...0x5a).contains($0.value) && !(0x61...0x7a).contains($0.value) && $0 != "-"
+            }
+        }
+        let hopByHop = [
+            "connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+            "trailer", "transfer-encoding", "upgrade",
+        ]
         let interpretedWhenFolded = hopByHop + ["host", "content-length", "expect", "via", "forwarded"]
         let forwarding = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "forwarded", "via"]
         let connectionLists = client_.filter { lower($0.name) == "connection" }.map(\.value)
@@ -237,9 +262,15 @@ enum ForwardingModel {
         let ownedOrRemoved = { (n: String) in
             inList(GatewayOwnedFields.names + edit.remove, prefixes: GatewayOwnedFields.prefixes, n)
         }
-        let dropLength: Bool = switch framing { case .chunked, .contentLength: true; case .none, .untilClose: false }
+        let dropLength: Bool =
+            switch framing {
+            case .chunked, .contentLength: true;
+            case .none, .untilClose: false
+            }
         let dropCoding: Bool = if case .contentLength = framing { true } else { false }
-        func framingKeeps(_ n: String) -> Bool { !(dropLength && lower(n) == "content-length") && !(dropCoding && lower(n) == "transfer-encoding") }
+        func framingKeeps(_ n: String) -> Bool {
+            !(dropLength && lower(n) == "content-length") && !(dropCoding && lower(n) == "transfer-encoding")
+        }
 
         var out = HTTPFields()
         // 2. The client's fields that go on, in order.

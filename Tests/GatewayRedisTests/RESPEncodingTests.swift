@@ -27,9 +27,11 @@ struct RESPEncodingTests {
 
     @Test("integers read from bulk strings are what Int64(String) reads: signs, bounds, overflow, garbage")
     func integersFromStrings() {
-        var cases = ["0", "-0", "+0", "7", "-7", "+7", "42", "1700000000000", "9223372036854775807", "-9223372036854775808",
-                     "9223372036854775808", "-9223372036854775809", "99999999999999999999", "", "-", "+", " 1", "1 ", "1a",
-                     "0x10", "--1", "+-1", "1.5", "١٢", "00012", "-00012"]
+        var cases = [
+            "0", "-0", "+0", "7", "-7", "+7", "42", "1700000000000", "9223372036854775807", "-9223372036854775808",
+            "9223372036854775808", "-9223372036854775809", "99999999999999999999", "", "-", "+", " 1", "1 ", "1a",
+            "0x10", "--1", "+-1", "1.5", "١٢", "00012", "-00012",
+        ]
         var rng = SystemRandomNumberGenerator()
         let alphabet = Array("0123456789-+ a".utf8)
         for _ in 0..<20_000 {
@@ -47,8 +49,10 @@ struct RESPEncodingTests {
         var out: [UInt8] = Array("+".utf8)
         RESP.encode(RedisCommand([Array("EVALSHA".utf8), [], [0x00, 0x0d, 0x0a, 0xff], Array(repeating: 0x61, count: 12)]), into: &out)
         let expected = "+*4\r\n$7\r\nEVALSHA\r\n$0\r\n\r\n$4\r\n\u{0}\r\n\u{FF}\r\n$12\r\naaaaaaaaaaaa\r\n"
-        #expect(out == Array("+*4\r\n$7\r\nEVALSHA\r\n$0\r\n\r\n$4\r\n".utf8) + [0x00, 0x0d, 0x0a, 0xff] + Array("\r\n$12\r\naaaaaaaaaaaa\r\n".utf8),
-                "\(expected.debugDescription)")
+        #expect(
+            out == Array("+*4\r\n$7\r\nEVALSHA\r\n$0\r\n\r\n$4\r\n".utf8) + [0x00, 0x0d, 0x0a, 0xff]
+                + Array("\r\n$12\r\naaaaaaaaaaaa\r\n".utf8),
+            "\(expected.debugDescription)")
     }
 
     @Test("the command writer: decimals of every sign and size are String(n), text is its UTF-8, the same bytes as the argument list")
@@ -66,12 +70,14 @@ struct RESPEncodingTests {
             for n in chunk { w.append(decimal: n) }
             w.append(utf8: text)
             [UInt8]([0x00, 0x0d, 0x0a]).withUnsafeBytes { w.append($0) }
-            let expected: [[UInt8]] = [Array("EVALSHA".utf8)] + chunk.map { Array(String($0).utf8) } + [Array(text.utf8), [0x00, 0x0d, 0x0a]]
+            let expected: [[UInt8]] =
+                [Array("EVALSHA".utf8)] + chunk.map { Array(String($0).utf8) } + [Array(text.utf8), [0x00, 0x0d, 0x0a]]
             let command = w.command
             #expect(command.encoded == RedisCommand(expected).encoded, "\(chunk) \(text)")
             #expect(command.args == expected, "read back: \(chunk)")
         }
-        #expect(RedisCommand("SCRIPT", "LOAD", "return 1").args.map { String(decoding: $0, as: UTF8.self) } == ["SCRIPT", "LOAD", "return 1"])
+        #expect(
+            RedisCommand("SCRIPT", "LOAD", "return 1").args.map { String(decoding: $0, as: UTF8.self) } == ["SCRIPT", "LOAD", "return 1"])
         #expect(RedisCommand([]).encoded == Array("*0\r\n".utf8))
         #expect(RedisCommand([]).args.isEmpty)
     }

@@ -109,15 +109,20 @@ struct RESPReaderTests {
             // Any bytes, CR LF and NUL included; mostly short, sometimes long.
             let n = Bool.random(using: &rng) ? Int.random(in: 0...24, using: &rng) : Int.random(in: 0...3_000, using: &rng)
             let alphabet: [UInt8] = [0x00, 0x0d, 0x0a, 0x24, 0x2a, 0x3a, 0x2d, 0x2b, 0x61, 0xff]
-            return .string((0..<n).map { _ in Bool.random(using: &rng) ? alphabet.randomElement(using: &rng)! : UInt8.random(in: 0...255, using: &rng) })
+            return .string(
+                (0..<n).map { _ in Bool.random(using: &rng) ? alphabet.randomElement(using: &rng)! : UInt8.random(in: 0...255, using: &rng)
+                })
         case 2:
             let n: Int64 = [Int64.min, Int64.max, 0, -1][Int.random(in: 0..<4, using: &rng)]
-            return .integer(Bool.random(using: &rng) ? n : Int64.random(in: Int64.min...Int64.max, using: &rng) >> Int64.random(in: 0...63, using: &rng))
+            return .integer(
+                Bool.random(using: &rng) ? n : Int64.random(in: Int64.min...Int64.max, using: &rng) >> Int64.random(in: 0...63, using: &rng)
+            )
         case 3:
             // A status or an error: one line, any printable text (a lone CR too: only CR LF ends it).
-            let text = String(decoding: (0..<Int.random(in: 0...40, using: &rng)).map { _ in
-                Int.random(in: 0..<20, using: &rng) == 0 ? UInt8(0x0d) : UInt8.random(in: 0x20...0x7e, using: &rng)
-            }, as: UTF8.self)
+            let text = String(
+                decoding: (0..<Int.random(in: 0...40, using: &rng)).map { _ in
+                    Int.random(in: 0..<20, using: &rng) == 0 ? UInt8(0x0d) : UInt8.random(in: 0x20...0x7e, using: &rng)
+                }, as: UTF8.self)
             if text.hasSuffix("\r") { return .status(text + "x") }
             return Bool.random(using: &rng) ? .status(text) : .error("ERR " + text)
         case 4:
@@ -144,7 +149,10 @@ struct RESPReaderTests {
             ("*-1\r\n", .null),
             ("*0\r\n", .array([])),
             ("$6\r\na\r\nb\r\n\r\n", .string(Array("a\r\nb\r\n".utf8))),
-            ("*3\r\n+committed\r\n:41\r\n*2\r\n$3\r\nctr\r\n$-1\r\n", .array([.status("committed"), .integer(41), .array([.string(Array("ctr".utf8)), .null])])),
+            (
+                "*3\r\n+committed\r\n:41\r\n*2\r\n$3\r\nctr\r\n$-1\r\n",
+                .array([.status("committed"), .integer(41), .array([.string(Array("ctr".utf8)), .null])])
+            ),
             ("*2\r\n*1\r\n*0\r\n:1\r\n", .array([.array([.array([])]), .integer(1)])),
         ]
         for (text, expected) in cases {

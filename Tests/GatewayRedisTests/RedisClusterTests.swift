@@ -31,7 +31,8 @@ struct RedisClusterPiecesTests {
     }
 
     @Test func redirectionsAndRefusalsAreParsed() {
-        #expect(RedisClusterReply(.error("MOVED 3999 127.0.0.1:6381")) == .moved(slot: 3999, RedisNodeAddress(host: "127.0.0.1", port: 6381)))
+        #expect(
+            RedisClusterReply(.error("MOVED 3999 127.0.0.1:6381")) == .moved(slot: 3999, RedisNodeAddress(host: "127.0.0.1", port: 6381)))
         #expect(RedisClusterReply(.error("ASK 12 [::1]:7000")) == .ask(slot: 12, RedisNodeAddress(host: "::1", port: 7000)))
         #expect(RedisClusterReply(.error("TRYAGAIN Multiple keys request during rehashing of slot")) != nil)
         #expect(RedisClusterReply(.error("CLUSTERDOWN The cluster is down")) != nil)
@@ -43,7 +44,9 @@ struct RedisClusterPiecesTests {
 
     @Test func clusterSlotsReplyBecomesAMap() throws {
         let me = RedisNodeAddress(host: "10.0.0.1", port: 7000)
-        func node(_ host: String, _ port: Int64) -> RedisValue { .array([.string(Array(host.utf8)), .integer(port), .string(Array("id".utf8))]) }
+        func node(_ host: String, _ port: Int64) -> RedisValue {
+            .array([.string(Array(host.utf8)), .integer(port), .string(Array("id".utf8))])
+        }
         let reply = RedisValue.array([
             .array([.integer(0), .integer(5460), node("", 7000), node("10.0.0.9", 7100)]),
             .array([.integer(5461), .integer(10922), node("10.0.0.2", 7000)]),
@@ -63,10 +66,13 @@ struct RedisClusterPiecesTests {
     /// A cluster store refuses unbound challenges before anything is sent.
     @Test func unboundChallengeRefusedInClusterMode() throws {
         let port = try RedisProcess.freePort()
-        let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 200), cluster: true))
+        let store = RedisAttestStore(
+            options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 200), cluster: true))
         defer { store.close() }
         #expect(store.requiresKeyBoundChallenges)
-        let result = wait { store.issueChallenge(ChallengeRequest(purpose: .register, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }
+        let result = wait {
+            store.issueChallenge(ChallengeRequest(purpose: .register, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0)
+        }
         guard case .failure(let e) = result else {
             Issue.record("an unbound challenge was issued on a cluster store: \(result)")
             return
@@ -101,9 +107,10 @@ final class ClusterFixture: Sendable {
         }
     }
 
-    static func store(on cluster: RedisClusterProcess, timeoutMillis: Int64 = 1_000, seed: Int = 0,
-                      observer: (any RedisStoreObserver)? = nil, limits: KeyLimits = KeyLimits()) -> RedisAttestStore
-    {
+    static func store(
+        on cluster: RedisClusterProcess, timeoutMillis: Int64 = 1_000, seed: Int = 0,
+        observer: (any RedisStoreObserver)? = nil, limits: KeyLimits = KeyLimits()
+    ) -> RedisAttestStore {
         RedisAttestStore(
             options: .init(
                 endpoint: RedisEndpoint(host: "127.0.0.1", port: cluster.ports[seed], timeoutMillis: timeoutMillis), cluster: true,
@@ -167,7 +174,9 @@ struct RedisClusterStoreTests {
 
         // Challenges: unbound refused; bound ones valid, expired, consumed, unknown.
         let record = makeRecord(&rng)
-        #expect(unavailable(wait { store.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
+        #expect(
+            unavailable(
+                wait { store.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
         let c = try store.issue(.assert, key: record.keyID, ttl: 5_000, now: t0)
         #expect(Array(c.token.bytes.prefix(4)) == Array(record.keyID.bytes.prefix(4)))
         #expect(try store.state(c.token, now: t0) == .valid(purpose: .assert, keyID: record.keyID, expiresAtMillis: t0 + 5_000))
@@ -177,7 +186,9 @@ struct RedisClusterStoreTests {
         // Registration: every rejection (the foreign-slot ones answered by a read), then new, existing, consumed.
         let other = makeRecord(&rng)
         let twin = sibling(of: record, &rng)
-        #expect(try store.registerNow(record, challenge: ChallengeToken([UInt8](repeating: 1, count: 16))!, now: t0) == .challengeRejected(.unknown))
+        #expect(
+            try store.registerNow(record, challenge: ChallengeToken([UInt8](repeating: 1, count: 16))!, now: t0)
+                == .challengeRejected(.unknown))
         let expired = try store.issue(.register, key: record.keyID, ttl: 10, now: t0)
         #expect(try store.registerNow(record, challenge: expired.token, now: t0 + 10) == .challengeRejected(.expired))
         let assertOnly = try store.issue(.assert, key: record.keyID, now: t0)
@@ -205,8 +216,12 @@ struct RedisClusterStoreTests {
         #expect(try store.commit(record.keyID, counter: 3, challenge: nil, now: t0) == .counterReplay(stored: 3))
         #expect(try store.commit(record.keyID, counter: 2, challenge: assertForOther.token, now: t0) == .counterReplay(stored: 3))
         #expect(try store.key(record.keyID)?.lastSeenMillis == t0 + 2_000)
-        #expect(try store.commit(record.keyID, counter: 4, challenge: ChallengeToken([UInt8](repeating: 3, count: 16))!, now: t0) == .challengeRejected(.unknown))
-        #expect(try store.commit(record.keyID, counter: 4, challenge: ChallengeToken([UInt8](repeating: 3, count: 40))!, now: t0) == .challengeRejected(.unknown))
+        #expect(
+            try store.commit(record.keyID, counter: 4, challenge: ChallengeToken([UInt8](repeating: 3, count: 16))!, now: t0)
+                == .challengeRejected(.unknown))
+        #expect(
+            try store.commit(record.keyID, counter: 4, challenge: ChallengeToken([UInt8](repeating: 3, count: 40))!, now: t0)
+                == .challengeRejected(.unknown))
         let shortLived = try store.issue(.assert, key: record.keyID, ttl: 5, now: t0)
         #expect(try store.commit(record.keyID, counter: 4, challenge: shortLived.token, now: t0 + 5) == .challengeRejected(.expired))
         let registerOnly = try store.issue(.register, key: record.keyID, now: t0)
@@ -215,7 +230,8 @@ struct RedisClusterStoreTests {
         let assertForTwin = try store.issue(.assert, key: twin.keyID, now: t0)
         #expect(try store.commit(record.keyID, counter: 4, challenge: assertForTwin.token, now: t0) == .challengeRejected(.wrongKey))
         #expect(try store.key(record.keyID)?.counter == 3)
-        #expect(try store.state(assertForOther.token, now: t0) == .valid(purpose: .assert, keyID: other.keyID, expiresAtMillis: t0 + 60_000))
+        #expect(
+            try store.state(assertForOther.token, now: t0) == .valid(purpose: .assert, keyID: other.keyID, expiresAtMillis: t0 + 60_000))
         let next = try store.issue(.assert, key: record.keyID, now: t0)
         #expect(try store.commit(record.keyID, counter: 3, challenge: next.token, now: t0) == .counterReplay(stored: 3))
         #expect(try store.commit(record.keyID, counter: 4, challenge: next.token, now: t0) == .committed(previousCounter: 3))
@@ -289,11 +305,13 @@ struct RedisClusterStoreTests {
         #expect(try f.store.commit(record.keyID, counter: 10, challenge: nil, now: t0) == .committed(previousCounter: 0))
         let elsewhere = try f.store.issue(.assert, key: other.keyID, now: t0)
         #expect(!RedisAttestStore.sameSlot(record.keyID, elsewhere.token))
-        #expect(try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 8, now: t0) == .challengeRejected(.wrongKey))
+        #expect(
+            try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 8, now: t0) == .challengeRejected(.wrongKey))
         #expect(try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 0, now: t0) == .counterReplay(stored: 10))
         #expect(try f.store.commit(record.keyID, counter: 7, challenge: nil, window: 8, now: t0) == .committed(previousCounter: 10))
-        #expect(try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 8, now: t0)
-            == .counterReplay(stored: 10, open: openBits(10, [3, 4, 5, 6, 8, 9])))
+        #expect(
+            try f.store.commit(record.keyID, counter: 7, challenge: elsewhere.token, window: 8, now: t0)
+                == .counterReplay(stored: 10, open: openBits(10, [3, 4, 5, 6, 8, 9])))
     }
 
     @Test func exactlyOneCommitWinsAcrossInstances() throws {
@@ -309,9 +327,13 @@ struct RedisClusterStoreTests {
         for round in 1...9 {
             let record = records[round % records.count]
             let challenge = try stores[round % 2].issue(.assert, key: record.keyID, now: t0)
-            let wins = raceCommits(stores, 16) { AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + $0), challenge: challenge.token) }
+            let wins = raceCommits(stores, 16) {
+                AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + $0), challenge: challenge.token)
+            }
             #expect(wins == 1, "round \(round)")
-            let sameCounter = raceCommits(stores, 16) { _ in AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil) }
+            let sameCounter = raceCommits(stores, 16) { _ in
+                AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil)
+            }
             #expect(sameCounter == 1, "round \(round)")
         }
         let fresh = makeRecord(&rng)
@@ -346,14 +368,18 @@ struct RedisClusterStoreTests {
         let asks = f.redirects.count(.ask)
         let second = try store.issue(.assert, key: record.keyID, now: t0)
         #expect(f.redirects.count(.ask) > asks)
-        #expect(try f.cluster.cli(a, ["CLUSTER", "COUNTKEYSINSLOT", String(slot)]) == "3")  // the key, its registration challenge, the first challenge
+        // The key, its registration challenge, the first challenge:
+        #expect(try f.cluster.cli(a, ["CLUSTER", "COUNTKEYSINSLOT", String(slot)]) == "3")
         #expect(try f.cluster.cli(b, ["CLUSTER", "COUNTKEYSINSLOT", String(slot)]) == "1")  // the second challenge
         // Key on A, challenge on B: no node can run the commit atomically: refused, nothing written.
-        let split = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 2, challenge: second.token), nowMillis: t0, completion: $0) }
+        let split = wait {
+            store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 2, challenge: second.token), nowMillis: t0, completion: $0)
+        }
         #expect(unavailable(split), "\(split)")
         #expect(f.redirects.count(.tryAgain) > 0)
         // Move the key too: A has neither record now, ASK sends the commit to B, which has both.
-        let migrated = try f.cluster.cli(a, ["MIGRATE", "127.0.0.1", String(f.cluster.ports[b]), "", "0", "5000", "KEYS", String(decoding: keyName, as: UTF8.self)])
+        let migrated = try f.cluster.cli(
+            a, ["MIGRATE", "127.0.0.1", String(f.cluster.ports[b]), "", "0", "5000", "KEYS", String(decoding: keyName, as: UTF8.self)])
         #expect(migrated == "OK")
         #expect(try store.commit(record.keyID, counter: 2, challenge: second.token, now: t0) == .committed(previousCounter: 1))
         #expect(try store.commit(record.keyID, counter: 3, challenge: second.token, now: t0) == .challengeRejected(.consumed))
@@ -400,18 +426,26 @@ struct RedisClusterStoreTests {
         let owner = try #require(f.node(of: store.keyName(record.keyID)))
         for i in 0..<3 { try f.cluster.cli(i, ["CLUSTER", "DELSLOTS", String(slot)]) }
         let retries = f.redirects.count(.tryAgain)
-        let refused = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+        let refused = wait {
+            store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0)
+        }
         #expect(unavailable(refused), "\(refused)")
-        if case .failure(let e) = refused { #expect(e.detail.contains("CLUSTERDOWN") || e.detail.contains("no node serves slot \(slot)"), "\(e.detail)") }
+        if case .failure(let e) = refused {
+            #expect(e.detail.contains("CLUSTERDOWN") || e.detail.contains("no node serves slot \(slot)"), "\(e.detail)")
+        }
         #expect(f.redirects.count(.tryAgain) > retries)
         #expect(try store.commit(other.keyID, counter: 1, challenge: nil, now: t0) == .committed(previousCounter: 0))
         // The slot comes back on its owner; the client's map follows (MOVED or the next map read).
         try f.cluster.cli(owner, ["CLUSTER", "ADDSLOTS", String(slot)])
         let deadline = Date().addingTimeInterval(20)
-        var outcome = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+        var outcome = wait {
+            store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0)
+        }
         while case .failure = outcome, Date() < deadline {
             usleep(100_000)
-            outcome = wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+            outcome = wait {
+                store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0)
+            }
         }
         #expect(outcome == .success(.committed(previousCounter: 0)))
         #expect(try store.commit(record.keyID, counter: 1, challenge: nil, now: t0) == .counterReplay(stored: 1))
@@ -434,9 +468,19 @@ struct RedisClusterStoreTests {
         for r in byNode[2]! {
             // The first call may be the one that finds the connection broken; every call fails.
             for n in 1...3 {
-                #expect(unavailable(wait { store.commitAssertion(AssertionCommit(keyID: r.keyID, counter: UInt32(n), challenge: nil), nowMillis: t0, completion: $0) }))
+                #expect(
+                    unavailable(
+                        wait {
+                            store.commitAssertion(
+                                AssertionCommit(keyID: r.keyID, counter: UInt32(n), challenge: nil), nowMillis: t0, completion: $0)
+                        }))
             }
-            #expect(unavailable(wait { store.issueChallenge(ChallengeRequest(purpose: .assert, keyID: r.keyID, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
+            #expect(
+                unavailable(
+                    wait {
+                        store.issueChallenge(
+                            ChallengeRequest(purpose: .assert, keyID: r.keyID, ttlMillis: 1_000), nowMillis: t0, completion: $0)
+                    }))
         }
         for i in 0..<2 {
             for r in byNode[i]! {
@@ -449,9 +493,10 @@ struct RedisClusterStoreTests {
         #expect(store.lastError.contains("127.0.0.1:\(f.cluster.ports[2])"), "\(store.lastError)")
 
         // A store whose first seed is the dead node reads the map from the next seed.
-        let late = RedisAttestStore(options: .init(
-            endpoint: RedisEndpoint(host: "127.0.0.1", port: f.cluster.ports[2], timeoutMillis: 500), cluster: true,
-            seeds: [RedisEndpoint(host: "127.0.0.1", port: f.cluster.ports[1])]))
+        let late = RedisAttestStore(
+            options: .init(
+                endpoint: RedisEndpoint(host: "127.0.0.1", port: f.cluster.ports[2], timeoutMillis: 500), cluster: true,
+                seeds: [RedisEndpoint(host: "127.0.0.1", port: f.cluster.ports[1])]))
         defer { late.close() }
         let deadline = Date().addingTimeInterval(10)
         while !late.isHealthy && Date() < deadline { usleep(10_000) }

@@ -48,11 +48,14 @@ final class OnLoopStore: AttestStore, @unchecked Sendable {
         }
     }
 
-    func issueChallenge(_ r: ChallengeRequest, nowMillis: Int64, completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void) {
+    func issueChallenge(
+        _ r: ChallengeRequest, nowMillis: Int64, completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
+    ) {
         loop.execute { [self] in inner.issueChallenge(r, nowMillis: nowMillis, completion: onLoop(completion)) }
     }
 
-    func challengeState(_ t: ChallengeToken, nowMillis: Int64, completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void) {
+    func challengeState(_ t: ChallengeToken, nowMillis: Int64, completion: @escaping @Sendable (Result<ChallengeState, StoreError>) -> Void)
+    {
         loop.execute { [self] in inner.challengeState(t, nowMillis: nowMillis, completion: onLoop(completion)) }
     }
 
@@ -64,12 +67,15 @@ final class OnLoopStore: AttestStore, @unchecked Sendable {
         loop.execute { [self] in inner.register(r, nowMillis: nowMillis, completion: onLoop(completion)) }
     }
 
-    func commitAssertion(_ c: AssertionCommit, nowMillis: Int64, completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void) {
+    func commitAssertion(
+        _ c: AssertionCommit, nowMillis: Int64, completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
+    ) {
         loop.execute { [self] in inner.commitAssertion(c, nowMillis: nowMillis, completion: onLoop(completion)) }
     }
 
     func claimToken(
-        _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64, completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
+        _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64,
+        completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
     ) {
         loop.execute { [self] in inner.claimToken(digest, ttlMillis: ttlMillis, nowMillis: nowMillis, completion: onLoop(completion)) }
     }
@@ -88,7 +94,9 @@ final class OnLoopStore: AttestStore, @unchecked Sendable {
         _ c: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitAndNext, StoreError>) -> Void
     ) {
-        loop.execute { [self] in inner.commitAssertion(c, checked: checked, issuing: next, nowMillis: nowMillis, completion: onLoop(completion)) }
+        loop.execute { [self] in
+            inner.commitAssertion(c, checked: checked, issuing: next, nowMillis: nowMillis, completion: onLoop(completion))
+        }
     }
 
     /// Requests the loop's own connection answered so far, and whether it is up.
@@ -117,17 +125,21 @@ final class LoopFixture: Sendable {
     let loop: EventLoop
     let onLoop: OnLoopStore
 
-    init(durable: Bool = false, timeoutMillis: Int64 = 1_000, security: RedisServerSecurity = RedisServerSecurity(),
-         client: RedisSecurity = RedisSecurity(), database: Int = 0) throws {
+    init(
+        durable: Bool = false, timeoutMillis: Int64 = 1_000, security: RedisServerSecurity = RedisServerSecurity(),
+        client: RedisSecurity = RedisSecurity(), database: Int = 0
+    ) throws {
         redis = try RedisProcess(durable: durable, security: security)
         onLoop = OnLoopStore(
-            endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, database: database, timeoutMillis: timeoutMillis, security: client),
+            endpoint: RedisEndpoint(
+                host: "127.0.0.1", port: redis.port, database: database, timeoutMillis: timeoutMillis, security: client),
             loopIndex: 0)
         store = onLoop.inner
         loop = onLoop.loop
         guard store.waitUntilConnected(timeoutMillis: 10_000), onLoop.waitUntilLoopUp() else {
             stop()
-            throw NSError(domain: "LoopFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
+            throw NSError(
+                domain: "LoopFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
         }
     }
 
@@ -176,7 +188,8 @@ struct RedisLoopTests {
         let next = wait {
             f.onLoop.commitAssertion(
                 AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), checked: CheckedKey(record),
-                issuing: ChallengeRequest(purpose: .assert, keyID: record.keyID, ttlMillis: 5_000, chained: true), nowMillis: t0, completion: $0)
+                issuing: ChallengeRequest(purpose: .assert, keyID: record.keyID, ttlMillis: 5_000, chained: true), nowMillis: t0,
+                completion: $0)
         }
         let done = try next.get()
         #expect(done.outcome == .committed(previousCounter: 0))
@@ -198,7 +211,8 @@ struct RedisLoopTests {
         let before = f.onLoop.loopStatus.served
         f.loop.execute {
             for (i, key) in keys.enumerated() {
-                f.store.issueChallenge(ChallengeRequest(purpose: .assert, keyID: key, ttlMillis: 1_000 + Int64(i)), nowMillis: t0) { result in
+                f.store.issueChallenge(ChallengeRequest(purpose: .assert, keyID: key, ttlMillis: 1_000 + Int64(i)), nowMillis: t0) {
+                    result in
                     let n = answers.withLock { a in
                         a.append((i, try? result.get()))
                         return a.count
@@ -261,7 +275,8 @@ struct RedisLoopTests {
         for counter in 1...50 {
             for i in 0..<8 {
                 answered.enter()
-                views[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(counter), challenge: nil), nowMillis: t0) {
+                views[i % 2].commitAssertion(AssertionCommit(keyID: record.keyID, counter: UInt32(counter), challenge: nil), nowMillis: t0)
+                {
                     if case .success(.committed) = $0 { wins.withLock { $0[counter, default: 0] += 1 } }
                     answered.leave()
                 }
@@ -326,7 +341,9 @@ struct RedisLoopTests {
         @Sendable func send() {
             guard !stop.load(ordering: .relaxed) else { return chains.leave() }
             let counter = UInt32(next.wrappingAdd(1, ordering: .relaxed).oldValue)
-            f.store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: counter, challenge: nil, counterWindow: 64), nowMillis: t0) {
+            f.store.commitAssertion(
+                AssertionCommit(keyID: record.keyID, counter: counter, challenge: nil, counterWindow: 64), nowMillis: t0
+            ) {
                 switch $0 {
                 case .success(.committed): committed.withLock { $0.append(counter) }
                 case .failure(let e) where e.code == .unavailable: failures.wrappingAdd(1, ordering: .relaxed)
@@ -375,7 +392,9 @@ struct RedisLoopTests {
         try f.store.registerFresh(record, now: t0)
         f.redis.pause()
         let started = Date()
-        let result = wait { f.onLoop.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }
+        let result = wait {
+            f.onLoop.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0)
+        }
         let waited = Date().timeIntervalSince(started)
         #expect(unavailable(result))
         if case .failure(let e) = result { #expect(e.detail.contains("within 300 ms"), "\(e.detail)") }
@@ -383,8 +402,9 @@ struct RedisLoopTests {
         f.redis.resume()
         #expect(f.onLoop.waitUntilLoopUp())
         let served = f.onLoop.loopStatus.served
-        #expect(try f.onLoop.commit(record.keyID, counter: 2, challenge: nil, now: t0) == .committed(previousCounter: 0)
-            || (try f.onLoop.commit(record.keyID, counter: 3, challenge: nil, now: t0)) == .committed(previousCounter: 2))
+        #expect(
+            try f.onLoop.commit(record.keyID, counter: 2, challenge: nil, now: t0) == .committed(previousCounter: 0)
+                || (try f.onLoop.commit(record.keyID, counter: 3, challenge: nil, now: t0)) == .committed(previousCounter: 2))
         #expect(f.onLoop.loopStatus.served > served)
     }
 
@@ -415,7 +435,8 @@ struct RedisLoopTests {
         let certs = try TestCertificates()
         defer { certs.remove() }
         func context(_ ca: String) throws -> TLSClientContext {
-            try TLSClientContext(configuration: TLSClientConfiguration(caFile: ca, clientCertificatePath: nil, clientKeyPath: nil, alpnProtocols: []))
+            try TLSClientContext(
+                configuration: TLSClientConfiguration(caFile: ca, clientCertificatePath: nil, clientKeyPath: nil, alpnProtocols: []))
         }
         var client = RedisSecurity(username: "gateway", password: Array("tls-pass".utf8))
         client.tls = try context(certs.caCertificate)
@@ -438,7 +459,9 @@ struct RedisLoopTests {
         let view = OnLoopStore(endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 500, security: security), loopIndex: 1)
         defer { view.stop() }
         #expect(!view.waitUntilLoopUp(millis: 1_000))
-        #expect(unavailable(wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
+        #expect(
+            unavailable(
+                wait { view.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
         return view.loop.queue.sync { view.inner.currentLoopConnection?.lastError ?? "" }
     }
 
@@ -495,7 +518,9 @@ struct RedisLoopTests {
         defer { f.stop() }
         f.store.close()
         #expect(f.onLoop.loopStatus.up == false)
-        let refused = wait { f.onLoop.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }
+        let refused = wait {
+            f.onLoop.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0)
+        }
         #expect(unavailable(refused))
     }
 }

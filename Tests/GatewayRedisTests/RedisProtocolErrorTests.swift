@@ -17,12 +17,13 @@ func malformedRedis(garbage: String) throws -> ScriptedServer {
                 guard let length = c.readLine().flatMap({ Int($0.dropFirst()) }), let arg = c.readBytes(length + 2) else { return }
                 if k == 0 { name = String(decoding: arg.dropLast(2), as: UTF8.self).uppercased() }
             }
-            let reply = switch name {
-            case "SCRIPT": "$40\r\n\(String(repeating: "0", count: 40))\r\n"
-            case "PING": "+PONG\r\n"
-            case "AUTH", "SELECT": "+OK\r\n"
-            default: garbage
-            }
+            let reply =
+                switch name {
+                case "SCRIPT": "$40\r\n\(String(repeating: "0", count: 40))\r\n"
+                case "PING": "+PONG\r\n"
+                case "AUTH", "SELECT": "+OK\r\n"
+                default: garbage
+                }
             guard c.write(reply) else { return }
         }
     }

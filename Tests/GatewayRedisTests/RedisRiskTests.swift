@@ -33,8 +33,9 @@ struct RedisRiskTests {
         var ids: Set<KeyID> = []
         for _ in 0..<20 {
             let r = withRisk(makeRecord(&rng, seen: t0), created: t0, expires: nil, next: t0 + 1_000)
-            #expect(try f.store.registerNow(r, challenge: try f.store.issue(.register, key: r.keyID, now: t0).token, now: t0)
-                == .registered(existing: false))
+            #expect(
+                try f.store.registerNow(r, challenge: try f.store.issue(.register, key: r.keyID, now: t0).token, now: t0)
+                    == .registered(existing: false))
             ids.insert(r.keyID)
         }
         let one = try f.store.claim(now: t0 + 2_000, lease: 30_000, limit: 12)
@@ -53,8 +54,9 @@ struct RedisRiskTests {
         defer { f.stop() }
         var rng = SeededRandom(seed: 83)
         let a = withRisk(makeRecord(&rng, seen: t0), created: t0, expires: nil, next: t0 + 10_000)
-        #expect(try f.store.registerNow(a, receipt: [1, 2], challenge: try f.store.issue(.register, key: a.keyID, now: t0).token, now: t0)
-            == .registered(existing: false))
+        #expect(
+            try f.store.registerNow(a, receipt: [1, 2], challenge: try f.store.issue(.register, key: a.keyID, now: t0).token, now: t0)
+                == .registered(existing: false))
         // The schedule is written by its own command after the registration's answer: poll for it.
         func claimed(at now: Int64) throws -> [KeyID] {
             let deadline = Date().addingTimeInterval(5)

@@ -11,8 +11,10 @@ private let t0: Int64 = 1_700_000_000_000
 
 /// A store on `port` with `security`, waited for (at most `millis`).
 private func store(port: UInt16, _ security: RedisSecurity, cluster: Bool = false, waitMillis: Int64 = 5_000) -> (RedisAttestStore, Bool) {
-    let s = RedisAttestStore(options: .init(
-        endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 1_000, security: security), connections: 1, cluster: cluster))
+    let s = RedisAttestStore(
+        options: .init(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: port, timeoutMillis: 1_000, security: security), connections: 1,
+            cluster: cluster))
     return (s, s.waitUntilConnected(timeoutMillis: waitMillis))
 }
 
@@ -26,8 +28,9 @@ private func roundTrip(_ store: RedisAttestStore, seed: UInt64) throws {
 }
 
 private func tlsContext(ca: String, client: TestCertificates? = nil) throws -> TLSClientContext {
-    try TLSClientContext(configuration: TLSClientConfiguration(
-        caFile: ca, clientCertificatePath: client?.clientCertificate, clientKeyPath: client?.clientKey, alpnProtocols: []))
+    try TLSClientContext(
+        configuration: TLSClientConfiguration(
+            caFile: ca, clientCertificatePath: client?.clientCertificate, clientKeyPath: client?.clientKey, alpnProtocols: []))
 }
 
 @Suite(
@@ -50,7 +53,9 @@ struct RedisSecurityTests {
         #expect(wrong.lastFailureKind == .authentication)
         #expect(wrong.lastError.contains("WRONGPASS") && wrong.lastError.contains("default user"), "\(wrong.lastError)")
         #expect(!wrong.lastError.contains("tr0ub4dor"))
-        let refused = wait { wrong.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }
+        let refused = wait {
+            wrong.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0)
+        }
         guard case .failure(let e) = refused else {
             Issue.record("a store with the wrong password issued a challenge")
             return
@@ -72,7 +77,8 @@ struct RedisSecurityTests {
         let rules = Self.documentedACL.split(separator: " ").map(String.init)
         let doc = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/redis.md"), encoding: .utf8)
         #expect(doc.contains("user gateway on >PASSWORD \(Self.documentedACL)"))
-        let redis = try RedisProcess(security: RedisServerSecurity(users: [("gateway", "gw-secret-1")], userRules: rules, defaultUserOff: true))
+        let redis = try RedisProcess(
+            security: RedisServerSecurity(users: [("gateway", "gw-secret-1")], userRules: rules, defaultUserOff: true))
         defer { redis.stop() }
         let (good, up) = store(port: redis.port, RedisSecurity(username: "gateway", password: Array("gw-secret-1".utf8)))
         defer { good.close() }
@@ -82,7 +88,9 @@ struct RedisSecurityTests {
         let record = makeRecord(&rng)
         let c = try good.issue(.register, key: record.keyID, now: t0)
         #expect(try good.registerNow(record, challenge: c.token, now: t0) == .registered(existing: false))
-        #expect(try good.commit(record.keyID, counter: 5, challenge: try good.issue(.assert, key: record.keyID, now: t0).token, now: t0) == .committed(previousCounter: 0))
+        #expect(
+            try good.commit(record.keyID, counter: 5, challenge: try good.issue(.assert, key: record.keyID, now: t0).token, now: t0)
+                == .committed(previousCounter: 0))
         #expect(try redis.cli(["FLUSHALL"]).contains("NOPERM"), "the documented ACL keeps dangerous commands out")
 
         for (user, password) in [("gateway", "gw-secret-2"), ("nobody", "gw-secret-1")] {

@@ -20,12 +20,14 @@ final class RedisFixture: Sendable {
         limits: KeyLimits = KeyLimits(), expiredGraceMillis: Int64 = ChallengeState.expiredGraceMillis
     ) throws {
         redis = try RedisProcess(durable: durable)
-        store = RedisAttestStore(options: .init(
-            endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, timeoutMillis: timeoutMillis),
-            waitReplicas: waitReplicas, connections: connections, expiredGraceMillis: expiredGraceMillis, limits: limits))
+        store = RedisAttestStore(
+            options: .init(
+                endpoint: RedisEndpoint(host: "127.0.0.1", port: redis.port, timeoutMillis: timeoutMillis),
+                waitReplicas: waitReplicas, connections: connections, expiredGraceMillis: expiredGraceMillis, limits: limits))
         guard store.waitUntilConnected(timeoutMillis: 10_000) else {
             stop()
-            throw NSError(domain: "RedisFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
+            throw NSError(
+                domain: "RedisFixture", code: 1, userInfo: [NSLocalizedDescriptionKey: "store did not connect: \(store.lastError)"])
         }
     }
 
@@ -72,8 +74,9 @@ struct RedisPiecesTests {
         let store = RedisAttestStore(options: .init(endpoint: RedisEndpoint(host: "127.0.0.1", port: 1)))
         defer { store.close() }
         let id = KeyID((0..<32).map { UInt8($0) })!
-        #expect(String(decoding: store.keyName(id), as: UTF8.self)
-            == "ag:k:{00010203}0405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
+        #expect(
+            String(decoding: store.keyName(id), as: UTF8.self)
+                == "ag:k:{00010203}0405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f")
         let token = ChallengeToken([0, 1, 2, 3] + [UInt8](repeating: 0xAB, count: 16))!
         #expect(String(decoding: store.challengeName(token), as: UTF8.self) == "ag:c:{00010203}" + String(repeating: "ab", count: 16))
     }
@@ -87,15 +90,24 @@ struct RedisPiecesTests {
         #expect(!store.isHealthy)
         var rng = SeededRandom(seed: 1)
         let record = makeRecord(&rng)
-        #expect(unavailable(wait { store.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
+        #expect(
+            unavailable(
+                wait { store.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 1_000), nowMillis: t0, completion: $0) }))
         #expect(unavailable(wait { store.deviceKey(record.keyID, completion: $0) }))
-        #expect(unavailable(wait { store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0) }))
+        #expect(
+            unavailable(
+                wait {
+                    store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 1, challenge: nil), nowMillis: t0, completion: $0)
+                }))
         let c = ChallengeToken([UInt8](repeating: 1, count: 20))!
-        #expect(unavailable(wait { store.register(Registration(record: record, receipt: [], challenge: c), nowMillis: t0, completion: $0) }))
+        #expect(
+            unavailable(wait { store.register(Registration(record: record, receipt: [], challenge: c), nowMillis: t0, completion: $0) }))
     }
 }
 
-@Suite("Redis store: outcomes on a real redis-server", .serialized, .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+@Suite(
+    "Redis store: outcomes on a real redis-server", .serialized,
+    .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
 struct RedisStoreTests {
     @Test func challengesAreValidExpiredConsumedAndBound() throws {
         let f = try RedisFixture()
@@ -127,7 +139,9 @@ struct RedisStoreTests {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let c = try f.store.issue(.assert, ttl: 50, now: now)
         // The challenge's ttl plus the expired grace (1 s here): at most 1,050 ms left, however slow this machine.
-        let pttl = Int(try f.redis.cli(["PTTL", String(decoding: f.store.challengeName(c.token), as: UTF8.self)]).trimmingCharacters(in: .whitespacesAndNewlines))
+        let pttl = Int(
+            try f.redis.cli(["PTTL", String(decoding: f.store.challengeName(c.token), as: UTF8.self)]).trimmingCharacters(
+                in: .whitespacesAndNewlines))
         #expect(pttl.map { $0 > 0 && $0 <= 1_050 } == true, "PTTL \(String(describing: pttl))")
         #expect(try f.store.state(c.token, now: now + 50) == .expired(expiresAtMillis: now + 50))
         let deadline = Date().addingTimeInterval(5)
@@ -152,8 +166,9 @@ struct RedisStoreTests {
     @Test func theCapHoldsUnderRacingRegistrations() throws {
         let f = try RedisFixture(limits: KeyLimits(maxKeys: 5))
         defer { f.stop() }
-        let second = RedisAttestStore(options: .init(
-            endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port), limits: KeyLimits(maxKeys: 5)))
+        let second = RedisAttestStore(
+            options: .init(
+                endpoint: RedisEndpoint(host: "127.0.0.1", port: f.redis.port), limits: KeyLimits(maxKeys: 5)))
         defer { second.close() }
         #expect(second.waitUntilConnected(timeoutMillis: 10_000))
         var rng = SeededRandom(seed: 192)
@@ -163,7 +178,9 @@ struct RedisStoreTests {
         let done = DispatchGroup()
         DispatchQueue.concurrentPerform(iterations: records.count) { i in
             done.enter()
-            (i % 2 == 0 ? f.store : second).register(Registration(record: records[i], receipt: [1], challenge: challenges[i]), nowMillis: t0) {
+            (i % 2 == 0 ? f.store : second).register(
+                Registration(record: records[i], receipt: [1], challenge: challenges[i]), nowMillis: t0
+            ) {
                 if case .success(let o) = $0 { outcomes.withLock { $0.append(o) } }
                 done.leave()
             }
@@ -209,7 +226,9 @@ struct RedisStoreTests {
         var rng = SeededRandom(seed: 5)
         let record = makeRecord(&rng)
         let other = makeRecord(&rng).keyID
-        #expect(try store.registerNow(record, challenge: ChallengeToken([UInt8](repeating: 1, count: 16))!, now: t0) == .challengeRejected(.unknown))
+        #expect(
+            try store.registerNow(record, challenge: ChallengeToken([UInt8](repeating: 1, count: 16))!, now: t0)
+                == .challengeRejected(.unknown))
         let expired = try store.issue(.register, ttl: 10, now: t0)
         #expect(try store.registerNow(record, challenge: expired.token, now: t0 + 10) == .challengeRejected(.expired))
         let assertOnly = try store.issue(.assert, now: t0)
@@ -277,10 +296,14 @@ struct RedisStoreTests {
         let accepted = Set(stride(from: UInt32(63), through: 2, by: -7))
         let open = (1...63).map(UInt32.init).filter { !accepted.contains($0) }
         let name = String(decoding: f.store.keyName(record.keyID), as: UTF8.self)
-        #expect(try f.redis.cli(["HGET", name, "cw"])
-            == "64:" + String((0..<63).map { open.contains(63 - UInt32($0)) ? "1" : "0" }).replacingOccurrences(of: "0+$", with: "", options: .regularExpression))
-        #expect(try second.commit(record.keyID, counter: 63, challenge: nil, window: 64, now: t0)
-            == .counterReplay(stored: 64, open: openBits(64, open)))
+        #expect(
+            try f.redis.cli(["HGET", name, "cw"])
+                == "64:"
+                + String((0..<63).map { open.contains(63 - UInt32($0)) ? "1" : "0" }).replacingOccurrences(
+                    of: "0+$", with: "", options: .regularExpression))
+        #expect(
+            try second.commit(record.keyID, counter: 63, challenge: nil, window: 64, now: t0)
+                == .counterReplay(stored: 64, open: openBits(64, open)))
     }
 
     /// A `cw` written for another counter than `ctr` (a build without windows moved `ctr` during a
@@ -317,15 +340,20 @@ struct RedisStoreTests {
         try f.store.registerFresh(record, now: t0)
         for round in 1...10 {
             let challenge = try stores[round % 2].issue(.assert, now: t0)
-            let wins = raceCommits(stores, 16) { AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + $0), challenge: challenge.token) }
+            let wins = raceCommits(stores, 16) {
+                AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + $0), challenge: challenge.token)
+            }
             #expect(wins == 1)
-            let sameCounter = raceCommits(stores, 16) { _ in AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil) }
+            let sameCounter = raceCommits(stores, 16) { _ in
+                AssertionCommit(keyID: record.keyID, counter: UInt32(round * 100 + 50), challenge: nil)
+            }
             #expect(sameCounter == 1)
         }
         // And one registration per challenge.
         let records = (0..<8).map { _ in makeRecord(&rng) }
         let challenge = try second.issue(.register, now: t0)
-        #expect(raceRegistrations(stores, records.count) { Registration(record: records[$0], receipt: [], challenge: challenge.token) } == 1)
+        #expect(
+            raceRegistrations(stores, records.count) { Registration(record: records[$0], receipt: [], challenge: challenge.token) } == 1)
     }
 
     /// Many requests in flight at once (pipelined): all answered, none lost.
@@ -376,7 +404,12 @@ struct RedisStoreTests {
         f.redis.kill()
         // The first call may be the one that finds the connection broken; every call fails.
         for _ in 0..<3 {
-            #expect(unavailable(wait { f.store.commitAssertion(AssertionCommit(keyID: record.keyID, counter: 2, challenge: nil), nowMillis: t0, completion: $0) }))
+            #expect(
+                unavailable(
+                    wait {
+                        f.store.commitAssertion(
+                            AssertionCommit(keyID: record.keyID, counter: 2, challenge: nil), nowMillis: t0, completion: $0)
+                    }))
         }
         let deadline = Date().addingTimeInterval(5)  // idle connections notice by their PING
         while f.store.isHealthy && Date() < deadline { usleep(20_000) }

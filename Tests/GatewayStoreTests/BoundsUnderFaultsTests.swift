@@ -90,10 +90,11 @@ struct BoundsUnderFaultsTests {
         let report = try store.snapshot()
         #expect(report.keys == 10)
         #expect(log.snapshots == 1 && log.compactionFailures == 1 && log.compacted == 0)
-        #expect(log.failures.contains {
-            $0.operation == operation && $0.file == .receipts && $0.errno == code
-                && $0.path == dir.file("receipts-0000000000000001.dat" + (operation == .rename ? "" : ".tmp"))
-        })
+        #expect(
+            log.failures.contains {
+                $0.operation == operation && $0.file == .receipts && $0.errno == code
+                    && $0.path == dir.file("receipts-0000000000000001.dat" + (operation == .rename ? "" : ".tmp"))
+            })
         #expect(store.writeFailure == nil)
         #expect(Self.receiptFiles(dir) == ["receipts.dat"])
         #expect(!dir.files().contains("snapshot.dat.tmp"))
@@ -182,8 +183,9 @@ struct BoundsUnderFaultsTests {
         calls.fail(.fsync, .journal, errno: EIO, times: 1)
         let refused = makeRecord(&rng, seen: t0)
         let c = try store.issue(.register, now: t0)
-        #expect(failure { try store.registerNow(refused, receipt: receipt(refused, version: 0), challenge: c.token, now: t0) }?.code
-            == .unavailable)
+        #expect(
+            failure { try store.registerNow(refused, receipt: receipt(refused, version: 0), challenge: c.token, now: t0) }?.code
+                == .unavailable)
         #expect(eventually { store.writeFailure == nil })
         // The fault ends when the snapshot is durable; the compaction's old file goes right after.
         #expect(eventually { log.compacted == 1 })
@@ -259,8 +261,9 @@ struct BoundsUnderFaultsTests {
         store.withdraw(before)
         #expect(store.statistics.keys == 2)
         #expect(store.receipt(for: first.keyID) == receipt(first, version: 0))
-        store.withdraw(MemoryAttestStore.StoredRegistration(
-            key: key, existing: false, previous: nil, applied: current(), receiptsGeneration: 1))
+        store.withdraw(
+            MemoryAttestStore.StoredRegistration(
+                key: key, existing: false, previous: nil, applied: current(), receiptsGeneration: 1))
         #expect(store.statistics.keys == 1)
         #expect(try store.key(first.keyID) == nil)
         try store.close()

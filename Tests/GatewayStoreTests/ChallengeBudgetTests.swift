@@ -49,9 +49,9 @@ struct ChallengeBudgetTests {
         var rng = SeededRandom(seed: 11)
         let record = makeRecord(&rng)
         try store.registerFresh(record, now: t0)
-        let next = try issue(store, key: record.keyID, chained: true)             // X-App-Attest-Next-Challenge
-        let rechallenge = try issue(store, key: record.keyID)                     // the endpoint, naming the key
-        for _ in 0..<2_000 { _ = try issue(store, nil) }                          // the flood
+        let next = try issue(store, key: record.keyID, chained: true)  // X-App-Attest-Next-Challenge
+        let rechallenge = try issue(store, key: record.keyID)  // the endpoint, naming the key
+        for _ in 0..<2_000 { _ = try issue(store, nil) }  // the flood
         for _ in 0..<2_000 { _ = try issue(store, .register, key: makeRecord(&rng).keyID) }  // naming unregistered keys
         #expect(try isValid(store, next))
         #expect(try isValid(store, rechallenge))
@@ -81,11 +81,11 @@ struct ChallengeBudgetTests {
         try store.registerFresh(record, now: t0)
         let c1 = try issue(store, key: record.keyID, chained: true)
         let n1 = try issue(store, key: record.keyID)
-        let n2 = try issue(store, key: record.keyID)   // full: n1 (endpoint) goes, c1 (chained) stays
+        let n2 = try issue(store, key: record.keyID)  // full: n1 (endpoint) goes, c1 (chained) stays
         #expect(try store.state(n1, now: t0) == .unknown)
         #expect(try isValid(store, c1) && isValid(store, n2))
         #expect(try store.commit(record.keyID, counter: 1, challenge: c1, now: t0) == .committed(previousCounter: 0))
-        let c2 = try issue(store, key: record.keyID, chained: true)   // full: consumed c1 goes
+        let c2 = try issue(store, key: record.keyID, chained: true)  // full: consumed c1 goes
         #expect(try store.state(c1, now: t0) == .unknown)
         #expect(try isValid(store, n2) && isValid(store, c2))
         // Someone naming the key at the endpoint, again and again, replaces only endpoint challenges.
@@ -93,7 +93,7 @@ struct ChallengeBudgetTests {
         #expect(try isValid(store, c2))
         #expect(try store.state(n2, now: t0) == .unknown)
         #expect(store.challengeCounts.keyBound == 2)
-        #expect(store.challengeEvictions.perKey == 201)   // n1 and 200 endpoint ones; consumed c1 is not counted
+        #expect(store.challengeEvictions.perKey == 201)  // n1 and 200 endpoint ones; consumed c1 is not counted
         // Two chained ones fill the ring: an endpoint request then replaces the oldest chained one.
         let c3 = try issue(store, key: record.keyID, chained: true)
         #expect(try isValid(store, c2) && isValid(store, c3))
@@ -152,12 +152,15 @@ struct ChallengeBudgetTests {
         let stranger = makeRecord(&rng).keyID
         var states = (0..<4).map { _ in ShardState(seed: 1) }
         let key = KeyBits(record.keyID)
-        _ = MemoryAttestStore.apply(&states[Int(key.w0 & 3)], JournalRecord.Registration(
-            key: key, point: PointBits(record.publicKey)!, counter: 0, firstSeen: 0, lastSeen: 0, flags: 1, category: 0,
-            receiptOffset: 0, receiptLength: 0, appID: record.appID, bundleVersion: nil))
+        _ = MemoryAttestStore.apply(
+            &states[Int(key.w0 & 3)],
+            JournalRecord.Registration(
+                key: key, point: PointBits(record.publicKey)!, counter: 0, firstSeen: 0, lastSeen: 0, flags: 1, category: 0,
+                receiptOffset: 0, receiptLength: 0, appID: record.appID, bundleVersion: nil))
         func entry(_ i: UInt64, _ bound: KeyID?) -> ChallengeEntry {
             ChallengeEntry(
-                token: ChallengeBits(a: i << 2 | (key.w0 & 3), b: i), boundKey: bound.map(KeyBits.init) ?? KeyBits(w0: 0, w1: 0, w2: 0, w3: 0),
+                token: ChallengeBits(a: i << 2 | (key.w0 & 3), b: i),
+                boundKey: bound.map(KeyBits.init) ?? KeyBits(w0: 0, w1: 0, w2: 0, w3: 0),
                 expiresAt: t0, purpose: 2, hasBoundKey: bound != nil, consumed: false)
         }
         let entries = (1...10).map { entry($0, record.keyID) } + [entry(11, stranger), entry(12, nil)]
@@ -181,7 +184,7 @@ struct ChallengeBudgetTests {
         try store.close()
         let reopened = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         defer { try? reopened.close() }
-        #expect(reopened.challengeCounts == (anonymous: 2, keyBound: 1))   // the consumed registration challenge too
+        #expect(reopened.challengeCounts == (anonymous: 2, keyBound: 1))  // the consumed registration challenge too
         #expect(try reopened.commit(record.keyID, counter: 1, challenge: next, now: t0) == .committed(previousCounter: 0))
     }
 

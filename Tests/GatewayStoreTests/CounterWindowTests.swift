@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import Glibc
 import GatewayTestSupport
+import Glibc
 import Synchronization
 import Testing
 
@@ -73,14 +73,14 @@ struct CounterWindowTests {
         var w = CounterWindow(highest: 0)
         #expect(w.accepting(0, width: 64) == nil)
         w = w.accepting(100, width: 0)!
-        #expect(w.gaps == (UInt64(1) << 63) - 1)                // 37…99 open (63 counters), 0…36 forgotten
-        #expect(w.accepting(36, width: 64) == nil)              // highest − 64
-        let a = w.accepting(37, width: 64)!                     // highest − 63
+        #expect(w.gaps == (UInt64(1) << 63) - 1)  // 37…99 open (63 counters), 0…36 forgotten
+        #expect(w.accepting(36, width: 64) == nil)  // highest − 64
+        let a = w.accepting(37, width: 64)!  // highest − 63
         #expect(a.accepting(37, width: 64) == nil)
-        #expect(w.accepting(92, width: 8) == nil)               // highest − 8
-        let b = w.accepting(93, width: 8)!                      // highest − 7
+        #expect(w.accepting(92, width: 8) == nil)  // highest − 8
+        let b = w.accepting(93, width: 8)!  // highest − 7
         #expect(b.accepting(93, width: 8) == nil && b.accepting(93, width: 64) == nil)
-        #expect(b.accepting(100, width: 64) == nil)             // the highest itself
+        #expect(b.accepting(100, width: 64) == nil)  // the highest itself
         #expect(b.open(width: 8) == openBits(100, [94, 95, 96, 97, 98, 99]))
         #expect(w.accepting(99, width: 1) == nil && w.accepting(99, width: 0) == nil)
         // A jump of 3: the counters it skipped open, the old highest closed, the rest shifted.
@@ -145,8 +145,9 @@ struct CounterWindowTests {
                 if case .committed? = outcome { committed.wrappingAdd(1, ordering: .relaxed) }
             }
             #expect(committed.load(ordering: .relaxed) == 1)
-            #expect(try store.commit(record.keyID, counter: 35, challenge: nil, window: 8, now: t0)
-                == .counterReplay(stored: 40, open: openBits(40, [33, 34, 36, 37, 38, 39])))
+            #expect(
+                try store.commit(record.keyID, counter: 35, challenge: nil, window: 8, now: t0)
+                    == .counterReplay(stored: 40, open: openBits(40, [33, 34, 36, 37, 38, 39])))
         }
     }
 
@@ -199,8 +200,11 @@ struct CounterWindowTests {
             let m = models[k]
             for c in UInt32(max(0, Int(m.highest) - 70))...m.highest {
                 let outcome = try reopened.commit(key.keyID, counter: c, challenge: nil, window: 64, now: t0)
-                if case .committed = outcome { #expect(!m.accepted.contains(c) && Int(m.highest - c) < 64) }
-                else { #expect(m.accepted.contains(c) || Int(m.highest - c) >= 64, "counter \(c) refused") }
+                if case .committed = outcome {
+                    #expect(!m.accepted.contains(c) && Int(m.highest - c) < 64)
+                } else {
+                    #expect(m.accepted.contains(c) || Int(m.highest - c) >= 64, "counter \(c) refused")
+                }
             }
         }
         try reopened.close()
@@ -217,7 +221,9 @@ struct CounterWindowTests {
         var offsets: [Int] = []
         for (c, width) in [(UInt32(10), 0), (5, 8), (7, 8)] {
             offsets.append(readBytes(dir.lastSegment).count)
-            #expect(try store.commit(record.keyID, counter: c, challenge: nil, window: width, now: t0) == .committed(previousCounter: c == 10 ? 0 : 10))
+            #expect(
+                try store.commit(record.keyID, counter: c, challenge: nil, window: width, now: t0)
+                    == .committed(previousCounter: c == 10 ? 0 : 10))
         }
         #expect(readBytes(dir.lastSegment).count == offsets[2] + AdvanceLayout.windowSize)
         return (store, record, offsets)
@@ -235,7 +241,7 @@ struct CounterWindowTests {
         let b = try openAfterCrash(dir.path)
         let damage = b.restoreReport.damage
         #expect(damage.count == 1 && damage.first?.kind == .checksum && damage.first?.keyID == record.keyID)
-        #expect(damage.first?.windowClosed == 8)               // 1…4, 6…9 were open after 5
+        #expect(damage.first?.windowClosed == 8)  // 1…4, 6…9 were open after 5
         #expect(damage.first?.description.hasSuffix("(8 open counters of its window closed)") == true)
         #expect(window(b, record.keyID) == CounterWindow(highest: 10))
         for c in UInt32(0)...10 {
@@ -244,7 +250,9 @@ struct CounterWindowTests {
         // A later jump opens only the counters it skips.
         #expect(try b.commit(record.keyID, counter: 13, challenge: nil, now: t0) == .committed(previousCounter: 10))
         #expect(try b.commit(record.keyID, counter: 12, challenge: nil, window: 8, now: t0) == .committed(previousCounter: 13))
-        #expect(try b.commit(record.keyID, counter: 9, challenge: nil, window: 8, now: t0) == .counterReplay(stored: 13, open: openBits(13, [11])))
+        #expect(
+            try b.commit(record.keyID, counter: 9, challenge: nil, window: 8, now: t0)
+                == .counterReplay(stored: 13, open: openBits(13, [11])))
         _ = a
     }
 
@@ -262,8 +270,9 @@ struct CounterWindowTests {
         #expect(b.restoreReport.damage.first?.keyID == nil)
         // 7's record says 5 and 7 are accepted: both refused; 1…4, 6, 8, 9 still open.
         #expect(window(b, record.keyID) == CounterWindow(highest: 10, gaps: openBits(10, [1, 2, 3, 4, 6, 8, 9])))
-        #expect(try b.commit(record.keyID, counter: 5, challenge: nil, window: 64, now: t0)
-            == .counterReplay(stored: 10, open: openBits(10, [1, 2, 3, 4, 6, 8, 9])))
+        #expect(
+            try b.commit(record.keyID, counter: 5, challenge: nil, window: 64, now: t0)
+                == .counterReplay(stored: 10, open: openBits(10, [1, 2, 3, 4, 6, 8, 9])))
         #expect(try b.commit(record.keyID, counter: 6, challenge: nil, window: 8, now: t0) == .committed(previousCounter: 10))
         _ = a
     }
@@ -277,11 +286,11 @@ struct CounterWindowTests {
         let a = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         try a.registerFresh(record, now: t0)
         #expect(try a.commit(record.keyID, counter: 10, challenge: nil, now: t0) == .committed(previousCounter: 0))
-        _ = try a.snapshot()                                    // the key and its window (1…9 open) in the snapshot
+        _ = try a.snapshot()  // the key and its window (1…9 open) in the snapshot
         let start = readBytes(dir.lastSegment).count
-        try a.registerFresh(record, now: t0 + 1_000)            // re-registration: closes 1…9
+        try a.registerFresh(record, now: t0 + 1_000)  // re-registration: closes 1…9
         var bytes = readBytes(dir.lastSegment)
-        bytes[start + 9 + 40] ^= 0x01                           // inside the point: the key stays readable
+        bytes[start + 9 + 40] ^= 0x01  // inside the point: the key stays readable
         writeBytes(dir.lastSegment, bytes)
         let b = try openAfterCrash(dir.path)
         #expect(b.restoreReport.damage.first?.keyID == record.keyID)
@@ -290,7 +299,9 @@ struct CounterWindowTests {
         _ = a
     }
 
-    @Test("a version 2 directory (144-byte records, version 2 journal) opens with every window closed; the next snapshot is the current version, the journal version 3")
+    @Test(
+        "a version 2 directory (144-byte records, version 2 journal) opens with every window closed; the next snapshot is the current version, the journal version 3"
+    )
     func version2DirectoryConverts() throws {
         let dir = TempDirectory()
         defer { dir.remove() }
@@ -308,13 +319,15 @@ struct CounterWindowTests {
 
         let store = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         #expect(store.restoreReport.damage.isEmpty && store.restoreReport.replayedRecords == 1)
-        #expect(window(store, key.keyID) == CounterWindow(highest: 10))   // 8 and 9 were never acceptable
+        #expect(window(store, key.keyID) == CounterWindow(highest: 10))  // 8 and 9 were never acceptable
         #expect(try store.commit(key.keyID, counter: 9, challenge: nil, window: 64, now: t0) == .counterReplay(stored: 10))
         #expect(try store.commit(key.keyID, counter: 12, challenge: nil, now: t0) == .committed(previousCounter: 10))
         #expect(try store.commit(key.keyID, counter: 11, challenge: nil, window: 2, now: t0) == .committed(previousCounter: 12))
         // The re-registration window came across.
-        #expect(store.shards[store.shardIndex(KeyBits(key.keyID).w0)].state.withLock { s in
-            s.record(at: s.find(KeyBits(key.keyID))!).reregistrations } == 1)
+        #expect(
+            store.shards[store.shardIndex(KeyBits(key.keyID).w0)].state.withLock { s in
+                s.record(at: s.find(KeyBits(key.keyID))!).reregistrations
+            } == 1)
         try store.close()
         let written = readBytes(path)
         #expect(Array(written[8..<12]) == [4, 0, 0, 0])  // the current snapshot version (4: with DeviceCheck token claims)

@@ -85,7 +85,9 @@ struct DeviceTokenClaimTests {
         #expect(try fourth.claim(a, ttl: 3_600_000, now: t0 + 3_600_001) == .claimed)
     }
 
-    @Test("a claim whose journal record cannot be written (ENOSPC) is refused .unavailable and not stored, so it claims nothing after a restart either")
+    @Test(
+        "a claim whose journal record cannot be written (ENOSPC) is refused .unavailable and not stored, so it claims nothing after a restart either"
+    )
     func failedWriteClaimsNothing() throws {
         let dir = TempDirectory()
         defer { dir.remove() }

@@ -69,8 +69,10 @@ struct JournalDamageTests {
         #expect(damage.first?.counterRaised == .init(from: 2, to: 3))
         #expect(b.restoreReport.tornTail == nil)
         #expect(b.restoreReport.replayedRecords == 3)  // the registration and two advances
-        #expect(readBytes(segment) == bytes)            // kept as it is (evidence), not cut
-        #expect(damage.first?.description == "checksum: \(segment) offset \(at) length 49 key \(record.keyID) counter 3 (counter raised from 2 to 3)")
+        #expect(readBytes(segment) == bytes)  // kept as it is (evidence), not cut
+        #expect(
+            damage.first?.description
+                == "checksum: \(segment) offset \(at) length 49 key \(record.keyID) counter 3 (counter raised from 2 to 3)")
         // Reported again at the next restart until a snapshot covers the segment.
         let c = try openAfterCrash(dir.path)
         #expect(c.restoreReport.damage.count == 1)
@@ -91,9 +93,9 @@ struct JournalDamageTests {
         let segment = dir.lastSegment
         var bytes = readBytes(segment)
         let at = bytes.count - AdvanceLayout.size
-        bytes[at + AdvanceLayout.counter] = 1                      // 3 → 1: lower than the stored 2
+        bytes[at + AdvanceLayout.counter] = 1  // 3 → 1: lower than the stored 2
         bytes += advanceFrame(stranger.keyID, counter: 50)
-        bytes[bytes.count - 1] ^= 0x01                              // an advance of an unknown key, damaged
+        bytes[bytes.count - 1] ^= 0x01  // an advance of an unknown key, damaged
         writeBytes(segment, bytes)
         let b = try openAfterCrash(dir.path)
         #expect(try b.key(record.keyID)?.counter == 2)
@@ -101,7 +103,7 @@ struct JournalDamageTests {
         #expect(b.statistics.keys == 1)
         #expect(b.restoreReport.damage.map(\.kind) == [.checksum, .checksum])
         #expect(b.restoreReport.damage[0].counterRaised == nil)
-        #expect(b.restoreReport.damage[1].keyID == nil)             // not a registered key: not attributed
+        #expect(b.restoreReport.damage[1].keyID == nil)  // not a registered key: not attributed
         _ = a
     }
 
@@ -148,7 +150,7 @@ struct JournalDamageTests {
         let segment = dir.lastSegment
         var bytes = readBytes(segment)
         let second = bytes.count - 2 * AdvanceLayout.size  // the advance to 2
-        bytes[second] = 0x30                                 // length 41 → 48: runs into the next record
+        bytes[second] = 0x30  // length 41 → 48: runs into the next record
         writeBytes(segment, bytes)
         let b = try openAfterCrash(dir.path)
         #expect(try b.key(record.keyID)?.counter == 3)

@@ -82,7 +82,9 @@ struct KeyBoundsTests {
         let challenge = try store.issue(.register, key: record.keyID, now: t0)
         // Closing the journal (not the store) makes the next append fail.
         try store.journal!.close()
-        let failed = wait { store.register(Registration(record: record, receipt: [1], challenge: challenge.token), nowMillis: t0, completion: $0) }
+        let failed = wait {
+            store.register(Registration(record: record, receipt: [1], challenge: challenge.token), nowMillis: t0, completion: $0)
+        }
         guard case .failure(let error) = failed else {
             Issue.record("registered on a closed journal: \(failed)")
             return

@@ -53,9 +53,9 @@ struct ChallengeTests {
         let store = MemoryAttestStore(shards: 4)
         var rng = SeededRandom(seed: 2)
         let record = makeRecord(&rng)
-        try store.registerFresh(record, now: t0)          // consumes one register challenge
+        try store.registerFresh(record, now: t0)  // consumes one register challenge
         let used = try store.issue(.assert, ttl: 10_000, now: t0)
-        _ = try store.issue(.assert, ttl: 10_000, now: t0)   // never used
+        _ = try store.issue(.assert, ttl: 10_000, now: t0)  // never used
         #expect(try store.commit(record.keyID, counter: 1, challenge: used.token, now: t0) == .committed(previousCounter: 0))
         #expect(try store.state(used.token, now: t0 + 1) == .consumed)
         #expect(store.sweepExpired(nowMillis: t0 + 9_999) == 0)
@@ -84,13 +84,14 @@ struct CommitTests {
     @Test func registerStoresEveryField() throws {
         let store = MemoryAttestStore(shards: 4)
         var rng = SeededRandom(seed: 3)
-        let record = makeRecord(&rng, counter: 0, environment: .development, category: 7, bundle: "27.1 (300)",
-                                seen: t0 + 1_234)
+        let record = makeRecord(
+            &rng, counter: 0, environment: .development, category: 7, bundle: "27.1 (300)",
+            seen: t0 + 1_234)
         #expect(try store.key(record.keyID) == nil)
         #expect(try store.registerFresh(record, receipt: [5, 6, 7], now: t0) == .registered(existing: false))
         let stored = try #require(try store.key(record.keyID))
         var expected = record
-        expected.firstSeenMillis = t0 + 1_000   // stored with second resolution
+        expected.firstSeenMillis = t0 + 1_000  // stored with second resolution
         expected.lastSeenMillis = t0 + 1_000
         #expect(stored == expected)
         #expect(store.receipt(for: record.keyID) == nil)  // a memory-only store keeps no receipts (KeyBoundsTests)

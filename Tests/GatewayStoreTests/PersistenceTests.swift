@@ -129,7 +129,7 @@ struct PersistenceTests {
         let records = (0..<30).map { _ in makeRecord(&rng) }
         let a = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         for r in records.prefix(10) { try a.registerFresh(r, now: t0) }
-        _ = try a.snapshot()    // some keys in the snapshot, the rest only in the journal
+        _ = try a.snapshot()  // some keys in the snapshot, the rest only in the journal
         for r in records.dropFirst(10) { try a.registerFresh(r, receipt: [7], now: t0) }
         for (i, r) in records.enumerated() {
             #expect(try a.commit(r.keyID, counter: UInt32(100 + i), challenge: nil, now: t0) == .committed(previousCounter: 0))
@@ -224,7 +224,7 @@ struct PersistenceTests {
         appendBytes(segment, [41, 0, 0, 0, 0xAA, 0xBB, 0xCC, 0xDD, 2, 1, 2, 3])
         let b = try openAfterCrash(dir.path, shards: 4)
         #expect(try b.key(record.keyID)?.counter == 7)
-        #expect(readBytes(segment).count == before)   // cut back to the last whole record
+        #expect(readBytes(segment).count == before)  // cut back to the last whole record
         try b.close()
         _ = a
     }
@@ -297,7 +297,7 @@ struct PersistenceTests {
         let noSnapshot = storeError { _ = try openAfterCrash(dir.path) }
         #expect(noSnapshot?.detail.contains("no snapshot.dat") == true)
         writeBytes(dir.file(SnapshotFormat.fileName), snapshot)
-        _ = try a.snapshot()   // covers the segment the first snapshot named: now delete the newest's predecessor
+        _ = try a.snapshot()  // covers the segment the first snapshot named: now delete the newest's predecessor
         try a.registerFresh(makeRecord(&rng), now: t0)
         let segments = dir.files().filter { $0.hasPrefix("journal-") }
         #expect(segments.count == 1)

@@ -1,12 +1,13 @@
 import Foundation
 import GatewayTestSupport
-#if canImport(Glibc)
-import Glibc
-#endif
 import Synchronization
 import Testing
 
 @testable import GatewayStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 private let t0: Int64 = 1_700_000_000_000
 
@@ -33,7 +34,9 @@ struct ReceiptCompactionTests {
         for version in 1...2 {
             for r in records.prefix(10) {
                 expected[r.keyID] = receipt(r, version: version)
-                #expect(try store.registerFresh(r, receipt: expected[r.keyID]!, now: t0 + Int64(version) * 1_000) == .registered(existing: true))
+                #expect(
+                    try store.registerFresh(r, receipt: expected[r.keyID]!, now: t0 + Int64(version) * 1_000) == .registered(existing: true)
+                )
             }
         }
         for (i, r) in records.enumerated() {
@@ -42,8 +45,10 @@ struct ReceiptCompactionTests {
         return expected
     }
 
-    static func check(_ store: MemoryAttestStore, _ records: [DeviceKeyRecord], _ expected: [KeyID: [UInt8]],
-                      sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func check(
+        _ store: MemoryAttestStore, _ records: [DeviceKeyRecord], _ expected: [KeyID: [UInt8]],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         #expect(store.statistics.keys == expected.count, sourceLocation: sourceLocation)
         for (i, r) in records.enumerated() where expected[r.keyID] != nil {
             #expect(store.receipt(for: r.keyID) == expected[r.keyID], "key \(i)", sourceLocation: sourceLocation)
@@ -160,7 +165,8 @@ struct ReceiptCompactionTests {
         }
         let b = try openAfterCrash(dir.path, shards: 4, limits: Self.roomy)
         try Self.check(b, records, expected)
-        let kept = step == .snapshotWritten || step == .receiptsCopied || step == .receiptsRenamed
+        let kept =
+            step == .snapshotWritten || step == .receiptsCopied || step == .receiptsRenamed
             ? "receipts.dat" : "receipts-0000000000000001.dat"
         #expect(Self.receiptFiles(dir) == [kept], "\(step)")
         #expect(!dir.files().contains("snapshot.dat.tmp") || step == .snapshotWritten)
@@ -271,10 +277,11 @@ struct ReceiptCompactionTests {
         var v1Records: [KeyRecordV1] = []
         for (i, r) in inSnapshot.enumerated() {
             let bytes = receipt(r, version: 0, bytes: 100)
-            v1Records.append(KeyRecordV1(
-                key: KeyBits(r.keyID), point: PointBits(r.publicKey)!, receiptOffset: UInt64(receipts.count), counter: UInt32(10 + i),
-                receiptLength: 100, appIndex: 0, bundleIndex: 1, category: 0, firstSeen: UInt32(t0 / 1000), lastSeen: UInt32(t0 / 1000),
-                flags: KeyRecord.flagProduction))
+            v1Records.append(
+                KeyRecordV1(
+                    key: KeyBits(r.keyID), point: PointBits(r.publicKey)!, receiptOffset: UInt64(receipts.count), counter: UInt32(10 + i),
+                    receiptLength: 100, appIndex: 0, bundleIndex: 1, category: 0, firstSeen: UInt32(t0 / 1000), lastSeen: UInt32(t0 / 1000),
+                    flags: KeyRecord.flagProduction))
             receipts += bytes
         }
         // snapshot.dat, version 1: one shard, two strings, five records, no challenges.
@@ -334,8 +341,9 @@ struct ReceiptCompactionTests {
         // No window yet: one re-registration passes, the second is limited.
         #expect(try store.registerFresh(inSnapshot[0], now: t0 + 10_000) == .registered(existing: true))
         let held = try store.issue(.register, key: inSnapshot[0].keyID, now: t0 + 11_000)
-        #expect(try store.registerNow(inSnapshot[0], challenge: held.token, now: t0 + 11_000)
-            == .reregistrationLimited(retryAfterMillis: 3_599_000))
+        #expect(
+            try store.registerNow(inSnapshot[0], challenge: held.token, now: t0 + 11_000)
+                == .reregistrationLimited(retryAfterMillis: 3_599_000))
         try store.close()
         let again = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         #expect(again.statistics.keys == 6)

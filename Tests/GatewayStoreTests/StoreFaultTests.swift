@@ -135,7 +135,8 @@ final class FaultLog: AttestStoreObserver, @unchecked Sendable {
 /// A store on `dir` whose file calls go through `calls`, with a fast recovery back-off.
 func openFaulty(_ dir: TempDirectory, _ calls: FaultyCalls, _ log: FaultLog, exclusive: Bool = true) throws -> MemoryAttestStore {
     try MemoryAttestStore.open(
-        directory: dir.path, shards: 4, challenges: ChallengeLimits(anonymous: 1_000, keyBound: 1_000), observer: log, exclusive: exclusive, calls: calls,
+        directory: dir.path, shards: 4, challenges: ChallengeLimits(anonymous: 1_000, keyBound: 1_000), observer: log, exclusive: exclusive,
+        calls: calls,
         retry: Journal.Retry(initialMillis: 10, maxMillis: 40))
 }
 
@@ -192,9 +193,9 @@ struct StoreFaultTests {
         let name = StoreWriteFailure.name(ofErrno: code)
         #expect(refused?.code == .unavailable)
         #expect(refused?.detail == "store: journal write failed: \(name) (\(segment))")
-        #expect(try store.key(record.keyID)?.counter == 1)                  // not applied
-        #expect(fileSize(segment) == sizeBefore)                             // the partial record is cut
-        #expect(try store.state(challenge.token, now: t0) != .consumed)      // not consumed
+        #expect(try store.key(record.keyID)?.counter == 1)  // not applied
+        #expect(fileSize(segment) == sizeBefore)  // the partial record is cut
+        #expect(try store.state(challenge.token, now: t0) != .consumed)  // not consumed
         #expect(store.writeFailure == StoreWriteFailure(file: .journal, operation: .write, errno: code, path: segment))
         #expect(log.failures.contains(StoreWriteFailure(file: .journal, operation: .write, errno: code, path: segment)))
 
@@ -407,7 +408,8 @@ struct StoreFaultTests {
         calls.fail(.fsync, .journal, errno: code)
         calls.fail(.open, .probe, errno: code)
         for c in 1...5 {
-            #expect(try store.commit(record.keyID, counter: UInt32(c), challenge: nil, now: t0) == .committed(previousCounter: UInt32(c - 1)))
+            #expect(
+                try store.commit(record.keyID, counter: UInt32(c), challenge: nil, now: t0) == .committed(previousCounter: UInt32(c - 1)))
         }
         #expect(eventually { store.writeFailure != nil })  // the 100 ms sync failed
         #expect(log.failures.contains { $0.file == .journal && $0.operation == .fsync && $0.errno == code })
@@ -442,7 +444,9 @@ struct StoreFaultTests {
             let segmentsBefore = dir.files().filter { $0.hasPrefix("journal-") }
             calls.fail(operation, file, errno: code, times: 1)
             let error = failure { try store.snapshot() }
-            #expect(error?.detail.contains("(\(StoreWriteFailure.name(ofErrno: code)))") == true, "\(operation) \(file): \(String(describing: error))")
+            #expect(
+                error?.detail.contains("(\(StoreWriteFailure.name(ofErrno: code)))") == true,
+                "\(operation) \(file): \(String(describing: error))")
             #expect(!dir.files().contains("\(SnapshotFormat.fileName).tmp"), "\(operation) \(file)")
             // Nothing is deleted; a new segment exists only when the rotation came before the failure.
             let segmentsAfter = dir.files().filter { $0.hasPrefix("journal-") }
@@ -515,8 +519,10 @@ struct StoreFaultTests {
     /// A store that cannot create its segment (or receipts file) at open fails with the errno.
     @Test(arguments: faultErrnos)
     func openFailsWithTheErrno(_ code: Int32) throws {
-        for (operation, file) in [(StoreWriteFailure.Operation.open, StoreWriteFailure.File.journal), (.write, .journal),
-                                  (.fsync, .journal), (.open, .receipts), (.fsync, .directory)] {
+        for (operation, file) in [
+            (StoreWriteFailure.Operation.open, StoreWriteFailure.File.journal), (.write, .journal),
+            (.fsync, .journal), (.open, .receipts), (.fsync, .directory),
+        ] {
             let dir = TempDirectory()
             defer { dir.remove() }
             let calls = FaultyCalls()
@@ -570,8 +576,9 @@ struct StoreFaultTests {
         #expect(StoreWriteFailure.File.of("/d/clean-stop.tmp") == .marker)
         #expect(StoreWriteFailure.File.of("/d/write-probe") == .probe)
         #expect(StoreWriteFailure.File.of("/d") == .directory)
-        #expect(StoreWriteFailure(file: .journal, operation: .write, errno: ENOSPC, path: "/d/j").description
-            == "journal write failed: ENOSPC (/d/j)")
+        #expect(
+            StoreWriteFailure(file: .journal, operation: .write, errno: ENOSPC, path: "/d/j").description
+                == "journal write failed: ENOSPC (/d/j)")
     }
 
     /// Removing keys (a registration taken back) keeps every other key findable.
@@ -605,9 +612,10 @@ struct StoreFaultTests {
             }
         }
         for n in removed {
-            let added = s.appendIfAbsent(KeyRecord(
-                key: keys[n], point: PointBits([4] + [UInt8](repeating: 1, count: 64))!, receiptOffset: 0, counter: 0,
-                receiptLength: 0, appIndex: 0, bundleIndex: KeyRecord.noString, category: 0, firstSeen: 0, lastSeen: 0, flags: 0))
+            let added = s.appendIfAbsent(
+                KeyRecord(
+                    key: keys[n], point: PointBits([4] + [UInt8](repeating: 1, count: 64))!, receiptOffset: 0, counter: 0,
+                    receiptLength: 0, appIndex: 0, bundleIndex: KeyRecord.noString, category: 0, firstSeen: 0, lastSeen: 0, flags: 0))
             #expect(added)
         }
         #expect(s.count == keys.count)

@@ -1,6 +1,6 @@
 import Foundation
-import Glibc
 import GatewayTestSupport
+import Glibc
 import Synchronization
 import Testing
 

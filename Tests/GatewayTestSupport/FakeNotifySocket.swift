@@ -64,4 +64,3 @@ public final class FakeNotifySocket {
         return nil
     }
 }
-

@@ -19,9 +19,10 @@ public struct HTTP2FrameReader {
             if buffer.count >= 9 {
                 let len = Int(buffer[0]) << 16 | Int(buffer[1]) << 8 | Int(buffer[2])
                 if buffer.count >= 9 + len {
-                    let f = Frame(type: buffer[3], flags: buffer[4],
-                                  stream: UInt32(buffer[5] & 0x7f) << 24 | UInt32(buffer[6]) << 16 | UInt32(buffer[7]) << 8 | UInt32(buffer[8]),
-                                  payload: Array(buffer[9..<(9 + len)]))
+                    let f = Frame(
+                        type: buffer[3], flags: buffer[4],
+                        stream: UInt32(buffer[5] & 0x7f) << 24 | UInt32(buffer[6]) << 16 | UInt32(buffer[7]) << 8 | UInt32(buffer[8]),
+                        payload: Array(buffer[9..<(9 + len)]))
                     buffer.removeFirst(9 + len)
                     return f
                 }
@@ -42,7 +43,8 @@ public func http2CollectGoaways(_ reader: inout HTTP2FrameReader) -> [UInt32] {
     var goaways: [UInt32] = []
     while let fr = reader.next() {
         if fr.type == 0x7, fr.payload.count >= 8 {
-            goaways.append(UInt32(fr.payload[0] & 0x7f) << 24 | UInt32(fr.payload[1]) << 16 | UInt32(fr.payload[2]) << 8 | UInt32(fr.payload[3]))
+            goaways.append(
+                UInt32(fr.payload[0] & 0x7f) << 24 | UInt32(fr.payload[1]) << 16 | UInt32(fr.payload[2]) << 8 | UInt32(fr.payload[3]))
         }
         if fr.type == 0x6 && fr.flags & 1 == 0 { reader.client.send([0, 0, 8, 0x6, 0x1, 0, 0, 0, 0] + fr.payload) }
         if fr.type == 0x4 && fr.flags & 1 == 0 { reader.client.send([0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]) }

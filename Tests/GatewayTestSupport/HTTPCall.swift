@@ -34,12 +34,15 @@ public struct HTTPCall: Sendable {
         }
         guard let split = raw.firstRange(of: Array("\r\n\r\n".utf8)) else {
             throw HTTPCallError(
-                "\(method) \(target) on port \(port): \(raw.isEmpty ? "no answer (closed or reset, errno \(client.lastErrno))" : "no complete head in \(raw.count) bytes: \(String(decoding: raw.prefix(200), as: UTF8.self))")")
+                "\(method) \(target) on port \(port): \(raw.isEmpty ? "no answer (closed or reset, errno \(client.lastErrno))" : "no complete head in \(raw.count) bytes: \(String(decoding: raw.prefix(200), as: UTF8.self))")"
+            )
         }
         let headText = String(decoding: raw[..<split.lowerBound], as: UTF8.self)
         var lines = headText.components(separatedBy: "\r\n")
         let statusLine = lines.removeFirst().split(separator: " ")
-        guard statusLine.count >= 2, let status = Int(statusLine[1]) else { throw HTTPCallError("\(method) \(target): bad status line \(headText.prefix(100))") }
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
+            throw HTTPCallError("\(method) \(target): bad status line \(headText.prefix(100))")
+        }
         var fields: [String: String] = [:]
         for l in lines {
             guard let c = l.firstIndex(of: ":") else { continue }

@@ -137,7 +137,9 @@ public final class HTTPTestConnection: @unchecked Sendable {
                 while true {
                     let sizeLine = try readLine()
                     let hex = sizeLine.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
-                    guard let size = Int(hex, radix: 16), size >= 0 else { throw HTTPTestError("bad chunk size line \(sizeLine.debugDescription)") }
+                    guard let size = Int(hex, radix: 16), size >= 0 else {
+                        throw HTTPTestError("bad chunk size line \(sizeLine.debugDescription)")
+                    }
                     if size == 0 {
                         while try !readLine().isEmpty {}  // trailers
                         break

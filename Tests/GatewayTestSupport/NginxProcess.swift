@@ -86,8 +86,10 @@ public final class NginxProcess: @unchecked Sendable {
             try config(port: port).write(to: prefix.appendingPathComponent("nginx.conf"), atomically: true, encoding: .utf8)
             let p = Process()
             p.executableURL = URL(fileURLWithPath: binary)
-            p.arguments = ["-p", prefix.path + "/", "-c", prefix.appendingPathComponent("nginx.conf").path,
-                           "-e", prefix.appendingPathComponent("logs/error.log").path]
+            p.arguments = [
+                "-p", prefix.path + "/", "-c", prefix.appendingPathComponent("nginx.conf").path,
+                "-e", prefix.appendingPathComponent("logs/error.log").path,
+            ]
             p.standardInput = FileHandle.nullDevice
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
@@ -165,13 +167,14 @@ public final class NginxProcess: @unchecked Sendable {
                 }
                 """
         }
-        let echo = [
-            "method=$request_method", "uri=$request_uri", "host=$http_host", "xff=$http_x_forwarded_for",
-            "xfproto=$http_x_forwarded_proto", "xfhost=$http_x_forwarded_host", "via=$http_via",
-            "connection=$http_connection", "keepalive=$http_keep_alive", "te=$http_te", "upgrade=$http_upgrade",
-            "proxyauth=$http_proxy_authorization", "secret=$http_x_secret", "custom=$http_x_custom",
-            "conn=$connection", "conn_requests=$connection_requests", "protocol=$server_protocol", "port=$server_port",
-        ].joined(separator: "\\n") + "\\n"
+        let echo =
+            [
+                "method=$request_method", "uri=$request_uri", "host=$http_host", "xff=$http_x_forwarded_for",
+                "xfproto=$http_x_forwarded_proto", "xfhost=$http_x_forwarded_host", "via=$http_via",
+                "connection=$http_connection", "keepalive=$http_keep_alive", "te=$http_te", "upgrade=$http_upgrade",
+                "proxyauth=$http_proxy_authorization", "secret=$http_x_secret", "custom=$http_x_custom",
+                "conn=$connection", "conn_requests=$connection_requests", "protocol=$server_protocol", "port=$server_port",
+            ].joined(separator: "\\n") + "\\n"
         return preamble + """
 
                 default_type application/octet-stream;

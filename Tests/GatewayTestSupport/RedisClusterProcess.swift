@@ -31,10 +31,14 @@ public final class RedisClusterProcess: @unchecked Sendable {
             for i in 0..<nodes { try start(i) }
             let create = try runProcess(
                 URL(fileURLWithPath: RedisProcess.cliPath!),
-                security.cliArguments + ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + ["--cluster-replicas", "0", "--cluster-yes"],
+                security.cliArguments + ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + [
+                    "--cluster-replicas", "0", "--cluster-yes",
+                ],
                 timeout: 30)
             guard create.status == 0 else {
-                throw NSError(domain: "RedisClusterProcess", code: 2, userInfo: [NSLocalizedDescriptionKey: "redis-cli --cluster create: \(create.stdout) \(create.stderr)"])
+                throw NSError(
+                    domain: "RedisClusterProcess", code: 2,
+                    userInfo: [NSLocalizedDescriptionKey: "redis-cli --cluster create: \(create.stdout) \(create.stderr)"])
             }
             try waitUntilOK(timeout: 20)
         } catch {
@@ -55,13 +59,14 @@ public final class RedisClusterProcess: @unchecked Sendable {
         let port = ports[i]
         let p = Process()
         p.executableURL = URL(fileURLWithPath: RedisProcess.serverPath!)
-        p.arguments = security.serverArguments(port: port, cluster: true) + [
-            "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-            "--cluster-config-file", directory.appendingPathComponent("nodes-\(port).conf").path,
-            "--cluster-node-timeout", "15000", "--cluster-require-full-coverage", "no",
-            "--save", "", "--appendonly", "no", "--dir", directory.path, "--daemonize", "no", "--protected-mode", "no",
-            "--loglevel", "warning", "--logfile", directory.appendingPathComponent("redis-\(port).log").path,
-        ]
+        p.arguments =
+            security.serverArguments(port: port, cluster: true) + [
+                "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                "--cluster-config-file", directory.appendingPathComponent("nodes-\(port).conf").path,
+                "--cluster-node-timeout", "15000", "--cluster-require-full-coverage", "no",
+                "--save", "", "--appendonly", "no", "--dir", directory.path, "--daemonize", "no", "--protected-mode", "no",
+                "--loglevel", "warning", "--logfile", directory.appendingPathComponent("redis-\(port).log").path,
+            ]
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         p.standardInput = FileHandle.nullDevice
@@ -75,7 +80,9 @@ public final class RedisClusterProcess: @unchecked Sendable {
         }
         kill(i)
         let log = (try? String(contentsOf: directory.appendingPathComponent("redis-\(port).log"), encoding: .utf8)) ?? ""
-        throw NSError(domain: "RedisClusterProcess", code: 3, userInfo: [NSLocalizedDescriptionKey: "redis-server (cluster) did not start on port \(port): \(log)"])
+        throw NSError(
+            domain: "RedisClusterProcess", code: 3,
+            userInfo: [NSLocalizedDescriptionKey: "redis-server (cluster) did not start on port \(port): \(log)"])
     }
 
     /// Waits until every running node says `cluster_state:ok` and knows every slot.
@@ -91,7 +98,9 @@ public final class RedisClusterProcess: @unchecked Sendable {
             if ok { return }
             usleep(100_000)
         }
-        throw NSError(domain: "RedisClusterProcess", code: 4, userInfo: [NSLocalizedDescriptionKey: "the cluster did not reach cluster_state:ok: \(last)"])
+        throw NSError(
+            domain: "RedisClusterProcess", code: 4,
+            userInfo: [NSLocalizedDescriptionKey: "the cluster did not reach cluster_state:ok: \(last)"])
     }
 
     /// SIGKILL node `i`, waiting for its exit.
@@ -115,7 +124,8 @@ public final class RedisClusterProcess: @unchecked Sendable {
     @discardableResult
     public func cli(_ i: Int, _ args: [String]) throws -> String {
         let r = try runProcess(
-            URL(fileURLWithPath: RedisProcess.cliPath!), ["-h", "127.0.0.1", "-p", String(ports[i])] + security.cliArguments + args, timeout: 10)
+            URL(fileURLWithPath: RedisProcess.cliPath!), ["-h", "127.0.0.1", "-p", String(ports[i])] + security.cliArguments + args,
+            timeout: 10)
         guard r.status == 0 else {
             throw NSError(domain: "RedisClusterProcess", code: 5, userInfo: [NSLocalizedDescriptionKey: "redis-cli \(args): \(r.stderr)"])
         }
@@ -149,7 +159,8 @@ public final class RedisClusterProcess: @unchecked Sendable {
             if excluding.contains(port) { continue }
             if canBind(port) && canBind(port + 10_000) { return port }
         }
-        throw NSError(domain: "RedisClusterProcess", code: 6, userInfo: [NSLocalizedDescriptionKey: "no free port pair (P, P+10000) on 127.0.0.1"])
+        throw NSError(
+            domain: "RedisClusterProcess", code: 6, userInfo: [NSLocalizedDescriptionKey: "no free port pair (P, P+10000) on 127.0.0.1"])
     }
 
     private static func canBind(_ port: UInt16) -> Bool {

@@ -59,10 +59,12 @@ public final class RedisProcess: @unchecked Sendable {
     public func start() throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.serverPath!)
-        var args = security.serverArguments(port: port) + [
-            "--bind", "127.0.0.1", "--save", "", "--dir", directory.path,
-            "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile", directory.appendingPathComponent("redis.log").path,
-        ]
+        var args =
+            security.serverArguments(port: port) + [
+                "--bind", "127.0.0.1", "--save", "", "--dir", directory.path,
+                "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning", "--logfile",
+                directory.appendingPathComponent("redis.log").path,
+            ]
         args += durable ? ["--appendonly", "yes", "--appendfsync", "always"] : ["--appendonly", "no"]
         p.arguments = args
         p.standardOutput = FileHandle.nullDevice
@@ -78,7 +80,8 @@ public final class RedisProcess: @unchecked Sendable {
         }
         kill()
         let log = (try? String(contentsOf: directory.appendingPathComponent("redis.log"), encoding: .utf8)) ?? ""
-        throw NSError(domain: "RedisProcess", code: 3, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port): \(log)"])
+        throw NSError(
+            domain: "RedisProcess", code: 3, userInfo: [NSLocalizedDescriptionKey: "redis-server did not start on port \(port): \(log)"])
     }
 
     /// SIGKILL (no shutdown save), waiting for the exit.

@@ -32,8 +32,10 @@ public struct RedisServerSecurity: Sendable {
     public func serverArguments(port: UInt16, cluster: Bool = false) -> [String] {
         var args: [String] = []
         if let tls {
-            args += ["--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.serverCertificate, "--tls-key-file", tls.serverKey,
-                     "--tls-ca-cert-file", tls.caCertificate, "--tls-auth-clients", requireClientCertificate ? "yes" : "no"]
+            args += [
+                "--port", "0", "--tls-port", String(port), "--tls-cert-file", tls.serverCertificate, "--tls-key-file", tls.serverKey,
+                "--tls-ca-cert-file", tls.caCertificate, "--tls-auth-clients", requireClientCertificate ? "yes" : "no",
+            ]
             if cluster { args += ["--tls-cluster", "yes", "--tls-replication", "yes"] }
         } else {
             args += ["--port", String(port)]
@@ -85,11 +87,15 @@ public struct TestCertificates: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
             for ca in ["ca", "other-ca"] {
-                try run(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(ca).key"),
-                         "-out", path("\(ca).pem"), "-days", "2", "-subj", "/CN=attest-gateway test \(ca)",
-                         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+                try run([
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(ca).key"),
+                    "-out", path("\(ca).pem"), "-days", "2", "-subj", "/CN=attest-gateway test \(ca)",
+                    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                ])
             }
-            try issue("server", subject: "/CN=localhost", extensions: "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth")
+            try issue(
+                "server", subject: "/CN=localhost",
+                extensions: "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth")
             try issue("client", subject: "/CN=attest-gateway test client", extensions: "extendedKeyUsage=clientAuth")
         } catch {
             remove()
@@ -102,19 +108,24 @@ public struct TestCertificates: Sendable {
     public func remove() { try? FileManager.default.removeItem(at: directory) }
 
     private func issue(_ name: String, subject: String, extensions: String) throws {
-        try run(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(name).key"),
-                 "-out", path("\(name).csr"), "-subj", subject])
+        try run([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(name).key"),
+            "-out", path("\(name).csr"), "-subj", subject,
+        ])
         let ext = path("\(name).ext")
         try extensions.write(toFile: ext, atomically: true, encoding: .utf8)
-        try run(["x509", "-req", "-in", path("\(name).csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial",
-                 "-out", path("\(name).pem"), "-days", "2", "-extfile", ext])
+        try run([
+            "x509", "-req", "-in", path("\(name).csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial",
+            "-out", path("\(name).pem"), "-days", "2", "-extfile", ext,
+        ])
         chmod(path("\(name).key"), 0o600)
     }
 
     private func run(_ args: [String]) throws {
         let r = try runProcess(Self.openssl, args, timeout: 30)
         guard r.status == 0 else {
-            throw NSError(domain: "TestCertificates", code: 1, userInfo: [NSLocalizedDescriptionKey: "openssl \(args.first ?? ""): \(r.stderr)"])
+            throw NSError(
+                domain: "TestCertificates", code: 1, userInfo: [NSLocalizedDescriptionKey: "openssl \(args.first ?? ""): \(r.stderr)"])
         }
     }
 }

@@ -142,8 +142,9 @@ public func checkKeyBounds(
     var stolen = a
     stolen.appID = "TEAM999999.com.example.other"
     let conflict = try store.issue(.register, key: a.keyID, now: t0 + 62_000)
-    #expect(try store.registerNow(stolen, challenge: conflict.token, now: t0 + 62_000)
-        == .appConflict(registeredAppID: a.appID))
+    #expect(
+        try store.registerNow(stolen, challenge: conflict.token, now: t0 + 62_000)
+            == .appConflict(registeredAppID: a.appID))
     #expect(try store.key(a.keyID)?.appID == a.appID)
     #expect(try store.state(conflict.token, now: t0 + 62_000) == .valid(purpose: .register, keyID: a.keyID, expiresAtMillis: t0 + 122_000))
 

@@ -90,4 +90,3 @@ public struct VectorCase: Sendable, CustomStringConvertible {
     }
     public var appID: AppID { try! AppID(string("app_id")!) }
 }
-

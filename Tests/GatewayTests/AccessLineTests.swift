@@ -35,12 +35,13 @@ struct AccessLineTests {
 
     @Test("JSON: millisecond UTC time, numbers as numbers, request id, host, user agent; verdict and reason on protected routes")
     func json() throws {
-        #expect(Self.line(Self.record(), .json) == """
-            {"ts":"2026-11-26T09:40:18.007Z","request_id":"req-1","client":"192.0.2.7","method":"GET","target":"/v1/items?q=a\\"b",\
-            "host":"api.example.com","protocol":"http1","status":200,"request_bytes":0,"response_bytes":1234,"duration_s":0.001235,\
-            "route":"api","upstream":"backend","upstream_duration_s":0.001000,"user_agent":"curl/8.5.0"}
+        #expect(
+            Self.line(Self.record(), .json) == """
+                {"ts":"2026-11-26T09:40:18.007Z","request_id":"req-1","client":"192.0.2.7","method":"GET","target":"/v1/items?q=a\\"b",\
+                "host":"api.example.com","protocol":"http1","status":200,"request_bytes":0,"response_bytes":1234,"duration_s":0.001235,\
+                "route":"api","upstream":"backend","upstream_duration_s":0.001000,"user_agent":"curl/8.5.0"}
 
-            """)
+                """)
         let refused = Self.line(Self.record(verdict: AccessVerdict(verdict: "refused", reason: "assertion_invalid")), .json)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(refused.utf8)) as? [String: Any])
         #expect(object["verdict"] as? String == "refused")
@@ -60,8 +61,9 @@ struct AccessLineTests {
 
     @Test("combined: nginx's format and escaping")
     func combined() {
-        #expect(Self.line(Self.record(), .combined)
-            == "192.0.2.7 - - [26/Nov/2026:09:40:18 +0000] \"GET /v1/items?q=a\\x22b HTTP/1.1\" 200 1234 \"-\" \"curl/8.5.0\"\n")
+        #expect(
+            Self.line(Self.record(), .combined)
+                == "192.0.2.7 - - [26/Nov/2026:09:40:18 +0000] \"GET /v1/items?q=a\\x22b HTTP/1.1\" 200 1234 \"-\" \"curl/8.5.0\"\n")
         var unread = Self.record(userAgent: .none)
         unread.method = "-"
         unread.status = 400
@@ -90,8 +92,10 @@ struct AccessLineTests {
             w.decimal(v)
             #expect(String(decoding: UnsafeRawBufferPointer(start: p, count: w.count), as: UTF8.self) == String(max(0, v)))
         }
-        for (s, text) in [(0.0, "0.000000"), (0.0000004, "0.000000"), (0.0000005, "0.000001"), (1.5, "1.500000"), (12.3456789, "12.345679"),
-                          (-1, "0.000000"), (.nan, "0.000000"), (.infinity, "0.000000")] {
+        for (s, text) in [
+            (0.0, "0.000000"), (0.0000004, "0.000000"), (0.0000005, "0.000001"), (1.5, "1.500000"), (12.3456789, "12.345679"),
+            (-1, "0.000000"), (.nan, "0.000000"), (.infinity, "0.000000"),
+        ] {
             var w = LineBytes(base: p, count: 0)
             w.seconds(s)
             #expect(String(decoding: UnsafeRawBufferPointer(start: p, count: w.count), as: UTF8.self) == text, "\(s)")

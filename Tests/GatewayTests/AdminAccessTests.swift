@@ -26,7 +26,9 @@ struct AdminAccessTests {
 
     @Test("a good file: one line, a trailing newline ignored, owner-only or group-readable")
     func goodFiles() throws {
-        for (content, mode) in [(Self.token, 0o400), (Self.token + "\n", 0o600), (Self.token + "\r\n", 0o440), (Self.token + "\n\n", 0o640)] {
+        for (content, mode) in [
+            (Self.token, 0o400), (Self.token + "\n", 0o600), (Self.token + "\r\n", 0o440), (Self.token + "\n\n", 0o640),
+        ] {
             try withFile(content, mode: mode) { path in
                 let access = try load(path).get()
                 #expect(access.requiresToken)
@@ -69,8 +71,10 @@ struct AdminAccessTests {
     func authorization() {
         let a = AdminAccess(token: Self.token)
         for ok in ["Bearer \(Self.token)", "bearer \(Self.token)", "BEARER  \(Self.token)"] { #expect(a.authorizes(ok), "\(ok)") }
-        for bad in [nil, "", "Bearer", "Bearer ", "Bearer \(Self.token)x", "Bearer \(Self.token.dropLast())", "Basic \(Self.token)",
-                    "Bearer\(Self.token)", Self.token, "Bearer \(Self.token.uppercased())"] as [String?] {
+        for bad in [
+            nil, "", "Bearer", "Bearer ", "Bearer \(Self.token)x", "Bearer \(Self.token.dropLast())", "Basic \(Self.token)",
+            "Bearer\(Self.token)", Self.token, "Bearer \(Self.token.uppercased())",
+        ] as [String?] {
             #expect(!a.authorizes(bad), "\(bad ?? "nil")")
         }
         // Without a token file everything is open.

@@ -44,16 +44,22 @@ struct AppleServicesTests {
         let (_, nextClaims) = try ES256JWT.verify(next, publicKey: key.p256PublicKey!)
         #expect(String(decoding: nextClaims, as: UTF8.self).contains(#""iat":1800001800"#))
         // Apple's hosts by environment, or the configured base url for both.
-        #expect(services.attestData(.development) == .init(host: "data-development.appattest.apple.com", port: 443, target: "/v1/attestationData"))
+        #expect(
+            services.attestData(.development)
+                == .init(host: "data-development.appattest.apple.com", port: 443, target: "/v1/attestationData"))
         #expect(services.attestData(.production).authority == "data.appattest.apple.com")
-        let local = try AppleServices(Self.config(
-            key: try files.write("k2.p8", key.pkcs8PEM), url: UpstreamURL(scheme: .https, host: "127.0.0.1", port: 8443, path: "/base")))
+        let local = try AppleServices(
+            Self.config(
+                key: try files.write("k2.p8", key.pkcs8PEM), url: UpstreamURL(scheme: .https, host: "127.0.0.1", port: 8443, path: "/base"))
+        )
         #expect(local.attestData(.production) == local.attestData(.development))
         #expect(local.attestData(.production).target == "/base/v1/attestationData")
         #expect(local.attestData(.production).authority == "127.0.0.1:8443")
     }
 
-    @Test("the team key's mode: the rule of every secret file (owner only, or read by the group), the same for the runtime, check and the simulator's 0600")
+    @Test(
+        "the team key's mode: the rule of every secret file (owner only, or read by the group), the same for the runtime, check and the simulator's 0600"
+    )
     func keyModes() throws {
         let files = try Files()
         let key = ECPrivateKey(curve: .p256)
@@ -67,7 +73,9 @@ struct AppleServicesTests {
                 _ = try AppleServices(Self.config(key: path))
                 Issue.record("mode \(String(mode, radix: 8)) was accepted")
             } catch {
-                #expect(error.description.contains("make it readable by the gateway only (chmod 0600 or 0400; 0640 or 0440 with a group)"), "\(error)")
+                #expect(
+                    error.description.contains("make it readable by the gateway only (chmod 0600 or 0400; 0640 or 0440 with a group)"),
+                    "\(error)")
             }
         }
     }
@@ -81,7 +89,10 @@ struct AppleServicesTests {
             (try files.write("open.p8", p256.pkcs8PEM, mode: 0o644), "lets other users read or change the team's private key"),
             (try files.write("group-writable.p8", p256.pkcs8PEM, mode: 0o660), "lets other users read or change"),
             (try files.write("empty.p8", ""), "is empty"),
-            (try files.write("garbage.p8", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), "is not the .p8 key Apple hands out"),
+            (
+                try files.write("garbage.p8", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"),
+                "is not the .p8 key Apple hands out"
+            ),
             (try files.write("p384.p8", ECPrivateKey(curve: .p384).pkcs8PEM), "is a P-384 key; Apple's keys are P-256 (ES256)"),
             (files.dir.path, "is not a regular file"),
         ]
@@ -125,7 +136,9 @@ struct AppleServicesTests {
             Issue.record("a world-readable key was accepted")
         } catch {
             #expect(error.diagnostic?.line == 8)
-            #expect(error.description.contains("apple.private_key \(key): its mode 0644 lets other users read or change the team's private key"), "\(error)")
+            #expect(
+                error.description.contains(
+                    "apple.private_key \(key): its mode 0644 lets other users read or change the team's private key"), "\(error)")
         }
     }
 }

@@ -40,7 +40,8 @@ struct AttestEndpointsWiringTests {
     /// The team key the `apple` section names (a fallback needs `apple`), written once.
     static let teamKeyPath: String = {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("wiring-team-\(UUID().uuidString).p8").path
-        FileManager.default.createFile(atPath: path, contents: Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
+        FileManager.default.createFile(
+            atPath: path, contents: Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
         return path
     }()
 
@@ -104,7 +105,8 @@ struct AttestEndpointsWiringTests {
         }
 
         func claimToken(
-            _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64, completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
+            _ digest: [UInt8], ttlMillis: Int64, nowMillis: Int64,
+            completion: @escaping @Sendable (Result<TokenClaimOutcome, StoreError>) -> Void
         ) {
             if down.load(ordering: .relaxed) { return completion(.failure(Self.error)) }
             inner.claimToken(digest, ttlMillis: ttlMillis, nowMillis: nowMillis, completion: completion)
@@ -178,7 +180,8 @@ struct AttestEndpointsWiringTests {
 
         func challenge() throws -> String {
             let issued = Mutex<IssuedChallenge?>(nil)
-            store.inner.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 60_000), nowMillis: AttestContext.nowMillis()) {
+            store.inner.issueChallenge(ChallengeRequest(purpose: nil, keyID: nil, ttlMillis: 60_000), nowMillis: AttestContext.nowMillis())
+            {
                 r in issued.withLock { $0 = try? r.get() }
             }
             return ChallengeText.encode(try #require(issued.withLock { $0 }).token)
@@ -210,7 +213,9 @@ struct AttestEndpointsWiringTests {
                     return .beforeBody(response)
                 case .buffer(_, _, let handler):
                     var outcome: BufferedOutcome?
-                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http", requestID: RequestID(id))) { outcome = $0 }
+                    handler(BufferedRequest(head: head, path: target, body: body, peer: peer, scheme: "http", requestID: RequestID(id))) {
+                        outcome = $0
+                    }
                     guard case .respond(let response)? = outcome else { throw WiringError.notAnswered }
                     return .afterBody(response)
                 case .forward:
@@ -256,7 +261,9 @@ struct AttestEndpointsWiringTests {
             #expect(answer.json["error"] as? String == error.code, "\(what)", sourceLocation: sourceLocation)
             let id = try #require(answer.response.headers[AttestHeaders.requestID], sourceLocation: sourceLocation)
             let entry = try #require(h.explain.entry(id), sourceLocation: sourceLocation)
-            #expect(entry.status == status && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            #expect(
+                entry.status == status && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)",
+                sourceLocation: sourceLocation)
             #expect(entry.verdict == .refused, "\(what)", sourceLocation: sourceLocation)
         case .forwardUnverified(let recordedStatus):
             guard case .afterBody = answer else {
@@ -265,15 +272,21 @@ struct AttestEndpointsWiringTests {
             }
             let forwarded = try #require(answer.forwardedHeaders, "\(what): not forwarded", sourceLocation: sourceLocation)
             #expect(forwarded[Self.verifiedHeader] == nil, "\(what)", sourceLocation: sourceLocation)
-            #expect(forwarded[AttestHeaders.assertion] == nil && forwarded[AttestHeaders.keyID] == nil, "\(what)", sourceLocation: sourceLocation)
+            #expect(
+                forwarded[AttestHeaders.assertion] == nil && forwarded[AttestHeaders.keyID] == nil, "\(what)",
+                sourceLocation: sourceLocation)
             #expect(h.explain.count == recorded + 1, "\(what): not recorded for explain", sourceLocation: sourceLocation)
             let entry = try #require(h.explain.recent(1).first, sourceLocation: sourceLocation)
-            #expect(entry.refusalStatus == recordedStatus && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)", sourceLocation: sourceLocation)
+            #expect(
+                entry.refusalStatus == recordedStatus && entry.mode == verdict.mode.rawValue && entry.route == route, "\(what)",
+                sourceLocation: sourceLocation)
             // The entry says the request went on: the status a refusal sends is its own field; `status`
             // is what the client gets, known when the exchange ends (the demo's 200 here, or not yet).
             #expect(entry.status == nil || entry.status == 200, "\(what)", sourceLocation: sourceLocation)
             #expect(entry.verdict == verdict.verdict, "\(what)", sourceLocation: sourceLocation)
-            #expect(ExplainLog.json(entry).description.contains("\"verdict\":\"\(verdict.verdict.rawValue)\""), "\(what)", sourceLocation: sourceLocation)
+            #expect(
+                ExplainLog.json(entry).description.contains("\"verdict\":\"\(verdict.verdict.rawValue)\""), "\(what)",
+                sourceLocation: sourceLocation)
             if case .refused(let error) = outcome { #expect(entry.explanation.error == error, "\(what)", sourceLocation: sourceLocation) }
         case .forwardVerifiedRecorded(let recordedStatus):
             // A key over the route's max_risk_metric, flagged or shadowed (the routes here have none;
@@ -314,7 +327,10 @@ struct AttestEndpointsWiringTests {
             try expectCarriedOut(h, route: route, headers: try h.signedHeaders(target: target, body: body), outcome: .refused(.keyUnknown))
             // A malformed assertion of a key inside and outside the rollout share.
             for key in [inside, outside] {
-                let malformed = [(AttestHeaders.keyID, Base64.encode(key)), (AttestHeaders.challenge, try h.challenge()), (AttestHeaders.assertion, "AAAA")]
+                let malformed = [
+                    (AttestHeaders.keyID, Base64.encode(key)), (AttestHeaders.challenge, try h.challenge()),
+                    (AttestHeaders.assertion, "AAAA"),
+                ]
                 try expectCarriedOut(h, route: route, headers: malformed, outcome: .refused(.malformed), decidedByHead: true)
                 try expectCarriedOut(
                     h, route: route, headers: try h.signedHeaders(target: target, body: body, keyID: key), outcome: .refused(.keyUnknown))
@@ -334,7 +350,9 @@ struct AttestEndpointsWiringTests {
         }
     }
 
-    @Test("the DeviceCheck fallback's gate goes through the same carry-out: a token that is not one, a share over max_share; refused, or shadowed and recorded")
+    @Test(
+        "the DeviceCheck fallback's gate goes through the same carry-out: a token that is not one, a share over max_share; refused, or shadowed and recorded"
+    )
     func fallback() throws {
         let h = try Harness()
         // Not a DeviceCheck token: refused after the body (enforced), forwarded unverified and
@@ -345,7 +363,9 @@ struct AttestEndpointsWiringTests {
         #expect(h.explain.recent(1).first?.explanation.fields.contains { $0 == ("path", "devicecheck") } == true)
         // The route's share of fallback requests above max_share: decided from the head.
         try expectCarriedOut(h, route: "fb-tight", headers: notAToken, outcome: .refused(.fallbackShareExceeded), decidedByHead: true)
-        #expect((try? h.metrics.expectCounter(AttestMetrics.fallbackRequests, [("route", "fb-tight"), ("result", "fallback_share_exceeded")]))?.totalValue == 1)
+        #expect(
+            (try? h.metrics.expectCounter(AttestMetrics.fallbackRequests, [("route", "fb-tight"), ("result", "fallback_share_exceeded")]))?
+                .totalValue == 1)
     }
 
     @Test("accepted: forwarded with the verified key id and the next challenge, enforced or shadowed")
@@ -353,7 +373,8 @@ struct AttestEndpointsWiringTests {
         let h = try Harness()
         try h.registerDevice()
         for route in ["enforced", "shadowed", "quarter", "open"] {
-            try expectCarriedOut(h, route: route, headers: try h.signedHeaders(target: "/\(route)/x", body: Array("{\"n\":1}".utf8)), outcome: .accepted)
+            try expectCarriedOut(
+                h, route: route, headers: try h.signedHeaders(target: "/\(route)/x", body: Array("{\"n\":1}".utf8)), outcome: .accepted)
         }
         #expect((try? h.metrics.expectCounter(AttestMetrics.challengesIssued, [("purpose", "next")]))?.totalValue == 4)
     }

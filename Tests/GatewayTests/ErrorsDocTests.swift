@@ -61,10 +61,12 @@ struct ErrorsDocTests {
 
     @Test("App Attest refusals (GateError.allCases): status on the endpoints and on routes, action")
     func gate() {
-        Self.check("GateError", GateError.allCases.map { e in
-            let status = e.status == e.routeStatus ? "\(e.status)" : "\(e.status), \(e.routeStatus) on routes"
-            return Row(code: e.code, status: status, action: e.action.rawValue)
-        })
+        Self.check(
+            "GateError",
+            GateError.allCases.map { e in
+                let status = e.status == e.routeStatus ? "\(e.status)" : "\(e.status), \(e.routeStatus) on routes"
+                return Row(code: e.code, status: status, action: e.action.rawValue)
+            })
     }
 
     @Test("admin errors (AdminError.allCases)")
@@ -75,7 +77,8 @@ struct ErrorsDocTests {
     @Test("a code used by two layers means the same status in both")
     func sharedCodes() {
         var status: [String: Int] = [:]
-        let all = ProxyError.allCases.compactMap { e in e.status.map { (e.code, $0) } } + GateError.allCases.map { ($0.code, $0.status) }
+        let all =
+            ProxyError.allCases.compactMap { e in e.status.map { (e.code, $0) } } + GateError.allCases.map { ($0.code, $0.status) }
             + AdminError.allCases.map { ($0.code, $0.status) }
         for (code, s) in all {
             if let known = status[code] { #expect(known == s, "\(code): \(known) and \(s)") }

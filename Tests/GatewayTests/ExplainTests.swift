@@ -72,8 +72,9 @@ struct ExplainTests {
         e.add("detail", "assertion: duplicate map key h'0a1b2c3d4e5f60718293a4b5c6d7e8f9…' and h'00ff'")
         e.add("long", String(repeating: "x", count: 5000))
         for i in 0..<40 { e.add("f\(i)", String(repeating: "y", count: 200)) }
-        let id = log.record(e, id: "", status: 401, route: "purchase", mode: "enforce", method: String(repeating: "M", count: 500),
-                            target: Self.summary.target + String(repeating: "&k=v", count: 500), peer: "192.0.2.7")
+        let id = log.record(
+            e, id: "", status: 401, route: "purchase", mode: "enforce", method: String(repeating: "M", count: 500),
+            target: Self.summary.target + String(repeating: "&k=v", count: 500), peer: "192.0.2.7")
         let entry = try #require(log.entry(id))
         let json = ExplainLog.json(entry).description
         #expect(!json.contains("s3cr3t") && !json.contains("4111111111111111"))
@@ -130,7 +131,8 @@ struct ExplainTests {
         now.withLock { $0 = 1_070_000 }
         #expect(log.recent(10).isEmpty && log.count == 0)
         // And it fills again after expiring everything (the ring wraps).
-        let more = (0..<4).map { _ in log.record(e, id: "", status: 401, route: "r", mode: "enforce", method: "GET", target: "/", peer: nil) }
+        let more = (0..<4).map { _ in log.record(e, id: "", status: 401, route: "r", mode: "enforce", method: "GET", target: "/", peer: nil)
+        }
         #expect(log.recent(10).map(\.id) == more.reversed().prefix(3).map { $0 })
         #expect(ExplainLog.defaultCapacity == 4096 && ExplainLog.defaultMaxAgeMillis == 86_400_000)
     }

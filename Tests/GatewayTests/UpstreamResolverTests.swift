@@ -29,7 +29,8 @@ struct UpstreamResolverTests {
     }
 
     static func server(_ host: String = "backend.internal") throws -> UpstreamServer {
-        UpstreamServer(upstream: "api", label: "\(host):8081", host: host, port: 8081, address: try SocketAddress(host: "10.0.0.1", port: 8081))
+        UpstreamServer(
+            upstream: "api", label: "\(host):8081", host: host, port: 8081, address: try SocketAddress(host: "10.0.0.1", port: 8081))
     }
 
     @Test("due every interval; a new address is swapped in; a failure keeps the last one; each reported once")
@@ -56,7 +57,9 @@ struct UpstreamResolverTests {
         #expect(dns.calls.withLock { $0.allSatisfy { $0.2 } }, "looked up on the resolver's queue, not the caller's")
 
         // Failures keep the address; only the first of a streak says so.
-        dns.answers.withLock { $0 = [.failure(.invalid("cannot resolve host \"backend.internal\": Temporary failure")), .failure(.invalid("again"))] }
+        dns.answers.withLock {
+            $0 = [.failure(.invalid("cannot resolve host \"backend.internal\": Temporary failure")), .failure(.invalid("again"))]
+        }
         resolver.tick(now: 61_000)
         resolver.waitIdle()
         resolver.tick(now: 91_000)
@@ -68,13 +71,14 @@ struct UpstreamResolverTests {
         resolver.tick(now: 151_000)
         resolver.waitIdle()
         let a2 = try SocketAddress(host: "10.0.0.2", port: 8081)
-        #expect(outcomes.withLock { $0 } == [
-            .changed(from: try SocketAddress(host: "10.0.0.1", port: 8081), to: a2),
-            .failed("cannot resolve host \"backend.internal\": Temporary failure", first: true),
-            .failed("again", first: false),
-            .recovered(a2),
-            .unchanged,
-        ])
+        #expect(
+            outcomes.withLock { $0 } == [
+                .changed(from: try SocketAddress(host: "10.0.0.1", port: 8081), to: a2),
+                .failed("cannot resolve host \"backend.internal\": Temporary failure", first: true),
+                .failed("again", first: false),
+                .recovered(a2),
+                .unchanged,
+            ])
     }
 
     @Test("a lookup still running is not started twice; watch replaces the set and keeps a kept server's schedule")
@@ -111,7 +115,8 @@ struct UpstreamResolverTests {
         let loop = EventLoop(index: 30)
         defer { loop.shutdownAndWait() }
         let (before, changed, after, again) = try loop.queue.sync {
-            let pool = UpstreamPool(target: UpstreamTarget(name: "api", address: try SocketAddress(host: "10.0.0.1", port: 8081)), loop: loop, server: s)
+            let pool = UpstreamPool(
+                target: UpstreamTarget(name: "api", address: try SocketAddress(host: "10.0.0.1", port: 8081)), loop: loop, server: s)
             let before = pool.address.description
             s.updateAddress(try SocketAddress(host: "10.0.0.3", port: 8081))
             let changed = pool.syncAddress()

@@ -206,10 +206,14 @@ extension String {
         var padding = 0
         while end > 0 && input[end - 1] == UInt8(ascii: "=") { end -= 1; padding += 1 }
         if padding > 2 { return .failure(Refusal(offset: end, reason: "more than two padding characters")) }
-        if padding > 0 && input.count % 4 != 0 { return .failure(Refusal(offset: end, reason: "padding does not complete a 4-character group")) }
+        if padding > 0 && input.count % 4 != 0 {
+            return .failure(Refusal(offset: end, reason: "padding does not complete a 4-character group"))
+        }
         let remainder = end % 4
         if remainder == 1 { return .failure(Refusal(offset: end - 1, reason: "truncated: a lone final character")) }
-        if padding > 0 && (remainder == 0 || 4 - remainder != padding) { return .failure(Refusal(offset: end, reason: "wrong amount of padding")) }
+        if padding > 0 && (remainder == 0 || 4 - remainder != padding) {
+            return .failure(Refusal(offset: end, reason: "wrong amount of padding"))
+        }
         var sawStandard = false, sawURL = false
         var out: [UInt8] = []
         var acc: UInt32 = 0, bits = 0

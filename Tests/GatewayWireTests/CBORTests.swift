@@ -277,10 +277,13 @@ struct CBORTests {
     func truncationAtEveryOffset() throws {
         let value = cborMap([
             (.text("fmt"), .text("apple-appattest")),
-            (.text("attStmt"), cborMap([
-                (.text("x5c"), .array([.bytes(Array(repeating: 0xaa, count: 300)), .bytes([1, 2, 3])])),
-                (.text("receipt"), .bytes(Array(repeating: 0x55, count: 70_000))),
-            ])),
+            (
+                .text("attStmt"),
+                cborMap([
+                    (.text("x5c"), .array([.bytes(Array(repeating: 0xaa, count: 300)), .bytes([1, 2, 3])])),
+                    (.text("receipt"), .bytes(Array(repeating: 0x55, count: 70_000))),
+                ])
+            ),
             (.text("n"), .array([.negative(UInt64.max), .unsigned(65536), .float(1.5), .simple(200), .null])),
             (.unsigned(1), .text("é\u{6c34}\u{10151}")),
         ])
@@ -407,7 +410,10 @@ struct CBORTests {
     func randomFlipsNeverCrash() throws {
         let value = cborMap([
             (.text("fmt"), .text("apple-appattest")),
-            (.text("attStmt"), cborMap([(.text("x5c"), .array([.bytes(Array(0..<40)), .bytes([9])])), (.text("receipt"), .bytes([1, 2]))])),
+            (
+                .text("attStmt"),
+                cborMap([(.text("x5c"), .array([.bytes(Array(0..<40)), .bytes([9])])), (.text("receipt"), .bytes([1, 2]))])
+            ),
             (.text("authData"), .bytes(Array(repeating: 3, count: 37))),
         ])
         let bytes = CBOREncoder.encode(value)

@@ -99,7 +99,8 @@ struct DERTests {
         }
     }
 
-    @Test("high tag numbers (low five bits all set) are refused", arguments: ["1f0100", "3f810000", "9f0100", "bf1f0100", "df0100", "ff0100"])
+    @Test(
+        "high tag numbers (low five bits all set) are refused", arguments: ["1f0100", "3f810000", "9f0100", "bf1f0100", "df0100", "ff0100"])
     func highTagNumbersRefused(_ hex: String) {
         let e = #expect(throws: DERReader.Error.self) { try readOne(h(hex)) }
         #expect(e?.offset == 0)

@@ -38,11 +38,16 @@ struct JSONWriterTests {
         inner.set("x", "\u{0}\u{1f}\u{7f}\u{2028}\u{2029}é😀")
         o.set("inner", .object(inner))
         o.set("count", 43)
-        #expect(o.description == #"{"error":"bad \"thing\"\n","count":43,"ok":false,"none":null,"list":[-1,"a\\b",null],"inner":{"x":"\u0000\u001f\u007f\u2028\u2029é😀"}}"#)
+        #expect(
+            o.description
+                == #"{"error":"bad \"thing\"\n","count":43,"ok":false,"none":null,"list":[-1,"a\\b",null],"inner":{"x":"\u0000\u001f\u007f\u2028\u2029é😀"}}"#
+        )
         #expect(JSONObject().description == "{}")
     }
 
-    @Test("20,000 random strings (quotes, backslashes, controls, DEL, U+2028/2029, accents, emoji) are written as the definition writes them, and parse back to themselves")
+    @Test(
+        "20,000 random strings (quotes, backslashes, controls, DEL, U+2028/2029, accents, emoji) are written as the definition writes them, and parse back to themselves"
+    )
     func differential() throws {
         let pieces: [String] = [
             "a", "Z", "0", " ", "\"", "\\", "/", "\n", "\r", "\t", "\u{0}", "\u{8}", "\u{1b}", "\u{1f}", "\u{7f}", "\u{80}",

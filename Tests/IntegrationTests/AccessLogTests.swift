@@ -121,7 +121,10 @@ struct AccessLogTests {
         let seen = try #require(kept.json?["headers"] as? [String: String])
         #expect(seen["X-Request-Id"] == "Root=1-abc_DEF.9:+=", "\(seen)")
         var generated: [String] = []
-        for bad in [[("X-Request-Id", "has space")], [("X-Request-Id", "a"), ("X-Request-Id", "b")], [("X-Request-Id", String(repeating: "x", count: 129))], []] {
+        for bad in [
+            [("X-Request-Id", "has space")], [("X-Request-Id", "a"), ("X-Request-Id", "b")],
+            [("X-Request-Id", String(repeating: "x", count: 129))], [],
+        ] {
             let r = try HTTPCall.send(port: port, method: "GET", target: "/b", headers: bad)
             let id = try #require(r.headers["x-request-id"])
             #expect(id.count == 15 && id.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }, "\(bad): \(id)")
@@ -131,9 +134,11 @@ struct AccessLogTests {
         #expect(Set(generated).count == generated.count)
         // The gateway's own error answers: the header and the body's requestId.
         let refused = try HTTPCall.send(port: port, method: "GET", target: "/a%2Fb", headers: [("X-Request-Id", "err-1")])
-        #expect(refused.status == 400 && refused.headers["x-request-id"] == "err-1" && refused.json?["requestId"] as? String == "err-1",
-                "\(refused)")
-        let admin = try HTTPCall.send(port: HTTPCall.port(gw, "admin"), method: "GET", target: "/healthz", headers: [("X-Request-Id", "adm-1")])
+        #expect(
+            refused.status == 400 && refused.headers["x-request-id"] == "err-1" && refused.json?["requestId"] as? String == "err-1",
+            "\(refused)")
+        let admin = try HTTPCall.send(
+            port: HTTPCall.port(gw, "admin"), method: "GET", target: "/healthz", headers: [("X-Request-Id", "adm-1")])
         #expect(admin.status == 200 && admin.headers["x-request-id"] == "adm-1")
         let lines = waitForStdout(gw) { $0.contains("\"err-1\"") }.split(separator: "\n").compactMap { Self.object(String($0)) }
         let ids = lines.compactMap { $0["request_id"] as? String }

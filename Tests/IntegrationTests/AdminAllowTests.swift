@@ -33,7 +33,9 @@ struct AdminAllowTests {
         #expect(try curl([gw.url("public", "/")]).0 == 200, "the public listener is not filtered")
         var logged = false
         for _ in 0..<50 where !logged {
-            logged = gw.stderrLines.contains { $0.contains("admin connection closed: the client is not in admin.allow") && $0.contains("\"client\":\"127.0.0.1\"") }
+            logged = gw.stderrLines.contains {
+                $0.contains("admin connection closed: the client is not in admin.allow") && $0.contains("\"client\":\"127.0.0.1\"")
+            }
             if !logged { usleep(20_000) }
         }
         #expect(logged, "\(gw.stderr)")

@@ -48,7 +48,8 @@ struct AdminSurfaceTests {
     }
 
     /// GET on the admin listener, with the token when given: (status, body, lowercased headers).
-    func admin(_ gw: GatewayProcess, _ path: String, token: String? = nil) throws -> (status: Int, body: String, headers: [String: String]) {
+    func admin(_ gw: GatewayProcess, _ path: String, token: String? = nil) throws -> (status: Int, body: String, headers: [String: String])
+    {
         let r = try HTTPCall.send(
             port: HTTPCall.port(gw, "admin"), method: "GET", target: path,
             headers: token.map { [("Authorization", "Bearer \($0)")] } ?? [])
@@ -74,12 +75,35 @@ struct AdminSurfaceTests {
         let signed = phone.sign(target: "/api/purchase", body: body, challenge: try phone.challenge())
         let calls: [(String, HTTPCall, Int, String)] = [
             ("route: no headers", try post("/api/purchase"), 401, "assertion_missing"),
-            ("route: key id not base64", try post("/api/purchase", [("X-App-Attest-Key-Id", "%%"), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)]), 401, "malformed"),
-            ("route: assertion not CBOR", try post("/api/purchase", [("X-App-Attest-Key-Id", key), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)]), 401, "malformed"),
-            ("route: challenge not ours", try post("/api/purchase", [("X-App-Attest-Key-Id", key), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", "%%")]), 401, "challenge_unknown"),
-            ("route: tampered body", try HTTPCall.send(port: port, method: "POST", target: "/api/purchase", headers: signed.headers, body: [1]), 401, "bad_signature"),
-            ("route: unknown key", try stranger.send(stranger.sign(target: "/api/purchase", body: body, challenge: try stranger.challenge())), 401, "key_unknown"),
-            ("endpoint: register, bad key id", try post("/v1/attest/register", [], "{\"keyId\":\"***\",\"attestation\":\"AAAA\",\"challenge\":\"\(c)\"}"), 400, "malformed"),
+            (
+                "route: key id not base64",
+                try post("/api/purchase", [("X-App-Attest-Key-Id", "%%"), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)]), 401,
+                "malformed"
+            ),
+            (
+                "route: assertion not CBOR",
+                try post("/api/purchase", [("X-App-Attest-Key-Id", key), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)]), 401,
+                "malformed"
+            ),
+            (
+                "route: challenge not ours",
+                try post("/api/purchase", [("X-App-Attest-Key-Id", key), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", "%%")]),
+                401, "challenge_unknown"
+            ),
+            (
+                "route: tampered body",
+                try HTTPCall.send(port: port, method: "POST", target: "/api/purchase", headers: signed.headers, body: [1]), 401,
+                "bad_signature"
+            ),
+            (
+                "route: unknown key",
+                try stranger.send(stranger.sign(target: "/api/purchase", body: body, challenge: try stranger.challenge())), 401,
+                "key_unknown"
+            ),
+            (
+                "endpoint: register, bad key id",
+                try post("/v1/attest/register", [], "{\"keyId\":\"***\",\"attestation\":\"AAAA\",\"challenge\":\"\(c)\"}"), 400, "malformed"
+            ),
             ("endpoint: register, not JSON", try post("/v1/attest/register", [], "{not json"), 400, "bad_json"),
             ("endpoint: register, missing field", try post("/v1/attest/register", [], "{\"keyId\":\"AAAA\"}"), 400, "missing_field"),
             ("endpoint: challenge, bad key id", try post("/v1/attest/challenge", [], "{\"keyId\":\"AAAA\"}"), 400, "malformed"),
@@ -96,7 +120,9 @@ struct AdminSurfaceTests {
         }
         // Shadow: forwarded; recorded with the status the client was sent and, in its own field, the
         // one enforcement would have sent.
-        let shadow = try HTTPCall.send(port: port, method: "GET", target: "/api/profile", headers: [("X-App-Attest-Key-Id", "%%"), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)])
+        let shadow = try HTTPCall.send(
+            port: port, method: "GET", target: "/api/profile",
+            headers: [("X-App-Attest-Key-Id", "%%"), ("X-App-Assertion", "AAAA"), ("X-App-Attest-Challenge", c)])
         #expect(shadow.status == 200)
         let list = try #require(json(try admin(gw, "/explain").body)?["refusals"] as? [[String: Any]])
         let shadowEntry = try #require(list.first)
@@ -127,7 +153,9 @@ struct AdminSurfaceTests {
         for r in [refused, tampered] {
             let id = try #require(r.json?["requestId"] as? String)
             let text = try admin(gw, "/explain/\(id)").body
-            for secret in ["s3ss10n-abc", "4111111111111111", "5555444433331111", "c00k1e-value", "t0k3n-xyz", assertion, String(assertion.prefix(24))] {
+            for secret in [
+                "s3ss10n-abc", "4111111111111111", "5555444433331111", "c00k1e-value", "t0k3n-xyz", assertion, String(assertion.prefix(24)),
+            ] {
                 #expect(!text.contains(secret), "explain shows \(secret.prefix(30)): \(text)")
             }
         }
@@ -194,7 +222,9 @@ struct AdminSurfaceTests {
         }
     }
 
-    @Test("gatewayd check reads the token file: missing, empty, short or world-readable fail (exit 2); a loopback-less admin without a token warns")
+    @Test(
+        "gatewayd check reads the token file: missing, empty, short or world-readable fail (exit 2); a loopback-less admin without a token warns"
+    )
     func check() throws {
         func check(_ admin: String) throws -> ProcessResult {
             let file = dir.appendingPathComponent("check-\(UUID().uuidString).yaml")

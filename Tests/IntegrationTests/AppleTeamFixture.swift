@@ -19,8 +19,9 @@ struct AppleTeamFixture {
     init(_ prefix: String) throws {
         (ca, dir) = try makeTrustedTestCADirectory(prefix)
         keyPath = dir.appendingPathComponent("AuthKey_\(Self.keyID).p8").path
-        #expect(FileManager.default.createFile(
-            atPath: keyPath, contents: Data(teamKey.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
+        #expect(
+            FileManager.default.createFile(
+                atPath: keyPath, contents: Data(teamKey.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
     }
 
     /// The stand-in, started (stop it); `notBefore`: the seconds from a RECEIPT's creation to its not-before.

@@ -23,7 +23,9 @@ struct AttackSuiteTests {
 
     @Test(
         "gatewayd has no security failure beyond the known holes, and every known hole still fails",
-        .enabled(if: NginxProcess.testsEnabled, "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
+        .enabled(
+            if: NginxProcess.testsEnabled,
+            "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
     func attackSuite() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-attack-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

@@ -69,9 +69,11 @@ final class ContractDevice: @unchecked Sendable {
         let signedFor = authority ?? "127.0.0.1:\(port)"
         let cd = Self.clientData(version, challenge: challenge, method: method, target: target, authority: signedFor, body: body)
         let a = device.assert(clientDataHash: SHA256.hash(cd), mutations: AssertionMutations(counter: counter))
-        return Signed(method: method, target: target, body: body, headers: [
-            ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", challenge), ("X-App-Assertion", Base64.encode(a)),
-        ], authority: signedFor)
+        return Signed(
+            method: method, target: target, body: body,
+            headers: [
+                ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", challenge), ("X-App-Assertion", Base64.encode(a)),
+            ], authority: signedFor)
     }
 
     /// `host`: the Host field (default: the authority `s` was signed for).
@@ -146,7 +148,9 @@ struct AttestGatewayTests {
         #expect((forged.json?["headers"] as? [String: String])?["X-App-Attest-Verified-Key-Id"] == nil)
 
         let metrics = try curl([gw.url("admin", "/metrics")]).1
-        #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 3"))
+        #expect(
+            metrics.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 3"))
         #expect(metrics.contains("attest_gateway_registrations_total{result=\"registered\",reason=\"new_key\"} 1"))
         #expect(metrics.contains("attest_gateway_challenges_issued_total{purpose=\"assert\"} 1"))
         #expect(metrics.contains("attest_gateway_challenges_issued_total{purpose=\"next\"} 3"))
@@ -154,8 +158,10 @@ struct AttestGatewayTests {
         // The access log: the protected route's lines carry the verdict and its reason, a plain route's none.
         let log = waitForStdout(gw) { $0.components(separatedBy: "\"route\":\"purchase\"").count > 3 && $0.contains("\"/plain\"") }
         let purchases = log.split(separator: "\n").filter { $0.contains("\"route\":\"purchase\"") }
-        #expect(purchases.count == 3 && purchases.allSatisfy { $0.contains("\"status\":200") && $0.hasSuffix(",\"verdict\":\"accepted\",\"reason\":\"ok\"}") },
-                "\(purchases)")
+        #expect(
+            purchases.count == 3
+                && purchases.allSatisfy { $0.contains("\"status\":200") && $0.hasSuffix(",\"verdict\":\"accepted\",\"reason\":\"ok\"}") },
+            "\(purchases)")
         #expect(log.split(separator: "\n").contains { $0.contains("\"target\":\"/plain\"") && !$0.contains("\"verdict\"") }, "\(log)")
     }
 
@@ -184,12 +190,14 @@ struct AttestGatewayTests {
         // Tampered body and tampered target.
         let c2 = try phone.challenge()
         let signed = phone.sign(target: "/api/purchase", body: body, challenge: c2)
-        let tamperedBody = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase", headers: signed.headers,
-                                             body: Array("{\"sku\":43}".utf8))
+        let tamperedBody = try HTTPCall.send(
+            port: port, method: "POST", target: "/api/purchase", headers: signed.headers,
+            body: Array("{\"sku\":43}".utf8))
         #expect(tamperedBody.status == 401)
         #expect(tamperedBody.error == "bad_signature")
         #expect(tamperedBody.json?["action"] as? String == "none")
-        let tamperedTarget = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase?admin=1", headers: signed.headers, body: body)
+        let tamperedTarget = try HTTPCall.send(
+            port: port, method: "POST", target: "/api/purchase?admin=1", headers: signed.headers, body: body)
         #expect(tamperedTarget.error == "bad_signature")
         // Both refusals left the challenge unconsumed: the genuine request still passes.
         #expect(try phone.send(signed).status == 200)
@@ -246,19 +254,22 @@ struct AttestGatewayTests {
         #expect(!gw.stderr.contains(assertion) && !gw.stdout.contains(assertion))
         // The refusal's access line: its request id, the verdict and the reason.
         let bareID = try #require(bare.headers["x-request-id"])
-        let line = waitForStdout(gw) { $0.contains("\"request_id\":\"\(bareID)\"") }.split(separator: "\n")
+        let line =
+            waitForStdout(gw) { $0.contains("\"request_id\":\"\(bareID)\"") }.split(separator: "\n")
             .first { $0.contains("\"request_id\":\"\(bareID)\"") }.map(String.init) ?? ""
         #expect(line.contains("\"status\":401") && line.hasSuffix(",\"verdict\":\"refused\",\"reason\":\"assertion_missing\"}"), "\(line)")
     }
 
     @Test("shadow forwards refusals and counts them; bind: body with challenge off relies on the counter")
     func shadowAndBodyBinding() throws {
-        let gw = try GatewayProcess(config: config(extraRoutes: """
-              - name: rollout
-                match: {path_prefix: /api/rollout}
-                upstream: demo
-                assertion: {mode: enforce, rollout: 0%}
-            """))
+        let gw = try GatewayProcess(
+            config: config(
+                extraRoutes: """
+                      - name: rollout
+                        match: {path_prefix: /api/rollout}
+                        upstream: demo
+                        assertion: {mode: enforce, rollout: 0%}
+                    """))
         defer { gw.stop() }
         let port = HTTPCall.port(gw, "public")
         let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
@@ -276,7 +287,8 @@ struct AttestGatewayTests {
         let a = phone.device.assert(clientDataHash: SHA256.hash(body))
         let headers = [("X-App-Attest-Key-Id", phone.keyID), ("X-App-Assertion", Base64.encode(a))]
         #expect(try HTTPCall.send(port: port, method: "POST", target: "/api/signed", headers: headers, body: body).status == 200)
-        #expect(try HTTPCall.send(port: port, method: "POST", target: "/api/signed", headers: headers, body: body).error == "counter_replay")
+        #expect(
+            try HTTPCall.send(port: port, method: "POST", target: "/api/signed", headers: headers, body: body).error == "counter_replay")
 
         let metrics = try curl([gw.url("admin", "/metrics")]).1
         #expect(metrics.contains("route=\"profile\",mode=\"shadow\",verdict=\"would_refuse\",reason=\"assertion_missing\"} 1"))
@@ -284,15 +296,19 @@ struct AttestGatewayTests {
         #expect(gw.stderr.contains("assertion would_refuse"))
     }
 
-    @Test("a verified request reaches a real upstream whole: head, verified key id and every body byte (nginx counts them)",
-          .enabled(if: NginxProcess.testsEnabled))
+    @Test(
+        "a verified request reaches a real upstream whole: head, verified key id and every body byte (nginx counts them)",
+        .enabled(if: NginxProcess.testsEnabled))
     func verifiedBodyReachesRealUpstream() throws {
         let nginx = try NginxProcess()
         defer { nginx.stop() }
         let yaml = config().replacingOccurrences(
             of: "  - {name: demo, url: demo}",
-            with: "  - {name: demo, url: demo}\n  - {name: nginx, url: \"http://127.0.0.1:\(nginx.port)\"}")
-            .replacingOccurrences(of: "routes:\n", with: """
+            with: "  - {name: demo, url: demo}\n  - {name: nginx, url: \"http://127.0.0.1:\(nginx.port)\"}"
+        )
+        .replacingOccurrences(
+            of: "routes:\n",
+            with: """
                 routes:
                   - name: upload
                     match: {methods: [POST], path_prefix: /upload}
@@ -345,13 +361,18 @@ struct AttestGatewayTests {
         let legacy = try ContractDevice(ca: ca, appID: Self.appID, port: port)
         #expect(try register(legacy, nil).status == 201)
         let ok = try ContractDevice(ca: ca, appID: Self.appID, port: port)
-        #expect(try register(ok, SimulatedExtensions(validationCategory: .testFlight, bundleVersion: "4.10", setsExtensionDataFlag: true)).status == 201)
+        #expect(
+            try register(ok, SimulatedExtensions(validationCategory: .testFlight, bundleVersion: "4.10", setsExtensionDataFlag: true))
+                .status == 201)
         let c = try legacy.challenge()
         let cd = ContractDevice.clientData(challenge: c, method: "POST", target: "/api/purchase", authority: "127.0.0.1:\(port)", body: [])
-        let a = legacy.device.assert(clientDataHash: SHA256.hash(cd), extensions: SimulatedExtensions(validationCategory: .appStore, bundleVersion: "4.0"))
-        let refused = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase", headers: [
-            ("X-App-Attest-Key-Id", legacy.keyID), ("X-App-Attest-Challenge", c), ("X-App-Assertion", Base64.encode(a)),
-        ])
+        let a = legacy.device.assert(
+            clientDataHash: SHA256.hash(cd), extensions: SimulatedExtensions(validationCategory: .appStore, bundleVersion: "4.0"))
+        let refused = try HTTPCall.send(
+            port: port, method: "POST", target: "/api/purchase",
+            headers: [
+                ("X-App-Attest-Key-Id", legacy.keyID), ("X-App-Attest-Challenge", c), ("X-App-Assertion", Base64.encode(a)),
+            ])
         #expect(refused.status == 403)
         #expect(refused.error == "bundle_version_too_old")
         #expect(try ok.send(ok.sign(target: "/api/purchase", body: [], challenge: try ok.challenge())).status == 200)
@@ -391,9 +412,15 @@ struct AttestGatewayTests {
         #expect(explained.1.contains("\"reason\":\"app_id_mismatch\""), "\(explained.1)")
         // Another CA's receipt chain is not trusted; no receipt at all is malformed.
         let rogue = try TestCA()
-        #expect(try register(ContractDevice(ca: ca, appID: Self.appID, port: port), AttestationMutations(
-            receipt: try rogue.issueReceipt(payload: [0x31, 0x00]))).error == "receipt_invalid")
-        #expect(try register(ContractDevice(ca: ca, appID: Self.appID, port: port), AttestationMutations(receipt: [])).error == "receipt_invalid")
+        #expect(
+            try register(
+                ContractDevice(ca: ca, appID: Self.appID, port: port),
+                AttestationMutations(
+                    receipt: try rogue.issueReceipt(payload: [0x31, 0x00]))
+            ).error == "receipt_invalid")
+        #expect(
+            try register(ContractDevice(ca: ca, appID: Self.appID, port: port), AttestationMutations(receipt: [])).error
+                == "receipt_invalid")
         // receipts: ignore registers the same bad receipt.
         #expect(try register(ContractDevice(ca: ca, appID: "ABCDE12345.com.example.lax", port: port), otherApp).status == 201)
 
@@ -404,8 +431,12 @@ struct AttestGatewayTests {
         // The key's policy is recorded where its registration is logged (written before the answer,
         // read by the test from a pipe: waited for, bounded).
         _ = waitForLog(gw, "\"key_access_control\":\"macos_full_security", seconds: 5)
-        #expect(gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"key_access_control\":\"macos_full_security") })
-        #expect(gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"receipt\":\"verified ATTEST created") })
+        #expect(
+            gw.stderrLines.contains {
+                $0.contains("\"msg\":\"key registered\"") && $0.contains("\"key_access_control\":\"macos_full_security")
+            })
+        #expect(
+            gw.stderrLines.contains { $0.contains("\"msg\":\"key registered\"") && $0.contains("\"receipt\":\"verified ATTEST created") })
         let phone = try register(ContractDevice(ca: ca, appID: "ABCDE12345.com.example.mac", port: port))
         #expect(phone.status == 403)
         #expect(phone.error == "macos_security_required")
@@ -428,7 +459,9 @@ struct AttestGatewayTests {
         for round in 0..<3 {
             // Same challenge, rising counters (all above anything committed).
             let c = try phone.challenge()
-            let sameChallenge = (1...12).map { i in phone.sign(target: "/api/purchase", body: body, challenge: c, counter: floor + UInt32(i)) }
+            let sameChallenge = (1...12).map { i in
+                phone.sign(target: "/api/purchase", body: body, challenge: c, counter: floor + UInt32(i))
+            }
             floor += 12
             // Same counter, each its own challenge.
             let sameCounter = try (0..<12).map { _ in
@@ -460,12 +493,15 @@ struct AttestGatewayTests {
         #expect(try post("/v1/attest/register", "[1,2]").error == "bad_json")
         #expect(try post("/v1/attest/register", "{\"keyId\":\"AAAA\"}").error == "missing_field")
         #expect(try post("/v1/attest/register", "{\"keyId\":7,\"attestation\":\"x\",\"challenge\":\"y\"}").error == "bad_json")
-        let badKey = try post("/v1/attest/register", "{\"keyId\":\"***\",\"attestation\":\"AAAA\",\"challenge\":\"AAAAAAAAAAAAAAAAAAAAAA\"}")
+        let badKey = try post(
+            "/v1/attest/register", "{\"keyId\":\"***\",\"attestation\":\"AAAA\",\"challenge\":\"AAAAAAAAAAAAAAAAAAAAAA\"}")
         #expect(badKey.status == 400)
         #expect(badKey.error == "malformed")
         let key = Base64.encode([UInt8](repeating: 7, count: 32))
         let challenge = try post("/v1/attest/challenge", "").json?["challenge"] as? String ?? ""
-        #expect(try post("/v1/attest/register", "{\"keyId\":\"\(key)\",\"attestation\":\"%%%\",\"challenge\":\"\(challenge)\"}").error == "malformed")
+        #expect(
+            try post("/v1/attest/register", "{\"keyId\":\"\(key)\",\"attestation\":\"%%%\",\"challenge\":\"\(challenge)\"}").error
+                == "malformed")
         let garbage = try post("/v1/attest/register", "{\"keyId\":\"\(key)\",\"attestation\":\"AAAA\",\"challenge\":\"\(challenge)\"}")
         #expect(garbage.status == 400)
         #expect(garbage.error == "malformed")
@@ -474,12 +510,16 @@ struct AttestGatewayTests {
         #expect(try HTTPCall.send(port: port, method: "GET", target: "/v1/attest/challenge").status == 405)
         #expect(try post("/v1/attest/register", String(repeating: "x", count: 200_000)).status == 413)
         #expect(try post("/v1/attest/challenge", String(repeating: " ", count: 5_000)).status == 413)
-        let hugeHeader = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase",
-                                           headers: [("X-App-Assertion", String(repeating: "A", count: 70_000))])
+        let hugeHeader = try HTTPCall.send(
+            port: port, method: "POST", target: "/api/purchase",
+            headers: [("X-App-Assertion", String(repeating: "A", count: 70_000))])
         #expect(hugeHeader.status == 431)
-        for (k, c, a) in [("%%", "x", "y"), (key, "%%", "AAAA"), (key, "AAAAAAAAAAAAAAAAAAAAAA", "@@@"), (key, "AAAAAAAAAAAAAAAAAAAAAA", "AAAA")] {
-            let r = try HTTPCall.send(port: port, method: "POST", target: "/api/purchase",
-                                      headers: [("X-App-Attest-Key-Id", k), ("X-App-Attest-Challenge", c), ("X-App-Assertion", a)])
+        for (k, c, a) in [
+            ("%%", "x", "y"), (key, "%%", "AAAA"), (key, "AAAAAAAAAAAAAAAAAAAAAA", "@@@"), (key, "AAAAAAAAAAAAAAAAAAAAAA", "AAAA"),
+        ] {
+            let r = try HTTPCall.send(
+                port: port, method: "POST", target: "/api/purchase",
+                headers: [("X-App-Attest-Key-Id", k), ("X-App-Attest-Challenge", c), ("X-App-Assertion", a)])
             #expect(r.status == 401, "\(k) \(c) \(a): \(r.body)")
             #expect(r.error != nil)
         }
@@ -520,7 +560,8 @@ struct AttestGatewayTests {
             let port = HTTPCall.port(gw, "public")
             // Everything accepted before this start must be refused now.
             for s in acceptedRequests {
-                let r = try HTTPCall.send(port: port, method: s.method, target: s.target, headers: s.headers, body: s.body, host: s.authority)
+                let r = try HTTPCall.send(
+                    port: port, method: s.method, target: s.target, headers: s.headers, body: s.body, host: s.authority)
                 #expect(r.status == 401, "round \(round): a request accepted before the crash passed again")
             }
             for h in acceptedBodyBound {
@@ -551,10 +592,14 @@ struct AttestGatewayTests {
                         let s = d.sign(target: "/api/purchase?n=\(n)", body: Array("{\"n\":\(n)}".utf8), challenge: c)
                         guard let r = try? d.send(s) else { break }
                         if r.status == 200 { accepted.with { $0.append(s) } }
-                        let bodyBound = [("X-App-Attest-Key-Id", d.keyID),
-                                         ("X-App-Assertion", Base64.encode(d.device.assert(clientDataHash: SHA256.hash(Array("{\"n\":1}".utf8)))))]
-                        if let r2 = try? HTTPCall.send(port: port, method: "POST", target: "/api/signed", headers: bodyBound,
-                                                       body: Array("{\"n\":1}".utf8)), r2.status == 200 {
+                        let bodyBound = [
+                            ("X-App-Attest-Key-Id", d.keyID),
+                            ("X-App-Assertion", Base64.encode(d.device.assert(clientDataHash: SHA256.hash(Array("{\"n\":1}".utf8))))),
+                        ]
+                        if let r2 = try? HTTPCall.send(
+                            port: port, method: "POST", target: "/api/signed", headers: bodyBound,
+                            body: Array("{\"n\":1}".utf8)), r2.status == 200
+                        {
                             acceptedBody.with { $0.append(bodyBound) }
                         }
                     }

@@ -111,7 +111,8 @@ struct AttestSimEndToEndTests {
             Self.attestSim, ["run"] + base + ["--devices", "1", "--requests", "2", "--client-data", "v1", "--json"], timeout: 60)
         #expect(v1OnV2.json?["verdicts"] as? [String: Int] == ["401 bad_signature": 2], "\(v1OnV2.stdout)")
         let legacyAttack = try runProcess(
-            Self.attestSim, ["attack"] + base + ["--mode", "all", "--path", "/api/legacy", "--client-data", "v1", "--challenge-wait", "3", "--json"],
+            Self.attestSim,
+            ["attack"] + base + ["--mode", "all", "--path", "/api/legacy", "--client-data", "v1", "--challenge-wait", "3", "--json"],
             timeout: 90)
         #expect(legacyAttack.status == 0, "\(legacyAttack.stdout)")
 

@@ -37,7 +37,9 @@ struct ChallengeFloodTests {
         """
     }
 
-    @Test("limited per client: the flooder gets 429 beyond its bucket; registration, challenges and chained requests of others: ≥ 99 % succeed")
+    @Test(
+        "limited per client: the flooder gets 429 beyond its bucket; registration, challenges and chained requests of others: ≥ 99 % succeed"
+    )
     func floodLimitedPerClient() throws {
         let gw = try GatewayProcess(config: config(challengeRate: "{per_client: 20/s, burst: 40}"))
         defer { gw.stop() }
@@ -51,8 +53,9 @@ struct ChallengeFloodTests {
         let rate = measured.successRate
         print("flood (per_client 20/s): flooder \(flooded), others \(measured)")
         #expect(rate >= 0.99, "others' success rate \(rate) during the flood: \(measured)")
-        #expect(measured.registrations.attempts >= 8 && measured.fetches.attempts >= 20 && measured.requests.attempts >= 200,
-                "too little measured: \(measured)")
+        #expect(
+            measured.registrations.attempts >= 8 && measured.fetches.attempts >= 20 && measured.requests.attempts >= 200,
+            "too little measured: \(measured)")
         // The flooder was limited: a burst of 40 and 20/s over the flood, nothing more.
         let issued = flooded[201, default: 0]
         #expect(issued <= 40 + Int(20 * (Self.floodSeconds + 2)), "\(flooded)")
@@ -96,10 +99,11 @@ struct ChallengeFloodTests {
         let simCA = dir.appendingPathComponent("sim-ca-\(UUID().uuidString)")
         let made = try runProcess(AttestSimEndToEndTests.attestSim, ["ca", "--out", simCA.path])
         try #require(made.status == 0, "\(made.stderr)")
-        let gw = try GatewayProcess(config: config(challengeRate: "{per_client: 20/s, burst: 40}")
-            .replacingOccurrences(of: dir.appendingPathComponent("root.pem").path, with: simCA.appendingPathComponent("root.pem").path)
-            .replacingOccurrences(
-                of: dir.appendingPathComponent("receipt-root.pem").path, with: simCA.appendingPathComponent("receipt-root.pem").path))
+        let gw = try GatewayProcess(
+            config: config(challengeRate: "{per_client: 20/s, burst: 40}")
+                .replacingOccurrences(of: dir.appendingPathComponent("root.pem").path, with: simCA.appendingPathComponent("root.pem").path)
+                .replacingOccurrences(
+                    of: dir.appendingPathComponent("receipt-root.pem").path, with: simCA.appendingPathComponent("receipt-root.pem").path))
         defer { gw.stop() }
         let url = gw.url("public", "")
         let flood = Process()
@@ -109,10 +113,12 @@ struct ChallengeFloodTests {
         flood.standardOutput = out
         try flood.run()
         defer { if flood.isRunning { flood.terminate() } }
-        let run = try runProcess(AttestSimEndToEndTests.attestSim, [
-            "run", "--gateway", url, "--ca", simCA.path, "--app-id", Self.appID, "--devices", "4", "--requests", "200",
-            "--source", "127.0.0.2", "--json",
-        ], timeout: 60)
+        let run = try runProcess(
+            AttestSimEndToEndTests.attestSim,
+            [
+                "run", "--gateway", url, "--ca", simCA.path, "--app-id", Self.appID, "--devices", "4", "--requests", "200",
+                "--source", "127.0.0.2", "--json",
+            ], timeout: 60)
         let floodJSON = out.fileHandleForReading.readDataToEndOfFile()
         flood.waitUntilExit()
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
@@ -337,11 +343,12 @@ final class Flooder: @unchecked Sendable {
                 let head = String(decoding: buffer[..<end.lowerBound], as: UTF8.self)
                 let lines = head.split(separator: "\r\n")
                 guard let status = lines.first.flatMap({ Int($0.split(separator: " ")[1]) }) else { return nil }
-                let length = lines.dropFirst().compactMap { line -> Int? in
-                    let parts = line.split(separator: ":", maxSplits: 1)
-                    guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                    return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                }.first ?? 0
+                let length =
+                    lines.dropFirst().compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
                 let total = end.upperBound + length
                 while buffer.count < total {
                     let more = c.receiveSome()
@@ -384,7 +391,9 @@ struct AdmissionTests {
         """
     }
 
-    @Test("registration_rate: challenges with purpose register take a token; a registration with a purpose-less challenge takes one; 429 with Retry-After above it")
+    @Test(
+        "registration_rate: challenges with purpose register take a token; a registration with a purpose-less challenge takes one; 429 with Retry-After above it"
+    )
     func registrationBudget() throws {
         let gw = try GatewayProcess(config: config("{registration_rate: 2/s}"))
         defer { gw.stop() }
@@ -395,8 +404,9 @@ struct AdmissionTests {
         _ = try b.challenge(purpose: "register", keyID: b.keyID)
         let unbound = try b.challenge()  // no purpose: not counted here
         // The budget (burst 2) is spent: the next registration challenge is refused, before the app attests.
-        let refused = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/challenge",
-                                        body: Array("{\"purpose\":\"register\"}".utf8))
+        let refused = try HTTPCall.send(
+            port: port, method: "POST", target: "/v1/attest/challenge",
+            body: Array("{\"purpose\":\"register\"}".utf8))
         #expect(refused.status == 429)
         #expect(refused.headers["retry-after"] == "1")
         #expect(refused.error == "rate_limited")
@@ -413,8 +423,11 @@ struct AdmissionTests {
         #expect(limited.json?["limit"] as? String == "registration")
         // A registration with a challenge that was never issued does not go through the (empty)
         // budget: the registration itself refuses it (here its attestation, made over another challenge).
-        let bogus = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register",
-                                      body: Array("{\"keyId\":\"\(b.keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"AAAAAAAAAAAAAAAAAAAAAA\"}".utf8))
+        let bogus = try HTTPCall.send(
+            port: port, method: "POST", target: "/v1/attest/register",
+            body: Array(
+                "{\"keyId\":\"\(b.keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"AAAAAAAAAAAAAAAAAAAAAA\"}".utf8
+            ))
         #expect(bogus.status == 401)
         #expect(bogus.error == "nonce_mismatch")
         usleep(1_100_000)
@@ -434,13 +447,15 @@ struct AdmissionTests {
         }
         #expect(try challenge("127.0.0.4").status == 201)
         #expect(try challenge("127.0.0.4").status == 201)
-        let register = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array("{}".utf8), source: "127.0.0.4")
+        let register = try HTTPCall.send(
+            port: port, method: "POST", target: "/v1/attest/register", body: Array("{}".utf8), source: "127.0.0.4")
         #expect(register.status == 400)  // counted (its body was read and refused)
         let limited = try challenge("127.0.0.4")
         #expect(limited.status == 429)
         #expect(limited.json?["limit"] as? String == "client")
         #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 55)  // a token every 60 s
-        let limitedRegister = try HTTPCall.send(port: port, method: "POST", target: "/v1/attest/register", body: Array("{}".utf8), source: "127.0.0.4")
+        let limitedRegister = try HTTPCall.send(
+            port: port, method: "POST", target: "/v1/attest/register", body: Array("{}".utf8), source: "127.0.0.4")
         #expect(limitedRegister.status == 429)
         #expect(try challenge("127.0.0.5").status == 201)
 

@@ -28,23 +28,24 @@ struct ConnectionDeadlineTests {
     /// `limits` is the limits section (its timeouts decide what closes what).
     static func gateway(limits: String, pki: TLSTestPKI) throws -> GatewayProcess {
         let (cert, key) = try pki.leaf("gw", names: ["localhost"])
-        return try GatewayProcess(config: """
-            workers: 1
-            listeners:
-              - {name: h2c, address: 127.0.0.1:0, protocols: [h2c]}
-              - {name: tls, address: 127.0.0.1:0, protocols: [http1, h2], tls: {certificate: \(cert), private_key: \(key)}}
-              - {name: h1, address: 127.0.0.1:0}
-            admin: {address: 127.0.0.1:0}
-            limits: \(limits)
-            upstreams:
-              - {name: demo, url: demo}
-            routes:
-              - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
-              - {name: default, match: {path_prefix: /}, upstream: demo}
-            apps:
-              - {team_id: "0352187391", bundle_ids: [com.apple.example_app_attest], environments: [production]}
-            store: {kind: memory, shards: 4}
-            """)
+        return try GatewayProcess(
+            config: """
+                workers: 1
+                listeners:
+                  - {name: h2c, address: 127.0.0.1:0, protocols: [h2c]}
+                  - {name: tls, address: 127.0.0.1:0, protocols: [http1, h2], tls: {certificate: \(cert), private_key: \(key)}}
+                  - {name: h1, address: 127.0.0.1:0}
+                admin: {address: 127.0.0.1:0}
+                limits: \(limits)
+                upstreams:
+                  - {name: demo, url: demo}
+                routes:
+                  - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+                  - {name: default, match: {path_prefix: /}, upstream: demo}
+                apps:
+                  - {team_id: "0352187391", bundle_ids: [com.apple.example_app_attest], environments: [production]}
+                store: {kind: memory, shards: 4}
+                """)
     }
 
     static func port(_ gw: GatewayProcess, _ listener: String) -> Int {
@@ -102,12 +103,16 @@ struct ConnectionDeadlineTests {
             }
         }
         // The streams ended as the client's leaving: client_closed in the access log, one per case.
-        let closed = Self.accessLines(gw, count: 2 * Self.h2specCases.count) { $0.contains("\"protocol\":\"h2\"") && $0.contains("\"error\":\"client_closed\"") }
+        let closed = Self.accessLines(gw, count: 2 * Self.h2specCases.count) {
+            $0.contains("\"protocol\":\"h2\"") && $0.contains("\"error\":\"client_closed\"")
+        }
         #expect(closed.count == 2 * Self.h2specCases.count, "\(gw.stdoutLines.suffix(14))")
         #expect(gw.process.isRunning)
     }
 
-    @Test("A client that stays connected but never opens its window: the stream is reset (CANCEL) after send_timeout, then the idle connection closes")
+    @Test(
+        "A client that stays connected but never opens its window: the stream is reset (CANCEL) after send_timeout, then the idle connection closes"
+    )
     func windowNeverOpens() throws {
         let pki = try TLSTestPKI()
         defer { pki.remove() }
@@ -115,7 +120,9 @@ struct ConnectionDeadlineTests {
         defer { gw.stop() }
         for (listener, tls) in [("h2c", false), ("tls", true)] {
             let port = Self.port(gw, listener)
-            guard let v = try leftovers(["http2/6.9.1/1", "--port", String(port), "--leave", "stay", "--stay-seconds", "6"] + (tls ? ["--tls"] : []))
+            guard
+                let v = try leftovers(
+                    ["http2/6.9.1/1", "--port", String(port), "--leave", "stay", "--stay-seconds", "6"] + (tls ? ["--tls"] : []))
             else { return }
             let rst = v["rst"] as? [[String: Any]] ?? []
             #expect(rst.count == 1, "\(listener): \(v)")
@@ -132,7 +139,9 @@ struct ConnectionDeadlineTests {
         #expect(timedOut.count == 2, "\(gw.stdoutLines.suffix(6))")
         let (code, metrics) = try curl([gw.url("admin", "/metrics")])
         #expect(code == 200)
-        #expect(metrics.contains("attest_gateway_h2_streams_reset_total{reason=\"send_timeout\"} 2"), "\(metrics.split(separator: "\n").filter { $0.contains("reset") })")
+        #expect(
+            metrics.contains("attest_gateway_h2_streams_reset_total{reason=\"send_timeout\"} 2"),
+            "\(metrics.split(separator: "\n").filter { $0.contains("reset") })")
     }
 
     @Test("A request body that stops after a complete refusal: RST_STREAM NO_ERROR after body_timeout (the stream no longer waits forever)")
@@ -142,7 +151,10 @@ struct ConnectionDeadlineTests {
         let gw = try Self.gateway(limits: "{idle_timeout: 60s, header_timeout: 60s, send_timeout: 60s, body_timeout: 1s}", pki: pki)
         defer { gw.stop() }
         let port = Self.port(gw, "h2c")
-        guard let v = try leftovers(["body-after-response", "--path", "/api/purchase", "--port", String(port), "--leave", "stay", "--stay-seconds", "4"])
+        guard
+            let v = try leftovers([
+                "body-after-response", "--path", "/api/purchase", "--port", String(port), "--leave", "stay", "--stay-seconds", "4",
+            ])
         else { return }
         #expect(v["status"] as? Int == 401, "\(v)")
         let rst = v["rst"] as? [[String: Any]] ?? []
@@ -200,7 +212,8 @@ struct ConnectionDeadlineTests {
         guard let python = h2Python else { _ = try leftovers([]); return }
         let pki = try TLSTestPKI()
         defer { pki.remove() }
-        let gw = try Self.gateway(limits: "{idle_timeout: 60s, header_timeout: 60s, send_timeout: 1s, body_timeout: 60s, drain_timeout: 30s}", pki: pki)
+        let gw = try Self.gateway(
+            limits: "{idle_timeout: 60s, header_timeout: 60s, send_timeout: 1s, body_timeout: 60s, drain_timeout: 30s}", pki: pki)
         defer { gw.stop() }
         let port = Self.port(gw, "h2c")
         // A client that stays (8 s) with its window shut, in the background.

@@ -93,7 +93,9 @@ struct CounterWindowGatewayTests {
         return answers.with { $0 }
     }
 
-    @Test("64 assertions of one key, shuffled over 8 connections: all accepted with a window, each once; without one the out-of-order ones are counter_replay")
+    @Test(
+        "64 assertions of one key, shuffled over 8 connections: all accepted with a window, each once; without one the out-of-order ones are counter_replay"
+    )
     func shuffledOverEightConnections() throws {
         let gw = try GatewayProcess(config: config())
         defer { gw.stop() }
@@ -130,8 +132,13 @@ struct CounterWindowGatewayTests {
         #expect(strict8.contains { $0.status == 401 })
         #expect(strict8.allSatisfy { $0.status == 200 || $0.error == "counter_replay" })
         let metrics = try curl([gw.url("admin", "/metrics")]).1
-        #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"window-body\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 64"))
-        #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"window-body\",mode=\"enforce\",verdict=\"refused\",reason=\"counter_replay\"} 64"))
+        #expect(
+            metrics.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"window-body\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 64"))
+        #expect(
+            metrics.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"window-body\",mode=\"enforce\",verdict=\"refused\",reason=\"counter_replay\"} 64"
+            ))
     }
 
     /// Sends `requests` as streams of one HTTP/2 connection (prior knowledge, all streams opened
@@ -155,8 +162,10 @@ struct CounterWindowGatewayTests {
             [0x00] + integer(name.utf8.count, prefix: 7) + Array(name.utf8) + integer(value.utf8.count, prefix: 7) + Array(value.utf8)
         }
         func frame(_ type: UInt8, _ flags: UInt8, _ stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
-            [UInt8(payload.count >> 16 & 0xff), UInt8(payload.count >> 8 & 0xff), UInt8(payload.count & 0xff), type, flags,
-             UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+            [
+                UInt8(payload.count >> 16 & 0xff), UInt8(payload.count >> 8 & 0xff), UInt8(payload.count & 0xff), type, flags,
+                UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff),
+            ] + payload
         }
         let client = try LoopbackClient(port: port)
         defer { client.close() }
@@ -193,7 +202,9 @@ struct CounterWindowGatewayTests {
         }
     }
 
-    @Test("HTTP/2: 64 shuffled assertions of one key as streams of one connection: all accepted with a window, once; without one only those above every earlier stream")
+    @Test(
+        "HTTP/2: 64 shuffled assertions of one key as streams of one connection: all accepted with a window, once; without one only those above every earlier stream"
+    )
     func shuffledOverHTTP2() throws {
         let gw = try GatewayProcess(config: config())
         defer { gw.stop() }
@@ -243,13 +254,17 @@ struct CounterWindowGatewayTests {
         let id = try #require(replay.requestID)
         let explain = try curl([gw.url("admin", "/explain/\(id)")])
         #expect(explain.0 == 200)
-        for field in ["\"counter_window\":\"8\"", "\"counter_window_floor\":\"57\"", "\"counter_window_open\":\"none\"",
-                      "\"counter_window_reason\":\"already_accepted\"", "\"counter_stored_at_commit\":\"64\""] {
+        for field in [
+            "\"counter_window\":\"8\"", "\"counter_window_floor\":\"57\"", "\"counter_window_open\":\"none\"",
+            "\"counter_window_reason\":\"already_accepted\"", "\"counter_stored_at_commit\":\"64\"",
+        ] {
             #expect(explain.1.contains(field), "\(field) in \(explain.1)")
         }
         let old = Self.deliver([all[3]], ports: [port], connections: 1)[0]
         let oldExplain = try curl([gw.url("admin", "/explain/\(try #require(old.requestID))")])
-        #expect(oldExplain.1.contains("\"counter_window_reason\":\"below_window\"") && oldExplain.1.contains("\"step\":\"verify\""), "\(oldExplain.1)")
+        #expect(
+            oldExplain.1.contains("\"counter_window_reason\":\"below_window\"") && oldExplain.1.contains("\"step\":\"verify\""),
+            "\(oldExplain.1)")
 
         // With the default of 4 live challenges per key, the first of 8 fetched are replaced: that
         // device gets challenge_unknown for them (docs/configuration.md: raise max_challenges_per_key).
@@ -260,8 +275,9 @@ struct CounterWindowGatewayTests {
         let eight = try (0..<8).map { _ in try tablet.challenge(purpose: "assert", keyID: tablet.keyID) }
         let signed = eight.enumerated().map { i, c in tablet.sign(target: "/api/window?i=\(i)", body: [], challenge: c) }
         let answers = Self.deliver(signed, ports: [fourPort], connections: 1)
-        #expect(answers.prefix(4).allSatisfy { $0.error == "challenge_unknown" } && answers.suffix(4).allSatisfy { $0.status == 200 },
-                "\(answers.map { "\($0.status) \($0.error ?? "")" })")
+        #expect(
+            answers.prefix(4).allSatisfy { $0.error == "challenge_unknown" } && answers.suffix(4).allSatisfy { $0.status == 200 },
+            "\(answers.map { "\($0.status) \($0.error ?? "")" })")
     }
 
     @Test("kill -9 and restart, twice: every accepted counter stays refused, every counter never sent stays open")
@@ -289,15 +305,17 @@ struct CounterWindowGatewayTests {
             port = HTTPCall.port(gw, "public")
             #expect(gw.stderr.contains("\"last_stop\":\"unclean\""))
             let replays = Self.deliver(accepted.map { signed[$0] }, ports: [port], connections: 8)
-            #expect(replays.allSatisfy { $0.status == 401 && $0.error == "counter_replay" }, "round \(round): an accepted counter passed again")
+            #expect(
+                replays.allSatisfy { $0.status == 401 && $0.error == "counter_replay" }, "round \(round): an accepted counter passed again")
         }
         let rest = Self.deliver(order.map { signed[$0] }, ports: [port], connections: 8)
         #expect(rest.allSatisfy { $0.status == 200 }, "\(rest.map(\.status))")
         gw.stop()
     }
 
-    @Test("two gatewayd instances on one Redis: 64 shuffled assertions of one key over both, each accepted once",
-          .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+    @Test(
+        "two gatewayd instances on one Redis: 64 shuffled assertions of one key over both, each accepted once",
+        .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
     func twoInstancesOnRedis() throws {
         let redis = try RedisProcess()
         defer { redis.stop() }

@@ -58,11 +58,14 @@ struct DeviceCheckFallbackTests {
         return try condition()
     }
 
-    func send(_ gw: GatewayProcess, _ target: String, token: String?, method: String = "POST", extra: [(String, String)] = []) throws -> HTTPCall {
+    func send(_ gw: GatewayProcess, _ target: String, token: String?, method: String = "POST", extra: [(String, String)] = []) throws
+        -> HTTPCall
+    {
         var headers = extra
         if let token { headers.append(("X-Apple-Device-Token", token)) }
         return try HTTPCall.send(
-            port: HTTPCall.port(gw, "public"), method: method, target: target, headers: headers, body: method == "POST" ? Array("{}".utf8) : [])
+            port: HTTPCall.port(gw, "public"), method: method, target: target, headers: headers,
+            body: method == "POST" ? Array("{}".utf8) : [])
     }
 
     func metrics(_ gw: GatewayProcess) throws -> String { try curl([gw.url("admin", "/metrics")]).1 }
@@ -84,11 +87,13 @@ struct DeviceCheckFallbackTests {
         let text = try metrics(gw)
         #expect(text.contains("attest_gateway_fallback_requests_total{route=\"shop\",result=\"accepted\"} 10"), "\(text)")
         #expect(text.contains("attest_gateway_unsupported_claims_total{route=\"shop\"} 10"))
-        #expect(text.contains("attest_gateway_assertion_verdicts_total{route=\"shop\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 40"))
+        #expect(
+            text.contains("attest_gateway_assertion_verdicts_total{route=\"shop\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 40"))
         // Usage errors: more unsupported devices than devices, or with --plain.
         let endpoint = HTTPEndpoint(host: "127.0.0.1", port: 1)
         #expect(throws: AttestSimError.self) {
-            try RunOptions(endpoint: endpoint, appID: AppID("ABCDE12345.com.example.shop"), devices: 2, requests: 1, concurrency: 1, unsupported: 3)
+            try RunOptions(
+                endpoint: endpoint, appID: AppID("ABCDE12345.com.example.shop"), devices: 2, requests: 1, concurrency: 1, unsupported: 3)
         }
         #expect(throws: AttestSimError.self) {
             try RunOptions(
@@ -97,7 +102,9 @@ struct DeviceCheckFallbackTests {
         }
     }
 
-    @Test("accepted once with X-Device-Check: valid (client copies stripped), the replay refused, a bad token refused; shadow forwards; counted")
+    @Test(
+        "accepted once with X-Device-Check: valid (client copies stripped), the replay refused, a bad token refused; shadow forwards; counted"
+    )
     func acceptedThenReplayRefused() throws {
         let apple = try standIn()
         defer { apple.stop() }
@@ -105,13 +112,17 @@ struct DeviceCheckFallbackTests {
         defer { gw.stop() }
         let phone = SimulatedDeviceCheck(ca: ca)
         let token = phone.tokenHeader()
-        let first = try send(gw, "/api/shop/buy", token: token, extra: [
-            ("X-App-Attest-Unsupported", "1"), ("X-Device-Check", "forged"), ("X-Device-Check-Bits", "bit0=1"),
-        ])
+        let first = try send(
+            gw, "/api/shop/buy", token: token,
+            extra: [
+                ("X-App-Attest-Unsupported", "1"), ("X-Device-Check", "forged"), ("X-Device-Check-Bits", "bit0=1"),
+            ])
         #expect(first.status == 200, "\(first.body)")
         let upstream = try #require(first.json?["headers"] as? [String: String])
         #expect(upstream["X-Device-Check"] == "valid")
-        #expect(upstream["X-Device-Check-Bits"] == nil && upstream["X-Apple-Device-Token"] == nil && upstream["X-App-Attest-Unsupported"] == nil)
+        #expect(
+            upstream["X-Device-Check-Bits"] == nil && upstream["X-Apple-Device-Token"] == nil && upstream["X-App-Attest-Unsupported"] == nil
+        )
         #expect(upstream["X-App-Attest-Verified-Key-Id"] == nil)
         // Apple was asked with a Bearer token and Apple's JSON: it verified.
         let asked = apple.deviceCheckRequests
@@ -142,7 +153,10 @@ struct DeviceCheckFallbackTests {
         #expect(text.contains("attest_gateway_fallback_requests_total{route=\"shop\",result=\"accepted\"} 1"))
         #expect(text.contains("attest_gateway_fallback_requests_total{route=\"shop\",result=\"device_token_replayed\"} 1"))
         #expect(text.contains("attest_gateway_fallback_requests_total{route=\"shop\",result=\"device_token_invalid\"} 1"))
-        #expect(text.contains("attest_gateway_assertion_verdicts_total{route=\"watch\",mode=\"shadow\",verdict=\"would_refuse\",reason=\"device_token_invalid\"} 1"))
+        #expect(
+            text.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"watch\",mode=\"shadow\",verdict=\"would_refuse\",reason=\"device_token_invalid\"} 1"
+            ))
         #expect(text.contains("attest_gateway_unsupported_claims_total{route=\"shop\"} 1"))
         #expect(text.contains("attest_gateway_unsupported_claims_total{route=\"promo\"} 0"))
         #expect(text.contains("attest_gateway_devicecheck_requests_total{endpoint=\"validate_device_token\",result=\"ok\"} 1"))
@@ -150,7 +164,9 @@ struct DeviceCheckFallbackTests {
         #expect(!apple.deviceCheckRequests.contains { $0.status == 401 || $0.reason.contains("authorization") })
     }
 
-    @Test("the share cap: above max_share over the window, fallback requests are refused 401 fallback_share_exceeded, logged once; App Attest requests go on")
+    @Test(
+        "the share cap: above max_share over the window, fallback requests are refused 401 fallback_share_exceeded, logged once; App Attest requests go on"
+    )
     func shareCap() throws {
         let apple = try standIn()
         defer { apple.stop() }
@@ -176,7 +192,9 @@ struct DeviceCheckFallbackTests {
         #expect(text.contains("attest_gateway_fallback_share{route=\"shop\"} 0.666"))
     }
 
-    @Test("bits: read forwarded as X-Device-Check-Bits (set, or unset); an upstream's X-Device-Check-Update writes both bits and never reaches the client")
+    @Test(
+        "bits: read forwarded as X-Device-Check-Bits (set, or unset); an upstream's X-Device-Check-Update writes both bits and never reaches the client"
+    )
     func bitsReadAndWritten() throws {
         let apple = try standIn()
         defer { apple.stop() }
@@ -205,7 +223,10 @@ struct DeviceCheckFallbackTests {
         #expect(use.headers.keys.allSatisfy { $0.lowercased() != "x-device-check-update" }, "\(use.headers)")
         // Written after the response: bit0 set, bit1 as it was (both sent).
         #expect(eventually { apple.bits(deviceID: used.deviceID).map { $0.bit0 && $0.bit1 } == true })
-        #expect(apple.deviceCheckRequests.last.map { ($0.endpoint, $0.bits, $0.status) } ?? ("", "", 0) == ("update_two_bits", "bit0=1; bit1=1", 200))
+        #expect(
+            apple.deviceCheckRequests.last.map { ($0.endpoint, $0.bits, $0.status) } ?? ("", "", 0) == (
+                "update_two_bits", "bit0=1; bit1=1", 200
+            ))
         #expect(try send(gw, "/api/promo/check", token: used.tokenHeader(), method: "GET").status == 200)
         #expect(seen.withLock { $0.last }?.hasPrefix("bit0=1; bit1=1; updated=") == true)
         let text = try metrics(gw)
@@ -213,7 +234,9 @@ struct DeviceCheckFallbackTests {
         #expect(text.contains("attest_gateway_devicecheck_requests_total{endpoint=\"update_two_bits\",result=\"ok\"} 1"))
     }
 
-    @Test("DeviceCheck unreachable or failing: 503 devicecheck_unavailable (Retry-After from a 429), fail_open forwards without X-Device-Check, the token can be sent again")
+    @Test(
+        "DeviceCheck unreachable or failing: 503 devicecheck_unavailable (Retry-After from a 429), fail_open forwards without X-Device-Check, the token can be sent again"
+    )
     func appleUnavailable() throws {
         let apple = try standIn()
         let gw = try GatewayProcess(config: config(apple))
@@ -239,7 +262,10 @@ struct DeviceCheckFallbackTests {
         let text = try metrics(gw)
         #expect(text.contains("attest_gateway_devicecheck_requests_total{endpoint=\"validate_device_token\",result=\"rate_limited\"} 1"))
         #expect(text.contains("attest_gateway_devicecheck_requests_total{endpoint=\"validate_device_token\",result=\"unavailable\"} 1"))
-        #expect(text.contains("attest_gateway_assertion_verdicts_total{route=\"open\",mode=\"enforce\",verdict=\"fail_open\",reason=\"devicecheck_unavailable\"} 2"))
+        #expect(
+            text.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"open\",mode=\"enforce\",verdict=\"fail_open\",reason=\"devicecheck_unavailable\"} 2"
+            ))
         #expect(text.contains("attest_gateway_fallback_requests_total{route=\"shop\",result=\"devicecheck_unavailable\"} 2"))
     }
 }

@@ -42,8 +42,9 @@ struct DeviceTokenStoreTests {
             body: Array("{}".utf8))
     }
 
-    @Test("two gatewayd on one Redis: a token accepted by A is refused device_token_replayed by B (and by A); the claim is ag:dt:<hex SHA-256>",
-          .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+    @Test(
+        "two gatewayd on one Redis: a token accepted by A is refused device_token_replayed by B (and by A); the claim is ag:dt:<hex SHA-256>",
+        .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
     func fleetRefusesAReplayOnAnotherInstance() throws {
         let redis = try RedisProcess()
         defer { redis.stop() }
@@ -73,7 +74,8 @@ struct DeviceTokenStoreTests {
         #expect(apple.deviceCheckRequests.count == 4)  // each token went to Apple once
     }
 
-    @Test("memory store with data_dir: a token accepted before kill -9, or before a clean restart, is refused device_token_replayed after it")
+    @Test(
+        "memory store with data_dir: a token accepted before kill -9, or before a clean restart, is refused device_token_replayed after it")
     func restartsKeepTheClaims() throws {
         let apple = try standIn()
         defer { apple.stop() }

@@ -34,17 +34,22 @@ enum H2Frames {
 
     static func frame(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8] = []) -> [UInt8] {
         let n = payload.count
-        return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
-                UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+        return [
+            UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+            UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff),
+        ] + payload
     }
 
     static func headers(stream: UInt32, method: String, path: String, fields: [(String, String)] = [], end: Bool) -> [UInt8] {
-        let block = literal(":method", method) + literal(":scheme", "http") + literal(":path", path)
+        let block =
+            literal(":method", method) + literal(":scheme", "http") + literal(":path", path)
             + literal(":authority", "127.0.0.1") + fields.flatMap { literal($0.0, $0.1) }
         return frame(type: 0x1, flags: end ? 0x5 : 0x4, stream: stream, block)
     }
 
-    static func data(stream: UInt32, _ bytes: [UInt8], end: Bool) -> [UInt8] { frame(type: 0x0, flags: end ? 0x1 : 0x0, stream: stream, bytes) }
+    static func data(stream: UInt32, _ bytes: [UInt8], end: Bool) -> [UInt8] {
+        frame(type: 0x0, flags: end ? 0x1 : 0x0, stream: stream, bytes)
+    }
 
     /// The preface, an empty SETTINGS and the ACK of the server's.
     static let start = http2ClientPreface + frame(type: 0x4, flags: 0x1, stream: 0)
@@ -56,9 +61,10 @@ enum H2Frames {
     }
 
     /// Reads frames (answering PINGs) until `done` says so for one of them; nil at EOF or timeout.
-    static func read(_ reader: inout HTTP2FrameReader, into seen: inout [HTTP2FrameReader.Frame],
-                     until done: (HTTP2FrameReader.Frame) -> Bool) -> HTTP2FrameReader.Frame?
-    {
+    static func read(
+        _ reader: inout HTTP2FrameReader, into seen: inout [HTTP2FrameReader.Frame],
+        until done: (HTTP2FrameReader.Frame) -> Bool
+    ) -> HTTP2FrameReader.Frame? {
         while let f = reader.next() {
             seen.append(f)
             if f.type == 0x6 && f.flags & 1 == 0 { reader.client.send(frame(type: 0x6, flags: 0x1, stream: 0, f.payload)) }
@@ -82,8 +88,9 @@ enum H2Frames {
 /// assertion headers already fail is refused from its head (no `100 Continue`, no body read); an
 /// HTTP/2 stream whose DATA does not add up to its content-length never reaches the upstream as a
 /// complete request.
-@Suite("Cheap refusals first: header timeout from accept, refusals from the head, HTTP/2 content-length (real gatewayd)",
-       .serialized, .timeLimit(.minutes(3)))
+@Suite(
+    "Cheap refusals first: header timeout from accept, refusals from the head, HTTP/2 content-length (real gatewayd)",
+    .serialized, .timeLimit(.minutes(3)))
 struct EarlyRefusalTests {
     static func config(upstreamPort: UInt16, headerTimeout: String = "2s") -> String {
         """
@@ -252,8 +259,9 @@ struct EarlyRefusalTests {
         // A malformed header is refused from the head too (401 malformed), before its body.
         let m = try HTTPTestConnection(port: HTTPCall.port(gw, "h1"))
         defer { m.close() }
-        m.send("POST /api/purchase HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\nX-App-Attest-Key-Id: AAAA\r\n"
-               + "X-App-Attest-Challenge: x\r\nX-App-Assertion: AAAA\r\n\r\n")
+        m.send(
+            "POST /api/purchase HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\nX-App-Attest-Key-Id: AAAA\r\n"
+                + "X-App-Attest-Challenge: x\r\nX-App-Assertion: AAAA\r\n\r\n")
         let mr = try m.readResponse()
         #expect(mr.status == 401)
         #expect(mr.json?["error"] as? String == "malformed")
@@ -342,7 +350,8 @@ struct EarlyRefusalTests {
 
     // MARK: - HTTP/2
 
-    @Test("HTTP/2: a protected POST without assertion headers: 401 from the head, no 100; a large rest reset (NO_ERROR), a small one dropped")
+    @Test(
+        "HTTP/2: a protected POST without assertion headers: 401 from the head, no 100; a large rest reset (NO_ERROR), a small one dropped")
     func http2RefusedFromTheHead() throws {
         let up = try RecordingUpstream()
         defer { up.stop() }
@@ -350,9 +359,11 @@ struct EarlyRefusalTests {
         defer { gw.stop() }
         let c = try LoopbackClient(port: HTTPCall.port(gw, "h2"))
         defer { c.close() }
-        c.send(H2Frames.start + H2Frames.headers(
-            stream: 1, method: "POST", path: "/api/purchase", fields: [("content-length", "5000000"), ("expect", "100-continue")],
-            end: false))
+        c.send(
+            H2Frames.start
+                + H2Frames.headers(
+                    stream: 1, method: "POST", path: "/api/purchase", fields: [("content-length", "5000000"), ("expect", "100-continue")],
+                    end: false))
         var reader = HTTP2FrameReader(client: c)
         var seen: [HTTP2FrameReader.Frame] = []
         let rst = H2Frames.read(&reader, into: &seen) { $0.stream == 1 && $0.type == 0x3 }
@@ -373,8 +384,9 @@ struct EarlyRefusalTests {
         c.send(H2Frames.headers(stream: 5, method: "POST", path: "/api/purchase", fields: [("content-length", "9")], end: false))
         #expect(H2Frames.read(&reader, into: &seen, until: H2Frames.ends(5)) != nil)
         #expect(H2Frames.body(seen, stream: 5).contains("assertion_missing"))
-        c.send(H2Frames.data(stream: 5, Array("{\"sku\":7}".utf8), end: true)
-               + H2Frames.headers(stream: 7, method: "GET", path: "/last", end: true))
+        c.send(
+            H2Frames.data(stream: 5, Array("{\"sku\":7}".utf8), end: true)
+                + H2Frames.headers(stream: 7, method: "GET", path: "/last", end: true))
         #expect(H2Frames.read(&reader, into: &seen, until: H2Frames.ends(7)) != nil)
         #expect(!seen.contains { $0.stream == 5 && $0.type == 0x3 }, "no RST_STREAM for a 9-byte body")
         #expect(!seen.contains { $0.type == 0x7 }, "no GOAWAY")
@@ -407,19 +419,23 @@ struct EarlyRefusalTests {
         let gw = try GatewayProcess(config: Self.config(upstreamPort: up.port))
         defer { gw.stop() }
         for path in ["/plain", "/api/profile"] {  // forwarded as it comes; buffered for a (shadow) verification
-            let frames = try Self.h2Exchange(gw, [
-                H2Frames.headers(stream: 1, method: "POST", path: path, fields: [("content-length", "0")], end: false),
-                H2Frames.data(stream: 1, Array("smuggled".utf8), end: true),
-            ], pauseAfterFirst: { usleep(300_000) })  // time for an upstream request to go out
+            let frames = try Self.h2Exchange(
+                gw,
+                [
+                    H2Frames.headers(stream: 1, method: "POST", path: path, fields: [("content-length", "0")], end: false),
+                    H2Frames.data(stream: 1, Array("smuggled".utf8), end: true),
+                ], pauseAfterFirst: { usleep(300_000) })  // time for an upstream request to go out
             #expect(Self.resetCode(frames) == 1, "\(path): RST_STREAM PROTOCOL_ERROR")
         }
         usleep(300_000)
         #expect(up.requests.isEmpty, "\(up.requests.map(\.target))")
         // A content-length 0 that the client ends (an empty DATA with END_STREAM) is a valid request.
-        let valid = try Self.h2Exchange(gw, [
-            H2Frames.headers(stream: 1, method: "POST", path: "/plain/ok", fields: [("content-length", "0")], end: false),
-            H2Frames.data(stream: 1, [], end: true),
-        ])
+        let valid = try Self.h2Exchange(
+            gw,
+            [
+                H2Frames.headers(stream: 1, method: "POST", path: "/plain/ok", fields: [("content-length", "0")], end: false),
+                H2Frames.data(stream: 1, [], end: true),
+            ])
         #expect(H2Frames.body(valid, stream: 1) == "ok")
         #expect(up.requests.map(\.target) == ["/plain/ok"])
         #expect(up.requests.first?.header("Content-Length") == "0")
@@ -432,31 +448,38 @@ struct EarlyRefusalTests {
         let gw = try GatewayProcess(config: Self.config(upstreamPort: up.port))
         defer { gw.stop() }
         // "hello" (the whole declared length), then more once the upstream request is under way.
-        let over = try Self.h2Exchange(gw, [
-            H2Frames.headers(stream: 1, method: "POST", path: "/over", fields: [("content-length", "5")], end: false)
-                + H2Frames.data(stream: 1, Array("hello".utf8), end: false),
-            H2Frames.data(stream: 1, Array(" world".utf8), end: true),
-        ], pauseAfterFirst: {
-            for _ in 0..<100 where up.connections == 0 { usleep(20_000) }
-            usleep(300_000)  // the upstream has read what the gateway wrote so far
-        })
+        let over = try Self.h2Exchange(
+            gw,
+            [
+                H2Frames.headers(stream: 1, method: "POST", path: "/over", fields: [("content-length", "5")], end: false)
+                    + H2Frames.data(stream: 1, Array("hello".utf8), end: false),
+                H2Frames.data(stream: 1, Array(" world".utf8), end: true),
+            ],
+            pauseAfterFirst: {
+                for _ in 0..<100 where up.connections == 0 { usleep(20_000) }
+                usleep(300_000)  // the upstream has read what the gateway wrote so far
+            })
         #expect(Self.resetCode(over) == 1, "RST_STREAM PROTOCOL_ERROR")
         #expect(up.connections == 1, "the upstream request had started")
         // Fewer bytes than declared, then END_STREAM.
-        let short = try Self.h2Exchange(gw, [
-            H2Frames.headers(stream: 1, method: "POST", path: "/short", fields: [("content-length", "10")], end: false)
-                + H2Frames.data(stream: 1, Array("12345".utf8), end: false),
-            H2Frames.data(stream: 1, Array("6".utf8), end: true),
-        ], pauseAfterFirst: { usleep(300_000) })
+        let short = try Self.h2Exchange(
+            gw,
+            [
+                H2Frames.headers(stream: 1, method: "POST", path: "/short", fields: [("content-length", "10")], end: false)
+                    + H2Frames.data(stream: 1, Array("12345".utf8), end: false),
+                H2Frames.data(stream: 1, Array("6".utf8), end: true),
+            ], pauseAfterFirst: { usleep(300_000) })
         #expect(Self.resetCode(short) == 1)
         usleep(300_000)
         #expect(up.requests.isEmpty, "aborted, never complete: \(up.requests.map(\.target))")
         // The declared length in two frames, the last byte last: delivered whole.
-        let exact = try Self.h2Exchange(gw, [
-            H2Frames.headers(stream: 1, method: "POST", path: "/exact", fields: [("content-length", "5")], end: false)
-                + H2Frames.data(stream: 1, Array("hel".utf8), end: false),
-            H2Frames.data(stream: 1, Array("lo".utf8), end: true),
-        ], pauseAfterFirst: { usleep(200_000) })
+        let exact = try Self.h2Exchange(
+            gw,
+            [
+                H2Frames.headers(stream: 1, method: "POST", path: "/exact", fields: [("content-length", "5")], end: false)
+                    + H2Frames.data(stream: 1, Array("hel".utf8), end: false),
+                H2Frames.data(stream: 1, Array("lo".utf8), end: true),
+            ], pauseAfterFirst: { usleep(200_000) })
         #expect(H2Frames.body(exact, stream: 1) == "ok")
         #expect(up.requests.map(\.target) == ["/exact"])
         #expect(up.requests.first.map { String(decoding: $0.body, as: UTF8.self) } == "hello")

@@ -72,16 +72,17 @@ struct GatewayRunTests {
         let upstream = try GatewayProcess(config: Self.config + "\ntrusted_proxies: [127.0.0.1/32]")
         defer { upstream.stop() }
         let port = upstream.url("public", "").split(separator: ":").last!
-        let front = try GatewayProcess(config: """
-            workers: 1
-            listeners:
-              - {name: public, address: 127.0.0.1:0}
-            admin: {address: 127.0.0.1:0}
-            upstreams:
-              - {name: legacy, url: http://127.0.0.1:\(port), max_connections: 4, response_timeout: 5s}
-            routes:
-              - {name: all, match: {path_prefix: /}, upstream: legacy}
-            """)
+        let front = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners:
+                  - {name: public, address: 127.0.0.1:0}
+                admin: {address: 127.0.0.1:0}
+                upstreams:
+                  - {name: legacy, url: http://127.0.0.1:\(port), max_connections: 4, response_timeout: 5s}
+                routes:
+                  - {name: all, match: {path_prefix: /}, upstream: legacy}
+                """)
         defer { front.stop() }
         for i in 0..<5 {
             let (code, body) = try curl(["-H", "X-Forwarded-For: 203.0.113.9", front.url("public", "/api/\(i)")])
@@ -111,8 +112,9 @@ struct GatewayRunTests {
     }
 
     @Test("over limits.max_connections a connection is refused and counted") func connectionLimit() throws {
-        let gw = try GatewayProcess(config: Self.config.replacingOccurrences(of: "workers: 2", with: "workers: 1")
-            .replacingOccurrences(of: "drain_timeout: 5s}", with: "drain_timeout: 5s, max_connections: 1}"))
+        let gw = try GatewayProcess(
+            config: Self.config.replacingOccurrences(of: "workers: 2", with: "workers: 1")
+                .replacingOccurrences(of: "drain_timeout: 5s}", with: "drain_timeout: 5s, max_connections: 1}"))
         defer { gw.stop() }
         let port = UInt16(gw.url("public", "").split(separator: ":").last!)!
         let held = try LoopbackClient(port: port)

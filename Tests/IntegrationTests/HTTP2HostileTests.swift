@@ -46,11 +46,15 @@ final class BlackHoleListener {
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(l, $0, len) == 0 && listen(l, 0) == 0 && getsockname(l, $0, &len) == 0 }
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(l, $0, len) == 0 && listen(l, 0) == 0 && getsockname(l, $0, &len) == 0
+            }
         }
-        let connected = bound && withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(f, $0, len) == 0 }
-        }
+        let connected =
+            bound
+            && withUnsafeMutablePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(f, $0, len) == 0 }
+            }
         guard connected else {
             let e = errno
             close(l)
@@ -86,22 +90,24 @@ struct HTTP2HostileTests {
         }
         let hole = try BlackHoleListener()
         defer { hole.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners:
-              - {name: h2, address: 127.0.0.1:0, protocols: [h2c]\(http2.map { ", http2: \($0)" } ?? "")}
-            admin: {address: 127.0.0.1:0}
-            upstreams:
-              - {name: demo, url: demo}
-              - {name: stall, url: http://127.0.0.1:\(hole.port), connect_timeout: 30s}
-            store: {kind: memory, shards: 8}
-            routes:
-              - {name: stall, match: {path_prefix: /stall}, upstream: stall}
-              - {name: default, match: {path_prefix: /}, upstream: demo}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners:
+                  - {name: h2, address: 127.0.0.1:0, protocols: [h2c]\(http2.map { ", http2: \($0)" } ?? "")}
+                admin: {address: 127.0.0.1:0}
+                upstreams:
+                  - {name: demo, url: demo}
+                  - {name: stall, url: http://127.0.0.1:\(hole.port), connect_timeout: 30s}
+                store: {kind: memory, shards: 8}
+                routes:
+                  - {name: stall, match: {path_prefix: /stall}, upstream: stall}
+                  - {name: default, match: {path_prefix: /}, upstream: demo}
+                """)
         defer { gw.stop() }
         let port = gw.url("h2", "").split(separator: ":").last.map(String.init) ?? "0"
-        let r = try runProcess(URL(fileURLWithPath: python), [hostileScript, scenario, "--port", port, "--stall-path", "/stall/x"], timeout: 60)
+        let r = try runProcess(
+            URL(fileURLWithPath: python), [hostileScript, scenario, "--port", port, "--stall-path", "/stall/x"], timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
         guard let obj = r.json else {
             Issue.record("no verdict from \(scenario): \(r.stdout) \(r.stderr)")
@@ -257,7 +263,8 @@ struct HTTP2HostileTests {
                     rssBefore = residentKiB(gw.process.processIdentifier)
                     let port = gw.url("h2", "").split(separator: ":").last.map(String.init) ?? "0"
                     for _ in 0..<3 {
-                        _ = try runProcess(URL(fileURLWithPath: hostilePython!), [hostileScript, "hpack_bomb", "--port", port], timeout: 60)
+                        _ = try runProcess(
+                            URL(fileURLWithPath: hostilePython!), [hostileScript, "hpack_bomb", "--port", port], timeout: 60)
                     }
                     rssAfter = residentKiB(gw.process.processIdentifier)
                 })
@@ -269,7 +276,9 @@ struct HTTP2HostileTests {
         #expect(rssBefore > 0 && rssAfter - rssBefore < 8 * 1024, "RSS \(rssBefore) KiB → \(rssAfter) KiB after three 16 MB bombs")
     }
 
-    @Test("RFC 9113 §10.5: a PING flood never read (up to 200 000 PINGs, 4 KiB receive buffer) ends the connection (enhance_your_calm), ACKs bounded")
+    @Test(
+        "RFC 9113 §10.5: a PING flood never read (up to 200 000 PINGs, 4 KiB receive buffer) ends the connection (enhance_your_calm), ACKs bounded"
+    )
     func pingFlood() throws {
         guard
             let v = try run(
@@ -284,7 +293,9 @@ struct HTTP2HostileTests {
         #expect(v.detail["calm"] as? Bool == true)
     }
 
-    @Test("RFC 9113 §5.4.1: the PING flood's connection error is announced by GOAWAY ENHANCE_YOUR_CALM, and every PING sent is taken (no reset)")
+    @Test(
+        "RFC 9113 §5.4.1: the PING flood's connection error is announced by GOAWAY ENHANCE_YOUR_CALM, and every PING sent is taken (no reset)"
+    )
     func pingFloodGoaway() throws {
         guard let v = try expectConnectionError("ping_flood", "ENHANCE_YOUR_CALM") else { return }
         // The server reads (and discards) what the client still sends after the GOAWAY, so closing
@@ -299,7 +310,9 @@ struct HTTP2HostileTests {
         #expect(v.detail["send_failed"] as? Bool == false, "\(v.raw)")
     }
 
-    @Test("CVE-2025-8671 (MadeYouReset): requests the server must reset, 10 at a time → GOAWAY ENHANCE_YOUR_CALM after the 200-per-10-s budget")
+    @Test(
+        "CVE-2025-8671 (MadeYouReset): requests the server must reset, 10 at a time → GOAWAY ENHANCE_YOUR_CALM after the 200-per-10-s budget"
+    )
     func madeYouReset() throws {
         guard let v = try expectConnectionError("reset_flood", "ENHANCE_YOUR_CALM") else { return }
         let sent = v.detail["streams_sent"] as? Int ?? 0

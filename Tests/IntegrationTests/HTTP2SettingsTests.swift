@@ -10,13 +10,16 @@ private func literal(_ name: String, _ value: String) -> [UInt8] {
 
 private func frame(type: UInt8, flags: UInt8, stream: UInt32, _ payload: [UInt8] = []) -> [UInt8] {
     let n = payload.count
-    return [UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
-            UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff)] + payload
+    return [
+        UInt8(n >> 16 & 0xff), UInt8(n >> 8 & 0xff), UInt8(n & 0xff), type, flags,
+        UInt8(stream >> 24 & 0x7f), UInt8(stream >> 16 & 0xff), UInt8(stream >> 8 & 0xff), UInt8(stream & 0xff),
+    ] + payload
 }
 
 /// A HEADERS frame (END_HEADERS, and END_STREAM when `end`) for `method path`.
 private func headers(stream: UInt32, method: String, path: String, fields: [(String, String)] = [], end: Bool) -> [UInt8] {
-    let block = literal(":method", method) + literal(":scheme", "http") + literal(":path", path)
+    let block =
+        literal(":method", method) + literal(":scheme", "http") + literal(":path", path)
         + literal(":authority", "127.0.0.1") + fields.flatMap { literal($0.0, $0.1) }
     return frame(type: 0x1, flags: end ? 0x5 : 0x4, stream: stream, block)
 }
@@ -86,9 +89,10 @@ struct HTTP2SettingsTests {
     }
 
     /// Frames until one on `stream` of `type` (answering PINGs), or nil at EOF/timeout.
-    static func await(_ reader: inout HTTP2FrameReader, type: UInt8, stream: UInt32? = nil,
-                      seen: inout [HTTP2FrameReader.Frame]) -> HTTP2FrameReader.Frame?
-    {
+    static func await(
+        _ reader: inout HTTP2FrameReader, type: UInt8, stream: UInt32? = nil,
+        seen: inout [HTTP2FrameReader.Frame]
+    ) -> HTTP2FrameReader.Frame? {
         while let f = reader.next() {
             seen.append(f)
             if f.type == 0x6 && f.flags & 1 == 0 { reader.client.send(frame(type: 0x6, flags: 0x1, stream: 0, f.payload)) }
@@ -152,7 +156,9 @@ struct HTTP2SettingsTests {
         #expect(after.payload.first == 0x88)
     }
 
-    @Test("SIGHUP: open h2 connections get a graceful GOAWAY, the in-flight stream completes, new connections see the new settings; HTTP/1.1 keep-alive is untouched")
+    @Test(
+        "SIGHUP: open h2 connections get a graceful GOAWAY, the in-flight stream completes, new connections see the new settings; HTTP/1.1 keep-alive is untouched"
+    )
     func goawayOnReload() throws {
         guard let curl = ["/usr/bin/curl", "/usr/local/bin/curl"].first(where: FileManager.default.isExecutableFile) else { return }
         let gw = try GatewayProcess(config: Self.config(maxStreams: 2))

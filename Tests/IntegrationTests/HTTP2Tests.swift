@@ -87,7 +87,9 @@ struct HTTP2Tests {
             #expect(json(post.body)?["bodyBytes"] as? Int == 200_000)
         }
         // The same port still speaks HTTP/1.1.
-        let h1 = try runProcess(URL(fileURLWithPath: curl), ["-sS", "--http1.1", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", gw.url("public", "/h1")])
+        let h1 = try runProcess(
+            URL(fileURLWithPath: curl),
+            ["-sS", "--http1.1", "-o", "/dev/null", "-w", "%{http_version} %{http_code}", gw.url("public", "/h1")])
         #expect(h1.stdout == "1.1 200")
         let metrics = try runProcess(URL(fileURLWithPath: curl), ["-sS", gw.url("admin", "/metrics")]).stdout
         #expect(metrics.contains("protocol=\"h2\""))
@@ -102,7 +104,9 @@ struct HTTP2Tests {
         let gw = try GatewayProcess(config: config(upstream: "http://127.0.0.1:\(nginx.port)"))
         defer { gw.stop() }
         let out = dir.appendingPathComponent("large.bin")
-        let r = try runProcess(URL(fileURLWithPath: curl), ["-sS", "--max-time", "30", "--http2-prior-knowledge", "-o", out.path, gw.url("h2", "/large.bin")], timeout: 40)
+        let r = try runProcess(
+            URL(fileURLWithPath: curl), ["-sS", "--max-time", "30", "--http2-prior-knowledge", "-o", out.path, gw.url("h2", "/large.bin")],
+            timeout: 40)
         #expect(r.status == 0, "\(r.stderr)")
         let data = [UInt8](try Data(contentsOf: out))
         #expect(data.count == NginxProcess.largeBytes)
@@ -162,7 +166,8 @@ struct HTTP2Tests {
         let body = "{\"sku\":7}"
         // curl sends :authority 127.0.0.1:<port of the h2 listener>, the authority signed.
         let signed = phone.sign(
-            target: "/api/purchase?order=7", body: Array(body.utf8), challenge: challenge, authority: "127.0.0.1:\(HTTPCall.port(gw, "h2"))")
+            target: "/api/purchase?order=7", body: Array(body.utf8), challenge: challenge, authority: "127.0.0.1:\(HTTPCall.port(gw, "h2"))"
+        )
         var args: [String] = ["-X", "POST", "--data-binary", body]
         for (k, v) in signed.headers { args += ["-H", "\(k): \(v)"] }
         let ok = try h2curl(curl, args + [gw.url("h2", "/api/purchase?order=7")])

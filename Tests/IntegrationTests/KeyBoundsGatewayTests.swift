@@ -58,7 +58,8 @@ struct KeyBoundsGatewayTests {
 
     @Test("413 receipt_too_large, 429 reregistration_limited, 409 key_app_conflict, 503 key_capacity; known keys keep working")
     func refusals() throws {
-        let gw = try GatewayProcess(config: config(store: "{kind: memory, shards: 4, max_keys: 2, max_reregistrations: 1, reregistration_window: 1h}"))
+        let gw = try GatewayProcess(
+            config: config(store: "{kind: memory, shards: 4, max_keys: 2, max_reregistrations: 1, reregistration_window: 1h}"))
         defer { gw.stop() }
         let port = HTTPCall.port(gw, "public")
         let key = ECPrivateKey(curve: .p256)

@@ -134,8 +134,9 @@ struct LifecycleTests {
     }
 
     @Test("idle, header and body timeouts of the real binary close or answer 408") func timeouts() throws {
-        let gw = try GatewayProcess(config: gatewayConfig(
-            upstream: "demo", limits: "idle_timeout: 1s, header_timeout: 1s, body_timeout: 1s, drain_timeout: 1s"))
+        let gw = try GatewayProcess(
+            config: gatewayConfig(
+                upstream: "demo", limits: "idle_timeout: 1s, header_timeout: 1s, body_timeout: 1s, drain_timeout: 1s"))
         defer { gw.stop() }
         let port = publicPort(gw)
         // Idle: after a response, a silent keep-alive connection is closed.
@@ -161,8 +162,9 @@ struct LifecycleTests {
     @Test(
         "limits.max_connections counts per process, also with several workers")
     func maxConnectionsAcrossWorkers() throws {
-        let gw = try GatewayProcess(config: gatewayConfig(upstream: "demo", limits: "max_connections: 3, drain_timeout: 1s")
-            .replacingOccurrences(of: "workers: 1", with: "workers: 2"))
+        let gw = try GatewayProcess(
+            config: gatewayConfig(upstream: "demo", limits: "max_connections: 3, drain_timeout: 1s")
+                .replacingOccurrences(of: "workers: 1", with: "workers: 2"))
         defer { gw.stop() }
         var held: [HTTPTestConnection] = []
         for i in 0..<3 {

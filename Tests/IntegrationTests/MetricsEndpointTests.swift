@@ -76,7 +76,10 @@ struct MetricsEndpointTests {
             #expect(doc[name] != nil, "\(name) is not in docs/metrics.md")
         }
         let expected = Set(doc.filter { present.contains($0.value) }.keys)
-        #expect(Set(s.types.keys) == expected, "on /metrics but not documented as present: \(Set(s.types.keys).subtracting(expected).sorted()); documented but missing: \(expected.subtracting(s.types.keys).sorted())")
+        #expect(
+            Set(s.types.keys) == expected,
+            "on /metrics but not documented as present: \(Set(s.types.keys).subtracting(expected).sorted()); documented but missing: \(expected.subtracting(s.types.keys).sorted())"
+        )
     }
 
     @Test("memory store with data_dir and apple: every family has HELP and TYPE and is documented; the alerts' series exist at 0")
@@ -85,26 +88,28 @@ struct MetricsEndpointTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let key = dir.appendingPathComponent("AuthKey_KEY1234567.p8").path
-        #expect(FileManager.default.createFile(
-            atPath: key, contents: Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners: [{name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}]
-            admin: {address: 127.0.0.1:0}
-            upstreams:
-              - {name: demo, url: demo}
-              - {name: legacy, url: "http://127.0.0.1:9"}
-            routes:
-              - name: purchase
-                match: {path_prefix: /api/purchase}
-                upstream: demo
-                assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5, fallback: {devicecheck: {bits: write}}}
-              - {name: legacy, match: {path_prefix: /legacy}, upstream: legacy}
-              - {name: default, match: {path_prefix: /}, upstream: demo}
-            \(Self.appID)
-            store: {kind: memory, data_dir: \(dir.path)/data}
-            apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(key)}
-            """)
+        #expect(
+            FileManager.default.createFile(
+                atPath: key, contents: Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600]))
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners: [{name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}]
+                admin: {address: 127.0.0.1:0}
+                upstreams:
+                  - {name: demo, url: demo}
+                  - {name: legacy, url: "http://127.0.0.1:9"}
+                routes:
+                  - name: purchase
+                    match: {path_prefix: /api/purchase}
+                    upstream: demo
+                    assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5, fallback: {devicecheck: {bits: write}}}
+                  - {name: legacy, match: {path_prefix: /legacy}, upstream: legacy}
+                  - {name: default, match: {path_prefix: /}, upstream: demo}
+                \(Self.appID)
+                store: {kind: memory, data_dir: \(dir.path)/data}
+                apple: {team_id: ABCDE12345, key_id: KEY1234567, private_key: \(key)}
+                """)
         defer { gw.stop() }
         let s = try Self.scrape(gw)
         try Self.checkDocumented(s, present: ["always", "upstream", "data_dir", "apple", "fallback"])
@@ -113,12 +118,21 @@ struct MetricsEndpointTests {
         #expect(s.has("attest_gateway_fallback_share", ["route": "purchase"]))
         #expect(s.has("attest_gateway_unsupported_claims_total", ["route": "purchase"]))
         #expect(s.has("attest_gateway_devicecheck_requests_total", ["endpoint": "update_two_bits", "result": "rate_limited"]))
-        #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": "enforce", "verdict": "fail_open", "reason": "devicecheck_unavailable"]))
-        for result in ["refreshed", "not_modified", "stale", "rate_limited", "server_error", "unauthorized", "bad_request", "invalid_receipt", "unavailable", "error"] {
+        #expect(
+            s.has(
+                "attest_gateway_assertion_verdicts_total",
+                ["route": "purchase", "mode": "enforce", "verdict": "fail_open", "reason": "devicecheck_unavailable"]))
+        for result in [
+            "refreshed", "not_modified", "stale", "rate_limited", "server_error", "unauthorized", "bad_request", "invalid_receipt",
+            "unavailable", "error",
+        ] {
             #expect(s.has("attest_gateway_receipt_refreshes_total", ["result": result]))
         }
         #expect(s.has("attest_gateway_receipt_refresh_lag_seconds", [:]))
-        #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": "shadow", "verdict": "flagged", "reason": "risk_metric_exceeded"]))
+        #expect(
+            s.has(
+                "attest_gateway_assertion_verdicts_total",
+                ["route": "purchase", "mode": "shadow", "verdict": "flagged", "reason": "risk_metric_exceeded"]))
 
         // Every series an alert selects exists now (rates and increase() see the first event).
         let rules = try String(contentsOf: repositoryRoot.appendingPathComponent("deploy/prometheus/alerts.yaml"), encoding: .utf8)
@@ -143,14 +157,24 @@ struct MetricsEndpointTests {
         #expect(s.has("attest_gateway_requests_total", ["route": "attest_register", "status_class": "4xx", "protocol": "http1"]))
         #expect(s.has("attest_gateway_request_duration_seconds_count", ["route": "purchase"]))
         for (mode, refused) in [("enforce", "refused"), ("shadow", "would_refuse")] {
-            #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": mode, "verdict": "accepted", "reason": "ok"]))
-            for reason in ["assertion_missing", "bad_signature", "counter_replay", "challenge_expired", "key_unknown", "store_unavailable"] {
-                #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": mode, "verdict": refused, "reason": reason]))
+            #expect(
+                s.has(
+                    "attest_gateway_assertion_verdicts_total", ["route": "purchase", "mode": mode, "verdict": "accepted", "reason": "ok"]))
+            for reason in ["assertion_missing", "bad_signature", "counter_replay", "challenge_expired", "key_unknown", "store_unavailable"]
+            {
+                #expect(
+                    s.has(
+                        "attest_gateway_assertion_verdicts_total",
+                        ["route": "purchase", "mode": mode, "verdict": refused, "reason": reason]))
             }
         }
-        #expect(s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "verdict": "fail_open", "reason": "store_unavailable"]))
+        #expect(
+            s.has("attest_gateway_assertion_verdicts_total", ["route": "purchase", "verdict": "fail_open", "reason": "store_unavailable"]))
         #expect(!s.has("attest_gateway_assertion_verdicts_total", ["route": "default"]))
-        for reason in ["upstream_unavailable", "upstream_connect_timeout", "upstream_busy", "upstream_closed", "upstream_timeout", "upstream_bad_response"] {
+        for reason in [
+            "upstream_unavailable", "upstream_connect_timeout", "upstream_busy", "upstream_closed", "upstream_timeout",
+            "upstream_bad_response",
+        ] {
             #expect(s.has("attest_gateway_upstream_errors_total", ["upstream": "legacy", "reason": reason]))
         }
         #expect(!s.has("attest_gateway_upstream_errors_total", ["upstream": "demo"]))
@@ -161,7 +185,10 @@ struct MetricsEndpointTests {
         #expect(s.samples.filter { $0.name.hasPrefix("attest_gateway_") && $0.name.hasSuffix("_total") }.allSatisfy { $0.value == 0 })
 
         // Build info and the process.
-        #expect(s.has("attest_gateway_build_info", ["version": try #require(s.samples.first { $0.name == "attest_gateway_build_info" }?.labels["version"])]))
+        #expect(
+            s.has(
+                "attest_gateway_build_info",
+                ["version": try #require(s.samples.first { $0.name == "attest_gateway_build_info" }?.labels["version"])]))
         #expect(s.samples.first { $0.name == "attest_gateway_build_info" }?.value == 1)
         let started = try #require(s.samples.first { $0.name == "process_start_time_seconds" }?.value)
         #expect(abs(started - Date().timeIntervalSince1970) < 60)
@@ -169,42 +196,53 @@ struct MetricsEndpointTests {
 
         // A new route on reload gets its series too.
         let config = try String(contentsOf: gw.configURL, encoding: .utf8)
-            .replacingOccurrences(of: "  - {name: default,", with: "  - {name: profile, match: {path_prefix: /api/profile}, upstream: demo, assertion: {mode: shadow}}\n  - {name: default,")
+            .replacingOccurrences(
+                of: "  - {name: default,",
+                with:
+                    "  - {name: profile, match: {path_prefix: /api/profile}, upstream: demo, assertion: {mode: shadow}}\n  - {name: default,"
+            )
         try config.write(to: gw.configURL, atomically: true, encoding: .utf8)
         gw.signal(SIGHUP)
         try waitFor { gw.stderr.contains("configuration reloaded") }
         let after = try Self.scrape(gw)
-        #expect(after.has("attest_gateway_assertion_verdicts_total", ["route": "profile", "mode": "shadow", "verdict": "would_refuse", "reason": "bad_signature"]))
+        #expect(
+            after.has(
+                "attest_gateway_assertion_verdicts_total",
+                ["route": "profile", "mode": "shadow", "verdict": "would_refuse", "reason": "bad_signature"]))
         #expect(!after.has("attest_gateway_assertion_verdicts_total", ["route": "profile", "mode": "enforce"]))
     }
 
     @Test("without data_dir there are no snapshot, restore or journal families")
     func freshWithoutDataDirectory() throws {
-        let gw = try GatewayProcess(config: """
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: r, match: {path_prefix: /}, upstream: demo, assertion: {mode: shadow}}]
-            \(Self.appID)
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: demo, url: demo}]
+                routes: [{name: r, match: {path_prefix: /}, upstream: demo, assertion: {mode: shadow}}]
+                \(Self.appID)
+                """)
         defer { gw.stop() }
         let s = try Self.scrape(gw)
         try Self.checkDocumented(s, present: ["always"])
         #expect(s.types["attest_gateway_store_snapshot_age_seconds"] == nil)
     }
 
-    @Test("Redis store: its families, and the operation errors the alert reads, at 0", .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+    @Test(
+        "Redis store: its families, and the operation errors the alert reads, at 0",
+        .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
     func freshWithRedis() throws {
         let redis = try RedisProcess()
         defer { redis.stop() }
-        let gw = try GatewayProcess(config: """
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: r, match: {path_prefix: /}, upstream: demo, assertion: {mode: enforce}}]
-            \(Self.appID)
-            store: {kind: redis, url: "\(redis.url)"}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: demo, url: demo}]
+                routes: [{name: r, match: {path_prefix: /}, upstream: demo, assertion: {mode: enforce}}]
+                \(Self.appID)
+                store: {kind: redis, url: "\(redis.url)"}
+                """)
         defer { gw.stop() }
         let s = try Self.scrape(gw)
         try Self.checkDocumented(s, present: ["always", "redis"])
@@ -270,12 +308,13 @@ struct MetricsEndpointTests {
         #expect(try Self.stamp(copy.path, environment: ["COMMIT=not-a-commit"]).status == 1)
 
         // The stamped binary serves, and says the same in build_info.
-        let gw = try GatewayProcess(config: """
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: r, match: {path_prefix: /}, upstream: demo}]
-            """, executable: URL(fileURLWithPath: copy.path))
+        let gw = try GatewayProcess(
+            config: """
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: demo, url: demo}]
+                routes: [{name: r, match: {path_prefix: /}, upstream: demo}]
+                """, executable: URL(fileURLWithPath: copy.path))
         defer { gw.stop() }
         let s = try Self.scrape(gw)
         let info = try #require(s.samples.first { $0.name == "attest_gateway_build_info" })

@@ -19,23 +19,24 @@ final class NginxGateway: @unchecked Sendable {
         }
         let deadPort = try freeLoopbackPort()
         do {
-            gateway = try GatewayProcess(config: """
-                workers: 1
-                listeners:
-                  - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
-                admin: {address: 127.0.0.1:0}
-                limits: {max_request_line: 1KiB, max_header_bytes: 4KiB, max_header_count: 30, max_body: \(maxBody), drain_timeout: 2s}
-                upstreams:
-                  - {name: nginx, url: "http://127.0.0.1:\(nginx.port)", max_connections: 8, response_timeout: 20s}
-                  - {name: down, url: "http://127.0.0.1:\(deadPort)", connect_timeout: 2s}
-                  - {name: silent, url: "http://127.0.0.1:\(silent.port)", response_timeout: 1s}
-                routes:
-                  - {name: small, match: {path_prefix: /small}, upstream: nginx, max_body: 16}
-                  - {name: down, match: {path_prefix: /down}, upstream: down}
-                  - {name: silent, match: {path_prefix: /silent}, upstream: silent}
-                  - {name: banner, match: {path_prefix: /banner}, upstream: nginx, pass_server_header: true}
-                  - {name: nginx, match: {path_prefix: /}, upstream: nginx}
-                """)
+            gateway = try GatewayProcess(
+                config: """
+                    workers: 1
+                    listeners:
+                      - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
+                    admin: {address: 127.0.0.1:0}
+                    limits: {max_request_line: 1KiB, max_header_bytes: 4KiB, max_header_count: 30, max_body: \(maxBody), drain_timeout: 2s}
+                    upstreams:
+                      - {name: nginx, url: "http://127.0.0.1:\(nginx.port)", max_connections: 8, response_timeout: 20s}
+                      - {name: down, url: "http://127.0.0.1:\(deadPort)", connect_timeout: 2s}
+                      - {name: silent, url: "http://127.0.0.1:\(silent.port)", response_timeout: 1s}
+                    routes:
+                      - {name: small, match: {path_prefix: /small}, upstream: nginx, max_body: 16}
+                      - {name: down, match: {path_prefix: /down}, upstream: down}
+                      - {name: silent, match: {path_prefix: /silent}, upstream: silent}
+                      - {name: banner, match: {path_prefix: /banner}, upstream: nginx, pass_server_header: true}
+                      - {name: nginx, match: {path_prefix: /}, upstream: nginx}
+                    """)
         } catch {
             silent.stop()
             nginx.stop()
@@ -56,9 +57,13 @@ final class NginxGateway: @unchecked Sendable {
 
 @Suite(
     "gatewayd → nginx (real upstream, loopback)", .serialized, .timeLimit(.minutes(2)),
-    .enabled(if: NginxProcess.testsEnabled, "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
+    .enabled(
+        if: NginxProcess.testsEnabled,
+        "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
 struct NginxUpstreamTests {
-    @Test("the upstream's Server banner is left out (HTTP/1.1 and h2c), passed on a route with pass_server_header") func serverBanner() throws {
+    @Test("the upstream's Server banner is left out (HTTP/1.1 and h2c), passed on a route with pass_server_header") func serverBanner()
+        throws
+    {
         let f = try NginxGateway()
         defer { f.stop() }
         let c = try f.connect()
@@ -70,10 +75,12 @@ struct NginxUpstreamTests {
         #expect(passed.header("Server")?.hasPrefix("nginx") == true, "\(passed.headers)")
         // HTTP/2 (h2c, prior knowledge) through curl: the same fields.
         let url = f.gateway.url("public", "")
-        let h2Hidden = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", url + "/echo/x"])
+        let h2Hidden = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", url + "/echo/x"])
         #expect(h2Hidden.stdout.hasPrefix("HTTP/2 200"), "\(h2Hidden.stdout)")
         #expect(!h2Hidden.stdout.lowercased().contains("\nserver:"), "\(h2Hidden.stdout)")
-        let h2Passed = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", url + "/banner/echo/x"])
+        let h2Passed = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-D", "-", "-o", "/dev/null", "--http2-prior-knowledge", url + "/banner/echo/x"])
         #expect(h2Passed.stdout.lowercased().contains("\nserver: nginx"), "\(h2Passed.stdout)")
     }
 
@@ -214,10 +221,12 @@ struct NginxUpstreamTests {
     @Test("limits: body over max_body 413, long request line 414, too many or too large fields 431") func limits() throws {
         let f = try NginxGateway()
         defer { f.stop() }
-        let tooBig = try f.connect().request("POST /small/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + String(repeating: "b", count: 100))
+        let tooBig = try f.connect().request(
+            "POST /small/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + String(repeating: "b", count: 100))
         #expect(tooBig.status == 413)
         #expect(tooBig.json?["error"] as? String == "body_too_large")
-        let okSmall = try f.connect().request("POST /small/x HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n" + String(repeating: "b", count: 16))
+        let okSmall = try f.connect().request(
+            "POST /small/x HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n" + String(repeating: "b", count: 16))
         #expect(okSmall.status != 413)
         let longLine = try f.connect().request("GET /echo/\(String(repeating: "a", count: 1100)) HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(longLine.status == 414)

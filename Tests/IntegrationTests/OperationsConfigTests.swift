@@ -26,7 +26,9 @@ struct OperationsConfigTests {
     @Test("a host that does not resolve: at the value, in words (no Swift enum), for an upstream and a listener")
     func unresolvableHosts() throws {
         let dir = try Dir()
-        let config = try dir.write("gateway.yaml", """
+        let config = try dir.write(
+            "gateway.yaml",
+            """
             listeners:
               - {name: public, address: "127.0.0.1:0"}
               - {name: inner, address: "no-such-host.invalid:8081"}
@@ -54,7 +56,9 @@ struct OperationsConfigTests {
     @Test("files named in the configuration: a missing extra root and token file at their values")
     func missingFiles() throws {
         let dir = try Dir()
-        let config = try dir.write("gateway.yaml", """
+        let config = try dir.write(
+            "gateway.yaml",
+            """
             listeners: [{name: public, address: "127.0.0.1:0"}]
             admin: {address: 127.0.0.1:0}
             upstreams: [{name: demo, url: demo}]
@@ -68,7 +72,9 @@ struct OperationsConfigTests {
         #expect(
             check.stderr.contains("\(config):7:7: trust.extra_roots[0] \(dir.path("roots/missing.pem")): cannot read the file"),
             "\(check.stderr)")
-        let token = try dir.write("token.yaml", """
+        let token = try dir.write(
+            "token.yaml",
+            """
             listeners: [{name: public, address: "127.0.0.1:0"}]
             admin: {address: 127.0.0.1:0, token_file: secrets/admin-token}
             upstreams: [{name: demo, url: demo}]
@@ -85,7 +91,9 @@ struct OperationsConfigTests {
     func dataDirectory() throws {
         let dir = try Dir()
         func config(_ dataDir: String) throws -> String {
-            try dir.write("gateway.yaml", """
+            try dir.write(
+                "gateway.yaml",
+                """
                 listeners: [{name: public, address: "127.0.0.1:0"}]
                 admin: {address: 127.0.0.1:0}
                 upstreams: [{name: demo, url: demo}]
@@ -131,7 +139,9 @@ struct OperationsConfigTests {
     func environment() throws {
         let dir = try Dir()
         let port = try RedisProcess.freePort()
-        let config = try dir.write("gateway.yaml", """
+        let config = try dir.write(
+            "gateway.yaml",
+            """
             listeners:
               - name: public
                 address: 127.0.0.1:${GW_PORT}
@@ -175,7 +185,9 @@ struct OperationsConfigTests {
         let dir = try Dir()
         let (port, admin) = (try RedisProcess.freePort(), try RedisProcess.freePort())
         let logging = level.map { "logging: {level: \($0)}" } ?? ""
-        let config = try dir.write("gateway.yaml", """
+        let config = try dir.write(
+            "gateway.yaml",
+            """
             listeners: [{name: public, address: "127.0.0.1:\(port)"}]
             admin: {address: "127.0.0.1:\(admin)"}
             upstreams: [{name: demo, url: demo}, {name: spare, url: "http://127.0.0.1:9"}]
@@ -204,9 +216,10 @@ struct OperationsConfigTests {
     }
 
     static func levels(_ lines: [String]) -> Set<String> {
-        Set(lines.compactMap { line in
-            ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any])?["level"] as? String
-        })
+        Set(
+            lines.compactMap { line in
+                ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any])?["level"] as? String
+            })
     }
 
     @Test("logging.level filters the event log: debug adds the routes, warning drops info, error drops warnings")
@@ -218,7 +231,8 @@ struct OperationsConfigTests {
 
         let debug = try Self.eventLog(level: "debug")
         #expect(Self.levels(debug) == ["debug", "info", "warning"], "\(debug)")
-        #expect(debug.contains { $0.contains("\"msg\":\"route\"") && $0.contains("\"route\":\"r\"") && $0.contains("\"upstream\":\"demo\"") })
+        #expect(
+            debug.contains { $0.contains("\"msg\":\"route\"") && $0.contains("\"route\":\"r\"") && $0.contains("\"upstream\":\"demo\"") })
 
         let warning = try Self.eventLog(level: "warning")
         #expect(Self.levels(warning) == ["warning"], "\(warning)")

@@ -40,7 +40,9 @@ struct RedisAuthTLSTests {
     }
 
     static func challengeStatus(_ gw: GatewayProcess) throws -> Int {
-        try HTTPCall.send(port: UInt16(gw.url("public", "").split(separator: ":").last!)!, method: "POST", target: "/v1/attest/challenge", body: []).status
+        try HTTPCall.send(
+            port: UInt16(gw.url("public", "").split(separator: ":").last!)!, method: "POST", target: "/v1/attest/challenge", body: []
+        ).status
     }
 
     @Test("rediss:// with an ACL user and password_file: ready and serving; wrong password or wrong CA: not ready, reason named")
@@ -54,8 +56,9 @@ struct RedisAuthTLSTests {
 
         // The right credentials: ready, challenges issued through Redis.
         let goodFile = try Self.passwordFile(Self.password, in: secrets)
-        let good = try GatewayProcess(config: Self.config(
-            store: "{kind: redis, url: '\(url)', password_file: \(goodFile), tls: {ca_file: \(certs.caCertificate)}}"))
+        let good = try GatewayProcess(
+            config: Self.config(
+                store: "{kind: redis, url: '\(url)', password_file: \(goodFile), tls: {ca_file: \(certs.caCertificate)}}"))
         defer { good.stop() }
         #expect(try Self.readyz(good).0 == 200)
         #expect(try Self.challengeStatus(good) == 201)
@@ -69,7 +72,8 @@ struct RedisAuthTLSTests {
         good.signal(SIGHUP)
         var warned = false
         for _ in 0..<100 where !warned {
-            warned = good.stderr.contains("reload: store.password_file holds another password than the one read at start; takes effect after a restart")
+            warned = good.stderr.contains(
+                "reload: store.password_file holds another password than the one read at start; takes effect after a restart")
             if !warned { usleep(50_000) }
         }
         #expect(warned, "\(good.stderr)")
@@ -77,30 +81,46 @@ struct RedisAuthTLSTests {
         #expect(!good.stderr.contains("rotated-password"))
 
         // The password in the url instead (percent-encoded '-' is fine as is): the same.
-        let inURL = try GatewayProcess(config: Self.config(
-            store: "{kind: redis, url: 'rediss://gateway:\(Self.password)@127.0.0.1:\(redis.port)/0', tls: {ca_file: \(certs.caCertificate), server_name: localhost}}"))
+        let inURL = try GatewayProcess(
+            config: Self.config(
+                store:
+                    "{kind: redis, url: 'rediss://gateway:\(Self.password)@127.0.0.1:\(redis.port)/0', tls: {ca_file: \(certs.caCertificate), server_name: localhost}}"
+            ))
         defer { inURL.stop() }
         #expect(try Self.readyz(inURL).0 == 200)
         #expect(inURL.stderr.contains("rediss://gateway:***@127.0.0.1:\(redis.port)/0"), "the url is logged redacted: \(inURL.stderr)")
 
         // A wrong password: the gateway runs, /readyz 503 names the authentication failure.
-        let wrong = try GatewayProcess(config: Self.config(
-            store: "{kind: redis, url: '\(url)', timeout: 300ms, password_file: \(try Self.passwordFile("not-the-password", in: secrets)), tls: {ca_file: \(certs.caCertificate)}}"))
+        let wrong = try GatewayProcess(
+            config: Self.config(
+                store:
+                    "{kind: redis, url: '\(url)', timeout: 300ms, password_file: \(try Self.passwordFile("not-the-password", in: secrets)), tls: {ca_file: \(certs.caCertificate)}}"
+            ))
         defer { wrong.stop() }
         let (status, reasons) = try Self.readyz(wrong)
         #expect(status == 503)
-        #expect(reasons.contains { $0.hasPrefix("store: Redis 127.0.0.1:\(redis.port) authentication failed: AUTH as user \"gateway\": WRONGPASS") }, "\(reasons)")
+        #expect(
+            reasons.contains {
+                $0.hasPrefix("store: Redis 127.0.0.1:\(redis.port) authentication failed: AUTH as user \"gateway\": WRONGPASS")
+            }, "\(reasons)")
         #expect(try Self.challengeStatus(wrong) == 503)
         #expect(wrong.stderr.contains("store: Redis refused the credentials"), "\(wrong.stderr)")
 
         // A CA that did not sign the server's certificate: refused, /readyz says TLS.
-        let untrusted = try GatewayProcess(config: Self.config(
-            store: "{kind: redis, url: '\(url)', timeout: 300ms, password_file: \(try Self.passwordFile(Self.password, in: secrets)), tls: {ca_file: \(certs.otherCACertificate)}}"))
+        let untrusted = try GatewayProcess(
+            config: Self.config(
+                store:
+                    "{kind: redis, url: '\(url)', timeout: 300ms, password_file: \(try Self.passwordFile(Self.password, in: secrets)), tls: {ca_file: \(certs.otherCACertificate)}}"
+            ))
         defer { untrusted.stop() }
         let (tlsStatus, tlsReasons) = try Self.readyz(untrusted)
         #expect(tlsStatus == 503)
-        #expect(tlsReasons.contains { $0.hasPrefix("store: Redis 127.0.0.1:\(redis.port) TLS failed: TLS handshake with 127.0.0.1:\(redis.port): certificate_verification") },
-                "\(tlsReasons)")
+        #expect(
+            tlsReasons.contains {
+                $0.hasPrefix(
+                    "store: Redis 127.0.0.1:\(redis.port) TLS failed: TLS handshake with 127.0.0.1:\(redis.port): certificate_verification")
+            },
+            "\(tlsReasons)")
 
         // The password appears in no log line of any of them, nor in /readyz.
         for gw in [good, inURL, wrong, untrusted] {
@@ -119,13 +139,17 @@ struct RedisAuthTLSTests {
             try Self.config(store: store).write(to: file, atomically: true, encoding: .utf8)
             return try runProcess(gatewaydBinary, ["check", "--config", file.path], timeout: 30)
         }
-        let ok = try check("{kind: redis, url: 'rediss://gateway@127.0.0.1:6390/0', password_file: \(try Self.passwordFile(Self.password, in: dir)), tls: {ca_file: \(certs.caCertificate)}}")
+        let ok = try check(
+            "{kind: redis, url: 'rediss://gateway@127.0.0.1:6390/0', password_file: \(try Self.passwordFile(Self.password, in: dir)), tls: {ca_file: \(certs.caCertificate)}}"
+        )
         #expect(ok.status == 0, "\(ok.stdout)\(ok.stderr)")
 
         let open = try Self.passwordFile(Self.password, in: dir, mode: 0o644)
         let loose = try check("{kind: redis, url: 'redis://gateway@127.0.0.1:6390/0', password_file: \(open)}")
         #expect(loose.status == 2)
-        #expect(loose.stderr.contains("store.password_file \(open): its mode 0644 lets other users read or change the password"), "\(loose.stderr)")
+        #expect(
+            loose.stderr.contains("store.password_file \(open): its mode 0644 lets other users read or change the password"),
+            "\(loose.stderr)")
         let missing = try check("{kind: redis, url: 'redis://gateway@127.0.0.1:6390/0', password_file: \(dir.path)/no-such-file}")
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("store.password_file \(dir.path)/no-such-file: does not exist"), "\(missing.stderr)")

@@ -73,7 +73,8 @@ struct RedisClusterFleetTests {
                     port: ports[(n + round) % 2], method: "POST", target: "/v1/attest/challenge",
                     body: Array("{\"purpose\":\"assert\",\"keyId\":\"\(phone.keyID)\"}".utf8))
                 let challenge = try #require(c.json?["challenge"] as? String, "\(c.status) \(c.body)")
-                let signed = phone.sign(target: "/api/purchase", body: Array("{\"phone\":\(n),\"round\":\(round)}".utf8), challenge: challenge)
+                let signed = phone.sign(
+                    target: "/api/purchase", body: Array("{\"phone\":\(n),\"round\":\(round)}".utf8), challenge: challenge)
                 let statuses = Mutex<[Int]>([])
                 let errors = Mutex<[String]>([])
                 DispatchQueue.concurrentPerform(iterations: 12) { i in
@@ -91,7 +92,8 @@ struct RedisClusterFleetTests {
         let c = try HTTPCall.send(
             port: ports[0], method: "POST", target: "/v1/attest/challenge",
             body: Array("{\"purpose\":\"assert\",\"keyId\":\"\(phones[0].keyID)\"}".utf8))
-        let first = try send(phones[0].sign(target: "/api/purchase", body: [1], challenge: try #require(c.json?["challenge"] as? String)), port: ports[0])
+        let first = try send(
+            phones[0].sign(target: "/api/purchase", body: [1], challenge: try #require(c.json?["challenge"] as? String)), port: ports[0])
         #expect(first.status == 200, "\(first.body)")
         let next = try #require(first.headers["x-app-attest-next-challenge"])
         #expect(try send(phones[0].sign(target: "/api/purchase", body: [2], challenge: next), port: ports[1]).status == 200)

@@ -99,7 +99,8 @@ struct RedisFleetTests {
 
         // The same signed request, 12 times at once, spread over the three instances.
         for round in 0..<3 {
-            let signed = phone.sign(target: "/api/purchase", body: Array("{\"round\":\(round)}".utf8), challenge: try challenge(phone, port: ports[round]))
+            let signed = phone.sign(
+                target: "/api/purchase", body: Array("{\"round\":\(round)}".utf8), challenge: try challenge(phone, port: ports[round]))
             let statuses = Mutex<[Int]>([])
             let errors = Mutex<[String]>([])
             DispatchQueue.concurrentPerform(iterations: 12) { i in
@@ -157,7 +158,8 @@ struct RedisFleetTests {
             #expect(r.status == 401, "replay \(i) after the restart: \(r.status) \(r.body)")
         }
         // A fresh request on the last (still unconsumed) challenge passes.
-        let fresh = try send(phone.sign(target: "/api/purchase", body: Array("{\"after\":1}".utf8), challenge: challengeText), port: ports[1])
+        let fresh = try send(
+            phone.sign(target: "/api/purchase", body: Array("{\"after\":1}".utf8), challenge: challengeText), port: ports[1])
         #expect(fresh.status == 200, "\(fresh.body)")
     }
 

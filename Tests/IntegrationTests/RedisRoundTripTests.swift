@@ -53,7 +53,8 @@ struct RedisRoundTripTests {
         var commands: [(source: String, command: String)] = []
         for line in try String(contentsOf: out, encoding: .utf8).split(whereSeparator: \.isNewline) {
             // 1732612345.123456 [0 127.0.0.1:50000] "EVALSHA" "…" …
-            guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]"), inScripts || !line[open..<close].contains("lua"),
+            guard let open = line.firstIndex(of: "["), let close = line.firstIndex(of: "]"),
+                inScripts || !line[open..<close].contains("lua"),
                 let q = line[close...].firstIndex(of: "\"")
             else { continue }
             let rest = line[line.index(after: q)...]
@@ -70,8 +71,9 @@ struct RedisRoundTripTests {
         let redis = try RedisProcess()
         let gw: GatewayProcess
         do {
-            gw = try GatewayProcess(config: RedisFleetTests.fleetConfig(
-                root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
+            gw = try GatewayProcess(
+                config: RedisFleetTests.fleetConfig(
+                    root: dir.appendingPathComponent("root.pem").path, store: "{kind: redis, url: \(redis.url), timeout: 1s}"))
         } catch {
             redis.stop()
             throw error
@@ -92,8 +94,10 @@ struct RedisRoundTripTests {
         let (redis, gw, phone) = try Self.registeredDevice("gw-roundtrip")
         defer { gw.stop(); redis.stop() }
         // The key's first request reads it (the cache of public keys starts empty).
-        let first = try phone.send(phone.sign(
-            target: "/api/purchase", body: Array("{\"n\":0}".utf8), challenge: try phone.challenge(purpose: "assert", keyID: phone.keyID)))
+        let first = try phone.send(
+            phone.sign(
+                target: "/api/purchase", body: Array("{\"n\":0}".utf8),
+                challenge: try phone.challenge(purpose: "assert", keyID: phone.keyID)))
         #expect(first.status == 200, "\(first.body)")
         var next = try #require(first.headers["x-app-attest-next-challenge"])
         let requests = 200

@@ -40,7 +40,9 @@ struct RefusalKeepAliveTests {
         return out
     }
 
-    @Test("Pipelined: three refused POSTs with 2-byte bodies, a refused chunked one, then a GET — five answers, one connection, no Connection: close")
+    @Test(
+        "Pipelined: three refused POSTs with 2-byte bodies, a refused chunked one, then a GET — five answers, one connection, no Connection: close"
+    )
     func pipelinedRefusals() throws {
         let gw = try GatewayProcess(config: config())
         defer { gw.stop() }
@@ -112,7 +114,9 @@ struct RefusalKeepAliveTests {
         #expect(Date().timeIntervalSince(start) < 5)
     }
 
-    @Test("A refusal after verification (bad_signature, body read): the connection is kept, the device's next valid request goes through on it")
+    @Test(
+        "A refusal after verification (bad_signature, body read): the connection is kept, the device's next valid request goes through on it"
+    )
     func refusedAfterVerification() throws {
         let gw = try GatewayProcess(config: config())
         defer { gw.stop() }
@@ -122,8 +126,9 @@ struct RefusalKeepAliveTests {
         let body = Array("{\"sku\":1}".utf8)
         let good = device.sign(target: "/api/purchase", body: body, challenge: try device.challenge())
         // The same signature over another body: bad_signature, decided after the body was read.
-        let forged = ContractDevice.Signed(method: "POST", target: "/api/purchase", body: Array("{\"sku\":2}".utf8),
-                                           headers: good.headers, authority: good.authority)
+        let forged = ContractDevice.Signed(
+            method: "POST", target: "/api/purchase", body: Array("{\"sku\":2}".utf8),
+            headers: good.headers, authority: good.authority)
         let c = try HTTPTestConnection(port: port)
         defer { c.close() }
         func request(_ s: ContractDevice.Signed) -> String {

@@ -6,8 +6,9 @@ import Testing
 /// What SIGHUP applies to a real `gatewayd run`, and what it says needs a restart: listeners opened,
 /// drained and switched on their socket, the admin listener moved, a bind that fails refusing the
 /// whole reload, logging switched, and `workers`/`store.*` as pending-restart keys.
-@Suite("SIGHUP applies listeners, admin address and logging; workers and store wait for a restart (real gatewayd)",
-       .serialized, .timeLimit(.minutes(2)))
+@Suite(
+    "SIGHUP applies listeners, admin address and logging; workers and store wait for a restart (real gatewayd)",
+    .serialized, .timeLimit(.minutes(2)))
 struct ReloadTests {
     static func config(
         workers: Int = 1, listeners: String = "  - {name: public, address: 127.0.0.1:0}", admin: String = "127.0.0.1:0",
@@ -79,10 +80,14 @@ struct ReloadTests {
         let open = try HTTPTestConnection(port: publicPort)
         #expect(try open.request("GET /demo/1 HTTP/1.1\r\nHost: x\r\n\r\n").status == 200)
 
-        let line = try Self.reload(gw, Self.config(workers: 2, listeners: """
-              - {name: public, address: 127.0.0.1:0}
-              - {name: extra, address: 127.0.0.1:0, protocols: [http1, h2c]}
-            """))
+        let line = try Self.reload(
+            gw,
+            Self.config(
+                workers: 2,
+                listeners: """
+                      - {name: public, address: 127.0.0.1:0}
+                      - {name: extra, address: 127.0.0.1:0, protocols: [http1, h2c]}
+                    """))
         #expect(Self.field(line, "msg") == "configuration reloaded", "\(gw.stderr)")
         #expect(Self.field(line, "listeners_opened") == "extra")
         #expect(Self.field(line, "changed") == "listeners")
@@ -111,10 +116,12 @@ struct ReloadTests {
         defer { slow.stop() }
         defer { release.open() }  // first: a failed test must not leave the upstream thread waiting
         let upstream = "http://127.0.0.1:\(slow.port)"
-        let gw = try GatewayProcess(config: Self.config(listeners: """
-              - {name: public, address: 127.0.0.1:0}
-              - {name: extra, address: 127.0.0.1:0}
-            """, upstream: upstream))
+        let gw = try GatewayProcess(
+            config: Self.config(
+                listeners: """
+                      - {name: public, address: 127.0.0.1:0}
+                      - {name: extra, address: 127.0.0.1:0}
+                    """, upstream: upstream))
         defer { gw.stop() }
         let extraPort = Self.port(gw, "extra")
         let idle = try HTTPTestConnection(port: extraPort)
@@ -146,16 +153,21 @@ struct ReloadTests {
         defer { holder.stop() }
         let gw = try GatewayProcess(config: Self.config(workers: 2))
         defer { gw.stop() }
-        let line = try Self.reload(gw, Self.config(workers: 2, listeners: """
-              - {name: public, address: 127.0.0.1:0}
-              - {name: extra, address: 127.0.0.1:0}
-              - {name: taken, address: 127.0.0.1:\(holder.port)}
-            """, demoPrefix: "/v2"))
+        let line = try Self.reload(
+            gw,
+            Self.config(
+                workers: 2,
+                listeners: """
+                      - {name: public, address: 127.0.0.1:0}
+                      - {name: extra, address: 127.0.0.1:0}
+                      - {name: taken, address: 127.0.0.1:\(holder.port)}
+                    """, demoPrefix: "/v2"))
         #expect(Self.field(line, "msg") == "reload refused; the running configuration is kept", "\(gw.stderr)")
         let error = try #require(Self.field(line, "error"))
         #expect(error.contains("gateway.yaml:5:"), "\(error)")
-        #expect(error.contains("listeners[2].address (listener taken): cannot listen: bind 127.0.0.1:\(holder.port): Address already in use"),
-                "\(error)")
+        #expect(
+            error.contains("listeners[2].address (listener taken): cannot listen: bind 127.0.0.1:\(holder.port): Address already in use"),
+            "\(error)")
         #expect(!gw.stderr.contains("configuration reloaded"))
         // The listener opened for the refused reload is closed again; the old routes serve.
         #expect(!gw.stderr.contains("\"msg\":\"listener opened\""))
@@ -165,8 +177,9 @@ struct ReloadTests {
         #expect(try Self.metric(gw, "attest_gateway_config_reloads_total{result=\"failure\"}") == 1)
         // The admin listener likewise.
         let adminLine = try Self.reload(gw, Self.config(workers: 2, admin: "127.0.0.1:\(holder.port)"))
-        #expect(Self.field(adminLine, "error")?.contains("admin.address: cannot listen: bind 127.0.0.1:\(holder.port)") == true,
-                "\(gw.stderr)")
+        #expect(
+            Self.field(adminLine, "error")?.contains("admin.address: cannot listen: bind 127.0.0.1:\(holder.port)") == true,
+            "\(gw.stderr)")
         #expect(try curl([gw.url("admin", "/healthz")]).0 == 200)
 
         // One worker, a listener moved from 127.0.0.1:P to the wildcard on the same port: the old
@@ -175,9 +188,10 @@ struct ReloadTests {
         let one = try GatewayProcess(config: Self.config(listeners: "  - {name: public, address: 127.0.0.1:\(p)}"))
         defer { one.stop() }
         let moved = try Self.reload(one, Self.config(listeners: "  - {name: public, address: 0.0.0.0:\(p)}"))
-        #expect(Self.field(moved, "error")?.contains(
-            "cannot listen: bind 0.0.0.0:\(p): Address already in use (listener public holds it until this reload would close it: "
-                + "restart, or move it through another address in two reloads)") == true, "\(one.stderr)")
+        #expect(
+            Self.field(moved, "error")?.contains(
+                "cannot listen: bind 0.0.0.0:\(p): Address already in use (listener public holds it until this reload would close it: "
+                    + "restart, or move it through another address in two reloads)") == true, "\(one.stderr)")
         #expect(try curl(["http://127.0.0.1:\(p)/demo/1"]).0 == 200)
     }
 
@@ -192,9 +206,11 @@ struct ReloadTests {
         let longTarget = "/demo/" + String(repeating: "a", count: 1500)
         #expect(try curl(["http://127.0.0.1:\(port)\(longTarget)"]).0 == 200)
 
-        let line = try Self.reload(gw, Self.config(
-            listeners: "  - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}",
-            limits: "drain_timeout: 5s, max_request_line: 1KiB"))
+        let line = try Self.reload(
+            gw,
+            Self.config(
+                listeners: "  - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}",
+                limits: "drain_timeout: 5s, max_request_line: 1KiB"))
         #expect(Self.field(line, "listeners_updated") == "public", "\(gw.stderr)")
         #expect(Self.field(line, "changed") == "listeners, limits")
         #expect(Self.field(line, "listeners_opened") == nil && Self.field(line, "listeners_closed") == nil)
@@ -205,7 +221,8 @@ struct ReloadTests {
         #expect(try open.request("GET \(longTarget) HTTP/1.1\r\nHost: x\r\n\r\n").status == 200)
     }
 
-    @Test("tls turned on, then off, by SIGHUP on the same address: the socket stays, new connections follow, the open one keeps its protocol")
+    @Test(
+        "tls turned on, then off, by SIGHUP on the same address: the socket stays, new connections follow, the open one keeps its protocol")
     func tlsOnSameAddress() throws {
         let pki = try TLSTestPKI()
         defer { pki.remove() }
@@ -217,8 +234,10 @@ struct ReloadTests {
         let open = try HTTPTestConnection(port: port)
         #expect(try open.request("GET /demo/1 HTTP/1.1\r\nHost: x\r\n\r\n").status == 200)
 
-        let line = try Self.reload(gw, Self.config(
-            listeners: "  - {name: public, address: 127.0.0.1:0, tls: {certificate: \(leaf.cert), private_key: \(leaf.key)}}"))
+        let line = try Self.reload(
+            gw,
+            Self.config(
+                listeners: "  - {name: public, address: 127.0.0.1:0, tls: {certificate: \(leaf.cert), private_key: \(leaf.key)}}"))
         #expect(Self.field(line, "listeners_updated") == "public", "\(gw.stderr)")
         let https = try curl(["--cacert", pki.path("ca.pem"), "--resolve", "a.test:\(port):127.0.0.1", "https://a.test:\(port)/demo/x"])
         #expect(https.0 == 200 && https.1.contains("\"X-Forwarded-Proto\":\"https\""), "\(https)")
@@ -286,8 +305,9 @@ struct ReloadTests {
         #expect(Self.field(line, "msg") == "configuration reloaded", "\(gw.stderr)")
         #expect(Self.field(line, "pending_restart") == "workers, store.shards")
         #expect(Self.field(line, "changed") == "routes")
-        #expect(gw.stderr.contains("\"msg\":\"reload: workers changed 1 → 2; takes effect after a restart\",\"key\":\"workers\""),
-                "\(gw.stderr)")
+        #expect(
+            gw.stderr.contains("\"msg\":\"reload: workers changed 1 → 2; takes effect after a restart\",\"key\":\"workers\""),
+            "\(gw.stderr)")
         #expect(gw.stderr.contains("\"msg\":\"reload: store.shards changed 64 → 32; takes effect after a restart\""))
         #expect(try Self.metric(gw, gauge) == 1)
         #expect(try curl([gw.url("public", "/v2/x")]).1.contains("\"route\":\"demo\""), "the routes are applied")

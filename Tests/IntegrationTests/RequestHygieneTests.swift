@@ -39,36 +39,37 @@ final class HygieneGateway: @unchecked Sendable {
             while c.readRequest() != nil { c.write("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 4\r\nX-Up: 1\r\n\r\nfour") }
         }
         do {
-            gateway = try GatewayProcess(config: """
-                workers: 1
-                listeners:
-                  - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
-                  - {name: allow, address: 127.0.0.1:0, protocols: [http1, h2c], underscores_in_headers: allow}
-                admin: {address: 127.0.0.1:0}
-                limits: {drain_timeout: 2s}
-                upstreams:
-                  - {name: rec, url: "http://127.0.0.1:\(upstream.port)", response_timeout: 10s}
-                  - {name: repeating, url: "http://127.0.0.1:\(repeating.port)", response_timeout: 10s}
-                apps:
-                  - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-                trust: {extra_roots: [\(trustRoot)], extra_receipt_roots: [\(receiptRoot)]}
-                store: {kind: memory, shards: 4}
-                routes:
-                  - name: purchase
-                    match: {methods: [POST], path_prefix: /api/purchase}
-                    upstream: rec
-                    assertion: {mode: enforce}
-                  - name: account
-                    match: {methods: [GET], path: /api/account}
-                    upstream: rec
-                    assertion: {mode: enforce}
-                  - name: shop
-                    match: {path_prefix: /shop, host: shop.example.com}
-                    upstream: rec
-                    assertion: {mode: enforce}
-                  - {name: repeating, match: {path_prefix: /repeating}, upstream: repeating}
-                  - {name: rest, match: {path_prefix: /}, upstream: rec}
-                """)
+            gateway = try GatewayProcess(
+                config: """
+                    workers: 1
+                    listeners:
+                      - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
+                      - {name: allow, address: 127.0.0.1:0, protocols: [http1, h2c], underscores_in_headers: allow}
+                    admin: {address: 127.0.0.1:0}
+                    limits: {drain_timeout: 2s}
+                    upstreams:
+                      - {name: rec, url: "http://127.0.0.1:\(upstream.port)", response_timeout: 10s}
+                      - {name: repeating, url: "http://127.0.0.1:\(repeating.port)", response_timeout: 10s}
+                    apps:
+                      - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
+                    trust: {extra_roots: [\(trustRoot)], extra_receipt_roots: [\(receiptRoot)]}
+                    store: {kind: memory, shards: 4}
+                    routes:
+                      - name: purchase
+                        match: {methods: [POST], path_prefix: /api/purchase}
+                        upstream: rec
+                        assertion: {mode: enforce}
+                      - name: account
+                        match: {methods: [GET], path: /api/account}
+                        upstream: rec
+                        assertion: {mode: enforce}
+                      - name: shop
+                        match: {path_prefix: /shop, host: shop.example.com}
+                        upstream: rec
+                        assertion: {mode: enforce}
+                      - {name: repeating, match: {path_prefix: /repeating}, upstream: repeating}
+                      - {name: rest, match: {path_prefix: /}, upstream: rec}
+                    """)
         } catch {
             upstream.stop()
             repeating.stop()
@@ -93,9 +94,10 @@ final class HygieneGateway: @unchecked Sendable {
 
     /// curl over h2c: status, field lines (lowercase names), body.
     func h2(_ args: [String], path: String, listener: String = "public") throws -> (status: Int, lines: [String], body: String) {
-        let r = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"),
-                               ["-sS", "-i", "--max-time", "20", "--http2-prior-knowledge", "--path-as-is"] + args
-                                   + ["http://127.0.0.1:\(port(listener))\(path)"], timeout: 30)
+        let r = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-sS", "-i", "--max-time", "20", "--http2-prior-knowledge", "--path-as-is"] + args
+                + ["http://127.0.0.1:\(port(listener))\(path)"], timeout: 30)
         guard let split = r.stdout.range(of: "\r\n\r\n") else { return (0, ["curl exit \(r.status): \(r.stderr)"], "") }
         var lines = r.stdout[..<split.lowerBound].components(separatedBy: "\r\n")
         let status = lines.removeFirst().split(separator: " ")
@@ -118,8 +120,9 @@ private func haveCurl() -> Bool {
 /// request that could sidestep a protected route is refused, or matched by that route (and then,
 /// without an assertion, refused with 401); none reaches the upstream. No forged gateway field reaches
 /// an upstream.
-@Suite("Protected routes cannot be sidestepped; the upstream can trust the gateway (real gatewayd)",
-       .serialized, .timeLimit(.minutes(3)))
+@Suite(
+    "Protected routes cannot be sidestepped; the upstream can trust the gateway (real gatewayd)",
+    .serialized, .timeLimit(.minutes(3)))
 struct RequestHygieneTests {
     let ca: TestCA
     let dir: URL
@@ -129,8 +132,9 @@ struct RequestHygieneTests {
     }
 
     func gateway() throws -> HygieneGateway {
-        try HygieneGateway(trustRoot: dir.appendingPathComponent("root.pem").path,
-                           receiptRoot: dir.appendingPathComponent("receipt-root.pem").path)
+        try HygieneGateway(
+            trustRoot: dir.appendingPathComponent("root.pem").path,
+            receiptRoot: dir.appendingPathComponent("receipt-root.pem").path)
     }
 
     @Test("method case: post, Post, pOST and odd methods are 400 bad_method on HTTP/1.1 and h2c; none reaches the upstream")
@@ -163,8 +167,10 @@ struct RequestHygieneTests {
             #expect(r.status == 401 && error(r.text) == "assertion_missing", "\(host): \(r.status) \(r.text)")
             #expect(g.recorded.of(id).isEmpty, "\(host) reached the upstream")
         }
-        let invalid = ["h/evil@x", "shop.example.com@evil", "user@shop.example.com", "shop.example.com:http", "shop.example.com..",
-                       "shop example.com", "shop.example.com,evil", ""]
+        let invalid = [
+            "h/evil@x", "shop.example.com@evil", "user@shop.example.com", "shop.example.com:http", "shop.example.com..",
+            "shop example.com", "shop.example.com,evil", "",
+        ]
         for (i, host) in invalid.enumerated() {
             let id = "h2-\(i)"
             let r = try g.raw("GET /shop/order HTTP/1.1\r\nHost: \(host)\r\nX-Case: \(id)\r\n\r\n")
@@ -201,12 +207,14 @@ struct RequestHygieneTests {
             return
         }
         let url = "http://127.0.0.1:\(g.port())/shop/order"
-        let mismatch = try runProcess(URL(fileURLWithPath: nghttp),
-                                      ["-v", "-H", ":authority: other.example", "-H", "host: shop.example.com", "-H", "x-case: a1", url])
+        let mismatch = try runProcess(
+            URL(fileURLWithPath: nghttp),
+            ["-v", "-H", ":authority: other.example", "-H", "host: shop.example.com", "-H", "x-case: a1", url])
         #expect(mismatch.stdout.contains("RST_STREAM") && mismatch.stdout.contains("PROTOCOL_ERROR"), "\(mismatch.stdout)")
         #expect(g.recorded.of("a1").isEmpty)
-        let same = try runProcess(URL(fileURLWithPath: nghttp),
-                                  ["-v", "-H", ":authority: shop.example.com", "-H", "host: SHOP.example.com", "-H", "x-case: a2", url])
+        let same = try runProcess(
+            URL(fileURLWithPath: nghttp),
+            ["-v", "-H", ":authority: shop.example.com", "-H", "host: SHOP.example.com", "-H", "x-case: a2", url])
         #expect(same.stdout.contains(":status: 401"), "\(same.stdout)")
         #expect(g.recorded.of("a2").isEmpty)
     }
@@ -232,11 +240,12 @@ struct RequestHygieneTests {
         #expect(seen.target == "/hello?q=1")
         #expect(seen.headers.filter { $0.name.lowercased() == "host" }.map(\.value) == ["legacy.example:8080"])
         #expect(seen.header("X-Forwarded-Host") == "legacy.example:8080")
-        for (line, code, id) in [("POST http://user@shop.example.com/api/purchase HTTP/1.1", "bad_target", "a6"),
-                                 ("POST http://user:pw@other/api/purchase HTTP/1.1", "bad_target", "a7"),
-                                 ("GET ftp://other/api/purchase HTTP/1.1", "bad_target", "a8"), ("GET * HTTP/1.1", "bad_target", "a9"),
-                                 ("POST * HTTP/1.1", "bad_target", "a10")]
-        {
+        for (line, code, id) in [
+            ("POST http://user@shop.example.com/api/purchase HTTP/1.1", "bad_target", "a6"),
+            ("POST http://user:pw@other/api/purchase HTTP/1.1", "bad_target", "a7"),
+            ("GET ftp://other/api/purchase HTTP/1.1", "bad_target", "a8"), ("GET * HTTP/1.1", "bad_target", "a9"),
+            ("POST * HTTP/1.1", "bad_target", "a10"),
+        ] {
             let r = try g.raw("\(line)\r\nHost: shop.example.com\r\nX-Case: \(id)\r\nContent-Length: 0\r\n\r\n")
             #expect(r.status == 400 && error(r.text) == code, "\(line): \(r.status) \(r.text)")
             #expect(g.recorded.of(id).isEmpty)
@@ -246,9 +255,11 @@ struct RequestHygieneTests {
         #expect(g.recorded.of("a11").first?.target == "*")
     }
 
-    static let variants = ["/API/purchase", "/Api/Purchase", "/api/purchase;x", "/api;jsessionid=1/purchase", "/api/purchase.json",
-                           "/api/purchase.", "/api/purchase%20", "/api/purchase%09", "/api/purchase/", "/api/x/..;/purchase",
-                           "/api/PURCHASE.JSON;v=1", "/api/%70urchase", "/api//purchase", "/api/./purchase", "/api/purchase%3bx"]
+    static let variants = [
+        "/API/purchase", "/Api/Purchase", "/api/purchase;x", "/api;jsessionid=1/purchase", "/api/purchase.json",
+        "/api/purchase.", "/api/purchase%20", "/api/purchase%09", "/api/purchase/", "/api/x/..;/purchase",
+        "/api/PURCHASE.JSON;v=1", "/api/%70urchase", "/api//purchase", "/api/./purchase", "/api/purchase%3bx",
+    ]
 
     @Test("path variants a backend folds are matched by the protected route (401 without assertion), on HTTP/1.1 and h2c")
     func pathVariants() throws {
@@ -261,9 +272,10 @@ struct RequestHygieneTests {
             #expect(g.recorded.of(id).isEmpty, "\(target) reached the upstream")
         }
         // An exact-path route for GET: its variants, and HEAD (which backends run as GET).
-        for (i, (method, target)) in [("GET", "/api/account/"), ("GET", "/API/Account"), ("GET", "/api/account.json"),
-                                      ("HEAD", "/api/account"), ("HEAD", "/api/account;x")].enumerated()
-        {
+        for (i, (method, target)) in [
+            ("GET", "/api/account/"), ("GET", "/API/Account"), ("GET", "/api/account.json"),
+            ("HEAD", "/api/account"), ("HEAD", "/api/account;x"),
+        ].enumerated() {
             let id = "p2-\(i)"
             let r = try g.raw("\(method) \(target) HTTP/1.1\r\nHost: x\r\nX-Case: \(id)\r\n\r\n", method: method)
             #expect(r.status == 401, "\(method) \(target): \(r.status)")
@@ -311,8 +323,9 @@ struct RequestHygieneTests {
                 cases.append((id, listener, "http1"))
                 if haveCurl() {
                     let id2 = "o2-\(listener)-\(k)"
-                    let r2 = try g.h2(["-H", "X-Case: \(id2)"] + Self.overrides.flatMap { ["-H", "\($0.0): \($0.1)"] }, path: target,
-                                      listener: listener)
+                    let r2 = try g.h2(
+                        ["-H", "X-Case: \(id2)"] + Self.overrides.flatMap { ["-H", "\($0.0): \($0.1)"] }, path: target,
+                        listener: listener)
                     #expect(r2.status == 200)
                     cases.append((id2, listener, "h2"))
                 }
@@ -322,12 +335,16 @@ struct RequestHygieneTests {
             let seen = try #require(g.recorded.of(id).first, "\(id)")
             #expect(seen.method == "GET")
             for (name, _) in Self.overrides {
-                #expect(seen.header(name) == nil && seen.header(name.replacingOccurrences(of: "_", with: "-")) == nil,
-                        "\(proto) on \(listener): \(name) reached the upstream")
+                #expect(
+                    seen.header(name) == nil && seen.header(name.replacingOccurrences(of: "_", with: "-")) == nil,
+                    "\(proto) on \(listener): \(name) reached the upstream")
             }
             let folded = seen.headers.map { String($0.name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" }) }
-            #expect(!folded.contains { $0.hasPrefix("x-http-") || $0.hasPrefix("x-original") || $0 == "x-rewrite-url" || $0 == "x-override-url" },
-                    "\(proto) on \(listener): \(folded)")
+            #expect(
+                !folded.contains {
+                    $0.hasPrefix("x-http-") || $0.hasPrefix("x-original") || $0 == "x-rewrite-url" || $0 == "x-override-url"
+                },
+                "\(proto) on \(listener): \(folded)")
         }
     }
 
@@ -351,16 +368,21 @@ struct RequestHygieneTests {
         #expect(get.status == 200 && g.recorded.of("q3").first?.target == "/hello?_method=DELETE")
     }
 
-    @Test("a POST to a plain route on a path protected for other methods: a _method in its body is 400 method_override; other bodies pass whole")
+    @Test(
+        "a POST to a plain route on a path protected for other methods: a _method in its body is 400 method_override; other bodies pass whole"
+    )
     func methodOverrideBody() throws {
         let g = try gateway()
         defer { g.stop() }
         // /api/account is protected for GET only: POST /api/account goes to `rest`, and Laravel,
         // Symfony or Rails would run GET's handler for `_method=GET`.
-        let overriding = ["_method=GET", "a=1&%5Fmethod=GET", "a=1&.method=GET", "{\"_method\":\"GET\"}",
-                          "--b\r\nContent-Disposition: form-data; name=\"_METHOD\"\r\n\r\nGET\r\n--b--\r\n"]
+        let overriding = [
+            "_method=GET", "a=1&%5Fmethod=GET", "a=1&.method=GET", "{\"_method\":\"GET\"}",
+            "--b\r\nContent-Disposition: form-data; name=\"_METHOD\"\r\n\r\nGET\r\n--b--\r\n",
+        ]
         for (i, body) in overriding.enumerated() {
-            let r = try g.raw("POST /api/account HTTP/1.1\r\nHost: x\r\nX-Case: b1-\(i)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            let r = try g.raw(
+                "POST /api/account HTTP/1.1\r\nHost: x\r\nX-Case: b1-\(i)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
             #expect(r.status == 400 && error(r.text) == "method_override", "\(body): \(r.status) \(r.text)")
             #expect(g.recorded.of("b1-\(i)").isEmpty)
             if haveCurl() {
@@ -384,7 +406,8 @@ struct RequestHygieneTests {
         let g = try gateway()
         defer { g.stop() }
         let forged: [(String, String)] = [
-            ("X_App_Attest_Verified_Key_Id", "forged"), ("x-app-attest-verified-key-id", "forged"), ("X-App-Attest_Verified-Key-Id", "forged"),
+            ("X_App_Attest_Verified_Key_Id", "forged"), ("x-app-attest-verified-key-id", "forged"),
+            ("X-App-Attest_Verified-Key-Id", "forged"),
             ("X.App.Attest.Verified.Key.Id", "forged"), ("x~app~attest~verified~key~id", "forged"),
             ("X_FORWARDED_FOR", "6.6.6.6"), ("X-Forwarded-Port", "1"), ("X-App-Attest-Risk-Metric", "0"), ("X-Device-Check", "x"),
             ("X-Device-Check-Bits", "11"), ("X-Request-Id", "mine one"), ("X_Custom", "c"), ("X-Real-IP", "6.6.6.6"),
@@ -396,11 +419,15 @@ struct RequestHygieneTests {
             let names = seen.headers.map { String($0.name.lowercased().map { $0.isLetter || $0.isNumber ? $0 : "-" }) }
             #expect(names.filter { $0 == "x-app-attest-verified-key-id" }.count == (verified == nil ? 0 : 1), "\(what): \(seen.headers)")
             #expect(seen.header("X-App-Attest-Verified-Key-Id") == verified, "\(what)")
-            #expect(!seen.headers.contains { $0.value == "forged" || $0.value == "6.6.6.6" || $0.value == "mine one" }, "\(what): \(seen.headers)")
-            #expect(!names.contains("x-forwarded-port") && !names.contains("x-app-attest-risk-metric") && !names.contains("x-device-check")
-                && !names.contains("x-device-check-bits"), "\(what): \(names)")
+            #expect(
+                !seen.headers.contains { $0.value == "forged" || $0.value == "6.6.6.6" || $0.value == "mine one" },
+                "\(what): \(seen.headers)")
+            #expect(
+                !names.contains("x-forwarded-port") && !names.contains("x-app-attest-risk-metric") && !names.contains("x-device-check")
+                    && !names.contains("x-device-check-bits"), "\(what): \(names)")
             // An invalid client id ("mine one": a space) is replaced by the gateway's, sent once.
-            #expect(names.filter { $0 == "x-request-id" }.count == 1 && seen.header("X-Request-Id")?.count == 15, "\(what): \(seen.headers)")
+            #expect(
+                names.filter { $0 == "x-request-id" }.count == 1 && seen.header("X-Request-Id")?.count == 15, "\(what): \(seen.headers)")
             #expect(seen.header("X_Custom") == (allowUnderscores ? "c" : nil), "\(what)")
             #expect(seen.header("X-Forwarded-For") == "127.0.0.1", "\(what)")
         }
@@ -411,7 +438,8 @@ struct RequestHygieneTests {
             try check(id, "http1 \(listener)", allowUnderscores: listener == "allow")
             if haveCurl() {
                 let id2 = "f2-\(listener)"
-                let r2 = try g.h2(["-H", "X-Case: \(id2)"] + forged.flatMap { ["-H", "\($0.0): \($0.1)"] }, path: "/hello", listener: listener)
+                let r2 = try g.h2(
+                    ["-H", "X-Case: \(id2)"] + forged.flatMap { ["-H", "\($0.0): \($0.1)"] }, path: "/hello", listener: listener)
                 #expect(r2.status == 200)
                 try check(id2, "h2 \(listener)", allowUnderscores: listener == "allow")
             }
@@ -426,16 +454,18 @@ struct RequestHygieneTests {
             let authority = "127.0.0.1:\(try g.port(listener))"
             let signed = phone.sign(target: "/api/purchase", body: body, challenge: challenge, authority: authority)
             let id = "f3-\(listener)"
-            let r = try HTTPCall.send(port: g.port(listener), method: "POST", target: "/api/purchase",
-                                      headers: signed.headers + [("X-Case", id)] + forged, body: body, host: authority)
+            let r = try HTTPCall.send(
+                port: g.port(listener), method: "POST", target: "/api/purchase",
+                headers: signed.headers + [("X-Case", id)] + forged, body: body, host: authority)
             #expect(r.status == 200, "\(r.status) \(r.body)")
             try check(id, "verified http1 \(listener)", allowUnderscores: listener == "allow", verified: phone.keyID)
             guard haveCurl() else { continue }
             let challenge2 = try phone.challenge(purpose: "assert", keyID: phone.keyID)
             let signed2 = phone.sign(target: "/api/purchase", body: body, challenge: challenge2, authority: authority)
             let id2 = "f4-\(listener)"
-            let r2 = try g.h2((signed2.headers + [("X-Case", id2)] + forged).flatMap { ["-H", "\($0.0): \($0.1)"] }
-                                  + ["--data-binary", "{\"sku\":1}"], path: "/api/purchase", listener: listener)
+            let r2 = try g.h2(
+                (signed2.headers + [("X-Case", id2)] + forged).flatMap { ["-H", "\($0.0): \($0.1)"] }
+                    + ["--data-binary", "{\"sku\":1}"], path: "/api/purchase", listener: listener)
             #expect(r2.status == 200, "\(r2)")
             try check(id2, "verified h2 \(listener)", allowUnderscores: listener == "allow", verified: phone.keyID)
         }

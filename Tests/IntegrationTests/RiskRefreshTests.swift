@@ -76,7 +76,9 @@ struct RiskRefreshTests {
         return try phone.send(phone.sign(target: target, body: body, challenge: try phone.challenge()))
     }
 
-    @Test("the metric raised at Apple → the next request refused 403 risk_metric_exceeded (flagged on a flag route); X-App-Attest-Risk-Metric upstream; explain; a restart keeps it all")
+    @Test(
+        "the metric raised at Apple → the next request refused 403 risk_metric_exceeded (flagged on a flag route); X-App-Attest-Risk-Metric upstream; explain; a restart keeps it all"
+    )
     func metricRaisedThenRefused() throws {
         let apple = try standIn()
         defer { apple.stop() }
@@ -114,13 +116,16 @@ struct RiskRefreshTests {
         // explain: the refusal with the key's metric and receipt dates.
         let id = try #require(refused.json?["requestId"] as? String)
         let (_, explained) = try curl([gw.url("admin", "/explain/\(id)")])
-        #expect(explained.contains("risk_metric_exceeded") && explained.contains("\"risk_metric\":\"5\"") && explained.contains("receipt_created"))
+        #expect(
+            explained.contains("risk_metric_exceeded") && explained.contains("\"risk_metric\":\"5\"")
+                && explained.contains("receipt_created"))
         #expect(explained.contains("\"status\":403") && !explained.contains("refusalStatus"), "\(explained)")
         // The flagged one reached the upstream: its entry says what the client was sent (200), and
         // what a refusing route would have answered in its own field.
         let flaggedID = try #require(flagged.headers["X-Request-Id"] ?? flagged.headers["x-request-id"], "\(flagged.headers)")
         let (_, flaggedWhy) = try curl([gw.url("admin", "/explain/\(flaggedID)")])
-        #expect(flaggedWhy.contains("\"verdict\":\"flagged\"") && flaggedWhy.contains("\"status\":200")
+        #expect(
+            flaggedWhy.contains("\"verdict\":\"flagged\"") && flaggedWhy.contains("\"status\":200")
                 && flaggedWhy.contains("\"refusalStatus\":403"), "\(flaggedWhy)")
         let info = try keyInfo(gw, phone.keyID)
         let risk = try #require(info["risk"] as? [String: Any])
@@ -128,8 +133,14 @@ struct RiskRefreshTests {
         #expect((risk["receiptCreated"] as? String)?.hasSuffix("Z") == true && (risk["receiptNotBefore"] as? String) != nil)
 
         let text = try metrics(gw)
-        #expect(text.contains("attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"refused\",reason=\"risk_metric_exceeded\"} 1"))
-        #expect(text.contains("attest_gateway_assertion_verdicts_total{route=\"watch\",mode=\"enforce\",verdict=\"flagged\",reason=\"risk_metric_exceeded\"} 1"))
+        #expect(
+            text.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"refused\",reason=\"risk_metric_exceeded\"} 1"
+            ))
+        #expect(
+            text.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"watch\",mode=\"enforce\",verdict=\"flagged\",reason=\"risk_metric_exceeded\"} 1"
+            ))
         #expect(text.contains("attest_gateway_receipt_refreshes_total{result=\"refreshed\"}"))
         #expect(text.contains("attest_gateway_receipt_risk_metric_bucket"))
         #expect(text.contains("attest_gateway_receipt_refresh_lag_seconds"))
@@ -191,7 +202,9 @@ struct RiskRefreshTests {
         // The not-before is behind now (Apple's clock and ours disagree): asked again after `refresh`, not at once.
         #expect(eventually(15) { answers(apple, phone.keyID).contains { $0.atMillis > notModified.atMillis } })
         let after = try #require(answers(apple, phone.keyID).first { $0.atMillis > notModified.atMillis })
-        #expect(after.status == 200 && after.atMillis - notModified.atMillis >= 900, "asked again \(after.atMillis - notModified.atMillis) ms after the 304")
+        #expect(
+            after.status == 200 && after.atMillis - notModified.atMillis >= 900,
+            "asked again \(after.atMillis - notModified.atMillis) ms after the 304")
 
         // No data any more (404): the metric stays, stale; asked again only at stale_probe (1h).
         apple.setNoData(true, keyID: phone.keyID)
@@ -210,15 +223,17 @@ struct RiskRefreshTests {
         #expect(try protected(phone, "/api/purchase").status == 200)
     }
 
-    @Test("two gateways on one Redis: each refresh of a key is made by one of them (the schedule claimed under a lease)",
-          .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+    @Test(
+        "two gateways on one Redis: each refresh of a key is made by one of them (the schedule claimed under a lease)",
+        .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
     func fleetOnRedis() throws {
         let redis = try RedisProcess()
         defer { redis.stop() }
         let apple = try standIn(notBefore: 1)
         defer { apple.stop() }
         let yaml = config(apple, refresh: "2s").replacingOccurrences(
-            of: "store: {kind: memory, shards: 8, data_dir: \(dataDir), snapshot_interval: 1s}", with: "store: {kind: redis, url: \"\(redis.url)\"}")
+            of: "store: {kind: memory, shards: 8, data_dir: \(dataDir), snapshot_interval: 1s}",
+            with: "store: {kind: redis, url: \"\(redis.url)\"}")
         let one = try GatewayProcess(config: yaml)
         defer { one.stop() }
         let two = try GatewayProcess(config: yaml)
@@ -240,7 +255,9 @@ struct RiskRefreshTests {
         #expect(try protected(phone, "/api/purchase").error == "risk_metric_exceeded")
         // Each stored refresh was counted by the gateway that made it, once.
         func refreshed(_ gw: GatewayProcess) throws -> Int {
-            let line = try metrics(gw).split(separator: "\n").first { $0.hasPrefix("attest_gateway_receipt_refreshes_total{result=\"refreshed\"}") }
+            let line = try metrics(gw).split(separator: "\n").first {
+                $0.hasPrefix("attest_gateway_receipt_refreshes_total{result=\"refreshed\"}")
+            }
             return Int(Double(line?.split(separator: " ").last ?? "0") ?? 0)
         }
         let counted = try refreshed(one) + refreshed(two)

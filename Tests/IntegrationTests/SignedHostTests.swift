@@ -88,7 +88,8 @@ struct SignedHostTests {
         #expect(splitCall.status == 200 && splitCall.json?["route"] as? String == "tenant-a", "\(splitCall.body)")
         #expect(try phone.send(split, host: "a.example").status == 401)
         // Signed over the absolute-form text itself: not what the gateway verifies.
-        let absolute = phone.sign(target: "http://a.example/api/purchase", body: body, challenge: try phone.challenge(), authority: "a.example")
+        let absolute = phone.sign(
+            target: "http://a.example/api/purchase", body: body, challenge: try phone.challenge(), authority: "a.example")
         let absoluteCall = try phone.send(absolute, host: "a.example")
         #expect(absoluteCall.status == 401 && absoluteCall.error == "bad_signature", "\(absoluteCall.body)")
         #expect(try explain(gw, absoluteCall)["status"] as? Int == 401)
@@ -120,11 +121,14 @@ struct SignedHostTests {
         let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
         #expect(try phone.register().status == 201)
         let body = "{\"sku\":7}"
-        let signed = phone.sign(target: "/api/purchase?order=7", body: Array(body.utf8), challenge: try phone.challenge(), authority: "a.example")
+        let signed = phone.sign(
+            target: "/api/purchase?order=7", body: Array(body.utf8), challenge: try phone.challenge(), authority: "a.example")
         // curl sends a Host given with -H as the HTTP/2 :authority.
         func send(authority: String) throws -> (status: Int, body: String) {
-            var args = ["-sS", "-i", "--max-time", "20", "--http2-prior-knowledge", "-X", "POST", "--data-binary", body,
-                        "-H", "Host: \(authority)"]
+            var args = [
+                "-sS", "-i", "--max-time", "20", "--http2-prior-knowledge", "-X", "POST", "--data-binary", body,
+                "-H", "Host: \(authority)",
+            ]
             for (k, v) in signed.headers { args += ["-H", "\(k): \(v)"] }
             let r = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), args + [gw.url("public", "/api/purchase?order=7")], timeout: 30)
             #expect(r.stdout.hasPrefix("HTTP/2 "), "\(r.stdout.prefix(200)) \(r.stderr)")

@@ -95,8 +95,9 @@ struct StoreDiskTests {
 
     func readyz(_ gw: GatewayProcess) -> (Int, String) { (try? curl([gw.url("admin", "/readyz")])) ?? (0, "") }
 
-    @Test("data_dir full: 503 store_unavailable, /readyz 503 with the reason, an error line, the metric; space freed: recovers without a restart, nothing acknowledged lost",
-          .enabled(if: TmpfsMount.available, "needs root and mount(8) to mount a 512 KiB tmpfs (CI runs as root); skipped"))
+    @Test(
+        "data_dir full: 503 store_unavailable, /readyz 503 with the reason, an error line, the metric; space freed: recovers without a restart, nothing acknowledged lost",
+        .enabled(if: TmpfsMount.available, "needs root and mount(8) to mount a 512 KiB tmpfs (CI runs as root); skipped"))
     func fullDiskRecoversWithoutRestart() throws {
         let mount = try TmpfsMount(size: "512k")
         defer { mount.unmount() }
@@ -147,7 +148,10 @@ struct StoreDiskTests {
         #expect(gw.stderrLines.contains { $0.contains("\"level\":\"error\"") && $0.contains("store refuses writes") })
         let metrics = try curl([gw.url("admin", "/metrics")]).1
         #expect(metrics.contains("attest_gateway_store_write_errors_total{file=\"journal\",errno=\"ENOSPC\"}"), "\(metrics)")
-        #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"open-body\",mode=\"enforce\",verdict=\"fail_open\",reason=\"store_unavailable\"} 1"))
+        #expect(
+            metrics.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"open-body\",mode=\"enforce\",verdict=\"fail_open\",reason=\"store_unavailable\"} 1"
+            ))
         // Retries are logged once per interval, not once per attempt.
         usleep(1_500_000)
         #expect(gw.stderrLines.filter { $0.contains("\"msg\":\"store write failed\"") }.count <= 4, "\(gw.stderr)")

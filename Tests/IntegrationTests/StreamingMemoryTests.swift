@@ -30,7 +30,9 @@ struct StreamingMemoryTests {
 
     @Test(
         "1 GiB download from nginx (sparse file): every byte arrives, RSS growth under 64 MiB",
-        .enabled(if: NginxProcess.testsEnabled, "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
+        .enabled(
+            if: NginxProcess.testsEnabled,
+            "nginx is not installed (scripts/install-deps.sh installs it); skipped outside CI, fails under CI=true"))
     func download() throws {
         let nginx = try NginxProcess(zeroFileBytes: Int64(Self.gib))
         defer { nginx.stop() }
@@ -88,7 +90,8 @@ struct StreamingMemoryTests {
             }
         }
         defer { sink.stop() }
-        let gw = try GatewayProcess(config: Self.config(upstream: sink.port).replacingOccurrences(of: "workers: 1", with: "workers: \(workers)"))
+        let gw = try GatewayProcess(
+            config: Self.config(upstream: sink.port).replacingOccurrences(of: "workers: 1", with: "workers: \(workers)"))
         defer { gw.stop() }
         let port = Self.port(gw)
         // Several rounds: a race between loops shows in most rounds, not all.

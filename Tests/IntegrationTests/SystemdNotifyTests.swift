@@ -67,8 +67,10 @@ struct SystemdNotifyTests {
         let odd = try GatewayProcess(config: Self.config, environment: ["NOTIFY_SOCKET": "vsock:2:1234"])
         defer { odd.stop() }
         #expect(try curl([odd.url("admin", "/healthz")]).0 == 200)
-        #expect(odd.stderr.contains("systemd notifications off: NOTIFY_SOCKET=vsock:2:1234: only Unix socket paths and @abstract names are supported"),
-                "\(odd.stderr)")
+        #expect(
+            odd.stderr.contains(
+                "systemd notifications off: NOTIFY_SOCKET=vsock:2:1234: only Unix socket paths and @abstract names are supported"),
+            "\(odd.stderr)")
         // A socket nobody listens on: the start is not held up; the loss is logged.
         let gone = try GatewayProcess(config: Self.config, environment: ["NOTIFY_SOCKET": "/nonexistent/notify.sock"])
         defer { gone.stop() }

@@ -16,8 +16,10 @@ final class TLSTestPKI: @unchecked Sendable {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("gw-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         for ca in ["ca", "wrong-ca"] {
-            try openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(ca).key"),
-                         "-out", path("\(ca).pem"), "-days", "2", "-subj", "/CN=Gateway Test \(ca)"])
+            try openssl([
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(ca).key"),
+                "-out", path("\(ca).pem"), "-days", "2", "-subj", "/CN=Gateway Test \(ca)",
+            ])
         }
     }
 
@@ -27,13 +29,17 @@ final class TLSTestPKI: @unchecked Sendable {
     @discardableResult
     func leaf(_ file: String, names: [String], cn: String? = nil, ca: String = "ca") throws -> (cert: String, key: String) {
         let csr = path("\(file).csr")
-        try openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(file).key"),
-                     "-out", csr, "-subj", "/CN=\(cn ?? names[0])"])
+        try openssl([
+            "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("\(file).key"),
+            "-out", csr, "-subj", "/CN=\(cn ?? names[0])",
+        ])
         let ext = path("\(file).ext")
         try ("subjectAltName=" + (names.map { "DNS:\($0)" } + ["DNS:localhost", "IP:127.0.0.1"]).joined(separator: ",") + "\n")
             .write(toFile: ext, atomically: true, encoding: .utf8)
-        try openssl(["x509", "-req", "-in", csr, "-CA", path("\(ca).pem"), "-CAkey", path("\(ca).key"), "-CAcreateserial",
-                     "-days", "2", "-extfile", ext, "-out", path("\(file).pem")])
+        try openssl([
+            "x509", "-req", "-in", csr, "-CA", path("\(ca).pem"), "-CAkey", path("\(ca).key"), "-CAcreateserial",
+            "-days", "2", "-extfile", ext, "-out", path("\(file).pem"),
+        ])
         chmod(path("\(file).key"), 0o600)
         return (path("\(file).pem"), path("\(file).key"))
     }
@@ -206,24 +212,25 @@ struct TLSTests {
     static func gateway(_ pki: TLSTestPKI, upstream: String = "{name: demo, url: demo}", extra: String = "", routes: String = "")
         throws -> GatewayProcess
     {
-        try GatewayProcess(config: """
-            workers: 2
-            listeners:
-              - name: secure
-                address: 127.0.0.1:0
-                tls:
-                  certificates:
-                    - {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key")), server_names: [a.test]}
-                    - {certificate: \(pki.path("b.pem")), private_key: \(pki.path("b.key")), server_names: [b.test]}
-            admin: {address: 127.0.0.1:0}
-            limits: {header_timeout: 2s, drain_timeout: 2s}
-            upstreams:
-              - \(upstream)
-            \(extra)
-            routes:
-            \(routes)
-              - {name: all, match: {path_prefix: /}, upstream: \(upstream.contains("name: demo") ? "demo" : "up")}
-            """)
+        try GatewayProcess(
+            config: """
+                workers: 2
+                listeners:
+                  - name: secure
+                    address: 127.0.0.1:0
+                    tls:
+                      certificates:
+                        - {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key")), server_names: [a.test]}
+                        - {certificate: \(pki.path("b.pem")), private_key: \(pki.path("b.key")), server_names: [b.test]}
+                admin: {address: 127.0.0.1:0}
+                limits: {header_timeout: 2s, drain_timeout: 2s}
+                upstreams:
+                  - \(upstream)
+                \(extra)
+                routes:
+                \(routes)
+                  - {name: all, match: {path_prefix: /}, upstream: \(upstream.contains("name: demo") ? "demo" : "up")}
+                """)
     }
 
     static func pki() throws -> TLSTestPKI {
@@ -244,27 +251,34 @@ struct TLSTests {
         let gw = try Self.gateway(pki)
         defer { gw.stop() }
         let port = HTTPCall.port(gw, "secure")
-        let get = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), [
-            "-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-w", "\n%{http_code} %{http_version}",
-            "https://localhost:\(port)/hello?x=1",
-        ])
+        let get = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            [
+                "-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-w", "\n%{http_code} %{http_version}",
+                "https://localhost:\(port)/hello?x=1",
+            ])
         let getLines = get.stdout.split(separator: "\n").map(String.init)
         #expect(getLines.last == "200 1.1", "curl: \(get.stdout) \(get.stderr)")
         let json = try #require((try? JSONSerialization.jsonObject(with: Data((getLines.first ?? "").utf8))) as? [String: Any])
         #expect((json["headers"] as? [String: String])?["X-Forwarded-Proto"] == "https")
 
-        let post = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), [
-            "-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-w", "\n%{http_code}", "--data-binary", String(repeating: "z", count: 50_000),
-            "https://localhost:\(port)/upload",
-        ])
+        let post = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            [
+                "-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-w", "\n%{http_code}", "--data-binary",
+                String(repeating: "z", count: 50_000),
+                "https://localhost:\(port)/upload",
+            ])
         #expect(post.stdout.hasSuffix("\n200"), "curl: \(post.stderr)")
         #expect(post.stdout.contains("\"bodyBytes\":50000"), "\(post.stdout.prefix(300))")
 
         for name in ["a.test", "b.test"] {
-            let r = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), [
-                "-s", "-v", "--max-time", "10", "--cacert", pki.path("ca.pem"), "--resolve", "\(name):\(port):127.0.0.1",
-                "-o", "/dev/null", "-w", "%{http_code}", "https://\(name):\(port)/",
-            ])
+            let r = try runProcess(
+                URL(fileURLWithPath: "/usr/bin/curl"),
+                [
+                    "-s", "-v", "--max-time", "10", "--cacert", pki.path("ca.pem"), "--resolve", "\(name):\(port):127.0.0.1",
+                    "-o", "/dev/null", "-w", "%{http_code}", "https://\(name):\(port)/",
+                ])
             #expect(r.stdout == "200")
             #expect(r.stderr.contains("subject: CN=\(name)"), "\(name): \(r.stderr)")
         }
@@ -285,8 +299,10 @@ struct TLSTests {
         #expect(old.status != 0)
         #expect(old.stdout.contains("Cipher is (NONE)") || old.stderr.contains("alert protocol version"), "\(old.stderr)")
         for (flag, version) in [("-tls1_2", "TLSv1.2"), ("-tls1_3", "TLSv1.3")] {
-            let r = try Self.openssl(["s_client", "-connect", target, flag, "-servername", "a.test", "-alpn", "h2,http/1.1",
-                                      "-CAfile", pki.path("ca.pem"), "-verify_return_error"])
+            let r = try Self.openssl([
+                "s_client", "-connect", target, flag, "-servername", "a.test", "-alpn", "h2,http/1.1",
+                "-CAfile", pki.path("ca.pem"), "-verify_return_error",
+            ])
             #expect(r.status == 0, "\(flag): \(r.stderr)")
             #expect(r.stdout.contains("New, \(version)"), "\(flag): \(r.stdout.prefix(400))")
             #expect(r.stdout.contains("ALPN protocol: http/1.1"))
@@ -294,9 +310,11 @@ struct TLSTests {
         }
         let sess = pki.path("session.pem")
         // stdin open for a second: TLS 1.3 tickets arrive after the handshake, and s_client stops at stdin's end.
-        let first = try runProcess(URL(fileURLWithPath: "/bin/sh"), [
-            "-c", "sleep 1 | /usr/bin/openssl s_client -connect \(target) -servername a.test -sess_out \(sess)",
-        ], timeout: 15)
+        let first = try runProcess(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c", "sleep 1 | /usr/bin/openssl s_client -connect \(target) -servername a.test -sess_out \(sess)",
+            ], timeout: 15)
         #expect(first.stdout.contains("New, TLSv1.3"))
         let again = try Self.openssl(["s_client", "-connect", target, "-servername", "a.test", "-sess_in", sess])
         #expect(again.stdout.contains("Reused, TLSv1.3"), "\(again.stdout.prefix(400))")
@@ -310,16 +328,17 @@ struct TLSTests {
     func ticketRotation() throws {
         let pki = try Self.pki()
         defer { pki.remove() }
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners:
-              - name: secure
-                address: 127.0.0.1:0
-                tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key")), ticket_rotation: 3s}
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners:
+                  - name: secure
+                    address: 127.0.0.1:0
+                    tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key")), ticket_rotation: 3s}
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: demo, url: demo}]
+                routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
+                """)
         defer { gw.stop() }
         let target = "127.0.0.1:\(HTTPCall.port(gw, "secure"))"
         let sess = pki.path("rotation.pem")
@@ -348,9 +367,11 @@ struct TLSTests {
         for _ in 0..<3 where !checked {
             let start = rotations()
             // stdin open briefly: the TLS 1.3 ticket arrives after the handshake.
-            let first = try runProcess(URL(fileURLWithPath: "/bin/sh"), [
-                "-c", "sleep 0.5 | /usr/bin/openssl s_client -connect \(target) -servername a.test -sess_out \(sess)",
-            ], timeout: 15)
+            let first = try runProcess(
+                URL(fileURLWithPath: "/bin/sh"),
+                [
+                    "-c", "sleep 0.5 | /usr/bin/openssl s_client -connect \(target) -servername a.test -sess_out \(sess)",
+                ], timeout: 15)
             #expect(first.stdout.contains("New, TLSv1.3"), "\(first.stdout.prefix(300))")
             guard rotations() == start else { continue }
             let fresh = try resume()
@@ -368,7 +389,9 @@ struct TLSTests {
         let log = gw.stderrLines.last { $0.contains("tls ticket keys rotated") } ?? ""
         #expect(log.contains("\"listener\":\"secure\""), "\(log)")
         let metrics = try curl([gw.url("admin", "/metrics")]).1
-        #expect(metrics.contains("attest_gateway_tls_handshakes_total{listener=\"secure\",version=\"TLSv1.3\",resumed=\"true\"} \(resumed)"), "\(metrics)")
+        #expect(
+            metrics.contains("attest_gateway_tls_handshakes_total{listener=\"secure\",version=\"TLSv1.3\",resumed=\"true\"} \(resumed)"),
+            "\(metrics)")
     }
 
     @Test("SIGHUP changing tls.ticket_rotation from 1h to 2s restarts the listener's rotation timer, with no restart warning")
@@ -439,14 +462,14 @@ struct TLSTests {
         chmod(pki.path("b.key"), 0o644)
         let config = pki.path("gateway.yaml")
         try """
-            listeners:
-              - name: secure
-                address: 127.0.0.1:0
-                tls: {certificate: \(pki.path("b.pem")), private_key: \(pki.path("b.key"))}
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: demo, url: demo}]
-            routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
-            """.write(toFile: config, atomically: true, encoding: .utf8)
+        listeners:
+          - name: secure
+            address: 127.0.0.1:0
+            tls: {certificate: \(pki.path("b.pem")), private_key: \(pki.path("b.key"))}
+        admin: {address: 127.0.0.1:0}
+        upstreams: [{name: demo, url: demo}]
+        routes: [{name: all, match: {path_prefix: /}, upstream: demo}]
+        """.write(toFile: config, atomically: true, encoding: .utf8)
         let run = try runProcess(gatewaydBinary, ["run", "--config", config], timeout: 20)
         #expect(run.status == 1)
         #expect(run.stderr.contains("private key \(pki.path("b.key")) has mode 0644"), "\(run.stderr)")
@@ -508,7 +531,9 @@ struct TLSTests {
         let nginx = try TLSNginx(certificate: up.cert, key: up.key)
         defer { nginx.stop() }
         let good = try Self.gateway(
-            pki, upstream: "{name: up, url: \"https://127.0.0.1:\(nginx.port)\", tls: {ca_file: \(pki.path("ca.pem")), server_name: upstream.test}}")
+            pki,
+            upstream:
+                "{name: up, url: \"https://127.0.0.1:\(nginx.port)\", tls: {ca_file: \(pki.path("ca.pem")), server_name: upstream.test}}")
         defer { good.stop() }
         let c = try TLSTestClient(port: HTTPCall.port(good, "secure"), serverName: "a.test", caFile: pki.path("ca.pem"))
         var reused: [String] = []
@@ -523,7 +548,10 @@ struct TLSTests {
         #expect(reused == [".", "r", "r"])
 
         let bad = try Self.gateway(
-            pki, upstream: "{name: up, url: \"https://127.0.0.1:\(nginx.port)\", tls: {ca_file: \(pki.path("wrong-ca.pem")), server_name: upstream.test}}")
+            pki,
+            upstream:
+                "{name: up, url: \"https://127.0.0.1:\(nginx.port)\", tls: {ca_file: \(pki.path("wrong-ca.pem")), server_name: upstream.test}}"
+        )
         defer { bad.stop() }
         let d = try TLSTestClient(port: HTTPCall.port(bad, "secure"), serverName: "a.test", caFile: pki.path("ca.pem"))
         let r = try d.request("GET", "/x")
@@ -546,31 +574,35 @@ struct TLSTests {
         let ca = try TestCA()
         try ca.rootPEM.write(toFile: pki.path("attest-root.pem"), atomically: true, encoding: .utf8)
         try ca.receiptRootPEM.write(toFile: pki.path("receipt-root.pem"), atomically: true, encoding: .utf8)
-        let gw = try GatewayProcess(config: """
-            workers: 2
-            listeners:
-              - name: secure
-                address: 127.0.0.1:0
-                protocols: [http1, h2]
-                tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key"))}
-            admin: {address: 127.0.0.1:0}
-            limits: {header_timeout: 2s, drain_timeout: 2s}
-            upstreams:
-              - {name: demo, url: demo}
-            apps:
-              - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-            trust: {extra_roots: [\(pki.path("attest-root.pem"))], extra_receipt_roots: [\(pki.path("receipt-root.pem"))]}
-            routes:
-              - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
-              - {name: all, match: {path_prefix: /}, upstream: demo}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 2
+                listeners:
+                  - name: secure
+                    address: 127.0.0.1:0
+                    protocols: [http1, h2]
+                    tls: {certificate: \(pki.path("a.pem")), private_key: \(pki.path("a.key"))}
+                admin: {address: 127.0.0.1:0}
+                limits: {header_timeout: 2s, drain_timeout: 2s}
+                upstreams:
+                  - {name: demo, url: demo}
+                apps:
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
+                trust: {extra_roots: [\(pki.path("attest-root.pem"))], extra_receipt_roots: [\(pki.path("receipt-root.pem"))]}
+                routes:
+                  - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+                  - {name: all, match: {path_prefix: /}, upstream: demo}
+                """)
         defer { gw.stop() }
         let base = "https://localhost:\(HTTPCall.port(gw, "secure"))"
         func curl(_ args: [String]) throws -> (status: String, version: String, body: String, headers: String) {
             let headerFile = pki.path("headers-\(UUID().uuidString)")
-            let r = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"),
-                                   ["-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-D", headerFile,
-                                    "-w", "\n%{http_code} %{http_version}"] + args)
+            let r = try runProcess(
+                URL(fileURLWithPath: "/usr/bin/curl"),
+                [
+                    "-s", "--max-time", "10", "--cacert", pki.path("ca.pem"), "-D", headerFile,
+                    "-w", "\n%{http_code} %{http_version}",
+                ] + args)
             var lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             let last = (lines.popLast() ?? "").split(separator: " ").map(String.init)
             let headers = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
@@ -585,7 +617,8 @@ struct TLSTests {
         let nghttp = try runProcess(URL(fileURLWithPath: "/usr/bin/nghttp"), ["-nv", "\(base)/hello"], timeout: 15)
         #expect(nghttp.stdout.contains("negotiated protocol: h2"), "\(nghttp.stdout.suffix(600))")
         #expect(nghttp.stdout.contains(":status: 200"))
-        let load = try runProcess(URL(fileURLWithPath: "/usr/bin/h2load"), ["-n", "400", "-c", "4", "-m", "8", "\(base)/hello"], timeout: 60)
+        let load = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/h2load"), ["-n", "400", "-c", "4", "-m", "8", "\(base)/hello"], timeout: 60)
         #expect(load.stdout.contains("400 succeeded, 0 failed, 0 errored"), "\(load.stdout.suffix(800))")
         #expect(load.stdout.contains("Application protocol: h2"))
 
@@ -600,9 +633,11 @@ struct TLSTests {
         }
         let ch = try challenge()
         let attestation = try device.attest(clientDataHash: SHA256.hash(Array(ch.utf8)))
-        let reg = try curl(["--http2", "-H", "Content-Type: application/json", "--data-binary",
-                            "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(ch)\"}",
-                            "\(base)/v1/attest/register"])
+        let reg = try curl([
+            "--http2", "-H", "Content-Type: application/json", "--data-binary",
+            "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(ch)\"}",
+            "\(base)/v1/attest/register",
+        ])
         #expect(reg.status == "201", "\(reg)")
         let ch2 = try challenge()
         let body = "{\"sku\":7}"
@@ -611,8 +646,10 @@ struct TLSTests {
             challenge: ch2, method: "POST", target: "/api/purchase?via=h2", authority: "localhost:\(HTTPCall.port(gw, "secure"))",
             body: Array(body.utf8))
         let assertion = Base64.encode(device.assert(clientDataHash: SHA256.hash(cd)))
-        let signed = ["--http2", "-H", "X-App-Attest-Key-Id: \(keyID)", "-H", "X-App-Attest-Challenge: \(ch2)",
-                      "-H", "X-App-Assertion: \(assertion)", "--data-binary", body, "\(base)/api/purchase?via=h2"]
+        let signed = [
+            "--http2", "-H", "X-App-Attest-Key-Id: \(keyID)", "-H", "X-App-Attest-Challenge: \(ch2)",
+            "-H", "X-App-Assertion: \(assertion)", "--data-binary", body, "\(base)/api/purchase?via=h2",
+        ]
         let ok = try curl(signed)
         #expect(ok.status == "200" && ok.version == "2", "\(ok)")
         #expect(ok.body.contains("\"X-App-Attest-Verified-Key-Id\":\"\(keyID)\""), "\(ok.body.prefix(400))")
@@ -620,7 +657,9 @@ struct TLSTests {
         let replay = try curl(signed)
         #expect(replay.status == "401" && replay.body.contains("\"error\":\"counter_replay\""), "\(replay)")
         let metrics = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", gw.url("admin", "/metrics")]).stdout
-        #expect(metrics.contains("attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 1"))
+        #expect(
+            metrics.contains(
+                "attest_gateway_assertion_verdicts_total{route=\"purchase\",mode=\"enforce\",verdict=\"accepted\",reason=\"ok\"} 1"))
         #expect(metrics.contains("protocol=\"h2\""))
         #expect(metrics.contains("attest_gateway_tls_handshakes_total{listener=\"secure\""))
     }
@@ -632,13 +671,16 @@ struct TLSTests {
         let ca = try TestCA()
         try ca.rootPEM.write(toFile: pki.path("attest-root.pem"), atomically: true, encoding: .utf8)
         try ca.receiptRootPEM.write(toFile: pki.path("receipt-root.pem"), atomically: true, encoding: .utf8)
-        let gw = try Self.gateway(pki, extra: """
-            apps:
-              - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
-            trust: {extra_roots: [\(pki.path("attest-root.pem"))], extra_receipt_roots: [\(pki.path("receipt-root.pem"))]}
-            """, routes: """
-              - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
-            """)
+        let gw = try Self.gateway(
+            pki,
+            extra: """
+                apps:
+                  - {team_id: ABCDE12345, bundle_ids: [com.example.shop], environments: [development]}
+                trust: {extra_roots: [\(pki.path("attest-root.pem"))], extra_receipt_roots: [\(pki.path("receipt-root.pem"))]}
+                """,
+            routes: """
+                  - {name: purchase, match: {methods: [POST], path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+                """)
         defer { gw.stop() }
         let c = try TLSTestClient(port: HTTPCall.port(gw, "secure"), serverName: "a.test", caFile: pki.path("ca.pem"))
         defer { c.close() }
@@ -652,8 +694,10 @@ struct TLSTests {
         }
         let ch = try challenge("register")
         let attestation = try device.attest(clientDataHash: SHA256.hash(Array(ch.utf8)))
-        let reg = try c.request("POST", "/v1/attest/register", body: Array(
-            "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(ch)\"}".utf8))
+        let reg = try c.request(
+            "POST", "/v1/attest/register",
+            body: Array(
+                "{\"keyId\":\"\(keyID)\",\"attestation\":\"\(Base64.encode(attestation))\",\"challenge\":\"\(ch)\"}".utf8))
         #expect(reg.status == 201, "\(reg.body)")
         #expect(reg.body.contains(keyID))
         // A signed request with a fresh challenge: the demo upstream sees the verified key header.
@@ -661,9 +705,11 @@ struct TLSTests {
         let body = Array("{\"sku\":1}".utf8)
         let cd = ContractDevice.clientData(challenge: ch2, method: "POST", target: "/api/purchase", authority: "gateway.test", body: body)
         let assertion = device.assert(clientDataHash: SHA256.hash(cd))
-        let r = try c.request("POST", "/api/purchase", headers: [
-            ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", ch2), ("X-App-Assertion", Base64.encode(assertion)),
-        ], body: body)
+        let r = try c.request(
+            "POST", "/api/purchase",
+            headers: [
+                ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", ch2), ("X-App-Assertion", Base64.encode(assertion)),
+            ], body: body)
         #expect(r.status == 200, "\(r.body)")
         let json = try #require((try? JSONSerialization.jsonObject(with: Data(r.body.utf8))) as? [String: Any])
         let headers = try #require(json["headers"] as? [String: String])

@@ -25,29 +25,35 @@ struct TrustedProxyTests {
 
     static func port(_ url: String) -> UInt16 { UInt16(url.split(separator: ":").last!.split(separator: "/").first!)! }
 
-    @Test("nginx in front: the upstream sees the client's chain and https, the access line and the rate limit the client; others are overwritten")
+    @Test(
+        "nginx in front: the upstream sees the client's chain and https, the access line and the rate limit the client; others are overwritten"
+    )
     func nginxInFront() throws {
         guard NginxProcess.testsEnabled else { return }
         let echo = try NginxProcess()
         defer { echo.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            trusted_proxies: [127.0.0.1/32]
-            listeners:
-              - {name: public, address: 127.0.0.1:0}
-            admin: {address: 127.0.0.1:0}
-            attest: {challenge_rate: {per_client: 1/m, burst: 2}}
-            upstreams:
-              - {name: echo, url: http://127.0.0.1:\(echo.port)}
-            routes:
-              - {name: default, match: {path_prefix: /}, upstream: echo}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                trusted_proxies: [127.0.0.1/32]
+                listeners:
+                  - {name: public, address: 127.0.0.1:0}
+                admin: {address: 127.0.0.1:0}
+                attest: {challenge_rate: {per_client: 1/m, burst: 2}}
+                upstreams:
+                  - {name: echo, url: http://127.0.0.1:\(echo.port)}
+                routes:
+                  - {name: default, match: {path_prefix: /}, upstream: echo}
+                """)
         defer { gw.stop() }
-        let front = try NginxProcess(front: .init(upstreamPort: Self.port(gw.url("public", "/")), directives: [
-            "proxy_set_header Host $http_host;",
-            "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
-            "proxy_set_header X-Forwarded-Proto https;",
-        ]))
+        let front = try NginxProcess(
+            front: .init(
+                upstreamPort: Self.port(gw.url("public", "/")),
+                directives: [
+                    "proxy_set_header Host $http_host;",
+                    "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+                    "proxy_set_header X-Forwarded-Proto https;",
+                ]))
         defer { front.stop() }
         let viaNginx = "http://127.0.0.1:\(front.port)"
 
@@ -62,10 +68,12 @@ struct TrustedProxyTests {
         let forged = echoFields(try curl(["--interface", "127.0.0.3", "-H", "X-Forwarded-For: 6.6.6.6", viaNginx + "/echo/two"]).1)
         #expect(forged["xff"] == "6.6.6.6, 127.0.0.3, 127.0.0.1")
         // Straight to the gateway from 127.0.0.2, which is not trusted: the fields are the gateway's.
-        let direct = echoFields(try curl([
-            "--interface", "127.0.0.2", "-H", "X-Forwarded-For: 6.6.6.6", "-H", "X-Forwarded-Proto: https", "-H", "X-Forwarded-Host: evil",
-            "-H", "Host: shop.example", gw.url("public", "/echo/three"),
-        ]).1)
+        let direct = echoFields(
+            try curl([
+                "--interface", "127.0.0.2", "-H", "X-Forwarded-For: 6.6.6.6", "-H", "X-Forwarded-Proto: https", "-H",
+                "X-Forwarded-Host: evil",
+                "-H", "Host: shop.example", gw.url("public", "/echo/three"),
+            ]).1)
         #expect(direct["xff"] == "127.0.0.2")
         #expect(direct["xfproto"] == "http")
         #expect(direct["xfhost"] == "shop.example")
@@ -87,7 +95,9 @@ struct TrustedProxyTests {
         #expect(limited.map { $0["status"] as? Int } == [201, 201, 429, 201, 201, 429])
 
         // /explain names the client too (a refused challenge request, from a fresh client).
-        let refused = try curl(["--interface", "127.0.0.4", "-X", "POST", "--data", "{\"keyId\":\"AAAA\"}", viaNginx + "/v1/attest/challenge"])
+        let refused = try curl([
+            "--interface", "127.0.0.4", "-X", "POST", "--data", "{\"keyId\":\"AAAA\"}", viaNginx + "/v1/attest/challenge",
+        ])
         #expect(refused.0 == 400)
         let id = try #require((try JSONSerialization.jsonObject(with: Data(refused.1.utf8)) as? [String: Any])?["requestId"] as? String)
         let explained = try curl([gw.url("admin", "/explain/\(id)")])
@@ -103,24 +113,25 @@ struct TrustedProxyTests {
         let (cert, key) = try pki.leaf("gw", names: ["gateway.test"])
         let echo = try NginxProcess()
         defer { echo.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            trusted_proxies: [127.0.0.1/32]
-            listeners:
-              - {name: public, address: 127.0.0.1:0}
-              - {name: pp, address: 127.0.0.1:0, proxy_protocol: true}
-              - name: pps
-                address: 127.0.0.1:0
-                protocols: [http1, h2]
-                tls: {certificate: \(cert), private_key: \(key)}
-                proxy_protocol: true
-            admin: {address: 127.0.0.1:0}
-            limits: {header_timeout: 2s}
-            upstreams:
-              - {name: echo, url: http://127.0.0.1:\(echo.port)}
-            routes:
-              - {name: default, match: {path_prefix: /}, upstream: echo}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                trusted_proxies: [127.0.0.1/32]
+                listeners:
+                  - {name: public, address: 127.0.0.1:0}
+                  - {name: pp, address: 127.0.0.1:0, proxy_protocol: true}
+                  - name: pps
+                    address: 127.0.0.1:0
+                    protocols: [http1, h2]
+                    tls: {certificate: \(cert), private_key: \(key)}
+                    proxy_protocol: true
+                admin: {address: 127.0.0.1:0}
+                limits: {header_timeout: 2s}
+                upstreams:
+                  - {name: echo, url: http://127.0.0.1:\(echo.port)}
+                routes:
+                  - {name: default, match: {path_prefix: /}, upstream: echo}
+                """)
         defer { gw.stop() }
         let haproxy = try HAProxyProcess(routes: [
             .init(name: "v1", serverPort: Self.port(gw.url("pp", "/")), serverOptions: "send-proxy"),
@@ -129,15 +140,19 @@ struct TrustedProxyTests {
         ])
         defer { haproxy.stop() }
         for (route, source) in [("v1", "127.0.0.2"), ("v2", "127.0.0.3")] {
-            let (code, body) = try curl(["--interface", source, "-H", "X-Forwarded-For: 6.6.6.6", "http://127.0.0.1:\(haproxy.ports[route]!)/echo/\(route)"])
+            let (code, body) = try curl([
+                "--interface", source, "-H", "X-Forwarded-For: 6.6.6.6", "http://127.0.0.1:\(haproxy.ports[route]!)/echo/\(route)",
+            ])
             #expect(code == 200, "\(route)")
             #expect(echoFields(body)["xff"] == source, "\(route)")
         }
         // TLS from the client to the gateway through HAProxy, HTTP/2 by ALPN (h2).
-        let r = try runProcess(URL(fileURLWithPath: "/usr/bin/curl"), [
-            "-sS", "--max-time", "10", "-k", "--http2", "--interface", "127.0.0.2", "-o", "-", "-w", "\n%{http_version}",
-            "https://127.0.0.1:\(haproxy.ports["tls"]!)/echo/tls",
-        ])
+        let r = try runProcess(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            [
+                "-sS", "--max-time", "10", "-k", "--http2", "--interface", "127.0.0.2", "-o", "-", "-w", "\n%{http_version}",
+                "https://127.0.0.1:\(haproxy.ports["tls"]!)/echo/tls",
+            ])
         #expect(r.status == 0, "\(r.stderr)")
         let tls = echoFields(r.stdout)
         #expect(tls["xff"] == "127.0.0.2")

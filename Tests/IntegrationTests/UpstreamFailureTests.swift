@@ -19,18 +19,19 @@ struct UpstreamFailureTests {
         let gone = try ScriptedServer { _ in }
         let deadPort = gone.port
         gone.stop()
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners:
-              - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
-            admin: {address: 127.0.0.1:0}
-            upstreams:
-              - {name: dead, url: http://127.0.0.1:\(deadPort)}
-              - {name: silent, url: http://127.0.0.1:\(silent.port), response_timeout: 1s}
-            routes:
-              - {name: dead, match: {path_prefix: /dead}, upstream: dead}
-              - {name: silent, match: {path_prefix: /silent}, upstream: silent}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners:
+                  - {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}
+                admin: {address: 127.0.0.1:0}
+                upstreams:
+                  - {name: dead, url: http://127.0.0.1:\(deadPort)}
+                  - {name: silent, url: http://127.0.0.1:\(silent.port), response_timeout: 1s}
+                routes:
+                  - {name: dead, match: {path_prefix: /dead}, upstream: dead}
+                  - {name: silent, match: {path_prefix: /silent}, upstream: silent}
+                """)
         defer { gw.stop() }
         for http2 in [false, true] {
             let version = http2 ? "--http2-prior-knowledge" : "--http1.1"
@@ -50,8 +51,11 @@ struct UpstreamFailureTests {
         #expect(!metrics.contains("reason=\"ambiguous_path\""))
         for (route, error) in [("dead", "upstream_unavailable"), ("silent", "upstream_timeout"), ("-", "ambiguous_path")] {
             for proto in ["http1", "h2"] {
-                #expect(lines.contains { $0.contains("\"route\":\"\(route)\"") && $0.contains("\"error\":\"\(error)\"") && $0.contains("\"\(proto)\"") },
-                        "\(route) \(proto): \(lines)")
+                #expect(
+                    lines.contains {
+                        $0.contains("\"route\":\"\(route)\"") && $0.contains("\"error\":\"\(error)\"") && $0.contains("\"\(proto)\"")
+                    },
+                    "\(route) \(proto): \(lines)")
             }
         }
     }

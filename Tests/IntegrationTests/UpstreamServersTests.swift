@@ -8,8 +8,9 @@ import Testing
 /// load shared, a server killed under load (no GET fails, it is ejected, counted, and comes back
 /// when restarted), a POST that was sent not retried, active health checks, a name re-resolved,
 /// and a route's own response timeout.
-@Suite("Upstreams with several servers (real process)", .serialized, .timeLimit(.minutes(3)),
-       .enabled(if: NginxProcess.testsEnabled, "nginx not installed (scripts/install-deps.sh)"))
+@Suite(
+    "Upstreams with several servers (real process)", .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: NginxProcess.testsEnabled, "nginx not installed (scripts/install-deps.sh)"))
 struct UpstreamServersTests {
     /// One scrape: `name{labels}` → value.
     static func metrics(_ gw: GatewayProcess) throws -> [String: Double] {
@@ -40,19 +41,20 @@ struct UpstreamServersTests {
         let a = try NginxProcess()
         let b = try NginxProcess()
         defer { a.stop(); b.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 2
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            logging: {access_log: false}
-            upstreams:
-              - name: api
-                servers: ["http://127.0.0.1:\(a.port)", "http://127.0.0.1:\(b.port)"]
-                max_fails: 2
-                fail_timeout: 1s
-                max_fail_timeout: 2s
-            routes: [{name: all, match: {path_prefix: /}, upstream: api}]
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 2
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                logging: {access_log: false}
+                upstreams:
+                  - name: api
+                    servers: ["http://127.0.0.1:\(a.port)", "http://127.0.0.1:\(b.port)"]
+                    max_fails: 2
+                    fail_timeout: 1s
+                    max_fail_timeout: 2s
+                routes: [{name: all, match: {path_prefix: /}, upstream: api}]
+                """)
         defer { gw.stop() }
         let port = UInt16(gw.addresses["public"]!.split(separator: ":").last!)!
 
@@ -143,16 +145,17 @@ struct UpstreamServersTests {
         defer { closer.stop() }
         let b = try NginxProcess()
         defer { b.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners: [{name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}]
-            admin: {address: 127.0.0.1:0}
-            upstreams:
-              - name: api
-                servers: [{url: "http://127.0.0.1:\(closer.port)", weight: 1000}, "http://127.0.0.1:\(b.port)"]
-                max_fails: 0
-            routes: [{name: all, match: {path_prefix: /}, upstream: api}]
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners: [{name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}]
+                admin: {address: 127.0.0.1:0}
+                upstreams:
+                  - name: api
+                    servers: [{url: "http://127.0.0.1:\(closer.port)", weight: 1000}, "http://127.0.0.1:\(b.port)"]
+                    max_fails: 0
+                routes: [{name: all, match: {path_prefix: /}, upstream: api}]
+                """)
         defer { gw.stop() }
         for version in ["--http1.1", "--http2-prior-knowledge"] {
             let post = try curl([version, "-X", "POST", "--data-binary", "order=1", gw.url("public", "/echo")])
@@ -164,7 +167,8 @@ struct UpstreamServersTests {
         let m = try Self.metrics(gw)
         #expect(m["attest_gateway_upstream_errors_total{upstream=\"api\",reason=\"upstream_closed\"}"] == 2)
         try Self.waitUntil(5, "retries published") { try Self.metrics(gw)["attest_gateway_upstream_retries_total{upstream=\"api\"}"] == 2 }
-        #expect(m["attest_gateway_upstream_server_failures_total{upstream=\"api\",server=\"127.0.0.1:\(closer.port)\",reason=\"closed\"}"] == 4)
+        #expect(
+            m["attest_gateway_upstream_server_failures_total{upstream=\"api\",server=\"127.0.0.1:\(closer.port)\",reason=\"closed\"}"] == 4)
     }
 
     /// A server answering `name`, and `/health` with 200 or 503 as `healthy` says.
@@ -195,16 +199,17 @@ struct UpstreamServersTests {
         let a = try Switchable("a")
         let b = try Switchable("b")
         defer { a.server.stop(); b.server.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 2
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams:
-              - name: api
-                servers: ["http://127.0.0.1:\(a.server.port)", "http://127.0.0.1:\(b.server.port)"]
-                health_check: {path: /health, interval: 200ms, timeout: 150ms}
-            routes: [{name: all, match: {path_prefix: /}, upstream: api}]
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 2
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams:
+                  - name: api
+                    servers: ["http://127.0.0.1:\(a.server.port)", "http://127.0.0.1:\(b.server.port)"]
+                    health_check: {path: /health, interval: 200ms, timeout: 150ms}
+                routes: [{name: all, match: {path_prefix: /}, upstream: api}]
+                """)
         defer { gw.stop() }
         func answers(_ n: Int) throws -> [String] { try (0..<n).map { _ in try curl([gw.url("public", "/x")]).1 } }
         #expect(Set(try answers(6)) == ["a", "b"])
@@ -214,7 +219,8 @@ struct UpstreamServersTests {
         try Self.waitUntil(5, "a shown down") {
             let m = try Self.metrics(gw)
             return m["attest_gateway_upstream_server_up{upstream=\"api\",server=\"\(server)\"}"] == 0
-                && (m["attest_gateway_upstream_server_failures_total{upstream=\"api\",server=\"\(server)\",reason=\"health_check\"}"] ?? 0) >= 1
+                && (m["attest_gateway_upstream_server_failures_total{upstream=\"api\",server=\"\(server)\",reason=\"health_check\"}"] ?? 0)
+                    >= 1
         }
         #expect(gw.stderr.contains("failed its health check"))
         a.healthy = true
@@ -229,18 +235,21 @@ struct UpstreamServersTests {
     func nameReResolved() throws {
         let b = try NginxProcess()
         defer { b.stop() }
-        let gw = try GatewayProcess(config: """
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: api, url: "http://localhost:\(b.port)", resolve_interval: 1s}]
-            routes: [{name: all, match: {path_prefix: /}, upstream: api}]
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: api, url: "http://localhost:\(b.port)", resolve_interval: 1s}]
+                routes: [{name: all, match: {path_prefix: /}, upstream: api}]
+                """)
         defer { gw.stop() }
         #expect(try curl([gw.url("public", "/fixed")]).0 == 200)
         let key = "attest_gateway_upstream_dns_resolutions_total{upstream=\"api\",server=\"localhost:\(b.port)\",result=\"success\"}"
         #expect(try Self.metrics(gw)[key] != nil)
         try Self.waitUntil(8, "two lookups") { (try Self.metrics(gw)[key] ?? 0) >= 2 }
-        #expect(try Self.metrics(gw)["attest_gateway_upstream_dns_resolutions_total{upstream=\"api\",server=\"localhost:\(b.port)\",result=\"failure\"}"] == 0)
+        #expect(
+            try Self.metrics(gw)[
+                "attest_gateway_upstream_dns_resolutions_total{upstream=\"api\",server=\"localhost:\(b.port)\",result=\"failure\"}"] == 0)
         #expect(try curl([gw.url("public", "/fixed")]).0 == 200)
     }
 
@@ -255,16 +264,17 @@ struct UpstreamServersTests {
             }
         }
         defer { slow.stop() }
-        let gw = try GatewayProcess(config: """
-            workers: 1
-            listeners: [{name: public, address: 127.0.0.1:0}]
-            admin: {address: 127.0.0.1:0}
-            upstreams: [{name: api, url: "http://127.0.0.1:\(slow.port)", response_timeout: 20s}]
-            routes:
-              - {name: quick, match: {path_prefix: /late/quick}, upstream: api, timeouts: {response: 300ms}}
-              - {name: never, match: {path_prefix: /never}, upstream: api, timeouts: {response: 400ms}}
-              - {name: rest, match: {path_prefix: /}, upstream: api}
-            """)
+        let gw = try GatewayProcess(
+            config: """
+                workers: 1
+                listeners: [{name: public, address: 127.0.0.1:0}]
+                admin: {address: 127.0.0.1:0}
+                upstreams: [{name: api, url: "http://127.0.0.1:\(slow.port)", response_timeout: 20s}]
+                routes:
+                  - {name: quick, match: {path_prefix: /late/quick}, upstream: api, timeouts: {response: 300ms}}
+                  - {name: never, match: {path_prefix: /never}, upstream: api, timeouts: {response: 400ms}}
+                  - {name: rest, match: {path_prefix: /}, upstream: api}
+                """)
         defer { gw.stop() }
         var start = Date()
         let quick = try curl([gw.url("public", "/late/quick")])

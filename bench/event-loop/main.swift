@@ -25,7 +25,9 @@ func listenSocket(port: UInt16) -> Int32 {
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = port.bigEndian
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let r = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+    let r = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
     precondition(r == 0 && listen(fd, 4096) == 0, "bind/listen 127.0.0.1:\(port) failed (errno \(errno))")
     return fd
 }

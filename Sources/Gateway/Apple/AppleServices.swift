@@ -71,7 +71,9 @@ final class AppleServices: Sendable {
         }
         guard privateKey.curve == .p256 else {
             throw LoadError(
-                path: "apple.private_key", description: "apple.private_key \(config.privateKey): is a \(privateKey.curve.rawValue) key; Apple's keys are P-256 (ES256)")
+                path: "apple.private_key",
+                description: "apple.private_key \(config.privateKey): is a \(privateKey.curve.rawValue) key; Apple's keys are P-256 (ES256)"
+            )
         }
         do {
             tls = try TLSClientContext(configuration: TLSClientConfiguration(caFile: config.caFile))

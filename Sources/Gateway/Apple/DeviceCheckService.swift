@@ -28,7 +28,6 @@ final class DeviceCheckService: @unchecked Sendable {
         self.metrics = metrics
     }
 
-
     /// Calls `call` for the device token `token` (base64, as the device sent it); `update` for
     /// `update_two_bits`. `completion` runs on the service's queue.
     func call(
@@ -38,9 +37,11 @@ final class DeviceCheckService: @unchecked Sendable {
         queue.async { [self] in
             let now = EventLoop.monotonicMillis()
             if now < pausedUntil {
-                return completion(DeviceCheck.Decision(
-                    result: .unavailable, refusal: .deviceCheckUnavailable, bits: nil, pause: nil,
-                    detail: "DeviceCheck calls are paused for \(pausedUntil - now) ms (after a 429, a 5xx, a refused token or no answer)"))
+                return completion(
+                    DeviceCheck.Decision(
+                        result: .unavailable, refusal: .deviceCheckUnavailable, bits: nil, pause: nil,
+                        detail:
+                            "DeviceCheck calls are paused for \(pausedUntil - now) ms (after a 429, a 5xx, a refused token or no answer)"))
             }
             let endpoint = services.deviceCheck(call)
             guard let address = resolve(endpoint) else {
@@ -90,7 +91,8 @@ final class DeviceCheckService: @unchecked Sendable {
             switch d.result {
             case .unauthorized:
                 GatewayEvents.log(
-                    "error", "DeviceCheck refused the gateway's token (apple.team_id, apple.key_id, apple.private_key: a key with the "
+                    "error",
+                    "DeviceCheck refused the gateway's token (apple.team_id, apple.key_id, apple.private_key: a key with the "
                         + "DeviceCheck capability); DeviceCheck calls paused", fields)
             case .badTimestamp:
                 GatewayEvents.log("error", "DeviceCheck refused the request's timestamp: check this host's clock", fields)

@@ -15,9 +15,10 @@ public final class RiskMetrics: Sendable {
     private let lagGauge: Meter
 
     init(factory: any MetricsFactory) {
-        results = Dictionary(uniqueKeysWithValues: RiskSchedule.Result.allCases.map {
-            ($0, Counter(label: Self.refreshes, dimensions: [("result", $0.rawValue)], factory: factory))
-        })
+        results = Dictionary(
+            uniqueKeysWithValues: RiskSchedule.Result.allCases.map {
+                ($0, Counter(label: Self.refreshes, dimensions: [("result", $0.rawValue)], factory: factory))
+            })
         metric = Self.histogram(label: Self.riskMetric, dimensions: [], factory)
         lagGauge = Meter(label: Self.lag, dimensions: [], factory: factory)
         lagGauge.set(0)

@@ -107,7 +107,6 @@ final class RiskRefresher: @unchecked Sendable {
         }
     }
 
-
     // MARK: - The loop of work (on `queue`)
 
     private func tick() {
@@ -167,7 +166,8 @@ final class RiskRefresher: @unchecked Sendable {
             queue.async { [self] in
                 switch result {
                 case .failure(let e):
-                    GatewayEvents.log("warning", "risk refresh: the key's receipt cannot be read", [("key_id", key.description), ("error", "\(e)")])
+                    GatewayEvents.log(
+                        "warning", "risk refresh: the key's receipt cannot be read", [("key_id", key.description), ("error", "\(e)")])
                     finished()
                 case .success(nil):
                     finished()  // removed, registered again without a receipt: nothing to refresh
@@ -260,9 +260,11 @@ final class RiskRefresher: @unchecked Sendable {
         store.recordRefresh(update) { [self] result in
             queue.async { [self] in
                 if case .failure(let e) = result {
-                    GatewayEvents.log("warning", "risk refresh: the result could not be stored; the key is refreshed again", [
-                        ("key_id", key.description), ("error", "\(e)"),
-                    ])
+                    GatewayEvents.log(
+                        "warning", "risk refresh: the result could not be stored; the key is refreshed again",
+                        [
+                            ("key_id", key.description), ("error", "\(e)"),
+                        ])
                 }
                 finished()
             }
@@ -285,12 +287,14 @@ final class RiskRefresher: @unchecked Sendable {
         switch result {
         case .unauthorized:
             GatewayEvents.log(
-                "error", "risk refresh: Apple refused the token (apple.team_id, apple.key_id, apple.private_key, the clock); refreshes paused",
+                "error",
+                "risk refresh: Apple refused the token (apple.team_id, apple.key_id, apple.private_key, the clock); refreshes paused",
                 fields)
         case .rateLimited, .serverError, .unavailable:
             GatewayEvents.log("warning", "risk refresh: Apple's data service asks to wait, or cannot be reached; refreshes paused", fields)
         case .stale:
-            GatewayEvents.log("info", "risk refresh: Apple has no data for the key's receipt (older than 30 days); its metric is kept, stale", fields)
+            GatewayEvents.log(
+                "info", "risk refresh: Apple has no data for the key's receipt (older than 30 days); its metric is kept, stale", fields)
         default:
             GatewayEvents.log("warning", "risk refresh: the key's receipt was not refreshed", fields)
         }

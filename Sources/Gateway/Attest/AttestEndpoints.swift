@@ -21,8 +21,10 @@ extension GatewayRouter {
 
     /// The client's token bucket (`attest.challenge_rate`), taken before the body is read: nil when
     /// admitted, else the 429 to answer.
-    func admitClient(peer: SocketAddress?, head: HTTPRequestHead, runtime rt: GatewayRuntime,
-                     endpoint: AttestMetrics.LimitedEndpoint) -> LocalResponse? {
+    func admitClient(
+        peer: SocketAddress?, head: HTTPRequestHead, runtime rt: GatewayRuntime,
+        endpoint: AttestMetrics.LimitedEndpoint
+    ) -> LocalResponse? {
         guard let limit = rt.clientLimit, let key = Self.clientKey(peer: peer, head: head) else { return nil }
         let decision = limit.buckets.admit(
             key, nowMillis: EventLoop.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
@@ -47,8 +49,10 @@ extension GatewayRouter {
 
     /// The process's registration bucket (`attest.registration_rate`): nil when admitted (or off),
     /// else the 429 to answer.
-    func admitRegistration(runtime rt: GatewayRuntime, endpoint: AttestMetrics.LimitedEndpoint, peer: SocketAddress?,
-                           head: HTTPRequestHead) -> LocalResponse? {
+    func admitRegistration(
+        runtime rt: GatewayRuntime, endpoint: AttestMetrics.LimitedEndpoint, peer: SocketAddress?,
+        head: HTTPRequestHead
+    ) -> LocalResponse? {
         guard let limit = rt.registrationLimit else { return nil }
         let decision = limit.buckets.take(
             nowMillis: EventLoop.monotonicMillis(), ratePerSecond: limit.ratePerSecond, burst: limit.burst)
@@ -149,7 +153,8 @@ extension GatewayRouter {
                                 bound.value(.respond(LocalResponse.json(201, o.description, headers: Self.noStore)))
                             case .refused(let e):
                                 ctx.metrics.registration(result: "refused", reason: e.error.code)
-                                bound.value(.respond(self.refusal(e, route: "attest_register", mode: "endpoint", about: summary, detail: true)))
+                                bound.value(
+                                    .respond(self.refusal(e, route: "attest_register", mode: "endpoint", about: summary, detail: true)))
                             }
                         }
                     }
@@ -188,8 +193,10 @@ extension GatewayRouter {
     }
 
     /// `detail`: the endpoints say which field or step failed; protected routes say only the code.
-    func refusal(_ e: Explanation, route: String, mode: String, about request: RequestSummary, detail: Bool = false,
-                 surface: RefusalSurface = .endpoint) -> LocalResponse {
+    func refusal(
+        _ e: Explanation, route: String, mode: String, about request: RequestSummary, detail: Bool = false,
+        surface: RefusalSurface = .endpoint
+    ) -> LocalResponse {
         Refusals.respond(e, surface: surface, route: route, mode: mode, about: request, detail: detail, log: attest.explain)
     }
 
@@ -203,9 +210,10 @@ extension GatewayRouter {
     /// `100 Continue`, no body read (HTTP/1.1 then closes the connection, HTTP/2 resets the stream's
     /// remaining DATA). Everything else is buffered for `protected`, which goes on from the headers
     /// read here.
-    func protectedDecision(_ h: HTTPRequestHead, peer: SocketAddress?, requestID: RequestID, route r: GatewayRuntime.CompiledRoute,
-                           runtime rt: GatewayRuntime) -> RouteDecision
-    {
+    func protectedDecision(
+        _ h: HTTPRequestHead, peer: SocketAddress?, requestID: RequestID, route r: GatewayRuntime.CompiledRoute,
+        runtime rt: GatewayRuntime
+    ) -> RouteDecision {
         let keyText = h.headers[AttestHeaders.keyID]
         guard let mode = RouteVerdict.mode(route: r.assertion, keyID: keyText) else {
             return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
@@ -219,7 +227,8 @@ extension GatewayRouter {
             if r.fallback != nil { e.add("path", "app_attest") }
             let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
             let carried = carryOut(
-                verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "assertion", pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
+                verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "assertion",
+                pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
             return decision(carried, route: r, runtime: rt)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
@@ -257,7 +266,8 @@ extension GatewayRouter {
                 if let metric = a.risk?.metric { edit = edit.adding(AttestHeaders.riskMetric, String(metric)) }
                 if verdict.recordsRefusal {
                     carried = self.carryOut(
-                        verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt, about: RequestSummary(request),
+                        verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt,
+                        about: RequestSummary(request),
                         kind: "assertion", logFields: [("key_id", keyID), ("risk_metric", a.risk?.metric.map { String($0) } ?? "-")],
                         pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
                 } else {
@@ -268,7 +278,8 @@ extension GatewayRouter {
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }
                 carried = self.carryOut(
-                    verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "assertion", logFields: [("step", e.step)],
+                    verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "assertion",
+                    logFields: [("step", e.step)],
                     pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
             }
             done(self.outcome(carried, request: request, route: r, runtime: rt))

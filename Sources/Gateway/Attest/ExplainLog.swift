@@ -56,9 +56,10 @@ final class ExplainLog: Sendable {
     private let clock: @Sendable () -> Int64
     private let ring = Mutex(Ring())
 
-    init(capacity: Int = ExplainLog.defaultCapacity, maxAgeMillis: Int64 = ExplainLog.defaultMaxAgeMillis,
-         clock: @escaping @Sendable () -> Int64 = { AttestContext.nowMillis() })
-    {
+    init(
+        capacity: Int = ExplainLog.defaultCapacity, maxAgeMillis: Int64 = ExplainLog.defaultMaxAgeMillis,
+        clock: @escaping @Sendable () -> Int64 = { AttestContext.nowMillis() }
+    ) {
         self.capacity = max(1, capacity)
         self.maxAgeMillis = maxAgeMillis
         self.clock = clock
@@ -70,7 +71,8 @@ final class ExplainLog: Sendable {
     func record(
         _ e: Explanation, id: String, status: Int, route: String, mode: String, method: String, target: String, peer: String?
     ) -> String {
-        add(e, id: id, status: status, refusalStatus: nil, route: route, mode: mode, verdict: .refused, method: method, target: target,
+        add(
+            e, id: id, status: status, refusalStatus: nil, route: route, mode: mode, verdict: .refused, method: method, target: target,
             peer: peer)
     }
 
@@ -81,7 +83,8 @@ final class ExplainLog: Sendable {
         _ e: Explanation, id: String, refusalStatus: Int, route: String, mode: String, verdict: RouteVerdict.Label, method: String,
         target: String, peer: String?
     ) -> String {
-        add(e, id: id, status: nil, refusalStatus: refusalStatus, route: route, mode: mode, verdict: verdict, method: method,
+        add(
+            e, id: id, status: nil, refusalStatus: refusalStatus, route: route, mode: mode, verdict: verdict, method: method,
             target: target, peer: peer)
     }
 

@@ -45,18 +45,23 @@ extension GatewayRouter {
         e.add("requests", String(reading.total))
         e.add("fallback_requests", String(reading.fallback))
         if reading.firstInWindow {
-            GatewayEvents.log("warning", "fallback share above max_share: DeviceCheck fallback requests refused", [
-                ("route", r.name), ("share", String(format: "%.4f", reading.share)), ("max_share", Percentage(basisPoints: f.config.maxShareBasisPoints).description),
-                ("window", Self.durationText(millis: f.config.windowMillis)), ("requests", String(reading.total)),
-                ("fallback_requests", String(reading.fallback)), ("mode", mode.rawValue),
-            ])
+            GatewayEvents.log(
+                "warning", "fallback share above max_share: DeviceCheck fallback requests refused",
+                [
+                    ("route", r.name), ("share", String(format: "%.4f", reading.share)),
+                    ("max_share", Percentage(basisPoints: f.config.maxShareBasisPoints).description),
+                    ("window", Self.durationText(millis: f.config.windowMillis)), ("requests", String(reading.total)),
+                    ("fallback_requests", String(reading.fallback)), ("mode", mode.rawValue),
+                ])
         }
         attest.metrics.fallback(route: r.name, result: e.error.code)
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .refused(e.error))
         let summary = RequestSummary(method: h.method, target: h.target, peer: peer?.host, requestID: requestID.text)
-        return decision(carryOut(verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "fallback", logFields: [("step", e.step)],
-                                 pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), unverifiedHook: Self.dropDeviceCheckUpdate),
-                        route: r, runtime: rt)
+        return decision(
+            carryOut(
+                verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "fallback", logFields: [("step", e.step)],
+                pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), unverifiedHook: Self.dropDeviceCheckUpdate),
+            route: r, runtime: rt)
     }
 
     /// The body is read: the token, its replay, DeviceCheck, the verdict.
@@ -71,12 +76,16 @@ extension GatewayRouter {
         if let decoded = DeviceCheck.tokenBytes(tokenText) {
             bytes = decoded
         } else {
-            early = Explanation(step: "device_token", error: .deviceTokenInvalid, fields: [
-                ("path", "devicecheck"), ("detail", "X-Apple-Device-Token is not base64 of a DeviceCheck token"),
-            ])
+            early = Explanation(
+                step: "device_token", error: .deviceTokenInvalid,
+                fields: [
+                    ("path", "devicecheck"), ("detail", "X-Apple-Device-Token is not base64 of a DeviceCheck token"),
+                ])
         }
         if rt.apple == nil {
-            early = Explanation(step: "devicecheck", error: .deviceCheckUnavailable, fields: [("path", "devicecheck"), ("detail", "apple is not configured")])
+            early = Explanation(
+                step: "devicecheck", error: .deviceCheckUnavailable,
+                fields: [("path", "devicecheck"), ("detail", "apple is not configured")])
         }
         if let early { return concludeFallback(early, request: request, route: r, mode: mode, runtime: rt, done: done) }
         guard let services = rt.apple else { return }
@@ -119,13 +128,18 @@ extension GatewayRouter {
             }
             return
         case .success(.alreadyClaimed):
-            refused = Explanation(step: "device_token", error: .deviceTokenReplayed, fields: [
-                ("path", "devicecheck"), ("detail", "the token was already presented"), ("token_ttl", Self.durationText(millis: f.config.tokenTTLMillis)),
-            ])
+            refused = Explanation(
+                step: "device_token", error: .deviceTokenReplayed,
+                fields: [
+                    ("path", "devicecheck"), ("detail", "the token was already presented"),
+                    ("token_ttl", Self.durationText(millis: f.config.tokenTTLMillis)),
+                ])
         case .success(.capacity(let maxTokens)):
-            refused = Explanation(step: "device_token", error: .deviceCheckUnavailable, fields: [
-                ("path", "devicecheck"), ("detail", "the replay cache is full of live tokens (\(maxTokens))"),
-            ])
+            refused = Explanation(
+                step: "device_token", error: .deviceCheckUnavailable,
+                fields: [
+                    ("path", "devicecheck"), ("detail", "the replay cache is full of live tokens (\(maxTokens))"),
+                ])
         case .failure(let error):
             refused = Explanation(step: "store", error: GateError(error), fields: [("path", "devicecheck"), ("detail", error.detail)])
         }
@@ -135,14 +149,19 @@ extension GatewayRouter {
     /// DeviceCheck answered: refused (`concludeFallback`), or forwarded with `X-Device-Check: valid`.
     private func checked(
         _ decision: DeviceCheck.Decision, call: DeviceCheck.Call, token: String, services: AppleServices, request: BufferedRequest,
-        route r: GatewayRuntime.CompiledRoute, fallback f: GatewayRuntime.RouteFallback, mode: RouteVerdict.Mode, runtime rt: GatewayRuntime,
+        route r: GatewayRuntime.CompiledRoute, fallback f: GatewayRuntime.RouteFallback, mode: RouteVerdict.Mode,
+        runtime rt: GatewayRuntime,
         done: @escaping (BufferedOutcome) -> Void
     ) {
         if let refusal = decision.refusal {
-            var e = Explanation(step: "devicecheck", error: refusal, fields: [
-                ("path", "devicecheck"), ("endpoint", call.rawValue), ("result", decision.result.rawValue), ("detail", decision.detail),
-            ])
-            if refusal == .deviceCheckUnavailable, case .some(.some(let ms)) = decision.pause { e.retryAfterSeconds = Int((ms + 999) / 1000) }
+            var e = Explanation(
+                step: "devicecheck", error: refusal,
+                fields: [
+                    ("path", "devicecheck"), ("endpoint", call.rawValue), ("result", decision.result.rawValue), ("detail", decision.detail),
+                ])
+            if refusal == .deviceCheckUnavailable, case .some(.some(let ms)) = decision.pause {
+                e.retryAfterSeconds = Int((ms + 999) / 1000)
+            }
             return concludeFallback(e, request: request, route: r, mode: mode, runtime: rt, done: done)
         }
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .accepted)
@@ -159,8 +178,9 @@ extension GatewayRouter {
                 Self.writeBits(value, over: bits, token: token, route: route, services: services, deviceCheck: deviceCheck)
             }
         }
-        let carried = carryOut(verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "fallback",
-                               pass: VerifiedPass(editHeaders: edit, responseHook: hook))
+        let carried = carryOut(
+            verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "fallback",
+            pass: VerifiedPass(editHeaders: edit, responseHook: hook))
         done(outcome(carried, request: request, route: r, runtime: rt))
     }
 
@@ -172,12 +192,12 @@ extension GatewayRouter {
     ) {
         attest.metrics.fallback(route: r.name, result: e.error.code)
         let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: .refused(e.error))
-        let carried = carryOut(verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "fallback",
-                               logFields: [("step", e.step)], pass: VerifiedPass(editHeaders: rt.stripAttestHeaders),
-                               unverifiedHook: Self.dropDeviceCheckUpdate)
+        let carried = carryOut(
+            verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "fallback",
+            logFields: [("step", e.step)], pass: VerifiedPass(editHeaders: rt.stripAttestHeaders),
+            unverifiedHook: Self.dropDeviceCheckUpdate)
         done(outcome(carried, request: request, route: r, runtime: rt))
     }
-
 
     /// An upstream's `X-Device-Check-Update` on a `bits: write` route: the device's bits written
     /// (both, the unnamed one as read at the request), after the head, without holding the response.
@@ -186,17 +206,21 @@ extension GatewayRouter {
         deviceCheck: DeviceCheckService
     ) {
         guard let update = DeviceCheck.parseUpdate(value) else {
-            GatewayEvents.log("warning", "an upstream's X-Device-Check-Update is not bit0=0|1 and/or bit1=0|1; nothing written", [
-                ("route", route), ("value", String(value.prefix(64))),
-            ])
+            GatewayEvents.log(
+                "warning", "an upstream's X-Device-Check-Update is not bit0=0|1 and/or bit1=0|1; nothing written",
+                [
+                    ("route", route), ("value", String(value.prefix(64))),
+                ])
             return
         }
         let bits = DeviceCheck.merged(update, over: current)
         deviceCheck.call(.update, token: token, update: bits, services: services) { d in
             guard d.refusal != nil else { return }
-            GatewayEvents.log("warning", "the device's bits could not be written (update_two_bits)", [
-                ("route", route), ("result", d.result.rawValue), ("detail", d.detail), ("bits", DeviceCheck.bitsHeader(bits)),
-            ])
+            GatewayEvents.log(
+                "warning", "the device's bits could not be written (update_two_bits)",
+                [
+                    ("route", route), ("result", d.result.rawValue), ("detail", d.detail), ("bits", DeviceCheck.bitsHeader(bits)),
+                ])
         }
     }
 

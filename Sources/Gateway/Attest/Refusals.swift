@@ -24,7 +24,8 @@ enum Refusals {
         if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { extra.append(("detail", .string(d.1))) }
         var headers = HTTPFields([("Cache-Control", "no-store")])
         if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
-        return ErrorResponse.make(status: status, code: e.error.code, action: e.error.action.rawValue, requestId: id, extra: extra,
-                                  headers: headers)
+        return ErrorResponse.make(
+            status: status, code: e.error.code, action: e.error.action.rawValue, requestId: id, extra: extra,
+            headers: headers)
     }
 }

@@ -59,7 +59,8 @@ extension GatewayRouter {
                 [("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason)] + logFields + [("request_id", id)])
         }
         if case .forwardUnverified = verdict.action {
-            return .forward(editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: unverifiedHook, verdict: logged)
+            return .forward(
+                editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: unverifiedHook, verdict: logged)
         }
         let p = pass()
         return .forward(editHeaders: p.editHeaders, responseHeaders: p.responseHeaders, responseHook: p.responseHook, verdict: logged)

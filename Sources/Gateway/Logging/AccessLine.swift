@@ -302,7 +302,8 @@ enum AccessLine {
             case .string(let s): s.utf8.count
             }
         }
-        let text = r.method.utf8.count + r.target.utf8.count + size(r.fields.host) + size(r.fields.userAgent)
+        let text =
+            r.method.utf8.count + r.target.utf8.count + size(r.fields.host) + size(r.fields.userAgent)
             + size(r.fields.referer) + r.route.utf8.count + r.peer.utf8.count + r.protocolName.utf8.count
             + (r.upstream?.utf8.count ?? 0) + (r.error?.utf8.count ?? 0)
             + (r.verdict.map { $0.verdict.utf8.count + $0.reason.utf8.count } ?? 0)
@@ -322,7 +323,8 @@ enum AccessLine {
         w.jsonString(r.method)
         w.raw(",\"target\":")
         w.jsonString(r.target)
-        if case .none = r.fields.host {} else {
+        if case .none = r.fields.host {
+        } else {
             w.raw(",\"host\":")
             w.jsonString(r.fields.host)
         }
@@ -346,7 +348,8 @@ enum AccessLine {
             w.raw(",\"upstream_duration_s\":")
             w.seconds(u)
         }
-        if case .none = r.fields.userAgent {} else {
+        if case .none = r.fields.userAgent {
+        } else {
             w.raw(",\"user_agent\":")
             w.jsonString(r.fields.userAgent)
         }

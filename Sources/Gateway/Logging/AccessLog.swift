@@ -76,10 +76,12 @@ final class LogFile: Sendable {
         let error = errno
         let name = path ?? "stdout"
         failureLog.log(name) { suppressed in
-            GatewayEvents.log("warning", "access log write failed: lines lost", [
-                ("access_log", name), ("error", ConfigPreflight.describe(error)), ("bytes", String(bytes.count)),
-                ("failures_not_logged", String(suppressed)),
-            ])
+            GatewayEvents.log(
+                "warning", "access log write failed: lines lost",
+                [
+                    ("access_log", name), ("error", ConfigPreflight.describe(error)), ("bytes", String(bytes.count)),
+                    ("failures_not_logged", String(suppressed)),
+                ])
         }
     }
 

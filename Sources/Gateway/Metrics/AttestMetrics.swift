@@ -33,9 +33,11 @@ final class AttestMetrics: Sendable {
     static let unsupportedClaims = "attest_gateway_unsupported_claims_total"
     static let deviceCheckRequests = "attest_gateway_devicecheck_requests_total"
     /// The `result` label of `attest_gateway_fallback_requests_total`: `accepted`, or the refusal's code.
-    static let fallbackResults: [String] = ["accepted"] + [
-        GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
-    ].map(\.code)
+    static let fallbackResults: [String] =
+        ["accepted"]
+        + [
+            GateError.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
+        ].map(\.code)
 
     private let keys: Meter
     private let liveChallenges: Meter
@@ -110,17 +112,19 @@ final class AttestMetrics: Sendable {
             : nil
         keyCapacityMeter = Meter(label: Self.keyCapacityGauge, dimensions: [], factory: factory)
         keysEvictedCounter = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
-        issued = Dictionary(uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
-            ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
-        })
+        issued = Dictionary(
+            uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
+                ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
+            })
         limitedCounters = Limit.allCases.flatMap { l in
             LimitedEndpoint.allCases.map { e in
                 Counter(label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
             }
         }
-        evicted = Dictionary(uniqueKeysWithValues: EvictionBudget.allCases.map {
-            ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
-        })
+        evicted = Dictionary(
+            uniqueKeysWithValues: EvictionBudget.allCases.map {
+                ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
+            })
     }
 
     /// Counters off the request path's hot loop (registrations, challenges): one lock, created once.
@@ -195,7 +199,8 @@ final class AttestMetrics: Sendable {
     static let routeReasons: [GateError] = [
         .assertionMissing, .malformed, .keyUnknown, .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed,
         .bundleVersionTooOld, .challengeMissing, .challengeUnknown, .challengeExpired, .challengeConsumed,
-        .challengeWrongPurpose, .challengeWrongKey, .challengeNotBound, .verification(.appIDMismatch), .verification(.badSignature), .verification(.counterReplay),
+        .challengeWrongPurpose, .challengeWrongKey, .challengeNotBound, .verification(.appIDMismatch), .verification(.badSignature),
+        .verification(.counterReplay),
         .storeUnavailable,
     ]
 
@@ -203,8 +208,10 @@ final class AttestMetrics: Sendable {
     /// algorithm, the app policy and the store.
     static let registrationReasons: [GateError] = [
         .malformed, .badJSON, .missingField, .challengeUnknown, .challengeExpired, .challengeConsumed, .challengeWrongPurpose,
-        .challengeWrongKey, .verification(.unsupportedFormat), .verification(.chainUntrusted), .verification(.certificateExpired), .verification(.certificateNotYetValid), .verification(.nonceMismatch),
-        .verification(.keyIDMismatch), .verification(.publicKeyMismatch), .verification(.appIDMismatch), .verification(.counterNotZero), .verification(.environmentMismatch), .verification(.credentialIDMismatch),
+        .challengeWrongKey, .verification(.unsupportedFormat), .verification(.chainUntrusted), .verification(.certificateExpired),
+        .verification(.certificateNotYetValid), .verification(.nonceMismatch),
+        .verification(.keyIDMismatch), .verification(.publicKeyMismatch), .verification(.appIDMismatch), .verification(.counterNotZero),
+        .verification(.environmentMismatch), .verification(.credentialIDMismatch),
         .verification(.invalidPublicKey), .appNotAllowed, .environmentNotAllowed, .validationCategoryNotAllowed, .bundleVersionTooOld,
         .storeUnavailable, .receiptTooLarge, .keyAppConflict, .reregistrationLimited, .keyCapacity, .receiptInvalid,
         .macOSSecurityRequired,
@@ -220,10 +227,13 @@ final class AttestMetrics: Sendable {
             // and those it reaches with `on_store_error: fail_closed`: a reload that flips it finds
             // its series there.
             var refusals = Self.routeReasons
-            if r.fallback != nil { refusals += [.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable] }
+            if r.fallback != nil {
+                refusals += [.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable]
+            }
             var failClosed = r.assertion
             failClosed.onStoreError = .failClosed
-            for v in RouteVerdict.space(route: r.assertion, refusals: refusals) + RouteVerdict.space(route: failClosed, refusals: refusals) {
+            for v in RouteVerdict.space(route: r.assertion, refusals: refusals) + RouteVerdict.space(route: failClosed, refusals: refusals)
+            {
                 verdictCounter(route: r.name, mode: v.mode.rawValue, verdict: v.verdict.rawValue, reason: v.reason)
             }
             _ = counter(Self.unsupportedClaims, [("route", r.name)])
@@ -231,7 +241,9 @@ final class AttestMetrics: Sendable {
                 for result in Self.fallbackResults { _ = counter(Self.fallbackRequests, [("route", r.name), ("result", result)]) }
                 fallbackShare(route: r.name, 0)
                 for call in DeviceCheck.Call.allCases where call != .update || r.fallback?.config.bits == .write {
-                    for result in DeviceCheck.Result.allCases { _ = counter(Self.deviceCheckRequests, [("endpoint", call.rawValue), ("result", result.rawValue)]) }
+                    for result in DeviceCheck.Result.allCases {
+                        _ = counter(Self.deviceCheckRequests, [("endpoint", call.rawValue), ("result", result.rawValue)])
+                    }
                 }
             }
         }

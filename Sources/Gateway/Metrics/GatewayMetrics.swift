@@ -335,14 +335,16 @@ final class LoopMetrics {
         if p == handles.counters.count {
             handles.counters.append((r.protocolName, Array(repeating: nil, count: Self.statusClasses.count)))
         }
-        let counter = handles.counters[p].byClass[classIndex] ?? {
-            let c = Counter(
-                label: GatewayMetrics.requestsTotal,
-                dimensions: [("route", r.route), ("status_class", Self.statusClasses[classIndex]), ("protocol", r.protocolName)],
-                factory: factory)
-            handles.counters[p].byClass[classIndex] = c
-            return c
-        }()
+        let counter =
+            handles.counters[p].byClass[classIndex]
+            ?? {
+                let c = Counter(
+                    label: GatewayMetrics.requestsTotal,
+                    dimensions: [("route", r.route), ("status_class", Self.statusClasses[classIndex]), ("protocol", r.protocolName)],
+                    factory: factory)
+                handles.counters[p].byClass[classIndex] = c
+                return c
+            }()
         counter.increment()
         handles.duration.record(r.durationSeconds)
         guard let upstream = r.upstream else { return }
@@ -358,12 +360,15 @@ final class LoopMetrics {
         }
         if let error = r.error, error.hasPrefix("upstream_") {
             let k = "\(upstream)|\(error)"
-            let c = upstreamErrors[k] ?? {
-                let c = Counter(
-                    label: GatewayMetrics.upstreamErrorsTotal, dimensions: [("upstream", upstream), ("reason", error)], factory: factory)
-                upstreamErrors[k] = c
-                return c
-            }()
+            let c =
+                upstreamErrors[k]
+                ?? {
+                    let c = Counter(
+                        label: GatewayMetrics.upstreamErrorsTotal, dimensions: [("upstream", upstream), ("reason", error)], factory: factory
+                    )
+                    upstreamErrors[k] = c
+                    return c
+                }()
             c.increment()
         }
     }

@@ -130,7 +130,8 @@ final class RedisConnectionLog: Sendable {
             fields.append(("error", error?() ?? ""))
             if count == 0 {
                 GatewayEvents.log(
-                    "error", "store connection lost: no connection to Redis is left; protected routes answer 503 store_unavailable (or fail open) and /readyz 503 until one is regained",
+                    "error",
+                    "store connection lost: no connection to Redis is left; protected routes answer 503 store_unavailable (or fail open) and /readyz 503 until one is regained",
                     fields)
             } else {
                 GatewayEvents.log("warning", "store connection lost", fields)

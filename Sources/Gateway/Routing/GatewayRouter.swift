@@ -125,9 +125,10 @@ final class GatewayRouter: RequestRouter {
 
     /// HTTP/1.1's entry: a plain route is decided from method, path and (when some route matches on
     /// hosts) Host, without the head's strings; `head` is built only for the routes that need it.
-    func route(method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
-               head: () -> HTTPRequestHead) -> RouteDecision
-    {
+    func route(
+        method: String, path: String, host: () -> String?, peer: SocketAddress?, requestID: RequestID,
+        head: () -> HTTPRequestHead
+    ) -> RouteDecision {
         let rt = runtime
         // Lengths first: a string comparison that finds no shortcut costs ~60 instructions.
         let n = path.utf8.count
@@ -176,12 +177,17 @@ final class GatewayRouter: RequestRouter {
         switch target(r, rt) {
         case .demo:
             return .buffer(maxBody: r.maxBody, routeName: r.name) { request, done in
-                done(.respond(DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
-                                                  responseHeaders: responseHeaders)))
+                done(
+                    .respond(
+                        DemoUpstream.answer(
+                            request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
+                            responseHeaders: responseHeaders)))
             }
         case .upstream(let u):
-            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders,
-                                      responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
+            return .forward(
+                u.forward(
+                    r, editHeaders: editHeaders, responseHeaders: responseHeaders,
+                    responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
         case .missing:
             return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
@@ -196,11 +202,14 @@ final class GatewayRouter: RequestRouter {
         var answer: LocalResponse
         switch target(r, rt) {
         case .demo:
-            answer = DemoUpstream.answer(request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
-                                         responseHeaders: responseHeaders)
+            answer = DemoUpstream.answer(
+                request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
+                responseHeaders: responseHeaders)
         case .upstream(let u):
-            return .forward(u.forward(r, editHeaders: editHeaders, responseHeaders: responseHeaders,
-                                      responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
+            return .forward(
+                u.forward(
+                    r, editHeaders: editHeaders, responseHeaders: responseHeaders,
+                    responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
         case .missing:
             answer = ProxyError.upstreamUnavailable.response(requestId: request.requestID.text)
         }

@@ -51,7 +51,8 @@ final class UpstreamMaintenance {
                 if !passed { metrics.upstreamServerFailed(upstream: name, server: server.label, reason: "health_check") }
                 guard changed else { return }
                 if passed {
-                    GatewayEvents.log("info", "upstream server passes its health check again", [("upstream", name), ("server", server.label)])
+                    GatewayEvents.log(
+                        "info", "upstream server passes its health check again", [("upstream", name), ("server", server.label)])
                 } else {
                     GatewayEvents.log(
                         "warning", "upstream server failed its health check: out of the balance until it passes",

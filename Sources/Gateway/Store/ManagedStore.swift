@@ -114,17 +114,21 @@ final class ManagedStore: @unchecked Sendable {
             limits: keyLimits)
         let seconds = Date().timeIntervalSince(started)
         let stats = memory.statistics
-        GatewayEvents.log("info", "store restored", [
-            ("kind", "memory"), ("data_dir", m.dataDirectory ?? "-"), ("keys", String(stats.keys)),
-            ("live_challenges", String(stats.liveChallenges)), ("last_stop", memory.lastStopWasClean ? "clean" : "unclean"),
-            ("journal_records", String(memory.restoreReport.replayedRecords)),
-            ("journal_damaged", String(memory.restoreReport.damage.count)), ("seconds", String(format: "%.3f", seconds)),
-            ("challenge_memory_bound_bytes", String(ChallengeMemory.bound(limits, shards: m.shards))),
-            ("max_keys", String(keyLimits.maxKeys)),
-            ("key_idle_ttl", config.keys.idleTTL.map { "\($0.millis / 1000)s" } ?? "off"),
-        ])
+        GatewayEvents.log(
+            "info", "store restored",
+            [
+                ("kind", "memory"), ("data_dir", m.dataDirectory ?? "-"), ("keys", String(stats.keys)),
+                ("live_challenges", String(stats.liveChallenges)), ("last_stop", memory.lastStopWasClean ? "clean" : "unclean"),
+                ("journal_records", String(memory.restoreReport.replayedRecords)),
+                ("journal_damaged", String(memory.restoreReport.damage.count)), ("seconds", String(format: "%.3f", seconds)),
+                ("challenge_memory_bound_bytes", String(ChallengeMemory.bound(limits, shards: m.shards))),
+                ("max_keys", String(keyLimits.maxKeys)),
+                ("key_idle_ttl", config.keys.idleTTL.map { "\($0.millis / 1000)s" } ?? "off"),
+            ])
         if !memory.lastStopWasClean {
-            GatewayEvents.log("warning", "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
+            GatewayEvents.log(
+                "warning",
+                "the last stop was not clean: challenges issued before it are retired; counters and registrations come from the journal")
         }
         if m.dataDirectory != nil { logRestore(memory.restoreReport, metrics: metrics) }
         let store = ManagedStore(
@@ -148,16 +152,19 @@ final class ManagedStore: @unchecked Sendable {
             }
             if d.windowClosed > 0 { fields.append(("counter_window_closed", String(d.windowClosed))) }
             GatewayEvents.log(
-                "error", "journal damage: a record could not be read and was skipped (a damaged record can only raise its key's counter and close its counter window)",
+                "error",
+                "journal damage: a record could not be read and was skipped (a damaged record can only raise its key's counter and close its counter window)",
                 fields)
         }
         if report.damage.count > 20 {
             GatewayEvents.log("error", "journal damage: more damaged records skipped", [("count", String(report.damage.count - 20))])
         }
         if let t = report.tornTail {
-            GatewayEvents.log("warning", "journal: a record torn by a crash in the middle of its write was cut", [
-                ("segment", t.segment), ("offset", String(t.offset)), ("bytes", String(t.bytes)),
-            ])
+            GatewayEvents.log(
+                "warning", "journal: a record torn by a crash in the middle of its write was cut",
+                [
+                    ("segment", t.segment), ("offset", String(t.offset)), ("bytes", String(t.bytes)),
+                ])
         }
     }
 
@@ -189,25 +196,33 @@ final class ManagedStore: @unchecked Sendable {
             if r.cluster { fields += [("cluster", "true"), ("nodes", store.clusterNodes.joined(separator: ","))] }
             GatewayEvents.log("info", "store connected", fields)
             if r.cluster && !store.lastError.isEmpty {
-                GatewayEvents.log("warning", "Redis Cluster: not every primary answers; its slots answer 503 store_unavailable (or fail open) until it does", [
-                    ("error", store.lastError),
-                ])
+                GatewayEvents.log(
+                    "warning",
+                    "Redis Cluster: not every primary answers; its slots answer 503 store_unavailable (or fail open) until it does",
+                    [
+                        ("error", store.lastError)
+                    ])
             }
         } else {
             let what: String
             switch store.lastFailureKind {
             case .authentication:
-                what = "store: Redis refused the credentials (store.url user and password, or store.password_file): not ready until it accepts them"
+                what =
+                    "store: Redis refused the credentials (store.url user and password, or store.password_file): not ready until it accepts them"
             case .tls:
-                what = "store: the TLS handshake with Redis failed (store.tls: ca_file, server_name, client certificate): not ready until it succeeds"
+                what =
+                    "store: the TLS handshake with Redis failed (store.tls: ca_file, server_name, client certificate): not ready until it succeeds"
             case .refused:
-                what = "store: Redis refused a setup command (SELECT or SCRIPT LOAD; check the ACL user's permissions): not ready until it accepts it"
+                what =
+                    "store: Redis refused a setup command (SELECT or SCRIPT LOAD; check the ACL user's permissions): not ready until it accepts it"
             case .unreachable:
                 what = "store unreachable: not ready until Redis answers"
             }
-            GatewayEvents.log("error", "\(what); protected routes answer 503 store_unavailable or fail open", [
-                ("kind", "redis"), ("url", r.url.description), ("error", store.lastError),
-            ])
+            GatewayEvents.log(
+                "error", "\(what); protected routes answer 503 store_unavailable or fail open",
+                [
+                    ("kind", "redis"), ("url", r.url.description), ("error", store.lastError),
+                ])
         }
         let host = r.url.host.contains(":") ? "[\(r.url.host)]" : r.url.host
         return ManagedStore(redis: store, address: "\(host):\(r.url.port)", metrics: metrics)
@@ -223,7 +238,8 @@ final class ManagedStore: @unchecked Sendable {
         if let interval = snapshotInterval, let memory {
             memory.startPeriodicSnapshots(every: interval) { [metrics] error in
                 metrics.snapshotFailed("\(error)")
-                GatewayEvents.log("error", "snapshot failed; the journal keeps every change until the next one succeeds", [("error", "\(error)")])
+                GatewayEvents.log(
+                    "error", "snapshot failed; the journal keeps every change until the next one succeeds", [("error", "\(error)")])
             }
         }
     }
@@ -319,15 +335,18 @@ struct StoreMetricsObserver: AttestStoreObserver {
 
     func storeWritesRefused(_ f: StoreWriteFailure) {
         GatewayEvents.log(
-            "error", "store refuses writes: registrations and protected requests answer 503 store_unavailable (or fail open) and /readyz 503 until writes succeed again (retried with back-off)",
+            "error",
+            "store refuses writes: registrations and protected requests answer 503 store_unavailable (or fail open) and /readyz 503 until writes succeed again (retried with back-off)",
             [("reason", f.description)])
     }
 
     func storeWritesRecovered(after failure: StoreWriteFailure, seconds: Double) {
         writeErrorLog.reset()
-        GatewayEvents.log("warning", "store writes recovered", [
-            ("last_error", failure.description), ("seconds", String(format: "%.3f", seconds)),
-        ])
+        GatewayEvents.log(
+            "warning", "store writes recovered",
+            [
+                ("last_error", failure.description), ("seconds", String(format: "%.3f", seconds)),
+            ])
     }
 
     func journalSynced(seconds: Double) { metrics.journalFsync(seconds: seconds) }
@@ -343,16 +362,20 @@ struct StoreMetricsObserver: AttestStoreObserver {
     }
     func receiptCompactionFailed(_ error: StoreError) {
         metrics.receiptsCompacted(success: false)
-        GatewayEvents.log("error", "receipt compaction failed; the snapshot was written without it; tried again once the receipts file grows by 1 MiB", [
-            ("error", "\(error)"),
-        ])
+        GatewayEvents.log(
+            "error", "receipt compaction failed; the snapshot was written without it; tried again once the receipts file grows by 1 MiB",
+            [
+                ("error", "\(error)")
+            ])
     }
     func receiptsCompacted(_ report: ReceiptCompactionReport) {
         metrics.receiptsCompacted(success: true)
-        GatewayEvents.log("info", "receipts compacted", [
-            ("receipts", String(report.receipts)), ("live_bytes", String(report.liveBytes)),
-            ("reclaimed_bytes", String(report.reclaimedBytes)), ("seconds", String(format: "%.3f", report.seconds)),
-        ])
+        GatewayEvents.log(
+            "info", "receipts compacted",
+            [
+                ("receipts", String(report.receipts)), ("live_bytes", String(report.liveBytes)),
+                ("reclaimed_bytes", String(report.reclaimedBytes)), ("seconds", String(format: "%.3f", report.seconds)),
+            ])
     }
 }
 

@@ -42,7 +42,9 @@ extension ConfigDecoder {
     private func serviceURL(_ node: YAMLNode, _ path: String) -> UpstreamURL? {
         guard let target = parsed(node, path, expected: "an https:// url", AddressSyntax.upstreamTarget) else { return nil }
         guard case .url(var url) = target, url.scheme == .https else {
-            report("\(path) must be an https:// url (Apple's services are only spoken to over TLS), got \(quoted(target.description))", at: node.position)
+            report(
+                "\(path) must be an https:// url (Apple's services are only spoken to over TLS), got \(quoted(target.description))",
+                at: node.position)
             return nil
         }
         while url.path.hasSuffix("/") { url.path.removeLast() }

@@ -1,4 +1,5 @@
 import GatewayWire
+
 /// `apps`: the teams and bundle ids whose devices may attest, and what their attestations must show.
 extension ConfigDecoder {
     func decodeApps(_ node: YAMLNode, path: String) -> [AppConfig]? {

@@ -271,7 +271,8 @@ extension ConfigDecoder {
         let clients = fields.optional("clients", valid: &valid) { int($0, $1, in: ClientRateConfig.clientRange) }
         guard valid else { return nil }
         if perClient == nil, fields["burst"] != nil {
-            report("\(fields.path("burst")) has no effect with per_client: off; remove it", at: fields.keyPosition("burst") ?? fields.position)
+            report(
+                "\(fields.path("burst")) has no effect with per_client: off; remove it", at: fields.keyPosition("burst") ?? fields.position)
             return nil
         }
         if perClient == nil, fields["clients"] != nil {

@@ -25,7 +25,9 @@ extension ConfigDecoder {
             }
             let tlsNode = fields["tls"]
             let tls = tlsNode.flatMap { decodeListenerTLS($0, path: fields.path("tls")) }
-            if let node = fields["protocols"], let chosen = protocols, !checkHTTP2Name(chosen, node, fields.path("protocols"), tls: tlsNode != nil) {
+            if let node = fields["protocols"], let chosen = protocols,
+                !checkHTTP2Name(chosen, node, fields.path("protocols"), tls: tlsNode != nil)
+            {
                 protocols = nil
             }
             var http2 = HTTP2ListenerConfig()

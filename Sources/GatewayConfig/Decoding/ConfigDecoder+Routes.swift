@@ -194,8 +194,12 @@ extension ConfigDecoder {
         var valid = mode != nil
         fields.read("bind", into: &policy, \.bind, valid: &valid) { choice($0, $1, as: AssertionPolicy.Binding.self) }
         fields.read("challenge", into: &policy, \.challenge, valid: &valid) { choice($0, $1, as: AssertionPolicy.Challenge.self) }
-        fields.read("rollout", into: &policy, \.rollout, valid: &valid) { parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse) }
-        fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) { choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self) }
+        fields.read("rollout", into: &policy, \.rollout, valid: &valid) {
+            parsed($0, $1, expected: "a percentage such as 25%", PercentageSyntax.parse)
+        }
+        fields.read("on_store_error", into: &policy, \.onStoreError, valid: &valid) {
+            choice($0, $1, as: AssertionPolicy.StoreErrorPolicy.self)
+        }
         fields.read("client_data", into: &policy, \.clientData, valid: &valid) { choice($0, $1, as: AssertionPolicy.ClientData.self) }
         policy.maxRiskMetric = fields.optional("max_risk_metric", valid: &valid) { int($0, $1, in: AssertionPolicy.maxRiskMetricRange) }
         fields.read("on_risk", into: &policy, \.onRisk, valid: &valid) { choice($0, $1, as: AssertionPolicy.RiskAction.self) }
@@ -220,15 +224,24 @@ extension ConfigDecoder {
             let inert: [(key: String, why: String)] =
                 switch mode {
                 case .off:
-                    ["bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window", "fallback"].map {
+                    [
+                        "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
+                        "fallback",
+                    ].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }
                 case .shadow:
                     [
-                        ("rollout", "only applies to mode: enforce (it picks the share of keys enforced; shadow verifies every "
-                            + "key and forwards anyway); remove it, or set mode: enforce"),
-                        ("on_store_error", "only applies to mode: enforce (shadow forwards when the store cannot answer "
-                            + "anyway); remove it, or set mode: enforce"),
+                        (
+                            "rollout",
+                            "only applies to mode: enforce (it picks the share of keys enforced; shadow verifies every "
+                                + "key and forwards anyway); remove it, or set mode: enforce"
+                        ),
+                        (
+                            "on_store_error",
+                            "only applies to mode: enforce (shadow forwards when the store cannot answer "
+                                + "anyway); remove it, or set mode: enforce"
+                        ),
                     ]
                 case .enforce: []
                 }

@@ -155,12 +155,16 @@ extension ConfigDecoder {
                 valid = false
             }
             if !redis.cluster && clusterReadable {
-                report("\(fields.path("seeds")) needs cluster: true (a single Redis server has one url)", at: fields.keyPosition("seeds") ?? node.position)
+                report(
+                    "\(fields.path("seeds")) needs cluster: true (a single Redis server has one url)",
+                    at: fields.keyPosition("seeds") ?? node.position)
                 valid = false
             }
         }
         if redis.cluster, let url, url.database != 0, let node = fields["url"] {
-            report("\(fields.path("url")) names database \(url.database): Redis Cluster has only database 0 (use /0 or no path)", at: node.position)
+            report(
+                "\(fields.path("url")) names database \(url.database): Redis Cluster has only database 0 (use /0 or no path)",
+                at: node.position)
             valid = false
         }
         if let file = fields.optional("password_file", valid: &valid, { filePath($0, $1) }) {

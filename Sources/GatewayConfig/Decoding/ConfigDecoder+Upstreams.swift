@@ -252,7 +252,9 @@ extension ConfigDecoder {
                 report("\(fields.path(key)) has no effect with max_fails: 0 (no server is ejected); remove it", at: at)
                 valid = false
             }
-        } else if upstream.maxFailTimeout < upstream.failTimeout, let at = fields.keyPosition("max_fail_timeout") ?? fields.keyPosition("fail_timeout") {
+        } else if upstream.maxFailTimeout < upstream.failTimeout,
+            let at = fields.keyPosition("max_fail_timeout") ?? fields.keyPosition("fail_timeout")
+        {
             report(
                 "\(fields.path("max_fail_timeout")) (\(DurationSyntax.format(upstream.maxFailTimeout))) must be at least "
                     + "\(fields.path("fail_timeout")) (\(DurationSyntax.format(upstream.failTimeout)))",
@@ -260,7 +262,8 @@ extension ConfigDecoder {
             valid = false
         }
         if let at = fields.keyPosition("resolve_interval"), !upstream.servers.contains(where: { $0.url.hostIsName }) {
-            report("\(fields.path("resolve_interval")) has no effect: every server is an IP address (nothing to resolve); remove it", at: at)
+            report(
+                "\(fields.path("resolve_interval")) has no effect: every server is an IP address (nothing to resolve); remove it", at: at)
             valid = false
         }
         return valid

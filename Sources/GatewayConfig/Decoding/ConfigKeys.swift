@@ -44,15 +44,17 @@ enum ConfigKeys {
     static let attestChallengeRate = ["per_client", "burst", "clients"]
     /// Key bounds, on either kind of store.
     static let storeKeys = ["max_keys", "max_reregistrations", "reregistration_window"]
-    static let memoryStore = [
-        "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
-        "max_challenges_per_key", "key_idle_ttl",
-    ] + storeKeys
+    static let memoryStore =
+        [
+            "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
+            "max_challenges_per_key", "key_idle_ttl",
+        ] + storeKeys
     static let redisStore = ["kind", "url", "timeout", "wait_replicas", "cluster", "seeds", "password_file", "tls"] + storeKeys
-    static let store = [
-        "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
-        "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds", "key_idle_ttl", "password_file", "tls",
-    ] + storeKeys
+    static let store =
+        [
+            "kind", "shards", "data_dir", "snapshot_interval", "max_anonymous_challenges", "max_key_bound_challenges",
+            "max_challenges_per_key", "url", "timeout", "wait_replicas", "cluster", "seeds", "key_idle_ttl", "password_file", "tls",
+        ] + storeKeys
     static let storeTLS = ["ca_file", "server_name", "client_certificate", "client_key"]
     static let logging = ["level", "access_log"]
     static let apple = [

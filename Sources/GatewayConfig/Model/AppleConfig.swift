@@ -82,7 +82,10 @@ public struct RiskConfig: Sendable, Equatable {
     /// device) is asked again at this fixed cadence: a device that attests again revives it. Default 72h.
     public var staleProbe: Duration
 
-    public init(refresh: Duration? = .seconds(86_400), concurrency: Int = 4, rate: Rate = Rate(10, per: .second), staleProbe: Duration = .seconds(72 * 3600)) {
+    public init(
+        refresh: Duration? = .seconds(86_400), concurrency: Int = 4, rate: Rate = Rate(10, per: .second),
+        staleProbe: Duration = .seconds(72 * 3600)
+    ) {
         self.refresh = refresh
         self.concurrency = concurrency
         self.rate = rate

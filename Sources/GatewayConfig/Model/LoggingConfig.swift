@@ -64,9 +64,10 @@ public struct AccessLogConfig: Sendable, Equatable {
     public static let minimumFlush = Duration.milliseconds(100)
     public static let maximumFlush = Duration.seconds(3600)
 
-    public init(destination: Destination = .stdout, format: Format = .json, bufferBytes: Int = AccessLogConfig.defaultBufferBytes,
-                flush: Duration = .seconds(1))
-    {
+    public init(
+        destination: Destination = .stdout, format: Format = .json, bufferBytes: Int = AccessLogConfig.defaultBufferBytes,
+        flush: Duration = .seconds(1)
+    ) {
         self.destination = destination
         self.format = format
         self.bufferBytes = bufferBytes

@@ -85,7 +85,9 @@ public struct StoreConfig: Sendable, Equatable {
         /// this long are removed. nil (default): never.
         public var idleTTL: Duration?
 
-        public init(maxKeys: Int? = nil, maxReregistrations: Int = 3, reregistrationWindow: Duration = .seconds(3600), idleTTL: Duration? = nil) {
+        public init(
+            maxKeys: Int? = nil, maxReregistrations: Int = 3, reregistrationWindow: Duration = .seconds(3600), idleTTL: Duration? = nil
+        ) {
             self.maxKeys = maxKeys
             self.maxReregistrations = maxReregistrations
             self.reregistrationWindow = reregistrationWindow
@@ -125,7 +127,9 @@ public struct RedisURL: Sendable, Equatable, CustomStringConvertible {
     /// The password in the url, percent-decoded; never printed (see `RedisSecret`).
     public var password: RedisSecret?
 
-    public init(host: String, port: UInt16 = 6379, database: Int = 0, tls: Bool = false, username: String? = nil, password: RedisSecret? = nil) {
+    public init(
+        host: String, port: UInt16 = 6379, database: Int = 0, tls: Bool = false, username: String? = nil, password: RedisSecret? = nil
+    ) {
         self.host = host
         self.port = port
         self.database = database

@@ -72,7 +72,9 @@ enum AddressSyntax {
                 guard let decoded = percentDecoded(passwordText) else {
                     throw ValueProblem("has an invalid percent-escape in the password (%XX with two hex digits), got \(quoted(shown))")
                 }
-                guard !decoded.isEmpty else { throw ValueProblem("has an empty password after \"\(username ?? ""):\", got \(quoted(shown))") }
+                guard !decoded.isEmpty else {
+                    throw ValueProblem("has an empty password after \"\(username ?? ""):\", got \(quoted(shown))")
+                }
                 guard decoded.allSatisfy({ $0 >= 0x20 && $0 != 0x7f }) else {
                     throw ValueProblem("has a control character in the password, got \(quoted(shown))")
                 }

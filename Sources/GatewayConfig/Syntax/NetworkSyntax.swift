@@ -12,9 +12,14 @@ enum NetworkSyntax {
             let digits = parts[1]
             guard !digits.isEmpty, digits.count <= 3, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
                 digits.count == 1 || digits.first != "0", let value = Int(digits)
-            else { throw ValueProblem("has an invalid prefix length \(quoted(String(parts[1]))) (a number, no leading zeros), got \(quoted(text))") }
+            else {
+                throw ValueProblem(
+                    "has an invalid prefix length \(quoted(String(parts[1]))) (a number, no leading zeros), got \(quoted(text))")
+            }
             guard value <= maximum else {
-                throw ValueProblem("has prefix length \(value), more than the \(maximum) bits of an \(maximum == 32 ? "IPv4" : "IPv6") address, got \(quoted(text))")
+                throw ValueProblem(
+                    "has prefix length \(value), more than the \(maximum) bits of an \(maximum == 32 ? "IPv4" : "IPv6") address, got \(quoted(text))"
+                )
             }
             prefix = value
         }

@@ -58,7 +58,11 @@ enum EnvironmentSubstitution {
                 out.append(contentsOf: reference.unicodeScalars)
             } else if let fallback, fallback.contains("${") {
                 problems.append(
-                    Problem(offset: i, message: "has a default with \"${\" in \(quoted(reference)): a default is plain text, it cannot refer to another variable"))
+                    Problem(
+                        offset: i,
+                        message:
+                            "has a default with \"${\" in \(quoted(reference)): a default is plain text, it cannot refer to another variable"
+                    ))
                 out.append(contentsOf: reference.unicodeScalars)
             } else if let value = environment[name], !(value.isEmpty && fallback != nil) {
                 out.append(contentsOf: value.unicodeScalars)

@@ -45,7 +45,9 @@ enum YAMLLoader {
 
     /// Where the `offset`-th scalar of a value's text was written: exact when the value is written
     /// on its line as it reads (plain, or quoted without escapes), else the value's start.
-    private static func position(of offset: Int, in text: String, at start: SourcePosition, quotedBy quote: Int, _ lines: [[Unicode.Scalar]])
+    private static func position(
+        of offset: Int, in text: String, at start: SourcePosition, quotedBy quote: Int, _ lines: [[Unicode.Scalar]]
+    )
         -> SourcePosition
     {
         guard start.line >= 1, start.line <= lines.count else { return start }
@@ -91,7 +93,11 @@ enum YAMLLoader {
             for (key, value) in mapping {
                 let k = try convert(key, path: path, isKey: true, context: &context)
                 let name: String
-                if case .scalar(let s) = k, !(s.isPlain && s.text == "<<") { name = path.isEmpty ? s.text : "\(path).\(s.text)" } else { name = path }
+                if case .scalar(let s) = k, !(s.isPlain && s.text == "<<") {
+                    name = path.isEmpty ? s.text : "\(path).\(s.text)"
+                } else {
+                    name = path
+                }
                 pairs.append((k, try convert(value, path: name, isKey: false, context: &context)))
             }
             return .mapping(pairs, position)

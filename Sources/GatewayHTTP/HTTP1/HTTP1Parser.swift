@@ -33,7 +33,9 @@ public struct HTTP1Parser: Sendable {
             let first = lines[0]
             let (method, target, minor) = try parseRequestLine(buf, first)
             let headers = try Self.parseFields(buf, lines[1...])
-            try Self.checkHost(count: headers.count(of: "Host"), minor: minor, at: first.lowerBound) { headers["Host"].map(RequestSyntax.isValidHost) }
+            try Self.checkHost(count: headers.count(of: "Host"), minor: minor, at: first.lowerBound) {
+                headers["Host"].map(RequestSyntax.isValidHost)
+            }
             let framing = try requestFraming(headers, minor: minor, at: first.lowerBound)
             return HTTPRequestHead(method: method, target: target, minorVersion: minor, headers: headers, framing: framing)
         }
@@ -43,8 +45,10 @@ public struct HTTP1Parser: Sendable {
     /// order, but keeps the method, target and fields as ranges of `buf`: for a proxy that forwards
     /// the head's bytes. The field ranges go into `fields`' storage, which is cleared and reused (a
     /// connection passes the array of its previous request back in: no allocation per request).
-    public func parseRequestHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0,
-                                      reusing fields: inout [HTTPFieldRange]) throws(HTTPParseError)
+    public func parseRequestHeadLines(
+        _ buf: UnsafeRawBufferPointer, from start: Int = 0,
+        reusing fields: inout [HTTPFieldRange]
+    ) throws(HTTPParseError)
         -> (HTTPRequestHeadLines, Int)?
     {
         var memo = HostMemo()
@@ -53,8 +57,10 @@ public struct HTTP1Parser: Sendable {
 
     /// The same, with the connection's `HostMemo`: a Host value that the previous request on the
     /// connection had, byte for byte, is not checked again.
-    public func parseRequestHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0,
-                                      reusing fields: inout [HTTPFieldRange], hostMemo: inout HostMemo) throws(HTTPParseError)
+    public func parseRequestHeadLines(
+        _ buf: UnsafeRawBufferPointer, from start: Int = 0,
+        reusing fields: inout [HTTPFieldRange], hostMemo: inout HostMemo
+    ) throws(HTTPParseError)
         -> (HTTPRequestHeadLines, Int)?
     {
         try withHeadLines(buf, from: Self.skipEmptyLines(buf, start), isRequest: true) { lines throws(HTTPParseError) in
@@ -94,7 +100,9 @@ public struct HTTP1Parser: Sendable {
             guard r.count <= 32 else { return }
             let o = r.lowerBound
             let n = r.count
-            (w0, w1, w2, w3) = (Self.word(buf, o, n), Self.word(buf, o + 8, n - 8), Self.word(buf, o + 16, n - 16), Self.word(buf, o + 24, n - 24))
+            (w0, w1, w2, w3) = (
+                Self.word(buf, o, n), Self.word(buf, o + 8, n - 8), Self.word(buf, o + 16, n - 16), Self.word(buf, o + 24, n - 24)
+            )
             count = n
         }
     }
@@ -119,8 +127,10 @@ public struct HTTP1Parser: Sendable {
         if valid() == false { throw HTTPParseError(.badHost, at: offset, "the Host value is not host[:port]") }
     }
 
-    private func requestHeadLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>,
-                                  _ storage: inout [HTTPFieldRange], _ hostMemo: inout HostMemo) throws(HTTPParseError)
+    private func requestHeadLines(
+        _ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>,
+        _ storage: inout [HTTPFieldRange], _ hostMemo: inout HostMemo
+    ) throws(HTTPParseError)
         -> HTTPRequestHeadLines
     {
         let first = lines[0]
@@ -161,9 +171,11 @@ public struct HTTP1Parser: Sendable {
             }
             hostMemo.remember(buf, h)
         }
-        let framing = try framingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: minor, status: 0,
-                                       requestMethod: "", at: first.lowerBound)
-        let expectsContinue = minor == 1 && expect.map { equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[$0]), "100-continue") } == true
+        let framing = try framingLines(
+            buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: minor, status: 0,
+            requestMethod: "", at: first.lowerBound)
+        let expectsContinue =
+            minor == 1 && expect.map { equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[$0]), "100-continue") } == true
         return HTTPRequestHeadLines(
             method: method, target: target, minorVersion: minor, fields: fields, framing: framing,
             keepAlive: keepAliveLines(buf, fields, hasConnection: hasConnection, minor: minor),
@@ -232,8 +244,10 @@ public struct HTTP1Parser: Sendable {
 
     /// The same, with the field ranges in `fields`' storage, cleared and reused (see
     /// `parseRequestHeadLines`).
-    public func parseResponseHeadLines(_ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String,
-                                       reusing fields: inout [HTTPFieldRange]) throws(HTTPParseError)
+    public func parseResponseHeadLines(
+        _ buf: UnsafeRawBufferPointer, from start: Int = 0, requestMethod: String,
+        reusing fields: inout [HTTPFieldRange]
+    ) throws(HTTPParseError)
         -> (HTTPResponseHeadLines, Int)?
     {
         try withHeadLines(buf, from: start, isRequest: false) { lines throws(HTTPParseError) in
@@ -241,9 +255,10 @@ public struct HTTP1Parser: Sendable {
         }
     }
 
-    private func headLines(_ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>, requestMethod: String,
-                           _ storage: inout [HTTPFieldRange]) throws(HTTPParseError) -> HTTPResponseHeadLines
-    {
+    private func headLines(
+        _ buf: UnsafeRawBufferPointer, _ lines: UnsafeBufferPointer<Range<Int>>, requestMethod: String,
+        _ storage: inout [HTTPFieldRange]
+    ) throws(HTTPParseError) -> HTTPResponseHeadLines {
         let first = lines[0]
         let (status, reason, minor) = try parseStatusLineRanges(buf, first)
         var fields: [HTTPFieldRange] = []
@@ -296,8 +311,9 @@ public struct HTTP1Parser: Sendable {
                 classes.listed |= bit
             }
         }
-        let framing = try framingLines(buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: nil, status: status,
-                                       requestMethod: requestMethod, at: first.lowerBound)
+        let framing = try framingLines(
+            buf, fields, hasTE: hasTE, hasCL: hasCL, requestMinor: nil, status: status,
+            requestMethod: requestMethod, at: first.lowerBound)
         var keepAlive = minor == 1
         if classes.hasConnection {
             let t = connectionTokens(buf, fields)
@@ -312,8 +328,10 @@ public struct HTTP1Parser: Sendable {
 
     /// `requestFraming` (`requestMinor` set) or `responseFraming` decided on the field ranges: the same
     /// answers and errors, in the same order, without strings.
-    private func framingLines(_ buf: UnsafeRawBufferPointer, _ fields: [HTTPFieldRange], hasTE: Bool, hasCL: Bool,
-                              requestMinor: Int?, status: Int, requestMethod: String, at offset: Int)
+    private func framingLines(
+        _ buf: UnsafeRawBufferPointer, _ fields: [HTTPFieldRange], hasTE: Bool, hasCL: Bool,
+        requestMinor: Int?, status: Int, requestMethod: String, at offset: Int
+    )
         throws(HTTPParseError) -> BodyFraming
     {
         if requestMinor == nil && (requestMethod == "HEAD" || (100..<200).contains(status) || status == 204 || status == 304) {
@@ -321,9 +339,11 @@ public struct HTTP1Parser: Sendable {
         }
         var cl: UInt64? = nil
         if hasCL {
-            for f in fields where f.name.count == 14 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Content-Length") {
+            for f in fields where f.name.count == 14 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Content-Length")
+            {
                 let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
-                let parsed = Self.contentLengthValue(UnsafeBufferPointer(start: v.baseAddress?.assumingMemoryBound(to: UInt8.self), count: v.count))
+                let parsed = Self.contentLengthValue(
+                    UnsafeBufferPointer(start: v.baseAddress?.assumingMemoryBound(to: UInt8.self), count: v.count))
                 try Self.fold(parsed, into: &cl, at: offset) { Self.latin1(buf, f.value) }
             }
         }
@@ -337,7 +357,8 @@ public struct HTTP1Parser: Sendable {
             // The codings of every Transfer-Encoding field, in order, must be exactly one `chunked`.
             var count = 0
             var lastIsChunked = false
-            for f in fields where f.name.count == 17 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Transfer-Encoding") {
+            for f in fields
+            where f.name.count == 17 && equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: buf[f.name]), "Transfer-Encoding") {
                 let v = UnsafeRawBufferPointer(rebasing: buf[f.value])
                 forEachListElement(v) { element in
                     count += 1
@@ -362,8 +383,10 @@ public struct HTTP1Parser: Sendable {
     /// returns its result and the offset past the head; nil while the head is incomplete. Bare CR or
     /// LF is an error. The lines live in a temporary allocation (on the stack for usual limits), not
     /// in an array per message.
-    private func withHeadLines<R>(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
-                                  _ body: (UnsafeBufferPointer<Range<Int>>) throws(HTTPParseError) -> R)
+    private func withHeadLines<R>(
+        _ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
+        _ body: (UnsafeBufferPointer<Range<Int>>) throws(HTTPParseError) -> R
+    )
         throws(HTTPParseError) -> (R, Int)?
     {
         let needed = limits.maxHeaderCount + 1
@@ -397,9 +420,10 @@ public struct HTTP1Parser: Sendable {
 
     /// Finds the end of the head (CRLF CRLF) and stores its lines (without CRLF) in `lines`; returns
     /// their count and the offset past the head. Bare CR or LF is an error.
-    private func splitHead(_ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
-                           into lines: UnsafeMutableBufferPointer<Range<Int>>) throws(HTTPParseError) -> SplitOutcome
-    {
+    private func splitHead(
+        _ buf: UnsafeRawBufferPointer, from start: Int, isRequest: Bool,
+        into lines: UnsafeMutableBufferPointer<Range<Int>>
+    ) throws(HTTPParseError) -> SplitOutcome {
         var lineCount = 0
         var lineStart = start
         var i = start
@@ -449,8 +473,9 @@ public struct HTTP1Parser: Sendable {
             if c == 0x0a { throw HTTPParseError(.badHeader, at: i, "bare LF (lines must end with CRLF)") }
             i += 1
             if lineCount == 0 && i - start > limits.maxRequestLine {
-                throw HTTPParseError(isRequest ? .requestLineTooLong : .badStatusLine, at: start,
-                                     "start line longer than \(limits.maxRequestLine) bytes")
+                throw HTTPParseError(
+                    isRequest ? .requestLineTooLong : .badStatusLine, at: start,
+                    "start line longer than \(limits.maxRequestLine) bytes")
             }
             if i - start > limits.maxHeaderBytes {
                 throw HTTPParseError(.headersTooLarge, at: start, "head larger than \(limits.maxHeaderBytes) bytes")
@@ -565,7 +590,9 @@ public struct HTTP1Parser: Sendable {
 
     /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5). Needs no limits: the caller
     /// bounded the lines.
-    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>) throws(HTTPParseError) -> HTTPFields {
+    static func parseFields(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>) throws(HTTPParseError)
+        -> HTTPFields
+    {
         var fields: [HTTPFields.Field] = []
         fields.reserveCapacity(lines.count)
         try forEachField(buf, lines) { name, value, _ in
@@ -577,9 +604,10 @@ public struct HTTP1Parser: Sendable {
     /// Validates each field line and hands over its name and (OWS-trimmed) value as ranges of `buf`.
     /// `body` also learns whether the name is foldable (`FoldedNames`: a `_` or another character
     /// than letters, digits and `-`), found by the same table walk.
-    static func forEachField(_ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>,
-                             _ body: (Range<Int>, Range<Int>, Bool) -> Void) throws(HTTPParseError)
-    {
+    static func forEachField(
+        _ buf: UnsafeRawBufferPointer, _ lines: Slice<UnsafeBufferPointer<Range<Int>>>,
+        _ body: (Range<Int>, Range<Int>, Bool) -> Void
+    ) throws(HTTPParseError) {
         for r in lines {
             let c0 = buf[r.lowerBound]
             if c0 == 0x20 || c0 == 0x09 {
@@ -594,7 +622,8 @@ public struct HTTP1Parser: Sendable {
                 i += 1
             }
             guard i < r.upperBound, buf[i] == UInt8(ascii: ":") else {
-                let what = i < r.upperBound && (buf[i] == 0x20 || buf[i] == 0x09)
+                let what =
+                    i < r.upperBound && (buf[i] == 0x20 || buf[i] == 0x09)
                     ? "white space between the field name and the colon" : "field name must be a token followed by ':'"
                 throw HTTPParseError(.badHeader, at: i, what)
             }
@@ -783,9 +812,9 @@ enum HTTPChar {
             if left < 8 {
                 // Bytes past the name become 0, which is not `b` (b is never 0 here).
                 #if _endian(little)
-                w &= (1 << UInt64(left * 8)) &- 1
+                    w &= (1 << UInt64(left * 8)) &- 1
                 #else
-                w &= ~((1 << UInt64((8 - left) * 8)) &- 1)
+                    w &= ~((1 << UInt64((8 - left) * 8)) &- 1)
                 #endif
             }
             if SWAR.hasByte(w, b) { return true }
@@ -849,9 +878,9 @@ enum SWAR {
     /// The index (in memory order) of the first byte whose high bit `mask` has set.
     @inline(__always) static func firstFlaggedByte(_ mask: UInt64) -> Int {
         #if _endian(little)
-        mask.trailingZeroBitCount >> 3
+            mask.trailingZeroBitCount >> 3
         #else
-        mask.leadingZeroBitCount >> 3
+            mask.leadingZeroBitCount >> 3
         #endif
     }
 

@@ -15,16 +15,19 @@ public enum HTTP1Serializer {
         appendASCII(" HTTP/1.1\r\n", &out)
     }
 
-    @_spi(Testing) public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1) -> [UInt8] {
+    @_spi(Testing) public static func responseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1)
+        -> [UInt8]
+    {
         var out = [UInt8]()
         out.reserveCapacity(128 + headers.count * 32)
         appendResponseHead(status: status, reason: reason, headers: headers, minorVersion: minorVersion, to: &out)
         return out
     }
 
-    public static func appendResponseHead(status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1,
-                                          to out: inout [UInt8])
-    {
+    public static func appendResponseHead(
+        status: Int, reason: String? = nil, headers: HTTPFields, minorVersion: Int = 1,
+        to out: inout [UInt8]
+    ) {
         appendStatusLine(status: status, minorVersion: minorVersion, to: &out)
         appendLatin1(reason ?? HTTPStatus.reason(status), &out)
         out.append(0x0d)

@@ -35,8 +35,9 @@ public struct HTTPRequestHeadLines: Sendable, Equatable {
         var headers: [HTTPFields.Field] = []
         headers.reserveCapacity(fields.count)
         for f in fields { headers.append(HTTPFields.Field(latin1String(buf, f.name), latin1String(buf, f.value))) }
-        return HTTPRequestHead(method: latin1String(buf, method), target: latin1String(buf, target), minorVersion: minorVersion,
-                               headers: HTTPFields(headers), framing: framing)
+        return HTTPRequestHead(
+            method: latin1String(buf, method), target: latin1String(buf, target), minorVersion: minorVersion,
+            headers: HTTPFields(headers), framing: framing)
     }
 
     /// An absolute-form target's authority, as a range of `buf`; nil for other targets.

@@ -52,8 +52,9 @@ public struct HTTPResponseHeadLines: Sendable, Equatable {
         var headers: [HTTPFields.Field] = []
         headers.reserveCapacity(fields.count)
         for f in fields { headers.append(HTTPFields.Field(latin1(buf, f.name), latin1(buf, f.value))) }
-        return HTTPResponseHead(status: status, reason: latin1(buf, reason), minorVersion: minorVersion,
-                                headers: HTTPFields(headers), framing: framing)
+        return HTTPResponseHead(
+            status: status, reason: latin1(buf, reason), minorVersion: minorVersion,
+            headers: HTTPFields(headers), framing: framing)
     }
 
     private func latin1(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String { latin1String(buf, r) }

@@ -107,9 +107,10 @@ public struct HTTP2HeaderBlock {
         let result = bytes.withUnsafeMutableBufferPointer { b -> R in
             let base = b.baseAddress!
             for s in spans {
-                nva.append(nghttp2_nv(
-                    name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3,
-                    flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+                nva.append(
+                    nghttp2_nv(
+                        name: base + s.0, value: base + s.2, namelen: s.1, valuelen: s.3,
+                        flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
             }
             return nva.withUnsafeBufferPointer(body)
         }

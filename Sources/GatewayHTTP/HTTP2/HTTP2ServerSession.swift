@@ -520,7 +520,9 @@ public final class HTTP2ServerSession {
         if resetCount > settings.maxResetsPerWindow, !terminated {
             terminate(
                 code: .enhanceYourCalm,
-                detail: "rapid reset: more than \(settings.maxResetsPerWindow) streams reset within \(settings.resetWindowNanoseconds / 1_000_000) ms")
+                detail:
+                    "rapid reset: more than \(settings.maxResetsPerWindow) streams reset within \(settings.resetWindowNanoseconds / 1_000_000) ms"
+            )
         }
     }
 

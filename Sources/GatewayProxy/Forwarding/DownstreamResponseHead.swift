@@ -22,9 +22,10 @@ enum DownstreamResponseHead {
     /// (`close`, or that HTTP/1.0 body), `keep-alive` to a persistent HTTP/1.0 client. Without route
     /// fields the upstream's field lines are copied as bytes (`writeHTTP1`); with them, through
     /// `HTTPFields`. Returns whether the body goes chunked and whether the connection closes after it.
-    static func sendHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, forward: Forward?, requestMinor: Int,
-                          close: Bool, requestID: RequestID, to downstream: Connection) -> (chunked: Bool, close: Bool)
-    {
+    static func sendHTTP1(
+        _ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, forward: Forward?, requestMinor: Int,
+        close: Bool, requestID: RequestID, to downstream: Connection
+    ) -> (chunked: Bool, close: Bool) {
         var chunked = false
         var close = close
         var dropContentLength = false
@@ -40,7 +41,8 @@ enum DownstreamResponseHead {
             let full = r.materialize(buf)
             forward.responseHook?.observe?(full)
             var fields = fields(
-                full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength, remove: forward.responseHook?.remove ?? [],
+                full, routeFields: forward.responseHeaders, dropContentLength: dropContentLength,
+                remove: forward.responseHook?.remove ?? [],
                 requestID: requestID.text, passServer: forward.passServerHeader)
             if chunked { fields.append("Transfer-Encoding", "chunked") }
             if let connection { fields.set("Connection", connection) }
@@ -50,8 +52,9 @@ enum DownstreamResponseHead {
             let passServer = forward?.passServerHeader ?? false
             requestID.withBytes { i in
                 downstream.writeHead {
-                    writeHTTP1(r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection,
-                               requestID: i, routeFields: routeFields, passServer: passServer, to: &$0)
+                    writeHTTP1(
+                        r, from: buf, dropContentLength: dropContentLength, chunked: chunked, connection: connection,
+                        requestID: i, routeFields: routeFields, passServer: passServer, to: &$0)
                 }
             }
         }
@@ -63,10 +66,11 @@ enum DownstreamResponseHead {
     /// of the same names: only fields `Forward.responseFieldsAsBytes` allows), X-Request-Id (none
     /// when `requestID` is empty), then `Transfer-Encoding: chunked` when `chunked` and
     /// `Connection: <connection>` when given: what `fields` gives on strings, in the same order.
-    static func writeHTTP1(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                           chunked: Bool, connection: String?, requestID: UnsafeRawBufferPointer,
-                           routeFields: HTTPFields = HTTPFields(), passServer: Bool = false, to out: inout HeadWriter)
-    {
+    static func writeHTTP1(
+        _ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
+        chunked: Bool, connection: String?, requestID: UnsafeRawBufferPointer,
+        routeFields: HTTPFields = HTTPFields(), passServer: Bool = false, to out: inout HeadWriter
+    ) {
         out.appendStatusLineStart(status: r.status)
         out.append(UnsafeRawBufferPointer(rebasing: buf[r.reason]))
         out.crlf()
@@ -104,10 +108,11 @@ enum DownstreamResponseHead {
 
     /// The same fields for an HTTP/2 client, appended to the session's header block (whose HTTP/2
     /// rules then apply: names lowercased, fields HTTP/2 cannot carry dropped).
-    static func appendHTTP2(_ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
-                            requestID: UnsafeRawBufferPointer, routeFields: HTTPFields = HTTPFields(), passServer: Bool = false,
-                            to block: inout HTTP2HeaderBlock)
-    {
+    static func appendHTTP2(
+        _ r: HTTPResponseHeadLines, from buf: UnsafeRawBufferPointer, dropContentLength: Bool,
+        requestID: UnsafeRawBufferPointer, routeFields: HTTPFields = HTTPFields(), passServer: Bool = false,
+        to block: inout HTTP2HeaderBlock
+    ) {
         let filter = ForwardingFilter(r, buf, passServer: passServer)
         let hasVia = filter.forEachKept(dropContentLength: dropContentLength) { f in
             let name = UnsafeRawBufferPointer(rebasing: buf[f.name])
@@ -138,9 +143,10 @@ enum DownstreamResponseHead {
     /// (hop-by-hop and the route's `remove` removed, Content-Length once, Via extended), then the route's set over them, then
     /// Content-Length removed when `dropContentLength`; the exchange's `X-Request-Id` (none when
     /// `requestID` is empty) in place of the upstream's.
-    static func fields(_ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool, remove: [String] = [],
-                       requestID: String = "", passServer: Bool = false) -> HTTPFields
-    {
+    static func fields(
+        _ head: HTTPResponseHead, routeFields: HTTPFields, dropContentLength: Bool, remove: [String] = [],
+        requestID: String = "", passServer: Bool = false
+    ) -> HTTPFields {
         var fields = head.headers
         fields.remove(RequestID.field)
         if !passServer { fields.remove("Server") }
@@ -209,8 +215,7 @@ struct ForwardingFilter {
 
     /// The kept fields in order, Content-Length ones handed to `onContentLength` instead of `body`.
     @inline(__always)
-    private func forEachKept(_ body: (HTTPFieldRange) -> Void, onContentLength: (HTTPFieldRange) -> Void) -> Bool
-    {
+    private func forEachKept(_ body: (HTTPFieldRange) -> Void, onContentLength: (HTTPFieldRange) -> Void) -> Bool {
         var viaBytes = 0
         var viaCount = 0
         for i in fields.indices {

@@ -42,11 +42,12 @@ import GatewayHTTP
     /// when empty) are ASCII, written as they are; `trustedPeer`: the peer is a trusted proxy
     /// (`TrustedProxies`), whose forwarding fields are kept; `defaultHost` is asked only when the
     /// client sent no Host.
-    @_spi(Fuzzing) public static func write(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
-                      proto: UnsafeRawBufferPointer, trustedPeer: Bool = false, requestID: UnsafeRawBufferPointer,
-                      framing: BodyFraming, edit: HeaderEdit,
-                      dropFoldableNames: Bool, defaultHost: () -> String, to out: inout HeadWriter)
-    {
+    @_spi(Fuzzing) public static func write(
+        _ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: UnsafeRawBufferPointer,
+        proto: UnsafeRawBufferPointer, trustedPeer: Bool = false, requestID: UnsafeRawBufferPointer,
+        framing: BodyFraming, edit: HeaderEdit,
+        dropFoldableNames: Bool, defaultHost: () -> String, to out: inout HeadWriter
+    ) {
         let fields = head.fields
         let remove = edit.removeNames
         let clientRemove = edit.clientRemoveNames
@@ -201,19 +202,21 @@ import GatewayHTTP
 extension Forward {
     /// The upstream request head of `head` (ranges of `buf`), framed as `framing`, with this route's
     /// edit: `UpstreamRequestHead.write`, the host defaulting to the upstream's address.
-    func writeUpstreamHead(_ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
-                           trustedPeer: Bool = false, requestID: RequestID, framing: BodyFraming, dropFoldableNames: Bool = true,
-                           to out: inout HeadWriter)
-    {
+    func writeUpstreamHead(
+        _ head: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, client: String, proto: String,
+        trustedPeer: Bool = false, requestID: RequestID, framing: BodyFraming, dropFoldableNames: Bool = true,
+        to out: inout HeadWriter
+    ) {
         var client = client
         var proto = proto
         client.withUTF8 { c in
             proto.withUTF8 { p in
                 requestID.withBytes { i in
-                    UpstreamRequestHead.write(head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                              trustedPeer: trustedPeer, requestID: i, framing: framing, edit: editHeaders,
-                                              dropFoldableNames: dropFoldableNames,
-                                              defaultHost: { pool.target.address.description }, to: &out)
+                    UpstreamRequestHead.write(
+                        head, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                        trustedPeer: trustedPeer, requestID: i, framing: framing, edit: editHeaders,
+                        dropFoldableNames: dropFoldableNames,
+                        defaultHost: { pool.target.address.description }, to: &out)
                 }
             }
         }
@@ -239,10 +242,11 @@ extension BufferedRequest {
                 proto.withUTF8 { p in
                     requestID.withBytes { i in
                         HeadWriter.appendHead(to: &out) {
-                            UpstreamRequestHead.write(lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
-                                                      trustedPeer: forwardingPeer?.trusted ?? false, requestID: i,
-                                                      framing: .whole(head.framing, count: body.count), edit: edit,
-                                                      dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
+                            UpstreamRequestHead.write(
+                                lines, buf, client: UnsafeRawBufferPointer(c), proto: UnsafeRawBufferPointer(p),
+                                trustedPeer: forwardingPeer?.trusted ?? false, requestID: i,
+                                framing: .whole(head.framing, count: body.count), edit: edit,
+                                dropFoldableNames: dropFoldableNames, defaultHost: { upstream }, to: &$0)
                         }
                     }
                 }

@@ -102,7 +102,9 @@ public final class OpenSSLProbe: @unchecked Sendable {
                 return message.withUnsafeBufferPointer { EVP_DigestVerify(ctx, sig.baseAddress, sig.count, $0.baseAddress, $0.count) }
             case .digestVerifyReusedMDCtx:
                 guard EVP_DigestVerifyInit(reusedVerifyMDCtx, nil, md, nil, pkey) == 1 else { return -1 }
-                return message.withUnsafeBufferPointer { EVP_DigestVerify(reusedVerifyMDCtx, sig.baseAddress, sig.count, $0.baseAddress, $0.count) }
+                return message.withUnsafeBufferPointer {
+                    EVP_DigestVerify(reusedVerifyMDCtx, sig.baseAddress, sig.count, $0.baseAddress, $0.count)
+                }
             case .digestVerifyCopiedTemplate:
                 guard let ctx = EVP_MD_CTX_new() else { return -1 }
                 defer { EVP_MD_CTX_free(ctx) }

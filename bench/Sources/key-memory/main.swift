@@ -19,7 +19,7 @@ import GatewayStore
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 enum Kind: String { case memory, dataDir = "data-dir", redis }
@@ -110,9 +110,10 @@ case .dataDir:
     }
     store = memoryStore!
 case .redis:
-    redisStore = RedisAttestStore(options: .init(
-        endpoint: RedisEndpoint(host: "127.0.0.1", port: o.redisPort, timeoutMillis: 5_000), connections: 2,
-        limits: KeyLimits(maxKeys: 1_000_000_000)))
+    redisStore = RedisAttestStore(
+        options: .init(
+            endpoint: RedisEndpoint(host: "127.0.0.1", port: o.redisPort, timeoutMillis: 5_000), connections: 2,
+            limits: KeyLimits(maxKeys: 1_000_000_000)))
     guard redisStore!.waitUntilConnected(timeoutMillis: 10_000) else { fail("redis at port \(o.redisPort): \(redisStore!.lastError)") }
     store = redisStore!
 }

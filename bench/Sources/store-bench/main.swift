@@ -18,7 +18,7 @@ import GatewayStore
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct Options {
@@ -132,11 +132,13 @@ if let path = options.restoreOnly {
     }
 }
 let now: Int64 = 1_750_000_000_000
-let dir = options.dir ?? {
-    var template = Array("/tmp/store-bench-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else { fail("mkdtemp failed") }
-    return String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}()
+let dir =
+    options.dir
+    ?? {
+        var template = Array("/tmp/store-bench-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else { fail("mkdtemp failed") }
+        return String(decoding: template.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }()
 defer { if options.dir == nil { try? FileManager.default.removeItem(atPath: dir) } }
 
 do {
@@ -207,7 +209,8 @@ do {
             let id = ids[c % ids.count]
             store.issueChallenge(ChallengeRequest(purpose: .assert, keyID: id, ttlMillis: 60_000), nowMillis: now) { issued in
                 guard case .success(let ch) = issued else { fatalError("issue failed") }
-                store.commitAssertion(AssertionCommit(keyID: id, counter: UInt32(1_000_000 + c), challenge: ch.token), nowMillis: now) { r in
+                store.commitAssertion(AssertionCommit(keyID: id, counter: UInt32(1_000_000 + c), challenge: ch.token), nowMillis: now) {
+                    r in
                     guard case .success(.committed) = r else { fatalError("commit with challenge failed: \(r)") }
                 }
             }
@@ -235,19 +238,20 @@ do {
     guard restoredKeys == n else { fail("restored \(restoredKeys) keys, expected \(n)") }
 
     func f(_ x: Double, _ digits: Int = 2) -> String { String(format: "%.\(digits)f", x) }
-    print("""
-    | store-bench (\(n) keys, \(options.shards) shards, release) | measured | goal |
-    | --- | ---: | ---: |
-    | memory per key (RSS delta / keys) | \(f(perKey, 1)) B | ≤ 256 B |
-    | snapshot (\(f(Double(report.bytes) / 1e6, 1)) MB, write + fsync + rename), wall | \(f(snapshotTime.wall, 3)) s | ≤ 1 s |
-    | snapshot, CPU (user + system) | \(f(snapshotTime.cpu, 3)) s | |
-    | restore (open: snapshot read, checked, loaded), wall | \(f(restoreTime.wall, 3)) s | ≤ 1 s |
-    | restore, CPU (user + system) | \(f(restoreTime.cpu, 3)) s | |
-    | commitAssertion, one thread, journaled (write(2) each) | \(f(Double(commits) / commitSeconds, 0)) ops/s | |
-    | issueChallenge + commitAssertion with challenge, one thread | \(f(Double(challengeCommits) / challengeSeconds, 0)) pairs/s | |
-    | deviceKey, one thread | \(f(Double(lookups) / lookupSeconds, 0)) ops/s | |
-    | register (issue + register, one thread, group-committed fsync) | \(f(Double(n) / registerSeconds, 0)) keys/s | |
-    """)
+    print(
+        """
+        | store-bench (\(n) keys, \(options.shards) shards, release) | measured | goal |
+        | --- | ---: | ---: |
+        | memory per key (RSS delta / keys) | \(f(perKey, 1)) B | ≤ 256 B |
+        | snapshot (\(f(Double(report.bytes) / 1e6, 1)) MB, write + fsync + rename), wall | \(f(snapshotTime.wall, 3)) s | ≤ 1 s |
+        | snapshot, CPU (user + system) | \(f(snapshotTime.cpu, 3)) s | |
+        | restore (open: snapshot read, checked, loaded), wall | \(f(restoreTime.wall, 3)) s | ≤ 1 s |
+        | restore, CPU (user + system) | \(f(restoreTime.cpu, 3)) s | |
+        | commitAssertion, one thread, journaled (write(2) each) | \(f(Double(commits) / commitSeconds, 0)) ops/s | |
+        | issueChallenge + commitAssertion with challenge, one thread | \(f(Double(challengeCommits) / challengeSeconds, 0)) pairs/s | |
+        | deviceKey, one thread | \(f(Double(lookups) / lookupSeconds, 0)) ops/s | |
+        | register (issue + register, one thread, group-committed fsync) | \(f(Double(n) / registerSeconds, 0)) keys/s | |
+        """)
 } catch {
     fail("\(error)")
 }

@@ -29,11 +29,11 @@ import GatewayWire
 import OpenSSLProbe
 
 #if canImport(Glibc)
-import Glibc
-let RUSAGE_SELF_WHO = RUSAGE_SELF.rawValue
+    import Glibc
+    let RUSAGE_SELF_WHO = RUSAGE_SELF.rawValue
 #elseif canImport(Darwin)
-import Darwin
-let RUSAGE_SELF_WHO = RUSAGE_SELF
+    import Darwin
+    let RUSAGE_SELF_WHO = RUSAGE_SELF
 #endif
 
 // MARK: Arguments
@@ -156,8 +156,9 @@ func loadVector(path: String, caseName: String) -> Workload {
         let cases = root["cases"] as? [[String: Any]]
     else { fail("cannot read vector file \(path)") }
     guard let c = cases.first(where: { $0["name"] as? String == caseName }) else {
-        fail("no case \"\(caseName)\" in \(path); assertion cases: "
-            + cases.filter { $0["kind"] as? String == "assertion" }.compactMap { $0["name"] as? String }.joined(separator: ", "))
+        fail(
+            "no case \"\(caseName)\" in \(path); assertion cases: "
+                + cases.filter { $0["kind"] as? String == "assertion" }.compactMap { $0["name"] as? String }.joined(separator: ", "))
     }
     guard c["kind"] as? String == "assertion", c["expect"] as? String == "valid" else {
         fail("case \(caseName) is not a valid assertion")
@@ -296,7 +297,8 @@ if work.body != nil {
 } else {
     main = measure(seconds: options.seconds) {
         do {
-            return UInt64(try verifier.verify(assertion: assertion, publicKey: key, clientDataHash: givenHash, previousCounter: 0).signCount)
+            return UInt64(
+                try verifier.verify(assertion: assertion, publicKey: key, clientDataHash: givenHash, previousCounter: 0).signCount)
         } catch {
             fail("verification failed inside the timed loop: \(error)")
         }
@@ -343,9 +345,11 @@ if options.breakdown {
     }
     var pieces: [(String, Measurement)] = []
     pieces.append(("full_path", main))
-    pieces.append((
-        "assertion_parse", measure(seconds: ps, batch: 256) { (try? AssertionObject.parse(assertion)).map { UInt64($0.signature.count) } ?? 0 }
-    ))
+    pieces.append(
+        (
+            "assertion_parse",
+            measure(seconds: ps, batch: 256) { (try? AssertionObject.parse(assertion)).map { UInt64($0.signature.count) } ?? 0 }
+        ))
     pieces.append(("nonce_sha256", measure(seconds: ps, batch: 256) { UInt64(SHA256.hash(object.authenticatorData.bytes, givenHash)[0]) }))
     // A key the loop's cache has not seen: parsed once, then every request of it verified with it.
     let point = work.publicKeyX962
@@ -354,25 +358,27 @@ if options.breakdown {
     pieces.append(("p256publickey_isValidSignature", measure(seconds: ps) { key.isValidSignature(object.signature, for: nonce) ? 1 : 0 }))
     for v in OpenSSLProbe.Variant.allCases {
         let msg = v == .pkeyVerifyOnly ? digest : nonce
-        pieces.append(("openssl_" + v.rawValue, measure(seconds: ps) { probe.verify(v, signature: object.signature, message: msg) ? 1 : 0 }))
+        pieces.append(
+            ("openssl_" + v.rawValue, measure(seconds: ps) { probe.verify(v, signature: object.signature, message: msg) ? 1 : 0 }))
     }
     // The full path again, with the signature check done by copying a per-key, once-initialised
     // EVP_DigestVerify context (the change proposed for P256PublicKey) instead of initialising one per
     // call; rpIdHash and counter checked as AssertionVerifier does. A projection, not gateway code.
     let rpIDHash = work.appID.rpIDHash
     let projectedBody = work.body
-    pieces.append((
-        "projected_full_path_with_template_ctx_copy",
-        measure(seconds: ps) {
-            let cdh = projectedBody.map { SHA256.hash($0) } ?? givenHash
-            guard let o = try? AssertionObject.parse(assertion) else { fail("parse failed") }
-            let n = SHA256.hash(o.authenticatorData.bytes, cdh)
-            guard probe.verify(.digestVerifyCopiedTemplate, signature: o.signature, message: n),
-                ConstantTime.equals(rpIDHash, o.authenticatorData.rpIDHash), o.authenticatorData.signCount > 0
-            else { fail("projected path rejected the valid assertion") }
-            return UInt64(o.authenticatorData.signCount)
-        }
-    ))
+    pieces.append(
+        (
+            "projected_full_path_with_template_ctx_copy",
+            measure(seconds: ps) {
+                let cdh = projectedBody.map { SHA256.hash($0) } ?? givenHash
+                guard let o = try? AssertionObject.parse(assertion) else { fail("parse failed") }
+                let n = SHA256.hash(o.authenticatorData.bytes, cdh)
+                guard probe.verify(.digestVerifyCopiedTemplate, signature: o.signature, message: n),
+                    ConstantTime.equals(rpIDHash, o.authenticatorData.rpIDHash), o.authenticatorData.signCount > 0
+                else { fail("projected path rejected the valid assertion") }
+                return UInt64(o.authenticatorData.signCount)
+            }
+        ))
     let inner = pieces.map { name, m in
         "\(str(name)):{\"per_s\":\(num(m.perWallSecond)),\"per_user_cpu_s\":\(num(m.perUserSecond)),\"us_each\":\(num(1e6 / m.perWallSecond, 3))}"
     }

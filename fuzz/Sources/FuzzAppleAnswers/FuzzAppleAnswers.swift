@@ -34,8 +34,9 @@ let keyID: KeyID = {
     return k
 }()
 let schedule = RiskSchedule.Settings(refreshMillis: 86_400_000, staleProbeMillis: 3_600_000)
-let stored = KeyRisk(metric: 1, receiptCreatedMillis: ReceiptContext.nowMillis - 86_400_000, notBeforeMillis: ReceiptContext.nowMillis - 1000,
-                     expiresMillis: ReceiptContext.nowMillis + 90 * 86_400_000, nextRefreshMillis: ReceiptContext.nowMillis)
+let stored = KeyRisk(
+    metric: 1, receiptCreatedMillis: ReceiptContext.nowMillis - 86_400_000, notBeforeMillis: ReceiptContext.nowMillis - 1000,
+    expiresMillis: ReceiptContext.nowMillis + 90 * 86_400_000, nextRefreshMillis: ReceiptContext.nowMillis)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -79,12 +80,16 @@ func refresh(status: Int, retryAfter: Int64?, body: [UInt8]) {
     if FuzzSupport.printOutcome { FileHandle.standardError.write(Data("\(status): \(d.result) \(a)\n".utf8)) }
     if case .receipt(let r) = a {
         guard d.result == .refreshed, d.storeReceipt, let risk = d.risk else { fuzzFail("a verified receipt did not refresh: \(d)") }
-        guard risk.metric ?? 0 <= KeyRisk.maxMetric, risk.receiptCreatedMillis == r.creationTime.millis else { fuzzFail("refreshed risk \(risk)") }
+        guard risk.metric ?? 0 <= KeyRisk.maxMetric, risk.receiptCreatedMillis == r.creationTime.millis else {
+            fuzzFail("refreshed risk \(risk)")
+        }
     } else if d.storeReceipt || d.result == .refreshed {
         fuzzFail("\(a) stored a receipt")
     }
     if let risk = d.risk {
-        guard let next = risk.nextRefreshMillis, next > now else { fuzzFail("\(d.result) schedules the next refresh at \(String(describing: risk.nextRefreshMillis)), now \(now)") }
+        guard let next = risk.nextRefreshMillis, next > now else {
+            fuzzFail("\(d.result) schedules the next refresh at \(String(describing: risk.nextRefreshMillis)), now \(now)")
+        }
         guard d.pause == nil else { fuzzFail("\(d.result) writes the risk and pauses") }
     }
     if case .retryAfter(let ms)? = d.pause, !(1000...3_600_000).contains(ms) { fuzzFail("a pause of \(ms) ms") }
@@ -92,10 +97,14 @@ func refresh(status: Int, retryAfter: Int64?, body: [UInt8]) {
 
 func deviceCheck(_ call: DeviceCheck.Call, status: Int, retryAfter: Int64?, body: [UInt8]) {
     let d = DeviceCheck.decide(call, status: status, body: body, retryAfterSeconds: retryAfter)
-    guard DeviceCheck.decide(call, status: status, body: body, retryAfterSeconds: retryAfter) == d else { fuzzFail("decide is not deterministic") }
+    guard DeviceCheck.decide(call, status: status, body: body, retryAfterSeconds: retryAfter) == d else {
+        fuzzFail("decide is not deterministic")
+    }
     if let bits = d.bits {
         guard status == 200, call == .query else { fuzzFail("bits from a \(status) to \(call)") }
-        if let b = bits, DeviceCheck.parseBits(body) != b { fuzzFail("bits \(b), parseBits \(String(describing: DeviceCheck.parseBits(body)))") }
+        if let b = bits, DeviceCheck.parseBits(body) != b {
+            fuzzFail("bits \(b), parseBits \(String(describing: DeviceCheck.parseBits(body)))")
+        }
     } else if status == 200 && call == .query && d.result != .error {
         fuzzFail("a 200 query without bits: \(d)")
     }
@@ -104,7 +113,9 @@ func deviceCheck(_ call: DeviceCheck.Call, status: Int, retryAfter: Int64?, body
     }
     if d.result != .ok && d.result != .bitsNotFound && d.refusal == nil { fuzzFail("\(d.result) without a refusal") }
     if case .some(.some(let ms)) = d.pause {
-        guard status == 429 || (500...599).contains(status), (1000...3_600_000).contains(ms) else { fuzzFail("a pause of \(ms) ms after \(status)") }
+        guard status == 429 || (500...599).contains(status), (1000...3_600_000).contains(ms) else {
+            fuzzFail("a pause of \(ms) ms after \(status)")
+        }
     }
 }
 

@@ -1,4 +1,3 @@
-import FuzzSupport
 // libFuzzer target: AssertionVerifier.verify on arbitrary bytes (the gateway's per-request path).
 //
 // Fixed context, from the real iOS 14.4 sample in
@@ -17,6 +16,7 @@ import FuzzSupport
 //      directly with P256PublicKey over SHA256(authData ‖ clientDataHash).
 import AppAttest
 import Foundation
+import FuzzSupport
 import GatewayCrypto
 import GatewayWire
 

@@ -54,7 +54,9 @@ func challenge(_ body: [UInt8], _ object: [String: Any]?, requireKeyID: Bool) {
             guard r.purpose == nil, r.keyID == nil else { fuzzFail("an empty body asked for a purpose or key") }
         } else {
             guard let object else { fuzzFail("a body that is not a JSON object was accepted") }
-            guard r.purpose?.rawValue == object["purpose"] as? String else { fuzzFail("purpose \(String(describing: r.purpose)) from \(String(describing: object["purpose"]))") }
+            guard r.purpose?.rawValue == object["purpose"] as? String else {
+                fuzzFail("purpose \(String(describing: r.purpose)) from \(String(describing: object["purpose"]))")
+            }
             guard (r.keyID != nil) == (object["keyId"] is String) else { fuzzFail("a key id taken from nothing, or dropped") }
         }
     case (.failure(let e), .failure(let f)):

@@ -1,4 +1,3 @@
-import FuzzSupport
 // libFuzzer target: AttestationObject.parse and a full AttestationVerifier.verify on arbitrary bytes.
 //
 // Fixed context, from the real iOS 14.4 sample in
@@ -17,6 +16,7 @@ import FuzzSupport
 //   3. On success the result is consistent: SHA256(public key) == keyID, counter 0, an allowed app id.
 import AppAttest
 import Foundation
+import FuzzSupport
 import GatewayCrypto
 import GatewayWire
 

@@ -45,13 +45,13 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
 
     #if arch(x86_64) || arch(arm64)
-    if bytes.count == 3, bytes[0] == 0xf9, case .float(let d) = value {
-        let bits = UInt16(bytes[1]) << 8 | UInt16(bytes[2])
-        let expected = Double(Float(Float16(bitPattern: bits)))
-        guard d.bitPattern == expected.bitPattern || (d.isNaN && expected.isNaN) else {
-            fatalError("half float 0x\(String(bits, radix: 16)) decoded as \(d), Float16 says \(expected)")
+        if bytes.count == 3, bytes[0] == 0xf9, case .float(let d) = value {
+            let bits = UInt16(bytes[1]) << 8 | UInt16(bytes[2])
+            let expected = Double(Float(Float16(bitPattern: bits)))
+            guard d.bitPattern == expected.bitPattern || (d.isNaN && expected.isNaN) else {
+                fatalError("half float 0x\(String(bits, radix: 16)) decoded as \(d), Float16 says \(expected)")
+            }
         }
-    }
     #endif
     return 0
 }

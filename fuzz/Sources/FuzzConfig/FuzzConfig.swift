@@ -1,3 +1,4 @@
+import Foundation
 // libFuzzer target: gateway.yaml loading (GatewayConfig.parse: Yams' composer, the YAML node tree,
 // ${VAR} substitution and the strict decoder) on arbitrary text, as `load(path:)` reads a file.
 //
@@ -10,14 +11,14 @@
 //   3. A configuration that loads has at least one listener, upstream and route, every route naming an
 //      upstream that exists; its source map places the listeners.
 import FuzzSupport
-import Foundation
 import GatewayConfig
 
 let environment = ["GW_PORT": "8443", "GW_SECRET": "s3cret", "HOME": "/home/gw", "EMPTY": ""]
 
 func parse(_ yaml: String) -> Result<GatewayConfig, ConfigError> {
     do {
-        return .success(try GatewayConfig.parse(yaml: yaml, file: "gateway.yaml", baseDirectory: "/etc/attest-gateway", environment: environment))
+        return .success(
+            try GatewayConfig.parse(yaml: yaml, file: "gateway.yaml", baseDirectory: "/etc/attest-gateway", environment: environment))
     } catch {
         return .failure(error)
     }

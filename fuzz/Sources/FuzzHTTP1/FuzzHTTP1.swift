@@ -37,8 +37,10 @@ let edits: [HeaderEdit] = [
     HeaderEdit(remove: ["Cookie", "via", "X-App-Attest-Key-Id"], add: [("X-App-Attest-Verified-Key-Id", "k1"), ("X-A", "1")]),
     HeaderEdit(add: [("X-Device-Check-Bits", "0,1")]),
 ]
-let neverForwarded = ["Connection", "Keep-Alive", "Upgrade", "Proxy-Connection", "Trailer", "Proxy-Authenticate",
-                      "Proxy-Authorization", "Expect"]
+let neverForwarded = [
+    "Connection", "Keep-Alive", "Upgrade", "Proxy-Connection", "Trailer", "Proxy-Authenticate",
+    "Proxy-Authorization", "Expect",
+]
 let folds: [PathFold] = [.params, .trim, .suffix, [.params, .trim], .all]
 
 enum HeadOutcome: Equatable {
@@ -151,7 +153,9 @@ func forwarded(_ parsed: HTTPRequestHeadLines, _ buf: UnsafeRawBufferPointer, en
 
     let edit = edits[Int(options >> 1) & 3]
     let out = bytes.with { b in
-        Upstream.write(h, b, client: "203.0.113.7", trustedPeer: options & 8 != 0, framing: h.framing, edit: edit, dropFoldableNames: options & 16 != 0)
+        Upstream.write(
+            h, b, client: "203.0.113.7", trustedPeer: options & 8 != 0, framing: h.framing, edit: edit, dropFoldableNames: options & 16 != 0
+        )
     }
     bytes.with { b in checkUpstream(out, client: h, b, edit: edit) }
 }

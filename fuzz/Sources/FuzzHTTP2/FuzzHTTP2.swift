@@ -108,7 +108,9 @@ final class Harness {
         for e in events {
             switch e {
             case .request(let id, let head):
-                guard id > 0, id % 2 == 1, !delivered.contains(id) else { fuzzFail("request on stream \(id) (delivered before: \(delivered.contains(id)))") }
+                guard id > 0, id % 2 == 1, !delivered.contains(id) else {
+                    fuzzFail("request on stream \(id) (delivered before: \(delivered.contains(id)))")
+                }
                 delivered.insert(id)
                 open[id] = StreamModel()
                 checkHead(head)
@@ -233,8 +235,12 @@ final class Harness {
 
     /// Properties 2 and 4.
     func check() {
-        guard open.count == session.openStreamCount else { fuzzFail("\(open.count) streams open here, \(session.openStreamCount) in the session") }
-        guard open.count <= Int(limits.maxConcurrentStreams) else { fuzzFail("\(open.count) streams open, limit \(limits.maxConcurrentStreams)") }
+        guard open.count == session.openStreamCount else {
+            fuzzFail("\(open.count) streams open here, \(session.openStreamCount) in the session")
+        }
+        guard open.count <= Int(limits.maxConcurrentStreams) else {
+            fuzzFail("\(open.count) streams open, limit \(limits.maxConcurrentStreams)")
+        }
         guard open.keys.allSatisfy({ !closed.contains($0) }) else { fuzzFail("a closed stream is open again") }
     }
 }

@@ -233,7 +233,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     switch oracle {
     case .replies(let replies, let waiting) where replies == whole.replies:
         guard waiting == (whole.pending > 0 || whole.midReply) else {
-            fuzzFail("after the same replies, hiredis \(waiting ? "waits" : "does not wait"), the reader has \(whole.pending) bytes pending")
+            fuzzFail(
+                "after the same replies, hiredis \(waiting ? "waits" : "does not wait"), the reader has \(whole.pending) bytes pending")
         }
         return 0
     case .error(let e) where e.contains("depth") || numberErrors.contains(e):

@@ -66,7 +66,9 @@ func check(_ r: AppAttestReceipt) {
         fuzzFail("field 5 or 7 decoded from other bytes")
     }
     if let m = r.riskMetric {
-        guard let text = byType[17], String(decoding: text, as: UTF8.self).contains(String(m)) else { fuzzFail("risk metric \(m) from \(String(describing: byType[17]))") }
+        guard let text = byType[17], String(decoding: text, as: UTF8.self).contains(String(m)) else {
+            fuzzFail("risk metric \(m) from \(String(describing: byType[17]))")
+        }
     } else if byType[17] != nil {
         fuzzFail("field 17 present, no risk metric")
     }
@@ -96,7 +98,9 @@ func receipt(_ bytes: [UInt8]) {
     guard verified.receipt.fields == stored.fields else { fuzzFail("verify and parseStored read different fields") }
     guard verified.bytes == bytes, !verified.chain.isEmpty else { fuzzFail("a verified receipt without its bytes or chain") }
     let r = verified.receipt
-    guard r.appID == Array(ReceiptContext.appID.description.utf8), r.kind == .receipt else { fuzzFail("a verified receipt of another app or kind") }
+    guard r.appID == Array(ReceiptContext.appID.description.utf8), r.kind == .receipt else {
+        fuzzFail("a verified receipt of another app or kind")
+    }
     let created = r.creationTime.millis
     let now = ReceiptContext.nowMillis
     guard created <= now + ReceiptVerifier.allowedClockSkewMillis, now - created <= ReceiptContext.maxAgeMillis else {

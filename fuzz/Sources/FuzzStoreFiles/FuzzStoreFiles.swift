@@ -97,26 +97,47 @@ let origin: Origin = {
     func record(_ i: Int) -> DeviceKeyRecord {
         let id = KeyID((0..<32).map { _ in UInt8(truncatingIfNeeded: rng.next()) })!
         let point = [0x04] + (0..<64).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
-        let risk = i % 2 == 0 ? KeyRisk(receiptCreatedMillis: t0, notBeforeMillis: t0 + 86_400_000, expiresMillis: t0 + 90 * 86_400_000, nextRefreshMillis: t0 + 86_400_000) : nil
-        return DeviceKeyRecord(keyID: id, publicKey: point, counter: 0, appID: "TEAM123456.com.example.app\(i % 2)", environment: i % 3 == 0 ? .development : .production,
-                               validationCategory: i % 2 == 0 ? 4 : nil, bundleVersion: i % 2 == 0 ? "4.2" : nil, firstSeenMillis: t0, lastSeenMillis: t0, risk: risk)
+        let risk =
+            i % 2 == 0
+            ? KeyRisk(
+                receiptCreatedMillis: t0, notBeforeMillis: t0 + 86_400_000, expiresMillis: t0 + 90 * 86_400_000,
+                nextRefreshMillis: t0 + 86_400_000) : nil
+        return DeviceKeyRecord(
+            keyID: id, publicKey: point, counter: 0, appID: "TEAM123456.com.example.app\(i % 2)",
+            environment: i % 3 == 0 ? .development : .production,
+            validationCategory: i % 2 == 0 ? 4 : nil, bundleVersion: i % 2 == 0 ? "4.2" : nil, firstSeenMillis: t0, lastSeenMillis: t0,
+            risk: risk)
     }
     func register(_ s: MemoryAttestStore, _ r: DeviceKeyRecord) {
-        guard case .success(let c) = wait({ s.issueChallenge(ChallengeRequest(purpose: .register, keyID: nil, ttlMillis: 60_000), nowMillis: t0, completion: $0) }) else {
+        guard
+            case .success(let c) = wait({
+                s.issueChallenge(ChallengeRequest(purpose: .register, keyID: nil, ttlMillis: 60_000), nowMillis: t0, completion: $0)
+            })
+        else {
             fuzzFail("issue")
         }
         let receipt = (0..<(40 + Int(r.keyID.bytes[0]))).map { UInt8(truncatingIfNeeded: $0) }
-        guard case .success(.registered) = wait({ s.register(Registration(record: r, receipt: receipt, challenge: c.token), nowMillis: t0, completion: $0) }) else {
+        guard
+            case .success(.registered) = wait({
+                s.register(Registration(record: r, receipt: receipt, challenge: c.token), nowMillis: t0, completion: $0)
+            })
+        else {
             fuzzFail("register")
         }
     }
     func commit(_ s: MemoryAttestStore, _ r: DeviceKeyRecord, _ counter: UInt32, window: Int = 0) {
-        guard case .success(.committed) = wait({ s.commitAssertion(AssertionCommit(keyID: r.keyID, counter: counter, challenge: nil, counterWindow: window), nowMillis: t0, completion: $0) }) else {
+        guard
+            case .success(.committed) = wait({
+                s.commitAssertion(
+                    AssertionCommit(keyID: r.keyID, counter: counter, challenge: nil, counterWindow: window), nowMillis: t0, completion: $0)
+            })
+        else {
             fuzzFail("commit \(counter)")
         }
     }
     func claim(_ s: MemoryAttestStore, _ n: UInt8) {
-        guard case .success = wait({ s.claimToken([UInt8](repeating: n, count: 32), ttlMillis: 3_600_000, nowMillis: t0, completion: $0) }) else { fuzzFail("claim") }
+        guard case .success = wait({ s.claimToken([UInt8](repeating: n, count: 32), ttlMillis: 3_600_000, nowMillis: t0, completion: $0) })
+        else { fuzzFail("claim") }
     }
     let records = (0..<8).map(record)
     var snapshotCounters: [[UInt8]: UInt32] = [:]
@@ -163,18 +184,24 @@ let origin: Origin = {
             let keyBytes = type == 1 || type == 2 || type == 3 || type == 4 ? Array(f[(at + 9)..<(at + 41)]) : nil
             let counterAt: Int? = type == 2 ? at + 8 + 33 : type == 1 ? at + 8 + 97 : nil
             if let keyBytes, !keys.contains(keyBytes) { fuzzFail("origin record at \(at) of \(name) names an unknown key") }
-            parsed.append(Record(file: i, offset: at, size: 8 + length, key: keyBytes, counter: counterAt.map { u32(f, $0) }, isRegistration: type == 1))
+            parsed.append(
+                Record(
+                    file: i, offset: at, size: 8 + length, key: keyBytes, counter: counterAt.map { u32(f, $0) }, isRegistration: type == 1))
             at += 8 + length
         }
         guard at == f.count else { fuzzFail("origin segment \(name) has a tail") }
     }
-    let origin = Origin(directory: dir, names: names, files: files, records: parsed, publicKeys: Dictionary(uniqueKeysWithValues: records.map { ($0.keyID.bytes, $0.publicKey) }),
-                        snapshotCounters: snapshotCounters, finalCounters: finalCounters)
+    let origin = Origin(
+        directory: dir, names: names, files: files, records: parsed,
+        publicKeys: Dictionary(uniqueKeysWithValues: records.map { ($0.keyID.bytes, $0.publicKey) }),
+        snapshotCounters: snapshotCounters, finalCounters: finalCounters)
     // The undamaged copy restores exactly what the last store held.
     let work = prepare(origin, origin.files, deleted: [])
     guard case .success(let s) = open(work) else { fuzzFail("the undamaged copy does not open") }
     guard s.restoreReport.damage.isEmpty, s.restoreReport.tornTail == nil else { fuzzFail("the undamaged copy reports damage") }
-    for r in records where key(s, r.keyID)?.counter != finalCounters[r.keyID.bytes] { fuzzFail("the undamaged copy restores another counter") }
+    for r in records where key(s, r.keyID)?.counter != finalCounters[r.keyID.bytes] {
+        fuzzFail("the undamaged copy restores another counter")
+    }
     return origin
 }()
 
@@ -278,7 +305,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     // Property 5.
     for d in report.damage {
         guard let i = o.names.firstIndex(where: { d.segment.hasSuffix("/\($0)") }) else { fuzzFail("damage in \(d.segment)") }
-        guard d.offset >= headerSize, d.length > 0, d.offset + d.length <= files[i].count else { fuzzFail("damage \(d) outside its segment of \(files[i].count) bytes") }
+        guard d.offset >= headerSize, d.length > 0, d.offset + d.length <= files[i].count else {
+            fuzzFail("damage \(d) outside its segment of \(files[i].count) bytes")
+        }
     }
     if forged(o, files, deleted: deleted) { return 0 }
 
@@ -311,7 +340,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
         found += 1
         guard k.publicKey == point else { fuzzFail("a key's public key changed") }
-        if let floor, k.counter < floor { fuzzFail("counter lowered: \(k.counter), intact records and snapshot say at least \(floor) (truth \(o.finalCounters[id]!))") }
+        if let floor, k.counter < floor {
+            fuzzFail("counter lowered: \(k.counter), intact records and snapshot say at least \(floor) (truth \(o.finalCounters[id]!))")
+        }
     }
     guard store.statistics.keys == found else { fuzzFail("\(store.statistics.keys) keys restored, \(found) of them registered") }
     return 0

@@ -8,16 +8,19 @@ public enum Upstream {
     public static let parser = HTTP1Parser(limits: .init(maxRequestLine: 1 << 20, maxHeaderBytes: 1 << 20, maxHeaderCount: 100_000))
 
     /// Names the gateway writes itself (besides a route edit's additions).
-    public static let gatewayNames = ["Host", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via", "X-Request-Id", "TE",
-                                      "Transfer-Encoding", "Content-Length"]
+    public static let gatewayNames = [
+        "Host", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Via", "X-Request-Id", "TE",
+        "Transfer-Encoding", "Content-Length",
+    ]
 
     public static func isGatewayName(_ name: String) -> Bool { gatewayNames.contains { name.equalsIgnoringASCIICase($0) } }
 
     /// What `UpstreamRequestHead.write` writes for `head` (ranges of `b`, a `HeadBytes` buffer), with a
     /// fixed request id and proto `https`, the default Host `10.0.0.9:8081`.
-    public static func write(_ head: HTTPRequestHeadLines, _ b: UnsafeRawBufferPointer, client: String, trustedPeer: Bool = false,
-                             framing: BodyFraming, edit: HeaderEdit = HeaderEdit(), dropFoldableNames: Bool = true) -> [UInt8]
-    {
+    public static func write(
+        _ head: HTTPRequestHeadLines, _ b: UnsafeRawBufferPointer, client: String, trustedPeer: Bool = false,
+        framing: BodyFraming, edit: HeaderEdit = HeaderEdit(), dropFoldableNames: Bool = true
+    ) -> [UInt8] {
         var out: [UInt8] = []
         var client = client
         var proto = "https"

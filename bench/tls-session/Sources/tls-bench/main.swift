@@ -72,7 +72,9 @@ enum Bench {
             let c = try client.makeSession(serverName: "gateway.test", resuming: resume ? ticket : nil)
             let s = server.makeSession()
             pump(c, s)
-            guard let info = s.connectionInfo, c.connectionInfo != nil else { throw BenchError("handshake failed: \(s.handshakeState) / \(c.handshakeState)") }
+            guard let info = s.connectionInfo, c.connectionInfo != nil else {
+                throw BenchError("handshake failed: \(s.handshakeState) / \(c.handshakeState)")
+            }
             if resume {
                 if ticket != nil && !info.resumed { throw BenchError("not resumed") }
                 ticket = c.resumableSession()
@@ -111,9 +113,13 @@ enum Bench {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
         defer { buffer.deallocate() }
         for _ in 0..<64 {
-            let a = client.sendCiphertext { server.feed($0); return $0.count }
+            let a = client.sendCiphertext {
+                server.feed($0); return $0.count
+            }
             while case .bytes = server.readPlaintext(into: buffer) {}
-            let b = server.sendCiphertext { client.feed($0); return $0.count }
+            let b = server.sendCiphertext {
+                client.feed($0); return $0.count
+            }
             while case .bytes = client.readPlaintext(into: buffer) {}
             if a == 0 && b == 0 && client.pendingCiphertextCount == 0 && server.pendingCiphertextCount == 0 { break }
         }
