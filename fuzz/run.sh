@@ -13,6 +13,8 @@
 #   FUZZ_ARGS="..."   extra libFuzzer flags (e.g. "-seed=1 -dict=...")
 #   FUZZ_TIMEOUT=10   per-input timeout in seconds (a slower input is reported as a timeout)
 #   FUZZ_RSS_MB=2048  memory limit per process (exceeding it is reported as an OOM)
+#   FUZZ_CONFIG=release  the build configuration; debug builds in about a third of the time and replays
+#                        the same inputs (the test command's --regressions); fuzz for real in release
 #
 # Build: swift build -c release --scratch-path fuzz/.build -Xswiftc -sanitize=fuzzer,address --product T
 # (-parse-as-library is set per target in fuzz/Package.swift). Work files: fuzz/corpus-work/ (corpus copy,
@@ -23,7 +25,9 @@ FUZZ_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TARGETS=(FuzzCBOR FuzzAuthenticatorData FuzzAttestation FuzzAssertion FuzzProxyProtocol FuzzHTTP1 FuzzRESP FuzzHTTP2 FuzzConfig FuzzAttestBody FuzzReceipt FuzzAppleAnswers FuzzStoreFiles)
 FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-10}
 FUZZ_RSS_MB=${FUZZ_RSS_MB:-2048}
-BIN_DIR="$FUZZ_DIR/.build/release"
+FUZZ_CONFIG=${FUZZ_CONFIG:-release}
+case "$FUZZ_CONFIG" in release | debug) ;; *) echo "FUZZ_CONFIG must be release or debug" >&2; exit 2 ;; esac
+BIN_DIR="$FUZZ_DIR/.build/$FUZZ_CONFIG"
 
 # Longest input libFuzzer may generate, per target (real data: attestation ~5.5 KB, assertion ~140 B,
 # authenticator data 37-232 B; the assertion bound is past AssertionObject.maxSize = 4096 on purpose).
@@ -63,8 +67,8 @@ export SWIFT_BACKTRACE=${SWIFT_BACKTRACE:-enable=no}
 build() { # build TARGET...
   local t
   for t in "$@"; do
-    log "building $t (release, -sanitize=fuzzer,address)"
-    swift build -c release --package-path "$FUZZ_DIR" --scratch-path "$FUZZ_DIR/.build" \
+    log "building $t ($FUZZ_CONFIG, -sanitize=fuzzer,address)"
+    swift build -c "$FUZZ_CONFIG" --package-path "$FUZZ_DIR" --scratch-path "$FUZZ_DIR/.build" \
       -Xswiftc -sanitize=fuzzer,address --product "$t" >&2
   done
 }
