@@ -4,15 +4,26 @@ import GatewayPolicy
 // The composition root maps the configuration's model onto the policy's own (GatewayPolicy reads no
 // configuration type: docs/architecture.md, "Layers").
 
+/// The policy's case of the same name as the configuration's. Every configuration case has one
+/// (PolicyMappingTests holds each enum to it); there is no default to fall back on, since a default
+/// would turn an `enforce` the two layers spelt differently into something weaker.
+func mapped<Policy: RawRepresentable, Config: RawRepresentable>(_ c: Config, to _: Policy.Type = Policy.self) -> Policy
+where Policy.RawValue == String, Config.RawValue == String {
+    guard let p = Policy(rawValue: c.rawValue) else {
+        preconditionFailure("\(Config.self).\(c.rawValue) has no \(Policy.self) of that name")
+    }
+    return p
+}
+
 extension RoutePolicy {
     /// A route's `assertion` block.
     init(_ c: AssertionPolicy) {
         self.init(
-            mode: Mode(rawValue: c.mode.rawValue) ?? .off, bind: Binding(rawValue: c.bind.rawValue) ?? .request,
-            challenge: Challenge(rawValue: c.challenge.rawValue) ?? .required, rolloutBasisPoints: c.rollout.basisPoints,
-            onStoreError: StoreErrorPolicy(rawValue: c.onStoreError.rawValue) ?? .failClosed,
-            clientData: ClientData(rawValue: c.clientData.rawValue) ?? .v2, maxRiskMetric: c.maxRiskMetric,
-            onRisk: RiskAction(rawValue: c.onRisk.rawValue) ?? .flag, counterWindow: c.counterWindow,
+            mode: mapped(c.mode), bind: mapped(c.bind),
+            challenge: mapped(c.challenge), rolloutBasisPoints: c.rollout.basisPoints,
+            onStoreError: mapped(c.onStoreError),
+            clientData: mapped(c.clientData), maxRiskMetric: c.maxRiskMetric,
+            onRisk: mapped(c.onRisk), counterWindow: c.counterWindow,
             fallback: c.fallback.map(FallbackPolicy.init))
     }
 }
@@ -21,7 +32,7 @@ extension FallbackPolicy {
     /// `assertion.fallback`.
     init(_ c: DeviceCheckFallback) {
         self.init(
-            bits: Bits(rawValue: c.bits.rawValue) ?? .off, maxShareBasisPoints: c.maxShare.basisPoints, windowMillis: c.window.millis,
+            bits: mapped(c.bits), maxShareBasisPoints: c.maxShare.basisPoints, windowMillis: c.window.millis,
             minRequests: c.minRequests, tokenTTLMillis: c.tokenTTL.millis)
     }
 }
@@ -31,7 +42,7 @@ extension AppPolicy {
     init(_ c: AppConfig) {
         self.init(
             teamID: c.teamID, bundleIDs: c.bundleIDs,
-            environments: Set(c.environments.compactMap { KeyEnvironmentName(rawValue: $0.rawValue) }),
+            environments: Set(c.environments.map { mapped($0, to: KeyEnvironmentName.self) }),
             validationCategories: c.validationCategories.map { Set($0.map(\.rawValue)) }, minBundleVersion: c.minBundleVersion,
             verifiesReceipts: c.receipts == .verify, requiresMacOSSecurity: c.requireMacOSSecurity)
     }
