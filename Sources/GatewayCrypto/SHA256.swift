@@ -13,21 +13,21 @@ public enum SHA256 {
     static var evpMD: OpaquePointer { md }
 
     public static func hash(_ data: [UInt8]) -> [UInt8] {
-        data.withUnsafeBytes { hash(parts: [$0]) }
+        data.withUnsafeBytes { digest(md, byteCount, $0) }
     }
 
     public static func hash(_ data: ArraySlice<UInt8>) -> [UInt8] {
-        data.withUnsafeBytes { hash(parts: [$0]) }
+        data.withUnsafeBytes { digest(md, byteCount, $0) }
     }
 
     public static func hash(_ text: String) -> [UInt8] {
         var t = text
-        return t.withUTF8 { hash(parts: [UnsafeRawBufferPointer($0)]) }
+        return t.withUTF8 { digest(md, byteCount, UnsafeRawBufferPointer($0)) }
     }
 
     /// SHA-256(a ‖ b) without building the concatenation (App Attest's nonce).
     public static func hash(_ a: [UInt8], _ b: [UInt8]) -> [UInt8] {
-        a.withUnsafeBytes { ra in b.withUnsafeBytes { rb in hash(parts: [ra, rb]) } }
+        a.withUnsafeBytes { ra in b.withUnsafeBytes { rb in digest(md, byteCount, ra, rb) } }
     }
 
     public static func hash(parts: [UnsafeRawBufferPointer]) -> [UInt8] {
@@ -36,17 +36,38 @@ public enum SHA256 {
 
     /// One EVP digest of `parts` (also SHA-1's, below).
     static func digest(_ md: OpaquePointer, _ byteCount: Int, _ parts: [UnsafeRawBufferPointer]) -> [UInt8] {
+        digest(md, byteCount) { ctx in
+            for p in parts where p.count > 0 {
+                guard EVP_DigestUpdate(ctx, p.baseAddress, p.count) == 1 else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+            }
+        }
+    }
+
+    /// One EVP digest of `first ‖ second` (no array of parts to allocate: the hot path's form).
+    static func digest(
+        _ md: OpaquePointer, _ byteCount: Int, _ first: UnsafeRawBufferPointer,
+        _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)
+    ) -> [UInt8] {
+        digest(md, byteCount) { ctx in
+            guard first.isEmpty || EVP_DigestUpdate(ctx, first.baseAddress, first.count) == 1,
+                second.isEmpty || EVP_DigestUpdate(ctx, second.baseAddress, second.count) == 1
+            else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+        }
+    }
+
+    private static func digest(_ md: OpaquePointer, _ byteCount: Int, update: (OpaquePointer) -> Void) -> [UInt8] {
         guard let ctx = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
         guard EVP_DigestInit_ex(ctx, md, nil) == 1 else { OpenSSLFatal.fail("EVP_DigestInit_ex") }
-        for p in parts where p.count > 0 {
-            guard EVP_DigestUpdate(ctx, p.baseAddress, p.count) == 1 else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+        update(ctx)
+        // Written straight into the array's storage (no zero-filled array first).
+        return [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
+            var len: UInt32 = 0
+            guard EVP_DigestFinal_ex(ctx, buffer.baseAddress, &len) == 1, Int(len) == byteCount else {
+                OpenSSLFatal.fail("EVP_DigestFinal_ex")
+            }
+            initialized = byteCount
         }
-        var out = [UInt8](repeating: 0, count: byteCount)
-        var len: UInt32 = 0
-        let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(ctx, $0.baseAddress, &len) }
-        guard ok == 1, Int(len) == byteCount else { OpenSSLFatal.fail("EVP_DigestFinal_ex") }
-        return out
     }
 
     /// An incremental hasher for streamed bodies (the request binding hashes a body as it arrives).
@@ -111,6 +132,6 @@ public enum SHA1 {
 
     public static func hash(_ text: String) -> [UInt8] {
         var t = text
-        return t.withUTF8 { SHA256.digest(md, 20, [UnsafeRawBufferPointer($0)]) }
+        return t.withUTF8 { SHA256.digest(md, 20, UnsafeRawBufferPointer($0)) }
     }
 }

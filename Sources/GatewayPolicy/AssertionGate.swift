@@ -147,25 +147,42 @@ public final class AssertionGate {
         challengeText: String, authority: String, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int,
         completion: @escaping (GateOutcome) -> Void
     ) {
+        // The memory store answers inline: no completion, no hop back to the loop.
+        if let now = store.assertionKeyNow(keyID) {
+            return looked(
+                now, request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
+                authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt, completion: completion)
+        }
         store.assertionKey(
             keyID,
             completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
-                switch result {
-                case .failure(let error):
-                    completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
-                case .success(nil):
-                    completion(
-                        .refused(
-                            Explanation(
-                                step: "key_lookup", error: .keyUnknown,
-                                fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
-                case .success(let record?):
-                    self.verify(
-                        request, record: record, keyEncoding: keyEncoding, object: object, token: token,
-                        challengeText: challengeText, authority: authority, route: route, policy: policy,
-                        nowMillis: nowMillis, attempt: attempt, completion: completion)
-                }
+                self.looked(
+                    result, request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token,
+                    challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
+                    attempt: attempt, completion: completion)
             })
+    }
+
+    /// Step 2's answer.
+    private func looked(
+        _ result: Result<DeviceKeyRecord?, StoreError>, _ request: GateRequest, keyID: KeyID, keyEncoding: BinaryEncoding,
+        object: AssertionObject, token: ChallengeToken?, challengeText: String, authority: String, route: RoutePolicy,
+        policy: AttestPolicy, nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
+    ) {
+        switch result {
+        case .failure(let error):
+            completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
+        case .success(nil):
+            completion(
+                .refused(
+                    Explanation(
+                        step: "key_lookup", error: .keyUnknown,
+                        fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
+        case .success(let record?):
+            verify(
+                request, record: record, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
+                authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt, completion: completion)
+        }
     }
 
     /// How often a request reads its key again when the commit finds it changed (a re-registration
@@ -258,58 +275,82 @@ public final class AssertionGate {
             return completion(.refused(e))
         }
         // 6. The atomic commit: only now is anything changed.
-        let (presented, read) = (verified.signCount, record.counter)
-        func committed() -> [(String, String)] {
-            base + [("counter_presented", String(presented)), ("counter_stored", String(read))]
-        }
         let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token, counterWindow: width)
         // 7. With it, the next challenge, bound to this key (saves the app a round trip): one step
         // for the store (on Redis one script).
         let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
+        let checked = CheckedKey(record)
+        if let now = store.commitAssertionNow(commit, checked: checked, issuing: next, nowMillis: nowMillis) {
+            return finished(
+                now, request, record: record, verified: verified, keyEncoding: keyEncoding, object: object, token: token,
+                challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
+                attempt: attempt, completion: completion)
+        }
         store.commitAssertion(
-            commit, checked: CheckedKey(record), issuing: next, nowMillis: nowMillis,
-            completion: onLoop {
-                (result: Result<CommitAndNext, StoreError>) in
-                switch result {
-                case .failure(let error):
-                    completion(
-                        .refused(Explanation(step: "store", error: GateError(error), fields: committed() + [("detail", error.detail)])))
-                case .success(let done) where done.keyChanged:
-                    guard attempt < Self.maxKeyChangedRetries else {
-                        let detail = "the key's record changed under every commit of this request"
-                        return completion(
-                            .refused(
-                                Explanation(
-                                    step: "store", error: GateError(StoreError(.unavailable, detail)),
-                                    fields: committed() + [("detail", detail)])))
-                    }
-                    self.lookUp(
-                        request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
-                        authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt + 1,
-                        completion: completion)
-                case .success(let done):
-                    switch done.outcome {
-                    case .unknownKey:
-                        completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: committed())))
-                    case .counterReplay(let stored, let open):
-                        var fields = committed() + [("counter_stored_at_commit", String(stored))]
-                        if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
-                        completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
-                    case .challengeRejected(let why):
-                        completion(
-                            .refused(
-                                Explanation(
-                                    step: "commit", error: GateError(why),
-                                    fields: committed() + [("challenge", Explanation.redact(challengeText))])))
-                    case .committed:
-                        completion(
-                            .accepted(
-                                AcceptedAssertion(
-                                    keyID: keyID, counter: verified.signCount, appID: record.appID,
-                                    risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
-                    }
-                }
+            commit, checked: checked, issuing: next, nowMillis: nowMillis,
+            completion: onLoop { (result: Result<CommitAndNext, StoreError>) in
+                self.finished(
+                    result, request, record: record, verified: verified, keyEncoding: keyEncoding, object: object, token: token,
+                    challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
+                    attempt: attempt, completion: completion)
             })
+    }
+
+    /// Steps 6 and 7's answer: accepted with the next challenge, refused, or (the key's record changed
+    /// since it was read) read again.
+    private func finished(
+        _ result: Result<CommitAndNext, StoreError>, _ request: GateRequest, record: DeviceKeyRecord, verified: VerifiedAssertion,
+        keyEncoding: BinaryEncoding, object: AssertionObject, token: ChallengeToken?, challengeText: String, authority: String,
+        route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
+    ) {
+        let keyID = record.keyID
+        let width = route.counterWindow
+        let (presented, read) = (verified.signCount, record.counter)
+        func committed() -> [(String, String)] {
+            [
+                ("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", record.appID),
+                ("counter_presented", String(presented)), ("counter_stored", String(read)),
+            ]
+        }
+        switch result {
+        case .failure(let error):
+            completion(
+                .refused(Explanation(step: "store", error: GateError(error), fields: committed() + [("detail", error.detail)])))
+        case .success(let done) where done.keyChanged:
+            guard attempt < Self.maxKeyChangedRetries else {
+                let detail = "the key's record changed under every commit of this request"
+                return completion(
+                    .refused(
+                        Explanation(
+                            step: "store", error: GateError(StoreError(.unavailable, detail)),
+                            fields: committed() + [("detail", detail)])))
+            }
+            lookUp(
+                request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
+                authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt + 1,
+                completion: completion)
+        case .success(let done):
+            switch done.outcome {
+            case .unknownKey:
+                completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: committed())))
+            case .counterReplay(let stored, let open):
+                var fields = committed() + [("counter_stored_at_commit", String(stored))]
+                if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
+                completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
+            case .challengeRejected(let why):
+                completion(
+                    .refused(
+                        Explanation(
+                            step: "commit", error: GateError(why),
+                            fields: committed() + [("challenge", Explanation.redact(challengeText))])))
+            case .committed:
+                completion(
+                    .accepted(
+                        AcceptedAssertion(
+                            keyID: keyID, counter: verified.signCount, appID: record.appID,
+                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
+            }
+        }
     }
 
     /// Step 1 from the head alone: the headers the route requires are present and well formed (a

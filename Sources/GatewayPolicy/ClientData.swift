@@ -13,14 +13,17 @@ public enum BinaryEncoding: String, Sendable {
     /// The bytes of `text`: base64 in either alphabet (padding optional), or, for a 64-character
     /// hex string, hex (some client libraries print key ids that way).
     public static func decode(_ text: String) -> (bytes: [UInt8]?, encoding: BinaryEncoding) {
-        let utf8 = text.utf8
-        if utf8.count == 64, utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) }) {
-            if let bytes = Hex.decode(text) { return (bytes, .hex) }
+        var copy = text
+        return copy.withUTF8 { utf8 in
+            if utf8.count == 64, utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
+            {
+                if let bytes = Hex.decode(text) { return (bytes, .hex) }
+            }
+            guard let bytes = try? Base64.decode(utf8: utf8) else { return (nil, .invalid) }
+            // It decoded, so it holds one alphabet: a '-' or '_' names the URL one.
+            let url = utf8.contains { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+            return (bytes, url ? .base64URL : .base64Standard)
         }
-        guard let bytes = try? Base64.decode(text) else { return (nil, .invalid) }
-        // It decoded, so it holds one alphabet: a '-' or '_' names the URL one.
-        let url = utf8.contains { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
-        return (bytes, url ? .base64URL : .base64Standard)
     }
 }
 

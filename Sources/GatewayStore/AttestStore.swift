@@ -66,9 +66,26 @@ public protocol AttestStore: AnyObject, Sendable {
     func commitAssertion(
         _ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitAndNext, StoreError>) -> Void)
+
+    /// `assertionKey` answered on the caller's thread, or nil when this store answers only through
+    /// the completion (default: nil). A store that answers inline anyway (the memory store) saves
+    /// the gate the completion, its boxes and the hop back to the loop on every protected request.
+    func assertionKeyNow(_ id: KeyID) -> Result<DeviceKeyRecord?, StoreError>?
+
+    /// `commitAssertion(_:checked:issuing:nowMillis:completion:)` answered on the caller's thread,
+    /// with the same guarantees, or nil when this store answers only through the completion
+    /// (default: nil; then nothing was done and the caller uses the completion form).
+    func commitAssertionNow(_ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64)
+        -> Result<CommitAndNext, StoreError>?
 }
 
 extension AttestStore {
+    public func assertionKeyNow(_ id: KeyID) -> Result<DeviceKeyRecord?, StoreError>? { nil }
+
+    public func commitAssertionNow(
+        _ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64
+    ) -> Result<CommitAndNext, StoreError>? { nil }
+
     /// The key as the assertion gate needs it. A store may answer from a cache of what it read or
     /// committed before (public keys never change for a key id; the counter, the policy fields and
     /// the risk are checked or returned again by the commit): the Redis store does, so that a key's

@@ -151,7 +151,12 @@ public final class MemoryAttestStore: AttestStore {
         _ request: ChallengeRequest, nowMillis: Int64,
         completion: @escaping @Sendable (Result<IssuedChallenge, StoreError>) -> Void
     ) {
-        if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
+        completion(issueChallengeNow(request, nowMillis: nowMillis))
+    }
+
+    /// `issueChallenge`, answered here (the memory store never waits to issue one).
+    func issueChallengeNow(_ request: ChallengeRequest, nowMillis: Int64) -> Result<IssuedChallenge, StoreError> {
+        if closed.load(ordering: .relaxed) { return .failure(Self.closedError) }
         let (expires, overflow) = nowMillis.addingReportingOverflow(max(0, request.ttlMillis))
         let bound = request.keyID.map(KeyBits.init)
         var entry = ChallengeEntry(
@@ -187,7 +192,7 @@ public final class MemoryAttestStore: AttestStore {
         if evicted.anonymous > 0 { evictedAnonymous.wrappingAdd(evicted.anonymous, ordering: .relaxed) }
         if evicted.keyBound > 0 { evictedKeyBound.wrappingAdd(evicted.keyBound, ordering: .relaxed) }
         if evicted.replacedUnused > 0 { replacedPerKey.wrappingAdd(evicted.replacedUnused, ordering: .relaxed) }
-        completion(.success(IssuedChallenge(token: entry.token.token, expiresAtMillis: entry.expiresAt)))
+        return .success(IssuedChallenge(token: entry.token.token, expiresAtMillis: entry.expiresAt))
     }
 
     /// Challenges removed to make room since the store opened, per budget (metrics read deltas).
@@ -281,14 +286,21 @@ public final class MemoryAttestStore: AttestStore {
     // MARK: - Keys
 
     public func deviceKey(_ id: KeyID, completion: @escaping @Sendable (Result<DeviceKeyRecord?, StoreError>) -> Void) {
+        completion(deviceKeyNow(id))
+    }
+
+    /// The memory store reads a key inline: the gate takes it without a completion.
+    public func assertionKeyNow(_ id: KeyID) -> Result<DeviceKeyRecord?, StoreError>? { deviceKeyNow(id) }
+
+    func deviceKeyNow(_ id: KeyID) -> Result<DeviceKeyRecord?, StoreError> {
         let key = KeyBits(id)
         let found = shard(key.w0).state.withLock { s -> (KeyRecord, String?, String?)? in
             guard let i = s.find(key) else { return nil }
             let r = s.record(at: i)
             return (r, s.string(r.appIndex), s.string(r.bundleIndex))
         }
-        guard let (r, app, bundle) = found else { return completion(.success(nil)) }
-        completion(.success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle)))
+        guard let (r, app, bundle) = found else { return .success(nil) }
+        return .success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle))
     }
 
     static func deviceKeyRecord(_ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?) -> DeviceKeyRecord {
@@ -672,7 +684,26 @@ public final class MemoryAttestStore: AttestStore {
         _ commit: AssertionCommit, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
     ) {
-        if closed.load(ordering: .relaxed) { return completion(.failure(Self.closedError)) }
+        completion(commitAssertionNow(commit, nowMillis: nowMillis))
+    }
+
+    /// The gate's commit and next challenge, answered inline: the same two steps as the protocol's
+    /// default (`commitAssertion`, then, when committed, `issueChallenge`; a next challenge that
+    /// cannot be issued is nil and the commit stands), without a completion for either.
+    public func commitAssertionNow(
+        _ commit: AssertionCommit, checked: CheckedKey?, issuing next: ChallengeRequest?, nowMillis: Int64
+    ) -> Result<CommitAndNext, StoreError>? {
+        switch commitAssertionNow(commit, nowMillis: nowMillis) {
+        case .failure(let e):
+            return .failure(e)
+        case .success(let outcome):
+            guard case .committed = outcome, let next else { return .success(CommitAndNext(outcome: outcome)) }
+            return .success(CommitAndNext(outcome: outcome, next: try? issueChallengeNow(next, nowMillis: nowMillis).get()))
+        }
+    }
+
+    func commitAssertionNow(_ commit: AssertionCommit, nowMillis: Int64) -> Result<CommitOutcome, StoreError> {
+        if closed.load(ordering: .relaxed) { return .failure(Self.closedError) }
         let key = KeyBits(commit.keyID)
         let counter = commit.counter
         let width = commit.counterWindow
@@ -694,7 +725,7 @@ public final class MemoryAttestStore: AttestStore {
                     return .success(.committed(previousCounter: previous))
                 }
             }
-            return completion(result)
+            return result
         }
 
         let ci = shardIndex(bits.a)
@@ -738,7 +769,7 @@ public final class MemoryAttestStore: AttestStore {
                 }
             }
         }
-        completion(result)
+        return result
     }
 }
 

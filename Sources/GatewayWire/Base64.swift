@@ -46,40 +46,42 @@ public enum Base64 {
         var seen: UInt8 = 0
         var tail: UInt32 = 0
         let out = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            let t = decodeTable
-            var i = 0
-            var o = 0
-            while i < whole {
-                let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
-                seen |= a | b | c | d
-                let n = UInt32(a & 63) << 18 | UInt32(b & 63) << 12 | UInt32(c & 63) << 6 | UInt32(d & 63)
-                buffer[o] = UInt8(truncatingIfNeeded: n >> 16)
-                buffer[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
-                buffer[o + 2] = UInt8(truncatingIfNeeded: n)
-                i += 4
-                o += 3
-            }
-            if remainder > 0 {
-                var n: UInt32 = 0
-                for k in 0..<remainder {
-                    let v = t[Int(input[whole + k])]
-                    seen |= v
-                    n = n << 6 | UInt32(v & 63)
+            // The table as a pointer: 256 entries, indexed by a byte, never out of bounds.
+            decodeTable.withUnsafeBufferPointer { t in
+                var i = 0
+                var o = 0
+                while i < whole {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
+                    seen |= a | b | c | d
+                    let n = UInt32(a & 63) << 18 | UInt32(b & 63) << 12 | UInt32(c & 63) << 6 | UInt32(d & 63)
+                    buffer[o] = UInt8(truncatingIfNeeded: n >> 16)
+                    buffer[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+                    buffer[o + 2] = UInt8(truncatingIfNeeded: n)
+                    i += 4
+                    o += 3
                 }
-                // 2 characters: 12 bits, one byte and 4 padding bits; 3 characters: 18 bits, two bytes and 2.
-                let padBits = UInt32(remainder == 2 ? 4 : 2)
-                tail = n & ((1 << padBits) - 1)
-                n >>= padBits
-                if remainder == 3 {
-                    buffer[o] = UInt8(truncatingIfNeeded: n >> 8)
-                    buffer[o + 1] = UInt8(truncatingIfNeeded: n)
-                    o += 2
-                } else {
-                    buffer[o] = UInt8(truncatingIfNeeded: n)
-                    o += 1
+                if remainder > 0 {
+                    var n: UInt32 = 0
+                    for k in 0..<remainder {
+                        let v = t[Int(input[whole + k])]
+                        seen |= v
+                        n = n << 6 | UInt32(v & 63)
+                    }
+                    // 2 characters: 12 bits, one byte and 4 padding bits; 3 characters: 18 bits, two bytes and 2.
+                    let padBits = UInt32(remainder == 2 ? 4 : 2)
+                    tail = n & ((1 << padBits) - 1)
+                    n >>= padBits
+                    if remainder == 3 {
+                        buffer[o] = UInt8(truncatingIfNeeded: n >> 8)
+                        buffer[o + 1] = UInt8(truncatingIfNeeded: n)
+                        o += 2
+                    } else {
+                        buffer[o] = UInt8(truncatingIfNeeded: n)
+                        o += 1
+                    }
                 }
+                initialized = o
             }
-            initialized = o
         }
         if seen & 0xC0 == 0xC0 {
             for i in 0..<end where decodeTable[Int(input[i])] == 0xFF {

@@ -766,4 +766,70 @@ extension MalformedInputTests {
             }
         }
     }
+
+    /// The assertion's direct reader (the shape of every real assertion) against the general CBOR
+    /// decoder: on every real assertion, its re-encodings with the keys swapped, long length heads
+    /// and extra keys, and 20,000 random mutations, the direct reader answers only where the decoder
+    /// gives exactly the same two byte strings, and `parse` answers the same either way.
+    @Test("the assertion's direct reader agrees with the CBOR decoder on real and mutated assertions")
+    func assertionDirectReaderAgreesWithDecoder() throws {
+        func general(_ b: [UInt8]) -> ([UInt8], [UInt8])? {
+            guard case .map(let m)? = try? CBORDecoder(limits: AssertionObject.cborLimits).decode(b),
+                case .bytes(let s)? = m[text: "signature"], case .bytes(let a)? = m[text: "authenticatorData"], m.entries.count == 2
+            else { return nil }
+            return (s, a)
+        }
+        func agree(_ b: [UInt8], _ note: String) {
+            if let (s, a) = AssertionObject.twoByteStrings(b) {
+                let g = general(b)
+                #expect(g?.0 == s && g?.1 == a, "\(note): the direct reader read what the decoder does not")
+            }
+        }
+        var rng = MalformedRNG(seed: 0xA55E_2701)
+        var direct = 0
+        for v in validAssertions {
+            let bytes = v.bytes("assertion_b64")
+            #expect(AssertionObject.twoByteStrings(bytes) != nil, "\(v.name): a real assertion takes the direct path")
+            agree(bytes, v.name)
+            let (s, a) = try #require(general(bytes))
+            // Keys swapped, a two-byte length head, an extra key: the same or the decoder's answer.
+            let swapped =
+                [0xA2] + CBOREncoder.encode(.text("authenticatorData")) + CBOREncoder.encode(.bytes(a))
+                + CBOREncoder.encode(.text("signature")) + CBOREncoder.encode(.bytes(s))
+            #expect(AssertionObject.twoByteStrings(swapped) != nil)
+            agree(swapped, "\(v.name) swapped")
+            let longHead =
+                [0xA2, 0x69] + Array("signature".utf8) + [0x59, 0x00, UInt8(s.count)] + s
+                + CBOREncoder.encode(.text("authenticatorData")) + CBOREncoder.encode(.bytes(a))
+            agree(longHead, "\(v.name) long head")
+            let extra = [0xA3] + Array(swapped.dropFirst()) + CBOREncoder.encode(.text("x")) + CBOREncoder.encode(.bytes([1]))
+            #expect(AssertionObject.twoByteStrings(extra) == nil)
+            let twice =
+                [0xA2] + CBOREncoder.encode(.text("signature")) + CBOREncoder.encode(.bytes(s))
+                + CBOREncoder.encode(.text("signature")) + CBOREncoder.encode(.bytes(s))
+            #expect(AssertionObject.twoByteStrings(twice) == nil)
+            #expect(code(parseAssertion(twice)) == .malformed)
+            for n in 0..<1_540 {
+                var m = bytes
+                switch rng.next() % 4 {
+                case 0: m[Int(rng.next() % UInt64(m.count))] ^= UInt8(truncatingIfNeeded: rng.next() | 1)
+                case 1: m[Int(rng.next() % UInt64(min(m.count, 40)))] = UInt8(truncatingIfNeeded: rng.next())
+                case 2: m.removeSubrange(Int(rng.next() % UInt64(m.count))...)
+                default: m.insert(UInt8(truncatingIfNeeded: rng.next()), at: Int(rng.next() % UInt64(m.count + 1)))
+                }
+                agree(m, "\(v.name) mutation \(n)")
+                if AssertionObject.twoByteStrings(m) != nil { direct += 1 }
+                // parse gives the same answer as the decoder's path: same bytes or same refusal.
+                let viaParse = parseAssertion(m)
+                if let (gs, ga) = general(m), !gs.isEmpty, let authData = try? AuthenticatorData.parse(ga, kind: .assertion) {
+                    let parsed = try? viaParse.get()
+                    #expect(parsed?.signature == gs && parsed?.authenticatorData.bytes == authData.bytes, "\(v.name) mutation \(n)")
+                } else {
+                    #expect((try? viaParse.get()) == nil, "\(v.name) mutation \(n): parsed where the decoder's path refuses")
+                }
+            }
+        }
+        // The mutations exercised the direct path, not only the fallback.
+        #expect(direct > 1_000)
+    }
 }
