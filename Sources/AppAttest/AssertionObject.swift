@@ -45,8 +45,13 @@ public struct AssertionObject: Sendable {
         return AssertionObject(signature: signature, authenticatorData: try AuthenticatorData.parse(authData, kind: .assertion))
     }
 
-    private static let signatureKey = Array("signature".utf8)
-    private static let authenticatorDataKey = Array("authenticatorData".utf8)
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        name.withUTF8Buffer { n in
+            guard bytes.count == n.count else { return false }
+            for i in 0..<n.count where bytes[i] != n[i] { return false }
+            return true
+        }
+    }
 
     /// `{"signature": bytes, "authenticatorData": bytes}` (either order, each once), as a map of two
     /// entries with a one-byte head, short text keys and byte strings within the decoder's limit,
@@ -63,8 +68,8 @@ public struct AssertionObject: Sendable {
                 pos += 1
                 guard p.count - pos >= keyLength else { return nil }
                 let key = UnsafeBufferPointer(rebasing: p[pos..<(pos + keyLength)])
-                let isSignature = key.elementsEqual(signatureKey)
-                guard isSignature || key.elementsEqual(authenticatorDataKey) else { return nil }
+                let isSignature = equal(key, "signature")
+                guard isSignature || equal(key, "authenticatorData") else { return nil }
                 pos += keyLength
                 guard pos < p.count, p[pos] & 0xE0 == 0x40 else { return nil }
                 var length = Int(p[pos] & 0x1F)

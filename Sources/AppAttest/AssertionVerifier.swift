@@ -30,8 +30,13 @@ public struct AssertionVerifier: Sendable {
         // 1. Compute clientDataHash as the SHA256 hash of clientData. (Done by the caller.)
         // 2. Concatenate authenticatorData and clientDataHash, and apply a SHA256 hash over the result
         //    to form nonce.
-        let nonce = SHA256.hash(authData.bytes, clientDataHash)
-        try checkSignature(object.signature, nonce: nonce, publicKey: publicKey)
+        // (The nonce stays on the stack: the signature is checked over it in place.)
+        let signed = authData.bytes.withUnsafeBytes { a in
+            clientDataHash.withUnsafeBytes { c in
+                SHA256.withDigest(a, c) { nonce in publicKey.isValidSignature(object.signature, forMessage: nonce) }
+            }
+        }
+        try checkSignature(signed)
         let appID = try checkRPIDHash(authData)
         try checkCounter(authData, previous: previousCounter)
         return VerifiedAssertion(
@@ -42,8 +47,8 @@ public struct AssertionVerifier: Sendable {
     /// 3. Use the public key that you store from the attestation object to verify that the assertion's
     /// signature is valid for nonce. (ECDSA P-256 with SHA-256 over nonce: the signed digest is
     /// SHA256(nonce), confirmed on every real vector.)
-    func checkSignature(_ signature: [UInt8], nonce: [UInt8], publicKey: P256PublicKey) throws(AppAttestError) {
-        guard publicKey.isValidSignature(signature, for: nonce) else {
+    func checkSignature(_ valid: Bool) throws(AppAttestError) {
+        guard valid else {
             throw AppAttestError(
                 .badSignature, "the signature does not verify over SHA256(authenticatorData ‖ clientDataHash) with the stored key")
         }

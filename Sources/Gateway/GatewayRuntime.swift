@@ -11,7 +11,9 @@ import GatewayRedis
 /// A configuration compiled into what the request path reads: matchers, resolved upstream
 /// addresses, limits. Immutable; a reload builds a new one and swaps it in on every loop.
 public final class GatewayRuntime: Sendable {
-    public struct CompiledRoute: Sendable {
+    /// A class: the request path hands a route to the closures of its steps, and a reference costs
+    /// one retain where a copy of these fields cost one per field.
+    public final class CompiledRoute: Sendable {
         public let name: String
         public let match: GatewayProxy.RouteMatch
         /// An upstream name; for a name in `demoUpstreams`, the in-process demo application.
@@ -23,10 +25,27 @@ public final class GatewayRuntime: Sendable {
         /// The route's DeviceCheck fallback (`assertion.fallback`), with its share window; nil: none.
         public let fallback: RouteFallback?
         /// `timeouts.response` and `timeouts.connect` (nil: the upstream's).
-        public var responseTimeoutMillis: Int64? = nil
-        public var connectTimeoutMillis: Int64? = nil
+        public let responseTimeoutMillis: Int64?
+        public let connectTimeoutMillis: Int64?
         /// `pass_server_header`: the upstream's `Server` field reaches the client.
-        public var passServerHeader = false
+        public let passServerHeader: Bool
+
+        init(
+            name: String, match: GatewayProxy.RouteMatch, upstream: String, maxBody: Int, assertion: RoutePolicy, index: Int,
+            fallback: RouteFallback?, responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil,
+            passServerHeader: Bool = false
+        ) {
+            self.name = name
+            self.match = match
+            self.upstream = upstream
+            self.maxBody = maxBody
+            self.assertion = assertion
+            self.index = index
+            self.fallback = fallback
+            self.responseTimeoutMillis = responseTimeoutMillis
+            self.connectTimeoutMillis = connectTimeoutMillis
+            self.passServerHeader = passServerHeader
+        }
     }
 
     /// A route's fallback compiled: its settings and its share of fallback requests (kept across a

@@ -63,18 +63,24 @@ public final class P256PublicKey: @unchecked Sendable {
     /// ECDSA with SHA-256 over `message` (the message is hashed here), signature in DER.
     /// OpenSSL refuses non-canonical DER and out-of-range r, s.
     public func isValidSignature(_ signatureDER: [UInt8], for message: [UInt8]) -> Bool {
-        let digest = SHA256.hash(message)
-        let taken = OpaquePointer(bitPattern: verifyContext.exchange(0, ordering: .acquiring))
-        let ctx = taken ?? Self.makeVerifyContext(pkey)
-        let r = signatureDER.withUnsafeBufferPointer { sig in
-            digest.withUnsafeBufferPointer { d in EVP_PKEY_verify(ctx, sig.baseAddress, sig.count, d.baseAddress, d.count) }
+        message.withUnsafeBytes { isValidSignature(signatureDER, forMessage: $0) }
+    }
+
+    /// The same over bytes in place (the assertion's nonce, on the stack).
+    public func isValidSignature(_ signatureDER: [UInt8], forMessage message: UnsafeRawBufferPointer) -> Bool {
+        SHA256.withDigest(message) { digest in
+            let taken = OpaquePointer(bitPattern: verifyContext.exchange(0, ordering: .acquiring))
+            let ctx = taken ?? Self.makeVerifyContext(pkey)
+            let r = signatureDER.withUnsafeBufferPointer { sig in
+                EVP_PKEY_verify(ctx, sig.baseAddress, sig.count, digest.baseAddress?.assumingMemoryBound(to: UInt8.self), digest.count)
+            }
+            if r != 1 { OpenSSLError.clear() }
+            // Back into the slot; a context made because the slot was empty is kept only if it still is.
+            if !verifyContext.compareExchange(expected: 0, desired: UInt(bitPattern: ctx), ordering: .releasing).exchanged {
+                EVP_PKEY_CTX_free(ctx)
+            }
+            return r == 1
         }
-        if r != 1 { OpenSSLError.clear() }
-        // Back into the slot; a context made because the slot was empty is kept only if it still is.
-        if !verifyContext.compareExchange(expected: 0, desired: UInt(bitPattern: ctx), ordering: .releasing).exchanged {
-            EVP_PKEY_CTX_free(ctx)
-        }
-        return r == 1
     }
 
     /// Reads the uncompressed point of an EC P-256 EVP_PKEY, or nil if the key is anything else.

@@ -1,4 +1,5 @@
 import CGatewayOpenSSL
+import Synchronization
 
 /// SHA-256 through OpenSSL's EVP interface (SHA-NI where the CPU has it).
 public enum SHA256 {
@@ -36,9 +37,12 @@ public enum SHA256 {
 
     /// One EVP digest of `parts` (also SHA-1's, below).
     static func digest(_ md: OpaquePointer, _ byteCount: Int, _ parts: [UnsafeRawBufferPointer]) -> [UInt8] {
-        digest(md, byteCount) { ctx in
-            for p in parts where p.count > 0 {
-                guard EVP_DigestUpdate(ctx, p.baseAddress, p.count) == 1 else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+        bytes(byteCount) { out in
+            withContext(md) { ctx in
+                for p in parts where p.count > 0 {
+                    guard EVP_DigestUpdate(ctx, p.baseAddress, p.count) == 1 else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+                }
+                final(ctx, out, byteCount)
             }
         }
     }
@@ -48,25 +52,66 @@ public enum SHA256 {
         _ md: OpaquePointer, _ byteCount: Int, _ first: UnsafeRawBufferPointer,
         _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)
     ) -> [UInt8] {
-        digest(md, byteCount) { ctx in
-            guard first.isEmpty || EVP_DigestUpdate(ctx, first.baseAddress, first.count) == 1,
-                second.isEmpty || EVP_DigestUpdate(ctx, second.baseAddress, second.count) == 1
-            else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+        bytes(byteCount) { out in digest(md, byteCount, first, second, into: out) }
+    }
+
+    /// SHA-256(`first` ‖ `second`) in a buffer on the stack, handed to `body` (no array at all: the
+    /// assertion's nonce and the digest its signature is checked over).
+    public static func withDigest<R>(
+        _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
+        _ body: (UnsafeRawBufferPointer) -> R
+    ) -> R {
+        var d: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &d) { out in
+            digest(md, byteCount, first, second, into: out.baseAddress!)
+            return body(UnsafeRawBufferPointer(out))
         }
     }
 
-    private static func digest(_ md: OpaquePointer, _ byteCount: Int, update: (OpaquePointer) -> Void) -> [UInt8] {
-        guard let ctx = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
-        defer { EVP_MD_CTX_free(ctx) }
+    private static func digest(
+        _ md: OpaquePointer, _ byteCount: Int, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawPointer
+    ) {
+        withContext(md) { ctx in
+            guard first.isEmpty || EVP_DigestUpdate(ctx, first.baseAddress, first.count) == 1,
+                second.isEmpty || EVP_DigestUpdate(ctx, second.baseAddress, second.count) == 1
+            else { OpenSSLFatal.fail("EVP_DigestUpdate") }
+            final(ctx, out, byteCount)
+        }
+    }
+
+    private static func final(_ ctx: OpaquePointer, _ out: UnsafeMutableRawPointer, _ byteCount: Int) {
+        var len: UInt32 = 0
+        guard EVP_DigestFinal_ex(ctx, out.assumingMemoryBound(to: UInt8.self), &len) == 1, Int(len) == byteCount else {
+            OpenSSLFatal.fail("EVP_DigestFinal_ex")
+        }
+    }
+
+    /// An array of `count` bytes written by `fill` straight into its storage.
+    private static func bytes(_ count: Int, _ fill: (UnsafeMutableRawPointer) -> Void) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            fill(UnsafeMutableRawPointer(buffer.baseAddress!))
+            initialized = count
+        }
+    }
+
+    /// One spare digest context, reused by whichever thread finds it free (taken out of the slot
+    /// for the digest, put back after; a thread finding it taken makes its own): a digest costs
+    /// OpenSSL one allocation (its state) instead of two.
+    private static let spare = Atomic<UInt>(0)
+
+    private static func withContext(_ md: OpaquePointer, _ body: (OpaquePointer) -> Void) {
+        let ctx: OpaquePointer
+        if let taken = OpaquePointer(bitPattern: spare.exchange(0, ordering: .acquiring)) {
+            ctx = taken
+        } else {
+            guard let made = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
+            ctx = made
+        }
         guard EVP_DigestInit_ex(ctx, md, nil) == 1 else { OpenSSLFatal.fail("EVP_DigestInit_ex") }
-        update(ctx)
-        // Written straight into the array's storage (no zero-filled array first).
-        return [UInt8](unsafeUninitializedCapacity: byteCount) { buffer, initialized in
-            var len: UInt32 = 0
-            guard EVP_DigestFinal_ex(ctx, buffer.baseAddress, &len) == 1, Int(len) == byteCount else {
-                OpenSSLFatal.fail("EVP_DigestFinal_ex")
-            }
-            initialized = byteCount
+        body(ctx)
+        if !spare.compareExchange(expected: 0, desired: UInt(bitPattern: ctx), ordering: .releasing).exchanged {
+            EVP_MD_CTX_free(ctx)
         }
     }
 

@@ -26,6 +26,31 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
         return nil
     }
 
+    /// The first value of each of five distinct names, in one pass over the fields (what a protected route
+    /// reads of every request: one pass instead of one per name).
+    public func firstValues(_ a: String, _ b: String, _ c: String, _ d: String, _ e: String)
+        -> (String?, String?, String?, String?, String?)
+    {
+        var found: (String?, String?, String?, String?, String?) = (nil, nil, nil, nil, nil)
+        fields.withUnsafeBufferPointer { fs in
+            for i in fs.indices {
+                let name = fs[i].name
+                if found.0 == nil, name.equalsIgnoringASCIICase(a) {
+                    found.0 = fs[i].value
+                } else if found.1 == nil, name.equalsIgnoringASCIICase(b) {
+                    found.1 = fs[i].value
+                } else if found.2 == nil, name.equalsIgnoringASCIICase(c) {
+                    found.2 = fs[i].value
+                } else if found.3 == nil, name.equalsIgnoringASCIICase(d) {
+                    found.3 = fs[i].value
+                } else if found.4 == nil, name.equalsIgnoringASCIICase(e) {
+                    found.4 = fs[i].value
+                }
+            }
+        }
+        return found
+    }
+
     public func values(_ name: String) -> [String] {
         var out: [String] = []
         for f in fields where f.name.equalsIgnoringASCIICase(name) { out.append(f.value) }

@@ -214,14 +214,15 @@ extension GatewayRouter {
         _ h: HTTPRequestHead, peer: SocketAddress?, requestID: RequestID, route r: GatewayRuntime.CompiledRoute,
         runtime rt: GatewayRuntime
     ) -> RouteDecision {
-        let keyText = h.headers[AttestHeaders.keyID]
+        // The route's fields in one pass over the head.
+        let (keyText, unsupported, challengeText, assertionText, host) = h.headers.firstValues(
+            AttestHeaders.keyID, AttestHeaders.unsupported, AttestHeaders.challenge, AttestHeaders.assertion, "Host")
         guard let mode = RouteVerdict.mode(route: r.assertion, keyID: keyText) else {
             return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
         }
         // Apps whose device has no App Attest say so (docs/client-contract.md): counted, fallback or not.
-        if h.headers[AttestHeaders.unsupported] == "1" { attest.metrics.unsupportedClaim(route: r.name) }
+        if unsupported == "1" { attest.metrics.unsupportedClaim(route: r.name) }
         if let decided = fallbackDecision(h, peer: peer, requestID: requestID, route: r, mode: mode, runtime: rt) { return decided }
-        let (challengeText, assertionText) = (h.headers[AttestHeaders.challenge], h.headers[AttestHeaders.assertion])
         let headers = AssertionGate.readHeaders(keyID: keyText, challenge: challengeText, assertion: assertionText, route: r.assertion)
         if case .failure(var e) = headers, let verdict = RouteVerdict.beforeBody(route: r.assertion, mode: mode, refusal: e.error) {
             if r.fallback != nil { e.add("path", "app_attest") }
@@ -232,10 +233,10 @@ extension GatewayRouter {
             return decision(carried, route: r, runtime: rt)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
-            // The three fields as read above (the buffered request's head is the same head).
+            // The fields as read above (the buffered request's head is the same head).
             let gateRequest = GateRequest(
                 method: request.head.method, target: request.head.target, body: request.body, keyID: keyText,
-                challenge: challengeText, assertion: assertionText, host: request.head.headers["Host"], scheme: request.scheme)
+                challenge: challengeText, assertion: assertionText, host: host, scheme: request.scheme)
             self.protected(request, gateRequest, route: r, runtime: rt, mode: mode, headers: headers, done: done)
         }
     }
