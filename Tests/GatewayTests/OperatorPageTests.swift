@@ -75,15 +75,18 @@ struct OperatorPageTests {
         h.append(Self.text([Self.verdict("purchase", "accepted", "ok", 50)]), atMillis: 3_700_000)
         let now = Self.text([
             Self.verdict("purchase", "accepted", "ok", 80), Self.verdict("purchase", "refused", "bad_signature", 4),
-            Self.verdict("purchase", "refused", "assertion_missing", 7), Self.verdict("purchase", "would_refuse", "key_unknown", 2, mode: "shadow"),
+            Self.verdict("purchase", "refused", "assertion_missing", 7),
+            Self.verdict("purchase", "would_refuse", "key_unknown", 2, mode: "shadow"),
             #"attest_gateway_requests_total{route="purchase",status_class="2xx",protocol="http1"} 80"#,
         ])
         let report = OperatorReport(
-            now: now, history: h, facts: Self.facts(now: 4_100_000), routes: [
+            now: now, history: h, facts: Self.facts(now: 4_100_000),
+            routes: [
                 OperatorReport.Route(name: "purchase", mode: "enforce", protected: true, upstream: "legacy", fallbackMaxShare: nil)
             ], upstreams: [],
             refusals: [
-                OperatorReport.Refusal(id: "req-1", atMillis: 3_790_000, route: "purchase", verdict: "refused", reason: "bad_signature", status: 401)
+                OperatorReport.Refusal(
+                    id: "req-1", atMillis: 3_790_000, route: "purchase", verdict: "refused", reason: "bad_signature", status: 401)
             ])
         let page = report.page()
         #expect(page.banner == nil)

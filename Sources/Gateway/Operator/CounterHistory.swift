@@ -17,7 +17,8 @@ struct CounterHistory: Sendable {
         AttestMetrics.challengesEvicted, AttestMetrics.rateLimitedTotal, AttestMetrics.fallbackRequests,
         AttestMetrics.deviceCheckRequests, AttestMetrics.unsupportedClaims, GatewayMetrics.upstreamServerRequests,
         GatewayMetrics.upstreamServerEjections, GatewayMetrics.upstreamServerFailures, GatewayMetrics.upstreamRetries,
-        GatewayMetrics.upstreamErrorsTotal, GatewayMetrics.requestsTotal, RiskMetrics.refreshes, "attest_gateway_store_journal_fsync_duration_seconds_count",
+        GatewayMetrics.upstreamErrorsTotal, GatewayMetrics.requestsTotal, RiskMetrics.refreshes,
+        "attest_gateway_store_journal_fsync_duration_seconds_count",
         RedisMetrics.operationErrors,
     ]
 

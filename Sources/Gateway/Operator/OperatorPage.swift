@@ -12,6 +12,8 @@ struct OperatorPage: Sendable, Equatable {
     struct Cell: Sendable, Equatable {
         enum Kind: Sendable, Equatable {
             case text
+            /// Text kept on one line (an age, a status).
+            case nowrap
             case number
             /// A same-origin link (a path on the admin listener).
             case link(String)
@@ -124,7 +126,8 @@ struct OperatorPage: Sendable, Equatable {
         .good{color:var(--ok)}.warn{color:var(--warn)}.bad{color:var(--bad)}
         .card p{margin:2px 0;color:var(--muted);overflow-wrap:anywhere}.scroll{overflow-x:auto}
         table{border-collapse:collapse;width:100%;margin:6px 0}caption{text-align:left;font-weight:600;padding:2px 0}
-        th,td{padding:2px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top;overflow-wrap:anywhere}
+        th,td{padding:2px 6px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top;overflow-wrap:break-word}
+        th,.nw{white-space:nowrap}td a{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px;white-space:nowrap}
         td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
         svg.spark{display:block;width:100%;max-width:360px;height:36px}.spark .a{fill:var(--acc)}.spark .r{fill:var(--ref)}
         .legend{font-size:12px;color:var(--muted)}a{color:inherit}
@@ -174,7 +177,9 @@ struct OperatorPage: Sendable, Equatable {
         for badge in b.badges { h += "<span class=\"badge\(cls(badge.kind))\"\(dataKey(badge))>\(escape(badge.text))</span>" }
         h += "</h3>"
         for line in b.lines { h += "<p>\(escape(line))</p>" }
-        if let spark = b.spark { h += sparkline(spark.bars, caption: spark.caption) }
+        if let spark = b.spark {
+            h += sparkline(spark.bars, caption: spark.caption) + "<p class=\"legend\">\(escape(spark.caption))</p>"
+        }
         for t in b.tables { h += table(t) }
         return h + "</div>"
     }
@@ -212,6 +217,7 @@ struct OperatorPage: Sendable, Equatable {
         let k = dataKey(c)
         switch c.kind {
         case .text: return "<td\(k)>\(escape(c.text))</td>"
+        case .nowrap: return "<td class=\"nw\"\(k)>\(escape(c.text))</td>"
         case .number: return "<td class=\"num\"\(k)>\(escape(c.text))</td>"
         case .good, .warn, .bad: return "<td class=\"\(cls(c.kind).dropFirst())\"\(k)>\(escape(c.text))</td>"
         case .link(let href): return "<td\(k)><a href=\"\(escape(href))\">\(escape(c.text))</a></td>"

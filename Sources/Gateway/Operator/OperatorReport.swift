@@ -149,7 +149,7 @@ struct OperatorReport {
             refused, current: (by("refused") + by("would_refuse")).reduce(0) { $0 + $1.value }, nowMillis: facts.nowMillis,
             bucketMillis: 60_000, count: 60)
         block.spark = (
-            "\(r.name): the last hour per minute, accepted (green) and refused or shadowed (red)",
+            "the last hour, per minute: accepted (green), refused or shadowed (red)",
             zip(a, f).map { OperatorPage.Bar(accepted: $0, refused: $1) }
         )
         block.tables.append(OperatorPage.Table(head: Self.windowHead, rows: rows))
@@ -165,15 +165,18 @@ struct OperatorReport {
         }
         block.tables.append(
             OperatorPage.Table(
-                caption: "top refusal reasons (1 h)", head: ["reason", "5 min", "1 h"], rows: reasonRows, empty: "no refusal in the last hour"))
+                caption: "top refusal reasons (1 h)", head: ["reason", "5 min", "1 h"], rows: reasonRows,
+                empty: "no refusal in the last hour"))
         let latest = refusals.filter { $0.route == r.name }.prefix(5)
         block.tables.append(
             OperatorPage.Table(
-                caption: "latest refusals", head: ["when", "reason", "status", "explain"],
+                caption: "latest refusals", head: ["when", "reason, status", "explain"],
                 rows: latest.map { e in
-                    [
-                        .t(Self.ago(facts.nowMillis - e.atMillis)), .t(e.verdict == "refused" ? e.reason : "\(e.reason) (\(e.verdict))"),
-                        .t(e.status.map(String.init) ?? "-"), OperatorPage.Cell(text: e.id, kind: .link("/explain/" + e.id)),
+                    let what = e.verdict == "refused" ? e.reason : "\(e.reason) (\(e.verdict))"
+                    return [
+                        OperatorPage.Cell(text: Self.ago(facts.nowMillis - e.atMillis), kind: .nowrap),
+                        .t(what + ", " + (e.status.map(String.init) ?? "-")),
+                        OperatorPage.Cell(text: e.id, kind: .link("/explain/" + e.id)),
                     ]
                 }, empty: "none kept"))
         if let max = r.fallbackMaxShare {
@@ -224,7 +227,9 @@ struct OperatorReport {
         var storeRows: [[OperatorPage.Cell]] = []
         if now.samples.contains(where: { $0.name == AttestMetrics.snapshotAge }) {
             let age = now.sum(AttestMetrics.snapshotAge)
-            storeRows.append([.t("snapshot age"), OperatorPage.Cell(text: Self.duration(Int64(age * 1000)), kind: age > 300 ? .bad : .good)])
+            storeRows.append([
+                .t("snapshot age"), OperatorPage.Cell(text: Self.duration(Int64(age * 1000)), kind: age > 300 ? .bad : .good),
+            ])
             storeRows.append([.t("snapshot failures"), .n(now.sum(AttestMetrics.snapshotFailures), key: "store.snapshot_failures")])
             let fsyncs = windows("attest_gateway_store_journal_fsync_duration_seconds_count")
             let fsyncSum = now.sum("attest_gateway_store_journal_fsync_duration_seconds_sum")
@@ -299,13 +304,17 @@ struct OperatorReport {
         if facts.apple {
             let answered = now.select(RiskMetrics.refreshes)
             let last = history.lastIncrease(answered.map(\.key))
-            let pausing = answered.filter { ["unauthorized", "rate_limited", "server_error", "unavailable"].contains($0.label("result") ?? "") }
+            let pausing = answered.filter {
+                ["unauthorized", "rate_limited", "server_error", "unavailable"].contains($0.label("result") ?? "")
+            }
             let backingOff = windows(pausing).m5 > 0
             let lag = now.sum(RiskMetrics.lag)
             blocks.append(
                 OperatorPage.Block(
                     title: "Risk metric refresh (App Attest data)",
-                    badges: [OperatorPage.Cell(text: backingOff ? "backing off" : "ok", kind: backingOff ? .warn : .good, key: "apple.refresh")],
+                    badges: [
+                        OperatorPage.Cell(text: backingOff ? "backing off" : "ok", kind: backingOff ? .warn : .good, key: "apple.refresh")
+                    ],
                     lines: [
                         "last answer: " + (last.map { Self.ago(facts.nowMillis - $0) } ?? "none in the last hour"),
                         "oldest due refresh late by \(Self.duration(Int64(lag * 1000)))",
@@ -315,7 +324,8 @@ struct OperatorReport {
                             head: Self.windowHead,
                             rows: answered.compactMap { s in
                                 let w = windows([s])
-                                return w.total > 0 ? Self.row(s.label("result") ?? "-", w, key: "apple.refresh.\(s.label("result") ?? "-")") : nil
+                                return w.total > 0
+                                    ? Self.row(s.label("result") ?? "-", w, key: "apple.refresh.\(s.label("result") ?? "-")") : nil
                             }, empty: "no refresh since start")
                     ]))
         }
@@ -351,7 +361,8 @@ struct OperatorReport {
         ]
         if let r = facts.reload {
             lines.append(
-                "last reload \(RFC3339.format(millis: r.atMillis)): " + (r.applied ? "applied" : "refused, the running configuration kept: \(r.detail)"))
+                "last reload \(RFC3339.format(millis: r.atMillis)): "
+                    + (r.applied ? "applied" : "refused, the running configuration kept: \(r.detail)"))
         } else {
             lines.append("no reload since start")
         }
@@ -369,7 +380,8 @@ struct OperatorReport {
             id: "gateway", title: "The gateway",
             blocks: [
                 OperatorPage.Block(
-                    title: "gatewayd", badges: [OperatorPage.Cell(text: facts.ready ? "ready" : "not ready", kind: facts.ready ? .good : .bad)],
+                    title: "gatewayd",
+                    badges: [OperatorPage.Cell(text: facts.ready ? "ready" : "not ready", kind: facts.ready ? .good : .bad)],
                     lines: lines, tables: [listeners])
             ])
     }
