@@ -53,6 +53,8 @@ public final class GatewayServer: @unchecked Sendable {
     /// and what it reads of the server, replaced at start and by each reload.
     private let operatorSampler: OperatorSampler?
     private let published = Mutex<Published>(Published())
+    /// Set once in init, before the sampler starts (which alone reads it afterwards).
+    private var deviceCheck: DeviceCheckService?
 
     /// What the operator's page reads of the running server, from any thread.
     struct Published: Sendable {
@@ -60,6 +62,7 @@ public final class GatewayServer: @unchecked Sendable {
         var listeners: [(name: String, address: String, protocols: String)] = []
         var admin = ""
         var reload: (atMillis: Int64, applied: Bool, detail: String)?
+        var riskRefresher: RiskRefresher?
     }
 
     enum State { case starting, serving, draining, stopped }
@@ -112,9 +115,11 @@ public final class GatewayServer: @unchecked Sendable {
         // The one client of Apple's services (the risk refresh, DeviceCheck), on the first loop.
         let client = AppleClient(loop: loops[0])
         appleClient = client
+        let deviceCheck = DeviceCheckService(client: client, metrics: attestMetrics)
+        self.deviceCheck = deviceCheck
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
-            limitEvents: store.limitEvents, deviceCheck: DeviceCheckService(client: client, metrics: attestMetrics))
+            limitEvents: store.limitEvents, deviceCheck: deviceCheck)
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }
@@ -143,7 +148,9 @@ public final class GatewayServer: @unchecked Sendable {
             )
         }
         let admin = self.admin?.address.description ?? "-"
+        let refresher = riskRefresher
         published.withLock {
+            $0.riskRefresher = refresher
             $0.runtime = rt
             $0.listeners = listeners
             $0.admin = admin
@@ -171,7 +178,8 @@ public final class GatewayServer: @unchecked Sendable {
         let facts = OperatorReport.Facts(
             version: build.version, commit: build.commit, nowMillis: 0, startedMillis: 0, reload: p.reload, listeners: p.listeners,
             admin: p.admin, tokenRequired: rt.adminAccess.requiresToken, storeKind: storeKind, ready: isReady,
-            notReadyReasons: readinessReasons, apple: rt.apple != nil)
+            notReadyReasons: readinessReasons, apple: rt.apple != nil, refreshPausedMillis: p.riskRefresher?.pausedForMillis ?? 0,
+            deviceCheckPausedMillis: rt.routes.contains { $0.fallback != nil } ? (deviceCheck?.pausedForMillis ?? 0) : 0)
         let routes = rt.routes.map { r in
             let a = r.assertion
             var mode = a.mode.rawValue

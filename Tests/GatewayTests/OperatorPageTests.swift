@@ -167,6 +167,46 @@ struct OperatorPageTests {
         #expect(!html.contains("src=") && !html.contains("<link"))
     }
 
+    @Test("Apple services: refresh answers, back-off, DeviceCheck and the fallback share against max_share; the store's data directory")
+    func appleAndStore() {
+        var h = CounterHistory()
+        h.append(Self.text([#"attest_gateway_receipt_refreshes_total{result="refreshed"} 0"#]), atMillis: 0)
+        h.append(Self.text([#"attest_gateway_receipt_refreshes_total{result="refreshed"} 4"#]), atMillis: 3_980_000)
+        let now = Self.text([
+            #"attest_gateway_receipt_refreshes_total{result="refreshed"} 4"#,
+            #"attest_gateway_receipt_refreshes_total{result="rate_limited"} 2"#,
+            #"attest_gateway_receipt_refreshes_total{result="stale"} 0"#, "attest_gateway_receipt_refresh_lag_seconds 90",
+            #"attest_gateway_devicecheck_requests_total{endpoint="validate_device_token",result="ok"} 6"#,
+            #"attest_gateway_devicecheck_requests_total{endpoint="query_two_bits",result="ok"} 3"#,
+            #"attest_gateway_fallback_share{route="purchase"} 0.25"#, "attest_gateway_store_snapshot_age_seconds 400",
+            "attest_gateway_store_snapshot_failures_total 1", "attest_gateway_store_journal_fsync_duration_seconds_count 10",
+            "attest_gateway_store_journal_fsync_duration_seconds_sum 0.05", "attest_gateway_store_keys 50",
+            "attest_gateway_store_key_capacity 200",
+        ])
+        var facts = Self.facts()
+        facts.apple = true
+        facts.refreshPausedMillis = 65_000
+        let html = OperatorReport(
+            now: now, history: h, facts: facts,
+            routes: [OperatorReport.Route(name: "purchase", mode: "enforce", protected: true, upstream: "demo", fallbackMaxShare: 0.1)],
+            upstreams: [], refusals: []
+        ).page().html()
+        func figure(_ key: String) -> String? {
+            guard let r = html.range(of: "data-k=\"\(key)\">") else { return nil }
+            return String(html[r.upperBound...].prefix { $0 != "<" })
+        }
+        #expect(figure("apple.refresh") == "paused 1 min")
+        #expect(figure("apple.refresh.refreshed.total") == "4" && figure("apple.refresh.rate_limited.1h") == "2")
+        #expect(figure("apple.refresh.stale.total") == nil, "a result never answered is left out")
+        #expect(html.contains("last answer: 20 s ago") && html.contains("oldest due refresh late by 1 min"))
+        #expect(figure("devicecheck.state") == "running" && figure("devicecheck.ok.total") == "9")
+        // The share above max_share is marked bad, on the route and in the Apple section.
+        #expect(html.contains("<span class=\"badge bad\" data-k=\"route.purchase.fallback_share\">fallback 25.0 %</span>"))
+        #expect(html.contains("<td class=\"bad\">25.0 %</td><td>10.0 %</td>"))
+        #expect(html.contains("<td class=\"bad\">6 min</td>"), "a snapshot older than 5 minutes is marked")
+        #expect(html.contains("<td>5.00 ms</td>") && html.contains("keys: 50 of 200 (25.0 %)"))
+    }
+
     @Test("the sampler keeps a point at start and builds the page off the caller's thread from the metrics now")
     func sampler() async throws {
         let value = Shared()

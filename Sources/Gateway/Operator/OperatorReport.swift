@@ -20,6 +20,9 @@ struct OperatorReport {
         var ready: Bool
         var notReadyReasons: [String]
         var apple: Bool
+        /// How long the risk refresh and DeviceCheck calls stay paused (back-off); 0: not paused.
+        var refreshPausedMillis: Int64 = 0
+        var deviceCheckPausedMillis: Int64 = 0
     }
 
     struct Route: Sendable {
@@ -307,16 +310,21 @@ struct OperatorReport {
             let pausing = answered.filter {
                 ["unauthorized", "rate_limited", "server_error", "unavailable"].contains($0.label("result") ?? "")
             }
-            let backingOff = windows(pausing).m5 > 0
+            let paused = facts.refreshPausedMillis
+            let backingOff = paused > 0
             let lag = now.sum(RiskMetrics.lag)
             blocks.append(
                 OperatorPage.Block(
                     title: "Risk metric refresh (App Attest data)",
                     badges: [
-                        OperatorPage.Cell(text: backingOff ? "backing off" : "ok", kind: backingOff ? .warn : .good, key: "apple.refresh")
+                        OperatorPage.Cell(
+                            text: backingOff ? "paused \(Self.duration(paused))" : "running", kind: backingOff ? .warn : .good,
+                            key: "apple.refresh")
                     ],
                     lines: [
                         "last answer: " + (last.map { Self.ago(facts.nowMillis - $0) } ?? "none in the last hour"),
+                        "answers that pause every refresh (unauthorized, rate_limited, server_error, unavailable): "
+                            + "\(Self.count(windows(pausing).h1)) in 1 h",
                         "oldest due refresh late by \(Self.duration(Int64(lag * 1000)))",
                     ],
                     tables: [
@@ -341,9 +349,15 @@ struct OperatorReport {
                 let max = r.fallbackMaxShare ?? 1
                 return [.t(r.name), OperatorPage.Cell(text: Self.percent(share), kind: share > max ? .bad : .good), .t(Self.percent(max))]
             }
+            let paused = facts.deviceCheckPausedMillis
             blocks.append(
                 OperatorPage.Block(
                     title: "DeviceCheck (fallback)",
+                    badges: [
+                        OperatorPage.Cell(
+                            text: paused > 0 ? "paused \(Self.duration(paused))" : "running", kind: paused > 0 ? .warn : .good,
+                            key: "devicecheck.state")
+                    ],
                     tables: [
                         OperatorPage.Table(caption: "calls by result", head: Self.windowHead, rows: rows, empty: "no call since start"),
                         OperatorPage.Table(caption: "fallback share per route", head: ["route", "share", "max_share"], rows: shares),
