@@ -53,8 +53,6 @@ public final class GatewayServer: @unchecked Sendable {
     /// and what it reads of the server, replaced at start and by each reload.
     private let operatorSampler: OperatorSampler?
     private let published = Mutex<Published>(Published())
-    /// Set once in init, before the sampler starts (which alone reads it afterwards).
-    private var deviceCheck: DeviceCheckService?
 
     /// What the operator's page reads of the running server, from any thread.
     struct Published: Sendable {
@@ -63,6 +61,7 @@ public final class GatewayServer: @unchecked Sendable {
         var admin = ""
         var reload: (atMillis: Int64, applied: Bool, detail: String)?
         var riskRefresher: RiskRefresher?
+        var deviceCheck: DeviceCheckService?
     }
 
     enum State { case starting, serving, draining, stopped }
@@ -78,6 +77,7 @@ public final class GatewayServer: @unchecked Sendable {
         GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
+        published.withLock { $0.runtime = rt }
         Self.logRoutes(rt, configPath: configPath)
         self.configPath = configPath
         do {
@@ -116,7 +116,7 @@ public final class GatewayServer: @unchecked Sendable {
         let client = AppleClient(loop: loops[0])
         appleClient = client
         let deviceCheck = DeviceCheckService(client: client, metrics: attestMetrics)
-        self.deviceCheck = deviceCheck
+        published.withLock { $0.deviceCheck = deviceCheck }
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
             limitEvents: store.limitEvents, deviceCheck: deviceCheck)
@@ -167,7 +167,8 @@ public final class GatewayServer: @unchecked Sendable {
     func operatorInputs() -> OperatorSampler.Inputs {
         let p = published.withLock { $0 }
         let build = BuildInfo.current
-        let rt = p.runtime ?? runtime
+        // Published before the admin listener opens.
+        let rt = p.runtime!
         let storeKind: String
         switch rt.config.store.backend {
         case .memory(let m): storeKind = m.dataDirectory.map { "memory, data_dir \($0)" } ?? "memory, no data_dir"
@@ -179,7 +180,7 @@ public final class GatewayServer: @unchecked Sendable {
             version: build.version, commit: build.commit, nowMillis: 0, startedMillis: 0, reload: p.reload, listeners: p.listeners,
             admin: p.admin, tokenRequired: rt.adminAccess.requiresToken, storeKind: storeKind, ready: isReady,
             notReadyReasons: readinessReasons, apple: rt.apple != nil, refreshPausedMillis: p.riskRefresher?.pausedForMillis ?? 0,
-            deviceCheckPausedMillis: rt.routes.contains { $0.fallback != nil } ? (deviceCheck?.pausedForMillis ?? 0) : 0)
+            deviceCheckPausedMillis: rt.routes.contains { $0.fallback != nil } ? (p.deviceCheck?.pausedForMillis ?? 0) : 0)
         let routes = rt.routes.map { r in
             let a = r.assertion
             var mode = a.mode.rawValue
