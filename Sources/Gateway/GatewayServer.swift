@@ -176,11 +176,12 @@ public final class GatewayServer: @unchecked Sendable {
             let host = r.url.host.contains(":") ? "[\(r.url.host)]" : r.url.host
             storeKind = "redis\(r.cluster ? " cluster" : "") \(host):\(r.url.port)"
         }
-        let facts = OperatorReport.Facts(
+        var facts = OperatorReport.Facts(
             version: build.version, commit: build.commit, nowMillis: 0, startedMillis: 0, reload: p.reload, listeners: p.listeners,
             admin: p.admin, tokenRequired: rt.adminAccess.requiresToken, storeKind: storeKind, ready: isReady,
             notReadyReasons: readinessReasons, apple: rt.apple != nil, refreshPausedMillis: p.riskRefresher?.pausedForMillis ?? 0,
             deviceCheckPausedMillis: rt.routes.contains { $0.fallback != nil } ? (p.deviceCheck?.pausedForMillis ?? 0) : 0)
+        facts.versionLines = build.text.split(separator: "\n").map(String.init)
         let routes = rt.routes.map { r in
             let a = r.assertion
             var mode = a.mode.rawValue

@@ -162,6 +162,9 @@ struct OperatorPageBrowserTests {
             #expect(Self.figure(dom, key + ".5m") == String(Int(value)), "\(key) in 5 minutes")
         }
         #expect(Self.figure(dom, "route.purchase.mode") == "enforce" && Self.figure(dom, "route.profile.mode") == "shadow")
+        // The build as --version says it, the listeners at their bound addresses, no reload yet.
+        #expect(dom.contains("<p>gatewayd ") && dom.contains("<p>OpenSSL: ") && dom.contains("<p>nghttp2: "))
+        #expect(dom.contains("<td>\(gw.addresses["public"] ?? "-")</td>") && dom.contains("no reload since start"))
         #expect(dom.contains("<h3>purchase") && dom.contains("<h3>profile") && !dom.contains("id=\"empty-state\""))
         let badSignature = Self.metric(metrics, verdicts, ["route": "purchase", "verdict": "refused", "reason": "bad_signature"])
         #expect(badSignature > 0 && Self.figure(dom, "route.purchase.reason.bad_signature.1h") == String(Int(badSignature)))

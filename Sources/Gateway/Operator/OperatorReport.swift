@@ -9,6 +9,8 @@ struct OperatorReport {
     struct Facts: Sendable {
         var version: String
         var commit: String
+        /// What `gatewayd --version` prints, line by line.
+        var versionLines: [String] = []
         var nowMillis: Int64
         var startedMillis: Int64
         /// The last SIGHUP reload: when, whether applied, and the error of a refused one.
@@ -369,8 +371,9 @@ struct OperatorReport {
     // MARK: The gateway
 
     func gatewaySection() -> OperatorPage.Section {
-        var lines = [
-            "build \(facts.version), commit \(facts.commit)", "up \(Self.duration(facts.nowMillis - facts.startedMillis))",
+        var lines = facts.versionLines.isEmpty ? ["build \(facts.version), commit \(facts.commit)"] : facts.versionLines
+        lines += [
+            "up \(Self.duration(facts.nowMillis - facts.startedMillis))",
             "admin \(facts.admin)" + (facts.tokenRequired ? " (token required)" : ""),
         ]
         if let r = facts.reload {
