@@ -140,7 +140,9 @@ struct OperatorPageTests {
         #expect(!html.contains("<b>u</b>") && !html.contains("<i>s</i>"))
         #expect(!html.contains(quote))
         #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"))
-        #expect(html.contains("href=\"/explain/x&quot; onmouseover=&quot;alert(2)\""))
+        // An id that is not a request id's bytes is shown, not linked.
+        #expect(html.contains("<td class=\"nw\">x&quot; onmouseover=&quot;alert(2)</td>") && !html.contains("href=\"/explain/x"))
+        #expect(OperatorReport.linkable("Ab-9_.:+=") && !OperatorReport.linkable("..") && !OperatorReport.linkable("a/b"))
         // The page's own script is the one script element.
         #expect(html.components(separatedBy: "<script").count == 2)
         #expect(OperatorPage.escape("a&b<c>d\"e'f") == "a&amp;b&lt;c&gt;d&quot;e&#39;f")

@@ -181,7 +181,7 @@ struct OperatorReport {
                     return [
                         OperatorPage.Cell(text: Self.ago(facts.nowMillis - e.atMillis), kind: .nowrap),
                         .t(what + ", " + (e.status.map(String.init) ?? "-")),
-                        OperatorPage.Cell(text: e.id, kind: .link("/explain/" + e.id)),
+                        OperatorPage.Cell(text: e.id, kind: Self.linkable(e.id) ? .link("/explain/" + e.id) : .nowrap),
                     ]
                 }, empty: "none kept"))
         if let max = r.fallbackMaxShare {
@@ -404,6 +404,15 @@ struct OperatorReport {
     }
 
     // MARK: Formatting
+
+    /// Whether a request id can stand in a link's path as it is: the bytes `RequestID` allows, and
+    /// not `.` or `..` (which a browser would resolve to another path).
+    static func linkable(_ id: String) -> Bool {
+        id != "." && id != ".." && !id.isEmpty
+            && id.utf8.allSatisfy { c in
+                (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || "-_.:+=".utf8.contains(c)
+            }
+    }
 
     static func count(_ v: Double) -> String { OperatorPage.count(v) }
 
