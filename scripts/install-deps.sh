@@ -25,6 +25,8 @@ packages=(
   golang-github-spf13-cobra-dev
   golang-golang-x-net-dev
   testssl.sh       # scans the shipped TLS defaults (scripts/testssl.sh)
+  chromium         # headless browser: loads the admin listener's operator page, checks its DOM, takes its screenshot (OperatorPageBrowserTests)
+  fonts-dejavu-core  # a font for chromium's screenshots of that page
 )
 
 missing=()

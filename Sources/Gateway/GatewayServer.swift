@@ -49,6 +49,20 @@ public final class GatewayServer: @unchecked Sendable {
     private var appleClient: AppleClient?
     private var riskRefresher: RiskRefresher?
     private var riskMetrics: RiskMetrics?
+    /// The operator's page (`GET /` on the admin listener): its sampler (nil without an exposition),
+    /// and what it reads of the server, replaced at start and by each reload.
+    private let operatorSampler: OperatorSampler?
+    private let published = Mutex<Published>(Published())
+
+    /// What the operator's page reads of the running server, from any thread.
+    struct Published: Sendable {
+        var runtime: GatewayRuntime?
+        var listeners: [(name: String, address: String, protocols: String)] = []
+        var admin = ""
+        var reload: (atMillis: Int64, applied: Bool, detail: String)?
+        var riskRefresher: RiskRefresher?
+        var deviceCheck: DeviceCheckService?
+    }
 
     enum State { case starting, serving, draining, stopped }
 
@@ -63,6 +77,7 @@ public final class GatewayServer: @unchecked Sendable {
         GatewayEvents.setLevel(config.logging.level)
         let rt = try GatewayRuntime(config, coreCount: ProcessInfo.processInfo.activeProcessorCount)
         runtime = rt
+        published.withLock { $0.runtime = rt }
         Self.logRoutes(rt, configPath: configPath)
         self.configPath = configPath
         do {
@@ -87,7 +102,9 @@ public final class GatewayServer: @unchecked Sendable {
         // the store restores its state.
         let adminAddress = try SocketAddress.resolve(host: config.admin.address.host, port: config.admin.address.port)
         refusedAdminLog = RateLimitedLog(interval: 30)
-        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess)
+        let sampler = exposition.map { OperatorSampler(exposition: $0) }
+        operatorSampler = sampler
+        let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess, sampler: sampler)
         self.adminRouter = adminRouter
         admin = try openAdmin(at: adminAddress)
         Self.warnAboutExtraRoots(rt)
@@ -98,9 +115,11 @@ public final class GatewayServer: @unchecked Sendable {
         // The one client of Apple's services (the risk refresh, DeviceCheck), on the first loop.
         let client = AppleClient(loop: loops[0])
         appleClient = client
+        let deviceCheck = DeviceCheckService(client: client, metrics: attestMetrics)
+        published.withLock { $0.deviceCheck = deviceCheck }
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
-            limitEvents: store.limitEvents, deviceCheck: DeviceCheckService(client: client, metrics: attestMetrics))
+            limitEvents: store.limitEvents, deviceCheck: deviceCheck)
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }
@@ -113,7 +132,73 @@ public final class GatewayServer: @unchecked Sendable {
         store.startMaintenance()
         armTicketRotation(rt)
         adoptRiskRefresh(rt)
+        publish(rt)
+        sampler?.start()
         state.withLock { $0 = .serving }
+    }
+
+    /// Makes `rt`, the listeners' bound addresses and the admin address what the operator's page
+    /// shows. At start and on `signalQueue` (reload).
+    private func publish(_ rt: GatewayRuntime) {
+        let listeners = servers.map { slot in
+            (
+                name: slot.config.name, address: slot.server.address.description,
+                protocols: slot.config.protocols.map(\.rawValue).sorted().joined(separator: ", ")
+                    + (slot.config.tls != nil ? " (TLS)" : "")
+            )
+        }
+        let admin = self.admin?.address.description ?? "-"
+        let refresher = riskRefresher
+        published.withLock {
+            $0.riskRefresher = refresher
+            $0.runtime = rt
+            $0.listeners = listeners
+            $0.admin = admin
+        }
+    }
+
+    /// A reload's outcome, for the operator's page.
+    private func publishReload(applied: Bool, detail: String) {
+        let at = AttestContext.nowMillis()
+        published.withLock { $0.reload = (at, applied, detail) }
+    }
+
+    /// What the operator's page shows besides the metrics (the sampler calls it on its queue).
+    func operatorInputs() -> OperatorSampler.Inputs {
+        let p = published.withLock { $0 }
+        let build = BuildInfo.current
+        // Published before the admin listener opens.
+        let rt = p.runtime!
+        let storeKind: String
+        switch rt.config.store.backend {
+        case .memory(let m): storeKind = m.dataDirectory.map { "memory, data_dir \($0)" } ?? "memory, no data_dir"
+        case .redis(let r):
+            let host = r.url.host.contains(":") ? "[\(r.url.host)]" : r.url.host
+            storeKind = "redis\(r.cluster ? " cluster" : "") \(host):\(r.url.port)"
+        }
+        var facts = OperatorReport.Facts(
+            version: build.version, commit: build.commit, nowMillis: 0, startedMillis: 0, reload: p.reload, listeners: p.listeners,
+            admin: p.admin, tokenRequired: rt.adminAccess.requiresToken, storeKind: storeKind, ready: isReady,
+            notReadyReasons: readinessReasons, apple: rt.apple != nil, refreshPausedMillis: p.riskRefresher?.pausedForMillis ?? 0,
+            deviceCheckPausedMillis: rt.routes.contains { $0.fallback != nil } ? (p.deviceCheck?.pausedForMillis ?? 0) : 0)
+        facts.versionLines = build.text.split(separator: "\n").map(String.init)
+        let routes = rt.routes.map { r in
+            let a = r.assertion
+            var mode = a.mode.rawValue
+            if a.mode == .enforce, a.rolloutBasisPoints < 10_000 {
+                mode = "enforce \(a.rolloutBasisPoints / 100).\(a.rolloutBasisPoints % 100 / 10) % (rollout)"
+            }
+            return OperatorReport.Route(
+                name: r.name, mode: mode, protected: a.mode != .off, upstream: r.upstream,
+                fallbackMaxShare: r.fallback.map { Double($0.config.maxShareBasisPoints) / 10_000 })
+        }
+        let upstreams = rt.config.upstreams.filter { !rt.demoUpstreams.contains($0.name) }.map(\.name)
+        let refusals = explain.recent(200).map { e in
+            OperatorReport.Refusal(
+                id: e.id, atMillis: e.atMillis, route: e.route, verdict: e.verdict.rawValue, reason: e.explanation.error.code,
+                status: e.status ?? e.refusalStatus)
+        }
+        return OperatorSampler.Inputs(facts: facts, routes: routes, upstreams: upstreams, refusals: refusals)
     }
 
     /// A listener's address as written, resolved (`:PORT` is every IPv4 interface).
@@ -365,6 +450,7 @@ public final class GatewayServer: @unchecked Sendable {
             plan = try openListeners(next)
         } catch {
             metrics.reloaded(success: false)
+            publishReload(applied: false, detail: "\(error)")
             GatewayEvents.log("error", "reload refused; the running configuration is kept", [("error", "\(error)")])
             return
         }
@@ -418,6 +504,8 @@ public final class GatewayServer: @unchecked Sendable {
         for key in pending { GatewayEvents.log("warning", key.description, [("key", key.key)]) }
         metrics.pendingRestart(!pending.isEmpty)
         metrics.reloaded(success: true)
+        publish(next)
+        publishReload(applied: true, detail: "")
         var changed = ReloadChanges.applied(previous.config, next.config)
         if !plan.opened.isEmpty || !plan.closed.isEmpty || !updated.isEmpty { changed.insert("listeners", at: 0) }
         var fields = [
@@ -594,6 +682,7 @@ public final class GatewayServer: @unchecked Sendable {
         // Listeners a reload retired are draining already: they end by the same deadline.
         for s in servers.map(\.server) + retiring { cut += s.finishDrain(until: until) }
         admin?.drain(deadlineMillis: 0)
+        operatorSampler?.stop()
         riskRefresher?.stop()
         appleClient?.close()
         // Every exchange has ended (or was cut): its access line is written now, and any later one at once.

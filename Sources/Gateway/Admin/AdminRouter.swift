@@ -7,7 +7,8 @@ import GatewayStore
 import GatewayWire
 import Synchronization
 
-/// The admin listener (loopback by default): `/healthz` (the process answers), `/readyz`
+/// The admin listener (loopback by default): `/` (the operator's page: docs/operations.md, "The
+/// operator's page"), `/healthz` (the process answers), `/readyz`
 /// (store restored and accepting writes, serving, not draining; a 503 lists its reasons), `/metrics` (Prometheus text format), and
 /// `/explain/<request-id>` (why a request was refused) with `/explain` (the latest refusals), and
 /// `/explain/key/<key-id>` (what the store keeps of a key: its app, counter, receipt dates and
@@ -23,12 +24,18 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
     let explain: ExplainLog
     /// Replaced by a reload (the token file is read again).
     private let access: Mutex<AdminAccess>
+    /// The operator's page's sampler; nil (no exposition): `/` is 404 like `/metrics`.
+    let sampler: OperatorSampler?
 
-    init(server: GatewayServer, exposition: (@Sendable () -> [UInt8])?, explain: ExplainLog, access: AdminAccess) {
+    init(
+        server: GatewayServer, exposition: (@Sendable () -> [UInt8])?, explain: ExplainLog, access: AdminAccess,
+        sampler: OperatorSampler? = nil
+    ) {
         self.server = server
         self.exposition = exposition
         self.explain = explain
         self.access = Mutex(access)
+        self.sampler = sampler
     }
 
     func adopt(_ access: AdminAccess) { self.access.withLock { $0 = access } }
@@ -51,6 +58,8 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
             return .respond(routeName: "admin", AdminError.methodNotAllowed.response())
         }
         switch path {
+        case "/" where sampler != nil:
+            return operatorPage(sampler!)
         case "/healthz":
             return .respond(routeName: "admin", LocalResponse.json(200, "{\"status\":\"ok\"}"))
         case "/readyz":
@@ -82,6 +91,19 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
     }
 
     static let noStore = HTTPFields([("Cache-Control", "no-store")])
+
+    static let pageFields = HTTPFields(OperatorPage.headers)
+
+    /// `/`: the operator's page, built on the sampler's queue (never on this loop), answered here.
+    private func operatorPage(_ sampler: OperatorSampler) -> RouteDecision {
+        let executor = EventLoopExecutor(loop: server.loops[0])
+        return .buffer(maxBody: 0, routeName: "admin") { [server] _, done in
+            let bound = LoopBound(done)
+            sampler.page({ server.operatorInputs() }) { html in
+                executor.run { bound.value(.respond(LocalResponse(status: 200, headers: Self.pageFields, body: html))) }
+            }
+        }
+    }
 
     static let keyPrefix = "/explain/key/"
 

@@ -28,6 +28,10 @@ final class DeviceCheckService: @unchecked Sendable {
         self.metrics = metrics
     }
 
+    /// How long every DeviceCheck call stays paused (back-off); 0: not paused. For the operator's
+    /// page: read on the service's queue, never on the request path.
+    var pausedForMillis: Int64 { queue.sync { max(0, pausedUntil - EventLoop.monotonicMillis()) } }
+
     /// Calls `call` for the device token `token` (base64, as the device sent it); `update` for
     /// `update_two_bits`. `completion` runs on the service's queue.
     func call(

@@ -97,6 +97,10 @@ final class RiskRefresher: @unchecked Sendable {
         }
     }
 
+    /// How long every refresh stays paused (back-off after a pausing answer); 0: not paused. For the
+    /// operator's page, off the request path.
+    var pausedForMillis: Int64 { queue.sync { max(0, pausedUntil - EventLoop.monotonicMillis()) } }
+
     /// Stops for good (drain): no new refresh starts; those in flight end on their own.
     func stop() {
         queue.sync {
