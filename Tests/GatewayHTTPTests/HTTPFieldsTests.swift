@@ -20,4 +20,27 @@ struct HTTPFieldsTests {
         let none = HTTPFields().firstValues("a", "b", "c", "d", "e")
         #expect(none.0 == nil && none.1 == nil && none.2 == nil && none.3 == nil && none.4 == nil)
     }
+
+    @Test("isASCII (eight bytes at a time) agrees with the byte-by-byte definition at every length and position")
+    func isASCIIAgreesWithDefinition() {
+        for n in 0..<40 {
+            let ascii = [UInt8]((0..<n).map { UInt8(0x20 + $0 % 90) })
+            ascii.withUnsafeBufferPointer { #expect(isASCII($0.baseAddress ?? UnsafePointer(bitPattern: 1)!, n)) }
+            for i in 0..<n {
+                for high: UInt8 in [0x80, 0xC3, 0xFF] {
+                    var b = ascii
+                    b[i] = high
+                    b.withUnsafeBufferPointer { #expect(!isASCII($0.baseAddress!, n), "length \(n), byte \(i) = \(high)") }
+                }
+            }
+        }
+        // Unaligned starts: a slice's base one to seven bytes into an array.
+        let bytes = [UInt8](repeating: 0x41, count: 32) + [0x80] + [UInt8](repeating: 0x41, count: 7)
+        bytes.withUnsafeBufferPointer { p in
+            for start in 0..<8 {
+                #expect(isASCII(p.baseAddress! + start, 32 - start))
+                #expect(!isASCII(p.baseAddress! + start, 33 - start))
+            }
+        }
+    }
 }

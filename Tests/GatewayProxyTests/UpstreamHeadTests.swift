@@ -40,6 +40,17 @@ struct UpstreamHeadTests {
     ]
     static let framings: [BodyFraming] = [.none, .contentLength(0), .contentLength(12_345_678_901), .chunked, .untilClose]
 
+    @Test("adding two fields at once is adding them one after the other")
+    func addingTwoIsAddingEach() {
+        let base = HeaderEdit(remove: ["X-App-Attest-Key-Id", "X-Verified"], add: [("X-Existing", "1")])
+        let both = base.adding(("X-Verified", "key"), ("X-App-Attest-Risk-Metric", "7"))
+        let each = base.adding("X-Verified", "key").adding("X-App-Attest-Risk-Metric", "7")
+        #expect(both.remove == each.remove)
+        #expect(both.add.map { "\($0.0)=\($0.1)" } == each.add.map { "\($0.0)=\($0.1)" })
+        #expect(both.add.map(\.0) == ["X-Existing", "X-Verified", "X-App-Attest-Risk-Metric"])
+        #expect(base.add.count == 1)
+    }
+
     @Test("random client fields, route edits and framings: the same bytes as the rules")
     func sameBytes() throws {
         let upstream = try UpstreamTarget(name: "u", address: SocketAddress(host: "127.0.0.1", port: 8081))

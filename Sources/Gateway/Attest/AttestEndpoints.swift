@@ -260,11 +260,18 @@ extension GatewayRouter {
                 var response = HTTPFields()
                 if let next = a.nextChallenge {
                     self.attest.metrics.challengeIssued(.next)
-                    response.append(AttestHeaders.nextChallenge, ChallengeText.encode(next.token))
-                    response.append(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis))
+                    // Both fields at once: one array, no growth.
+                    response = HTTPFields([
+                        HTTPFields.Field(AttestHeaders.nextChallenge, ChallengeText.encode(next.token)),
+                        HTTPFields.Field(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis)),
+                    ])
                 }
-                var edit = rt.stripAttestHeaders.adding(verifiedHeader, keyID)
-                if let metric = a.risk?.metric { edit = edit.adding(AttestHeaders.riskMetric, String(metric)) }
+                let edit =
+                    if let metric = a.risk?.metric {
+                        rt.stripAttestHeaders.adding((verifiedHeader, keyID), (AttestHeaders.riskMetric, String(metric)))
+                    } else {
+                        rt.stripAttestHeaders.adding(verifiedHeader, keyID)
+                    }
                 if verdict.recordsRefusal {
                     carried = self.carryOut(
                         verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt,

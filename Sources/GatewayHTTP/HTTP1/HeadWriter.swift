@@ -59,11 +59,8 @@ public struct HeadWriter {
     /// else one byte per scalar (`?` above U+00FF, which the parser never produces).
     public mutating func appendLatin1(_ s: String) {
         let done: Bool? = s.utf8.withContiguousStorageIfAvailable { u in
-            var i = 0
-            while i < u.count {
-                if u[i] >= 0x80 { return false }
-                i += 1
-            }
+            guard let base = u.baseAddress else { return true }
+            guard isASCII(base, u.count) else { return false }
             append(UnsafeRawBufferPointer(u))
             return true
         }

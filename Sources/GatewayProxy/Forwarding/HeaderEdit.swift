@@ -31,6 +31,15 @@ public struct HeaderEdit: Sendable {
         edit.add.append((name, value))
         return edit
     }
+
+    /// The same with two fields appended, in this order (one copy of the edit, not two).
+    public func adding(_ first: (String, String), _ second: (String, String)) -> HeaderEdit {
+        var edit = self
+        edit.add.reserveCapacity(add.count + 2)
+        edit.add.append(first)
+        edit.add.append(second)
+        return edit
+    }
 }
 
 /// A set of field names, and name prefixes, matched the way CGI, WSGI and PHP read them: without
