@@ -444,11 +444,17 @@ struct ShardState {
         var replaced = 0
         var unused = 0
         var evicted = 0
-        while let ring = rings[entry.boundKey], Int(ring.count) >= perKey {
-            let victim = ring.victim()
-            if !ring.isConsumed(victim) { unused += 1 }
-            removeBound(ring[victim], key: entry.boundKey, slot: victim)
-            replaced += 1
+        // The key's ring found once and made room in where it lies (no lookup per replacement; an
+        // emptied ring stays, the new challenge goes into it below).
+        if let i = rings.index(forKey: entry.boundKey) {
+            while Int(rings.values[i].count) >= perKey {
+                let victim = rings.values[i].victim()
+                if !rings.values[i].isConsumed(victim) { unused += 1 }
+                challenges.removeValue(forKey: rings.values[i][victim])
+                boundCount -= 1
+                _ = rings.values[i].remove(at: victim)
+                replaced += 1
+            }
         }
         while boundCount >= limit, evictOldestBound() { evicted += 1 }
         addBoundChallenge(entry, chained: chained)

@@ -107,6 +107,11 @@ public enum Base64 {
         return t
     }()
 
+    /// The same for an array (no generic dispatch: key ids and challenges on every verified request).
+    public static func encode(_ bytes: [UInt8], alphabet: Alphabet = .standard, padding: Bool = true) -> String {
+        bytes.withUnsafeBytes { encode($0, alphabet: alphabet, padding: padding) }
+    }
+
     public static func encode(_ bytes: some Collection<UInt8>, alphabet: Alphabet = .standard, padding: Bool = true) -> String {
         if let done = bytes.withContiguousStorageIfAvailable({ encode(UnsafeRawBufferPointer($0), alphabet: alphabet, padding: padding) }) {
             return done
@@ -155,6 +160,10 @@ public enum Base64 {
     }
 
     /// base64url without padding, the form challenges and ids take in URLs and headers.
+    public static func encodeURL(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBytes { encode($0, alphabet: .url, padding: false) }
+    }
+
     public static func encodeURL(_ bytes: some Collection<UInt8>) -> String {
         encode(bytes, alphabet: .url, padding: false)
     }

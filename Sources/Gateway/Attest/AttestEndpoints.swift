@@ -315,6 +315,7 @@ extension GatewayRouter {
 
     /// The verdict metric `{route, mode, verdict, reason}`.
     func recordVerdict(_ verdict: RouteVerdict, route r: GatewayRuntime.CompiledRoute) {
-        attestMetrics.verdict(route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict.rawValue, reason: verdict.reason)
+        attestMetrics.verdict(
+            routeIndex: r.index, route: r.name, mode: verdict.mode.rawValue, verdict: verdict.verdict.rawValue, reason: verdict.reason)
     }
 }

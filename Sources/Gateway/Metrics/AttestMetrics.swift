@@ -59,7 +59,8 @@ final class AttestMetrics: Sendable {
     private let keyCapacityMeter: Meter
     private let keysEvictedCounter: Counter
     private let counters = Mutex<[String: Counter]>([:])
-    private let issued: [IssuedChallengePurpose: Counter]
+    /// In `IssuedChallengePurpose.allCases` order: no hashing per issued challenge.
+    private let issued: [Counter]
     /// By `Limit` then `LimitedEndpoint` (index `limit × 2 + endpoint`): no key built per 429.
     private let limitedCounters: [Counter]
     private let evicted: [EvictionBudget: Counter]
@@ -89,6 +90,15 @@ final class AttestMetrics: Sendable {
     /// when unbound), or sent with a verified response (`next`).
     enum IssuedChallengePurpose: String, CaseIterable {
         case register, assert, any, next
+
+        var index: Int {
+            switch self {
+            case .register: 0
+            case .assert: 1
+            case .any: 2
+            case .next: 3
+            }
+        }
     }
 
     /// - Parameter persistent: the store writes a data directory (memory store with `data_dir`).
@@ -112,10 +122,9 @@ final class AttestMetrics: Sendable {
             : nil
         keyCapacityMeter = Meter(label: Self.keyCapacityGauge, dimensions: [], factory: factory)
         keysEvictedCounter = Counter(label: Self.keysEvicted, dimensions: [], factory: factory)
-        issued = Dictionary(
-            uniqueKeysWithValues: IssuedChallengePurpose.allCases.map {
-                ($0, Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory))
-            })
+        issued = IssuedChallengePurpose.allCases.map {
+            Counter(label: Self.challengesIssued, dimensions: [("purpose", $0.rawValue)], factory: factory)
+        }
         limitedCounters = Limit.allCases.flatMap { l in
             LimitedEndpoint.allCases.map { e in
                 Counter(label: Self.rateLimitedTotal, dimensions: [("limit", l.rawValue), ("endpoint", e.rawValue)], factory: factory)
@@ -158,7 +167,7 @@ final class AttestMetrics: Sendable {
     }
 
     func registration(result: String, reason: String) { counter(Self.registrations, [("result", result), ("reason", reason)]).increment() }
-    func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose]?.increment() }
+    func challengeIssued(_ purpose: IssuedChallengePurpose) { issued[purpose.index].increment() }
     func challengesExpired(_ n: Int) { if n > 0 { expired.increment(by: Int64(n)) } }
     func rateLimited(_ limit: Limit, _ endpoint: LimitedEndpoint) { limitedCounters[limit.index * 2 + endpoint.index].increment() }
     func challengesEvicted(_ budget: EvictionBudget, _ n: Int) { if n > 0 { evicted[budget]?.increment(by: Int64(n)) } }
@@ -273,15 +282,28 @@ final class AttestLoopMetrics {
         let route: String, mode: String, verdict: String, reason: String
     }
     private var verdicts: [VerdictKey: Counter] = [:]
+    /// Per route (by its index), the last verdict counted and its counter: a route's requests mostly
+    /// repeat the same verdict, and four equal strings (the same storage) compare without hashing.
+    private var last: [(key: VerdictKey, counter: Counter)?] = []
 
     init(shared: AttestMetrics) { self.shared = shared }
 
     /// `verdict`: accepted, refused, would_refuse (shadow), fail_open (store down, route fails open).
-    func verdict(route: String, mode: String, verdict: String, reason: String) {
+    /// `routeIndex`: the route's position in the configuration (the last-verdict cache's slot).
+    func verdict(routeIndex: Int, route: String, mode: String, verdict: String, reason: String) {
         let key = VerdictKey(route: route, mode: mode, verdict: verdict, reason: reason)
-        if let c = verdicts[key] { return c.increment() }
-        let c = shared.verdictCounter(route: route, mode: mode, verdict: verdict, reason: reason)
-        verdicts[key] = c
+        if routeIndex >= 0, routeIndex < last.count, let hit = last[routeIndex], hit.key == key { return hit.counter.increment() }
+        let c: Counter
+        if let found = verdicts[key] {
+            c = found
+        } else {
+            c = shared.verdictCounter(route: route, mode: mode, verdict: verdict, reason: reason)
+            verdicts[key] = c
+        }
+        if routeIndex >= 0, routeIndex < 4096 {
+            if routeIndex >= last.count { last += Array(repeating: nil, count: routeIndex + 1 - last.count) }
+            last[routeIndex] = (key, c)
+        }
         c.increment()
     }
 }
