@@ -7,7 +7,7 @@ public struct AssertionObject: Sendable {
 
     /// A real assertion is about 140 bytes; with iOS 27 extensions a little more.
     public static let maxSize = 4096
-    static let cborLimits = CBORDecoder.Limits(maxDepth: 4, maxItems: 64, maxStringLength: 2048)
+    @_spi(Fuzzing) public static let cborLimits = CBORDecoder.Limits(maxDepth: 4, maxItems: 64, maxStringLength: 2048)
 
     public static func parse(_ bytes: [UInt8]) throws(AppAttestError) -> AssertionObject {
         guard bytes.count <= maxSize else {
@@ -56,7 +56,7 @@ public struct AssertionObject: Sendable {
     /// `{"signature": bytes, "authenticatorData": bytes}` (either order, each once), as a map of two
     /// entries with a one-byte head, short text keys and byte strings within the decoder's limit,
     /// nothing after it; nil for anything else.
-    static func twoByteStrings(_ bytes: [UInt8]) -> ([UInt8], [UInt8])? {
+    @_spi(Fuzzing) public static func twoByteStrings(_ bytes: [UInt8]) -> ([UInt8], [UInt8])? {
         bytes.withUnsafeBufferPointer { p -> ([UInt8], [UInt8])? in
             guard p.count > 1, p[0] == 0xA2 else { return nil }
             var pos = 1

@@ -3,7 +3,7 @@ import GatewayCrypto
 import GatewayWire
 import Testing
 
-@testable import AppAttest
+@_spi(Fuzzing) @testable import AppAttest
 
 // MARK: - Helpers (all file-private: other test files of this target define their own)
 

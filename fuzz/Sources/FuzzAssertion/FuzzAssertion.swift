@@ -14,7 +14,10 @@
 //   2. verify(assertion: bytes) and AssertionObject.parse + verify(object) agree.
 //   3. On success: counter > 0, the app id is the configured one, and the signature also verifies
 //      directly with P256PublicKey over SHA256(authData ‖ clientDataHash).
-import AppAttest
+//   4. The assertion's direct reader (`AssertionObject.twoByteStrings`, the shape of every real
+//      assertion) reads only what the general CBOR decoder reads the same: a map of exactly the two
+//      byte strings, equal to the ones it returned.
+@_spi(Fuzzing) import AppAttest
 import Foundation
 import FuzzSupport
 import GatewayCrypto
@@ -64,6 +67,13 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
 
     FuzzSupport.print(bytes.count, direct) { "counter \($0.signCount), \($0.appID)" }
+
+    if let (signature, authData) = AssertionObject.twoByteStrings(bytes) {
+        guard case .map(let m)? = try? CBORDecoder(limits: AssertionObject.cborLimits).decode(bytes), m.entries.count == 2,
+            case .bytes(let s)? = m[text: "signature"], case .bytes(let a)? = m[text: "authenticatorData"],
+            s == signature, a == authData
+        else { fatalError("the direct reader read an assertion the CBOR decoder reads otherwise") }
+    }
 
     switch (direct, staged) {
     case (.failure(let a), .failure(let b)):
