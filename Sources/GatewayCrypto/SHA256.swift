@@ -1,5 +1,8 @@
 import CGatewayOpenSSL
-import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// SHA-256 through OpenSSL's EVP interface (SHA-NI where the CPU has it).
 public enum SHA256 {
@@ -95,24 +98,28 @@ public enum SHA256 {
         }
     }
 
-    /// One spare digest context, reused by whichever thread finds it free (taken out of the slot
-    /// for the digest, put back after; a thread finding it taken makes its own): a digest costs
-    /// OpenSSL one allocation (its state) instead of two.
-    private static let spare = Atomic<UInt>(0)
+    /// Each thread's own digest context, kept for the thread's life (freed when it exits) and reset
+    /// by every digest: a digest costs OpenSSL one allocation (its state) instead of two, and two
+    /// event loops never share a cache line for it.
+    private static let contextKey: pthread_key_t = {
+        var key = pthread_key_t()
+        guard pthread_key_create(&key, { p in if let p { EVP_MD_CTX_free(OpaquePointer(p)) } }) == 0 else {
+            OpenSSLFatal.fail("pthread_key_create for the digest context")
+        }
+        return key
+    }()
 
     private static func withContext(_ md: OpaquePointer, _ body: (OpaquePointer) -> Void) {
         let ctx: OpaquePointer
-        if let taken = OpaquePointer(bitPattern: spare.exchange(0, ordering: .acquiring)) {
-            ctx = taken
+        if let kept = pthread_getspecific(contextKey) {
+            ctx = OpaquePointer(kept)
         } else {
             guard let made = EVP_MD_CTX_new() else { OpenSSLFatal.fail("EVP_MD_CTX_new") }
+            guard pthread_setspecific(contextKey, UnsafeRawPointer(made)) == 0 else { OpenSSLFatal.fail("pthread_setspecific") }
             ctx = made
         }
         guard EVP_DigestInit_ex(ctx, md, nil) == 1 else { OpenSSLFatal.fail("EVP_DigestInit_ex") }
         body(ctx)
-        if !spare.compareExchange(expected: 0, desired: UInt(bitPattern: ctx), ordering: .releasing).exchanged {
-            EVP_MD_CTX_free(ctx)
-        }
     }
 
     /// An incremental hasher for streamed bodies (the request binding hashes a body as it arrives).

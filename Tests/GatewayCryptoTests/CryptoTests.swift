@@ -31,6 +31,32 @@ struct SHA256Tests {
         h.update([])
         h.update(b)
         #expect(h.finalize() == SHA256.hash(a + b))
+        // The stack form and SHA-1 (which shares the thread's digest context) in between.
+        let stack = a.withUnsafeBytes { ra in b.withUnsafeBytes { rb in SHA256.withDigest(ra, rb) { Array($0) } } }
+        #expect(stack == SHA256.hash(a + b))
+        #expect(Hex.encode(SHA1.hash("abc")) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(Hex.encode(SHA256.hash("abc")) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    @Test("digests on eight threads at once (each keeps its own context) match one thread's")
+    func threads() {
+        let inputs = (0..<64).map { i in [UInt8]((0..<(i * 37 % 300)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) }) }
+        let expected = inputs.map { SHA256.hash($0) }
+        let wrong = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { t in
+            for round in 0..<200 {
+                let i = (t * 7 + round) % inputs.count
+                if SHA256.hash(inputs[i]) != expected[i] { wrong.add(1, ordering: .relaxed) }
+                if round % 50 == 0, SHA1.hash("abc") != SHA1.hash("abc") { wrong.add(1, ordering: .relaxed) }
+            }
+        }
+        // Threads that exit free their context (pthread key destructor); new threads make their own.
+        for _ in 0..<4 {
+            let t = Thread { if SHA256.hash(inputs[5]) != expected[5] { wrong.add(1, ordering: .relaxed) } }
+            t.start()
+        }
+        Thread.sleep(forTimeInterval: 0.2)
+        #expect(wrong.load(ordering: .relaxed) == 0)
     }
 }
 

@@ -5,7 +5,9 @@ import Testing
 
 @Suite("A loop's verdict counters")
 struct AttestLoopMetricsTests {
-    @Test("verdicts alternating on one route, several routes, and a route index reused by another route are each counted under their own labels")
+    @Test(
+        "verdicts alternating on one route, several routes, and a route index reused by another route are each counted under their own labels"
+    )
     func lastVerdictCacheCountsEachVerdict() throws {
         let metrics = TestMetrics()
         let loop = AttestLoopMetrics(shared: AttestMetrics(factory: metrics, persistent: false))
