@@ -62,6 +62,10 @@ public final class GatewayServer: @unchecked Sendable {
         var reload: (atMillis: Int64, applied: Bool, detail: String)?
         var riskRefresher: RiskRefresher?
         var deviceCheck: DeviceCheckService?
+        /// The runtime's routes and upstreams as the page lists them: made once per start or reload.
+        var routes: [OperatorReport.Route] = []
+        var upstreams: [String] = []
+        var storeSummary = "-"
     }
 
     enum State { case starting, serving, draining, stopped }
@@ -149,11 +153,24 @@ public final class GatewayServer: @unchecked Sendable {
         }
         let admin = self.admin?.address.description ?? "-"
         let refresher = riskRefresher
+        let routes = rt.routes.map { r in
+            let a = r.assertion
+            let rollout = Percentage(basisPoints: a.rolloutBasisPoints)
+            return OperatorReport.Route(
+                name: r.name, mode: a.mode == .enforce && rollout < .hundred ? "enforce \(rollout) (rollout)" : a.mode.rawValue,
+                protected: a.mode != .off, upstream: r.upstream,
+                fallbackMaxShare: r.fallback.map { Double($0.config.maxShareBasisPoints) / 10_000 })
+        }
+        let upstreams = rt.config.upstreams.filter { !rt.demoUpstreams.contains($0.name) }.map(\.name)
+        let storeSummary = store?.summary ?? "-"
         published.withLock {
             $0.riskRefresher = refresher
             $0.runtime = rt
             $0.listeners = listeners
             $0.admin = admin
+            $0.routes = routes
+            $0.upstreams = upstreams
+            $0.storeSummary = storeSummary
         }
     }
 
@@ -169,36 +186,18 @@ public final class GatewayServer: @unchecked Sendable {
         let build = BuildInfo.current
         // Published before the admin listener opens.
         let rt = p.runtime!
-        let storeKind: String
-        switch rt.config.store.backend {
-        case .memory(let m): storeKind = m.dataDirectory.map { "memory, data_dir \($0)" } ?? "memory, no data_dir"
-        case .redis(let r):
-            let host = r.url.host.contains(":") ? "[\(r.url.host)]" : r.url.host
-            storeKind = "redis\(r.cluster ? " cluster" : "") \(host):\(r.url.port)"
-        }
         var facts = OperatorReport.Facts(
             version: build.version, commit: build.commit, nowMillis: 0, startedMillis: 0, reload: p.reload, listeners: p.listeners,
-            admin: p.admin, tokenRequired: rt.adminAccess.requiresToken, storeKind: storeKind, ready: isReady,
+            admin: p.admin, tokenRequired: rt.adminAccess.requiresToken, storeKind: p.storeSummary, ready: isReady,
             notReadyReasons: readinessReasons, apple: rt.apple != nil, refreshPausedMillis: p.riskRefresher?.pausedForMillis ?? 0,
             deviceCheckPausedMillis: rt.routes.contains { $0.fallback != nil } ? (p.deviceCheck?.pausedForMillis ?? 0) : 0)
         facts.versionLines = build.text.split(separator: "\n").map(String.init)
-        let routes = rt.routes.map { r in
-            let a = r.assertion
-            var mode = a.mode.rawValue
-            if a.mode == .enforce, a.rolloutBasisPoints < 10_000 {
-                mode = "enforce \(a.rolloutBasisPoints / 100).\(a.rolloutBasisPoints % 100 / 10) % (rollout)"
-            }
-            return OperatorReport.Route(
-                name: r.name, mode: mode, protected: a.mode != .off, upstream: r.upstream,
-                fallbackMaxShare: r.fallback.map { Double($0.config.maxShareBasisPoints) / 10_000 })
-        }
-        let upstreams = rt.config.upstreams.filter { !rt.demoUpstreams.contains($0.name) }.map(\.name)
         let refusals = explain.recent(200).map { e in
             OperatorReport.Refusal(
                 id: e.id, atMillis: e.atMillis, route: e.route, verdict: e.verdict.rawValue, reason: e.explanation.error.code,
                 status: e.status ?? e.refusalStatus)
         }
-        return OperatorSampler.Inputs(facts: facts, routes: routes, upstreams: upstreams, refusals: refusals)
+        return OperatorSampler.Inputs(facts: facts, routes: p.routes, upstreams: p.upstreams, refusals: refusals)
     }
 
     /// A listener's address as written, resolved (`:PORT` is every IPv4 interface).

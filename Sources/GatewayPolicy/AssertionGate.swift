@@ -57,6 +57,24 @@ public struct AssertionHeaders {
     public let object: AssertionObject
 }
 
+/// One protected request between the gate's steps: what step 1 read and the caller's context,
+/// handed from the key lookup to the verification and the commit (and back, on a retry).
+private struct Pending {
+    let request: GateRequest
+    let keyID: KeyID
+    let keyEncoding: BinaryEncoding
+    let object: AssertionObject
+    let token: ChallengeToken?
+    /// The presented challenge's text ("" without one).
+    let challengeText: String
+    /// The authority client data v2 binds ("" otherwise).
+    let authority: String
+    let route: RoutePolicy
+    let policy: AttestPolicy
+    let nowMillis: Int64
+    let completion: (GateOutcome) -> Void
+}
+
 public enum GateOutcome {
     case accepted(AcceptedAssertion)
     case refused(Explanation)
@@ -136,39 +154,25 @@ public final class AssertionGate {
         }
 
         lookUp(
-            request, keyID: keyID, keyEncoding: keyEncoding, object: assertionObject, token: token, challengeText: challengeText,
-            authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: 0, completion: completion)
+            Pending(
+                request: request, keyID: keyID, keyEncoding: keyEncoding, object: assertionObject, token: token,
+                challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
+                completion: completion),
+            attempt: 0)
     }
 
     /// Step 2, the key; again (at most `maxKeyChangedRetries` times) when the store's commit found
     /// the key's policy fields changed since they were read (a store that reads keys from a cache).
-    private func lookUp(
-        _ request: GateRequest, keyID: KeyID, keyEncoding: BinaryEncoding, object: AssertionObject, token: ChallengeToken?,
-        challengeText: String, authority: String, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int,
-        completion: @escaping (GateOutcome) -> Void
-    ) {
+    private func lookUp(_ p: Pending, attempt: Int) {
         // The memory store answers inline: no completion, no hop back to the loop.
-        if let now = store.assertionKeyNow(keyID) {
-            return looked(
-                now, request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
-                authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt, completion: completion)
-        }
+        if let now = store.assertionKeyNow(p.keyID) { return looked(now, p, attempt: attempt) }
         store.assertionKey(
-            keyID,
-            completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in
-                self.looked(
-                    result, request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token,
-                    challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
-                    attempt: attempt, completion: completion)
-            })
+            p.keyID, completion: onLoop { (result: Result<DeviceKeyRecord?, StoreError>) in self.looked(result, p, attempt: attempt) })
     }
 
     /// Step 2's answer.
-    private func looked(
-        _ result: Result<DeviceKeyRecord?, StoreError>, _ request: GateRequest, keyID: KeyID, keyEncoding: BinaryEncoding,
-        object: AssertionObject, token: ChallengeToken?, challengeText: String, authority: String, route: RoutePolicy,
-        policy: AttestPolicy, nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
-    ) {
+    private func looked(_ result: Result<DeviceKeyRecord?, StoreError>, _ p: Pending, attempt: Int) {
+        let completion = p.completion
         switch result {
         case .failure(let error):
             completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
@@ -177,11 +181,9 @@ public final class AssertionGate {
                 .refused(
                     Explanation(
                         step: "key_lookup", error: .keyUnknown,
-                        fields: [("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue)])))
+                        fields: [("key_id", p.keyID.description), ("key_id_encoding", p.keyEncoding.rawValue)])))
         case .success(let record?):
-            verify(
-                request, record: record, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
-                authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt, completion: completion)
+            verify(p, record: record, attempt: attempt)
         }
     }
 
@@ -189,11 +191,9 @@ public final class AssertionGate {
     /// on another instance between the read and the commit); then the store's answer is a failure.
     static let maxKeyChangedRetries = 2
 
-    private func verify(
-        _ request: GateRequest, record: DeviceKeyRecord, keyEncoding: BinaryEncoding, object: AssertionObject,
-        token: ChallengeToken?, challengeText: String, authority: String, route: RoutePolicy, policy: AttestPolicy,
-        nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
-    ) {
+    private func verify(_ p: Pending, record: DeviceKeyRecord, attempt: Int) {
+        let (request, keyEncoding, object, token, challengeText) = (p.request, p.keyEncoding, p.object, p.token, p.challengeText)
+        let (authority, route, policy, nowMillis, completion) = (p.authority, p.route, p.policy, p.nowMillis, p.completion)
         let keyID = record.keyID
         // What every refusal from here on names (built only when one is made: an accepted request
         // never needs the key id in base64 or the counters as text).
@@ -281,30 +281,22 @@ public final class AssertionGate {
         let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
         let checked = CheckedKey(record)
         if let now = store.commitAssertionNow(commit, checked: checked, issuing: next, nowMillis: nowMillis) {
-            return finished(
-                now, request, record: record, verified: verified, keyEncoding: keyEncoding, object: object, token: token,
-                challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
-                attempt: attempt, completion: completion)
+            return finished(now, p, record: record, verified: verified, attempt: attempt)
         }
         store.commitAssertion(
             commit, checked: checked, issuing: next, nowMillis: nowMillis,
             completion: onLoop { (result: Result<CommitAndNext, StoreError>) in
-                self.finished(
-                    result, request, record: record, verified: verified, keyEncoding: keyEncoding, object: object, token: token,
-                    challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
-                    attempt: attempt, completion: completion)
+                self.finished(result, p, record: record, verified: verified, attempt: attempt)
             })
     }
 
     /// Steps 6 and 7's answer: accepted with the next challenge, refused, or (the key's record changed
     /// since it was read) read again.
     private func finished(
-        _ result: Result<CommitAndNext, StoreError>, _ request: GateRequest, record: DeviceKeyRecord, verified: VerifiedAssertion,
-        keyEncoding: BinaryEncoding, object: AssertionObject, token: ChallengeToken?, challengeText: String, authority: String,
-        route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64, attempt: Int, completion: @escaping (GateOutcome) -> Void
+        _ result: Result<CommitAndNext, StoreError>, _ p: Pending, record: DeviceKeyRecord, verified: VerifiedAssertion, attempt: Int
     ) {
-        let keyID = record.keyID
-        let width = route.counterWindow
+        let (keyID, keyEncoding, completion) = (record.keyID, p.keyEncoding, p.completion)
+        let width = p.route.counterWindow
         let (presented, read) = (verified.signCount, record.counter)
         func committed() -> [(String, String)] {
             [
@@ -325,10 +317,7 @@ public final class AssertionGate {
                             step: "store", error: GateError(StoreError(.unavailable, detail)),
                             fields: committed() + [("detail", detail)])))
             }
-            lookUp(
-                request, keyID: keyID, keyEncoding: keyEncoding, object: object, token: token, challengeText: challengeText,
-                authority: authority, route: route, policy: policy, nowMillis: nowMillis, attempt: attempt + 1,
-                completion: completion)
+            lookUp(p, attempt: attempt + 1)
         case .success(let done):
             switch done.outcome {
             case .unknownKey:
@@ -342,7 +331,7 @@ public final class AssertionGate {
                     .refused(
                         Explanation(
                             step: "commit", error: GateError(why),
-                            fields: committed() + [("challenge", Explanation.redact(challengeText))])))
+                            fields: committed() + [("challenge", Explanation.redact(p.challengeText))])))
             case .committed:
                 completion(
                     .accepted(

@@ -1,4 +1,5 @@
 import GatewayConfig
+import GatewayHTTP
 import GatewayPolicy
 import GatewayProxy
 import Glibc
@@ -192,7 +193,7 @@ struct LineBytes {
     mutating func nginxText(_ s: String) {
         var s = s
         let ascii = s.withUTF8 { u -> Bool in
-            guard u.allSatisfy({ $0 < 0x80 }) else { return false }
+            guard let base = u.baseAddress, isASCII(base, u.count) else { return u.isEmpty }
             for c in u { nginxByte(c) }
             return true
         }

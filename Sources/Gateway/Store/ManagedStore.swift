@@ -33,7 +33,15 @@ final class ManagedStore: @unchecked Sendable {
     private var idleSweepMillis: Int64?
     private var lastIdleSweep: Int64 = 0
 
-    private init(memory: MemoryAttestStore, metrics: AttestMetrics, snapshotInterval: Duration?, lastSnapshot: LastSnapshot) {
+    /// The store as the operator's page names it: `memory, data_dir PATH`, `memory, no data_dir`,
+    /// `redis HOST:PORT`, `redis cluster HOST:PORT` (store settings apply only at a restart).
+    let summary: String
+
+    private init(
+        memory: MemoryAttestStore, dataDirectory: String?, metrics: AttestMetrics, snapshotInterval: Duration?,
+        lastSnapshot: LastSnapshot
+    ) {
+        summary = dataDirectory.map { "memory, data_dir \($0)" } ?? "memory, no data_dir"
         self.memory = memory
         redis = nil
         attestStore = memory
@@ -42,7 +50,8 @@ final class ManagedStore: @unchecked Sendable {
         self.lastSnapshot = lastSnapshot
     }
 
-    private init(redis: RedisAttestStore, address: String, metrics: AttestMetrics) {
+    private init(redis: RedisAttestStore, address: String, cluster: Bool, metrics: AttestMetrics) {
+        summary = "redis\(cluster ? " cluster" : "") \(address)"
         memory = nil
         self.redis = redis
         redisAddress = address
@@ -132,7 +141,8 @@ final class ManagedStore: @unchecked Sendable {
         }
         if m.dataDirectory != nil { logRestore(memory.restoreReport, metrics: metrics) }
         let store = ManagedStore(
-            memory: memory, metrics: metrics, snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
+            memory: memory, dataDirectory: m.dataDirectory, metrics: metrics,
+            snapshotInterval: m.dataDirectory == nil ? nil : m.snapshotInterval, lastSnapshot: last)
         store.idleSweepMillis = keyLimits.keyIdleTTLMillis.map { min(60_000, max(1_000, $0 / 8)) }
         return store
     }
@@ -225,7 +235,7 @@ final class ManagedStore: @unchecked Sendable {
                 ])
         }
         let host = r.url.host.contains(":") ? "[\(r.url.host)]" : r.url.host
-        return ManagedStore(redis: store, address: "\(host):\(r.url.port)", metrics: metrics)
+        return ManagedStore(redis: store, address: "\(host):\(r.url.port)", cluster: r.cluster, metrics: metrics)
     }
 
     func startMaintenance() {
