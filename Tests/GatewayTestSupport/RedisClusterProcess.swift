@@ -10,7 +10,7 @@ import Foundation
 /// `CLUSTERDOWN` once the others have declared it failed) and no persistence.
 public final class RedisClusterProcess: @unchecked Sendable {
     public let directory: URL
-    public let ports: [UInt16]
+    public private(set) var ports: [UInt16] = []
     private var processes: [Process?]
     private let lock = NSLock()
     /// Passwords, ACL users, TLS for every node (and the cluster bus); default none.
@@ -23,12 +23,22 @@ public final class RedisClusterProcess: @unchecked Sendable {
         }
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cluster-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var chosen: [UInt16] = []
-        while chosen.count < nodes { chosen.append(try Self.freeClusterPort(excluding: chosen)) }
-        ports = chosen
         processes = Array(repeating: nil, count: nodes)
         do {
-            for i in 0..<nodes { try start(i) }
+            // A port found free can still be taken before its node binds it (another test's
+            // server): then every node starts again on new ports, at most three times, as
+            // RedisProcess does for its one server.
+            for attempt in 1...3 {
+                var chosen: [UInt16] = []
+                while chosen.count < nodes { chosen.append(try Self.freeClusterPort(excluding: chosen)) }
+                ports = chosen
+                do {
+                    for i in 0..<nodes { try start(i) }
+                    break
+                } catch let e as NSError where e.domain == "RedisClusterProcess" && e.code == 3 && attempt < 3 {
+                    for i in 0..<nodes { kill(i) }
+                }
+            }
             let create = try runProcess(
                 URL(fileURLWithPath: RedisProcess.cliPath!),
                 security.cliArguments + ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + [
@@ -153,9 +163,11 @@ public final class RedisClusterProcess: @unchecked Sendable {
     public func dbsize(_ i: Int) throws -> Int { Int(try cli(i, ["DBSIZE"])) ?? -1 }
 
     /// A port P free on 127.0.0.1 with its cluster bus port P + 10000 free too.
+    /// P and P + 10,000 (the cluster bus) both free, and both below Linux's ephemeral range (32768 up),
+    /// where other tests' `bind(0)` servers and outgoing connections take their ports.
     static func freeClusterPort(excluding: [UInt16]) throws -> UInt16 {
         for _ in 0..<200 {
-            let port = UInt16.random(in: 20_000...45_000)
+            let port = UInt16.random(in: 10_000...22_767)
             if excluding.contains(port) { continue }
             if canBind(port) && canBind(port + 10_000) { return port }
         }
