@@ -86,7 +86,7 @@ let package = Package(
         // Registration, challenge and assertion decisions over the store contract: no sockets, no clock.
         .target(
             name: "GatewayPolicy",
-            dependencies: ["AppAttest", "GatewayCrypto", "GatewayIO", "GatewayStore", "GatewayWire"],
+            dependencies: ["AppAttest", "AndroidAttest", "GatewayCrypto", "GatewayIO", "GatewayStore", "GatewayWire"],
             swiftSettings: strict
         ),
 

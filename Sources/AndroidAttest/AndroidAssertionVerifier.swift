@@ -14,7 +14,14 @@ public struct AndroidAssertionVerifier: Sendable {
     public func verify(assertion bytes: [UInt8], publicKey: P256PublicKey, clientDataHash: [UInt8], previousCounter: UInt32?)
         throws(AndroidAttestError) -> AndroidAssertion
     {
-        let assertion = try AndroidAssertion.parse(bytes)
+        try verify(AndroidAssertion.parse(bytes), publicKey: publicKey, clientDataHash: clientDataHash, previousCounter: previousCounter)
+    }
+
+    /// The same for an assertion parsed already (the gateway reads the header before it knows the
+    /// key's platform).
+    public func verify(_ assertion: AndroidAssertion, publicKey: P256PublicKey, clientDataHash: [UInt8], previousCounter: UInt32?)
+        throws(AndroidAttestError) -> AndroidAssertion
+    {
         let message = AndroidAssertion.signedMessage(counter: assertion.counter, clientDataHash: clientDataHash)
         guard publicKey.isValidSignature(assertion.signature, for: message) else {
             throw AndroidAttestError(.badSignature, "the signature does not verify over counter ‖ clientDataHash with the registered key")

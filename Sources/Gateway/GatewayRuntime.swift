@@ -121,6 +121,8 @@ public final class GatewayRuntime: Sendable {
     public let extraRootSubjects: [String]
     /// Subjects of the roots trusted for receipts besides Apple Root CA - G3 (tests only; logged loudly).
     public let extraReceiptRootSubjects: [String]
+    /// Subjects of the roots trusted for Android attestations besides Google's (tests only; logged loudly).
+    public let extraAndroidRootSubjects: [String]
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
     public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
@@ -281,12 +283,22 @@ public final class GatewayRuntime: Sendable {
             throw CompileError(description: "trust.extra_receipt_roots: \(error)")
         }
         extraReceiptRootSubjects = receiptRoots.map(\.subject)
+        var androidRoots: [X509Certificate] = []
+        for (i, path) in config.trust.extraAndroidRoots.enumerated() {
+            do {
+                androidRoots += try X509Certificate.loadPEMFiles([path])
+            } catch {
+                throw CompileError(config, at: "trust.extra_android_roots[\(i)]", "trust.extra_android_roots[\(i)] \(error)")
+            }
+        }
+        extraAndroidRootSubjects = androidRoots.map(\.subject)
         do {
             attest = try AttestPolicy(
                 apps: config.apps.map(AppPolicy.init), extraRoots: roots, extraReceiptRoots: receiptRoots,
                 challengeTTLMillis: config.attest.challengeTTL.millis,
                 maxReceiptBytes: config.limits.maxReceipt,
-                firstRefreshSpreadMillis: min(RiskSchedule.firstRefreshSpreadMillis, (config.risk.refresh?.millis ?? .max) / 10))
+                firstRefreshSpreadMillis: min(RiskSchedule.firstRefreshSpreadMillis, (config.risk.refresh?.millis ?? .max) / 10),
+                extraAndroidRoots: androidRoots)
         } catch {
             throw CompileError(config, at: "apps", "apps: \(error.description)")
         }

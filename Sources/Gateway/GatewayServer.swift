@@ -360,6 +360,11 @@ public final class GatewayServer: @unchecked Sendable {
                 "warning", "TRUSTING EXTRA ROOTS for receipts besides Apple Root CA - G3: for tests only",
                 [("roots", rt.extraReceiptRootSubjects.joined(separator: " | "))])
         }
+        if !rt.extraAndroidRootSubjects.isEmpty {
+            GatewayEvents.log(
+                "warning", "TRUSTING EXTRA ROOTS for Android attestations besides Google's: for tests only",
+                [("roots", rt.extraAndroidRootSubjects.joined(separator: " | "))])
+        }
     }
 
     /// Bound addresses (port 0 resolved), by listener name; "admin" for the admin listener.

@@ -44,6 +44,17 @@ extension AppPolicy {
             teamID: c.teamID, bundleIDs: c.bundleIDs,
             environments: Set(c.environments.map { mapped($0, to: KeyEnvironmentName.self) }),
             validationCategories: c.validationCategories.map { Set($0.map(\.rawValue)) }, minBundleVersion: c.minBundleVersion,
-            verifiesReceipts: c.receipts == .verify, requiresMacOSSecurity: c.requireMacOSSecurity)
+            verifiesReceipts: c.receipts == .verify, requiresMacOSSecurity: c.requireMacOSSecurity,
+            android: c.android.map(AndroidAppPolicy.init))
+    }
+}
+
+extension AndroidAppPolicy {
+    /// `apps[].android`.
+    init(_ c: AndroidAppConfig) {
+        self.init(
+            packageNames: c.packageNames, signingCertSHA256: c.signingCertSHA256, minSecurityLevel: mapped(c.minSecurityLevel),
+            requireLockedBootloader: c.requireLockedBootloader, requireVerifiedBoot: c.requireVerifiedBoot,
+            allowSelfSignedBoot: c.allowSelfSignedBoot, minPatchLevel: c.minPatchLevel)
     }
 }

@@ -1,3 +1,4 @@
+import AndroidAttest
 import AppAttest
 import GatewayCrypto
 import GatewayIO
@@ -54,7 +55,15 @@ public struct AssertionHeaders {
     public let token: ChallengeToken?
     /// Its text ("" without one).
     public let challengeText: String
-    public let object: AssertionObject
+    public let assertion: PresentedAssertion
+}
+
+/// The `X-App-Assertion` header parsed: App Attest's `{signature, authenticatorData}` or an Android
+/// key's `{counter, signature}` (docs/android.md). Which one a key must send is the key's platform,
+/// checked once the key is read.
+public enum PresentedAssertion {
+    case appAttest(AssertionObject)
+    case android(AndroidAssertion)
 }
 
 /// One protected request between the gate's steps: what step 1 read and the caller's context,
@@ -63,7 +72,7 @@ private struct Pending {
     let request: GateRequest
     let keyID: KeyID
     let keyEncoding: BinaryEncoding
-    let object: AssertionObject
+    let assertion: PresentedAssertion
     let token: ChallengeToken?
     /// The presented challenge's text ("" without one).
     let challengeText: String
@@ -130,7 +139,6 @@ public final class AssertionGate {
         let keyEncoding = h.keyEncoding
         let token = h.token
         let challengeText = h.challengeText
-        let assertionObject = h.object
         // With `bind: body`, a presented challenge must be in the signed body.
         if token != nil, route.bind == .body, !Self.contains(request.body, challengeText) {
             var e = Explanation(step: "headers", error: .challengeNotBound)
@@ -155,7 +163,7 @@ public final class AssertionGate {
 
         lookUp(
             Pending(
-                request: request, keyID: keyID, keyEncoding: keyEncoding, object: assertionObject, token: token,
+                request: request, keyID: keyID, keyEncoding: keyEncoding, assertion: h.assertion, token: token,
                 challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
                 completion: completion),
             attempt: 0)
@@ -192,8 +200,14 @@ public final class AssertionGate {
     static let maxKeyChangedRetries = 2
 
     private func verify(_ p: Pending, record: DeviceKeyRecord, attempt: Int) {
-        let (request, keyEncoding, object, token, challengeText) = (p.request, p.keyEncoding, p.object, p.token, p.challengeText)
-        let (authority, route, policy, nowMillis, completion) = (p.authority, p.route, p.policy, p.nowMillis, p.completion)
+        if let package = AndroidAppID.package(of: record.appID) {
+            return verifyAndroid(p, record: record, package: String(package), attempt: attempt)
+        }
+        guard case .appAttest(let object) = p.assertion else {
+            return p.completion(.refused(Self.wrongPlatform(p, record: record, sent: "an Android assertion", key: "an App Attest key")))
+        }
+        let (request, keyEncoding, challengeText) = (p.request, p.keyEncoding, p.challengeText)
+        let (authority, route, policy, completion) = (p.authority, p.route, p.policy, p.completion)
         let keyID = record.keyID
         // What every refusal from here on names (built only when one is made: an accepted request
         // never needs the key id in base64 or the counters as text).
@@ -216,12 +230,7 @@ public final class AssertionGate {
         }
         // 4. Apple's assertion algorithm over the bound client data.
         let version: ClientDataVersion = route.clientData == .v1 ? .v1 : .v2
-        let clientData =
-            route.bind == .request
-            ? ClientData.forRequest(
-                version, challenge: challengeText, method: request.method, target: request.target, authority: authority,
-                body: request.body)
-            : request.body
+        let clientData = Self.clientData(p)
         // Apple's step 5 (the counter above the previous one) against the route's counter window:
         // with `counter_window: N` a counter above the stored one minus N may pass here, and the
         // store's commit decides atomically whether it is one never accepted.
@@ -274,30 +283,35 @@ public final class AssertionGate {
             e.fields = base + e.fields
             return completion(.refused(e))
         }
-        // 6. The atomic commit: only now is anything changed.
-        let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token, counterWindow: width)
-        // 7. With it, the next challenge, bound to this key (saves the app a round trip): one step
-        // for the store (on Redis one script).
-        let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
+        commit(p, record: record, counter: verified.signCount, attempt: attempt)
+    }
+
+    /// Steps 6 and 7, for either platform: the atomic commit (only now is anything changed) and with
+    /// it the next challenge, bound to this key (saves the app a round trip): one step for the store
+    /// (on Redis one script).
+    private func commit(_ p: Pending, record: DeviceKeyRecord, counter: UInt32, attempt: Int) {
+        let keyID = record.keyID
+        let commit = AssertionCommit(keyID: keyID, counter: counter, challenge: p.token, counterWindow: p.route.counterWindow)
+        let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: p.policy.challengeTTLMillis, chained: true)
         let checked = CheckedKey(record)
-        if let now = store.commitAssertionNow(commit, checked: checked, issuing: next, nowMillis: nowMillis) {
-            return finished(now, p, record: record, verified: verified, attempt: attempt)
+        if let now = store.commitAssertionNow(commit, checked: checked, issuing: next, nowMillis: p.nowMillis) {
+            return finished(now, p, record: record, counter: counter, attempt: attempt)
         }
         store.commitAssertion(
-            commit, checked: checked, issuing: next, nowMillis: nowMillis,
+            commit, checked: checked, issuing: next, nowMillis: p.nowMillis,
             completion: onLoop { (result: Result<CommitAndNext, StoreError>) in
-                self.finished(result, p, record: record, verified: verified, attempt: attempt)
+                self.finished(result, p, record: record, counter: counter, attempt: attempt)
             })
     }
 
     /// Steps 6 and 7's answer: accepted with the next challenge, refused, or (the key's record changed
     /// since it was read) read again.
     private func finished(
-        _ result: Result<CommitAndNext, StoreError>, _ p: Pending, record: DeviceKeyRecord, verified: VerifiedAssertion, attempt: Int
+        _ result: Result<CommitAndNext, StoreError>, _ p: Pending, record: DeviceKeyRecord, counter: UInt32, attempt: Int
     ) {
         let (keyID, keyEncoding, completion) = (record.keyID, p.keyEncoding, p.completion)
         let width = p.route.counterWindow
-        let (presented, read) = (verified.signCount, record.counter)
+        let (presented, read) = (counter, record.counter)
         func committed() -> [(String, String)] {
             [
                 ("key_id", keyID.description), ("key_id_encoding", keyEncoding.rawValue), ("app_id", record.appID),
@@ -324,7 +338,7 @@ public final class AssertionGate {
                 completion(.refused(Explanation(step: "commit", error: .keyUnknown, fields: committed())))
             case .counterReplay(let stored, let open):
                 var fields = committed() + [("counter_stored_at_commit", String(stored))]
-                if width > 1 { fields += Self.windowFields(counter: verified.signCount, stored: stored, open: open, width: width) }
+                if width > 1 { fields += Self.windowFields(counter: counter, stored: stored, open: open, width: width) }
                 completion(.refused(Explanation(step: "commit", error: .verification(.counterReplay), fields: fields)))
             case .challengeRejected(let why):
                 completion(
@@ -336,7 +350,7 @@ public final class AssertionGate {
                 completion(
                     .accepted(
                         AcceptedAssertion(
-                            keyID: keyID, counter: verified.signCount, appID: record.appID,
+                            keyID: keyID, counter: counter, appID: record.appID,
                             risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
             }
         }
@@ -389,7 +403,7 @@ public final class AssertionGate {
             token = t
             challengeText = text
         }
-        let assertionObject: AssertionObject
+        let presented: PresentedAssertion
         do throws(AppAttestError) {
             guard assertionText.utf8.count <= AssertionObject.maxSize * 2 else {
                 throw AppAttestError(.malformed, "the assertion header is longer than any assertion")
@@ -400,7 +414,13 @@ public final class AssertionGate {
             } catch {
                 throw AppAttestError(.malformed, "\(AttestHeaders.assertion) is not base64: \(error)")
             }
-            assertionObject = try AssertionObject.parse(bytes)
+            do throws(AppAttestError) {
+                presented = .appAttest(try AssertionObject.parse(bytes))
+            } catch {
+                // An Android key's `{counter, signature}` (a map App Attest's parser refuses).
+                guard let android = try? AndroidAssertion.parse(bytes) else { throw error }
+                presented = .android(android)
+            }
         } catch {
             var e = Explanation(step: "headers", error: .malformed)
             e.add("key_id", keyID.description)
@@ -409,7 +429,7 @@ public final class AssertionGate {
         }
         return .success(
             AssertionHeaders(
-                keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, object: assertionObject))
+                keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, assertion: presented))
     }
 
     /// What `explain` shows of the key's counter window when a windowed route refused a counter at
@@ -435,6 +455,77 @@ public final class AssertionGate {
         if keys.count >= keyCacheLimit { keys.removeAll(keepingCapacity: true) }
         keys[record.keyID] = k
         return k
+    }
+
+    /// The client data a route's assertion signs: the request's (challenge, method, target, body
+    /// hash, and with v2 the authority) or, with `bind: body`, the body.
+    private static func clientData(_ p: Pending) -> [UInt8] {
+        guard p.route.bind == .request else { return p.request.body }
+        let version: ClientDataVersion = p.route.clientData == .v1 ? .v1 : .v2
+        return ClientData.forRequest(
+            version, challenge: p.challengeText, method: p.request.method, target: p.request.target, authority: p.authority,
+            body: p.request.body)
+    }
+
+    /// A key answered with the other platform's assertion.
+    private static func wrongPlatform(_ p: Pending, record: DeviceKeyRecord, sent: String, key: String) -> Explanation {
+        Explanation(
+            step: "headers", error: .malformed,
+            fields: [
+                ("key_id", record.keyID.description), ("key_id_encoding", p.keyEncoding.rawValue), ("app_id", record.appID),
+                ("detail", "\(AttestHeaders.assertion) is \(sent), the key is \(key)"),
+            ])
+    }
+
+    /// Steps 3 to 5 for an Android key (docs/android.md, "Protected requests"): the key's package must
+    /// still be an app's, then ECDSA P-256 SHA-256 over `counter ‖ SHA256(clientData)` with the
+    /// registered key, then the counter above the stored one (the route's counter window as for App
+    /// Attest); steps 6 and 7 are the same.
+    private func verifyAndroid(_ p: Pending, record: DeviceKeyRecord, package: String, attempt: Int) {
+        let completion = p.completion
+        guard case .android(let assertion) = p.assertion else {
+            return completion(.refused(Self.wrongPlatform(p, record: record, sent: "an App Attest assertion", key: "an Android key")))
+        }
+        var base: [(String, String)] {
+            [("key_id", record.keyID.description), ("key_id_encoding", p.keyEncoding.rawValue), ("app_id", record.appID)]
+        }
+        guard p.policy.androidApps[package] != nil else {
+            return completion(.refused(Explanation(step: "app_policy", error: .appNotAllowed, fields: base)))
+        }
+        guard let publicKey = publicKey(for: record) else {
+            return completion(.refused(Explanation(step: "key_lookup", error: .verification(.invalidPublicKey), fields: base)))
+        }
+        let width = p.route.counterWindow
+        let previousCounter = width > 1 ? CounterWindow(highest: record.counter).floor(width: width) - 1 : record.counter
+        do {
+            _ = try AndroidAssertionVerifier().verify(
+                assertion, publicKey: publicKey, clientDataHash: SHA256.hash(Self.clientData(p)), previousCounter: previousCounter)
+        } catch {
+            var e = Explanation(step: "verify", error: GateError(error), fields: base)
+            switch error.code {
+            case .counterReplay:
+                e.add("counter_presented", String(assertion.counter))
+                e.add("counter_stored", String(record.counter))
+                e.add("counter_delta", String(Int64(assertion.counter) - Int64(record.counter)))
+                if width > 1 {
+                    e.add("counter_window", String(width))
+                    e.add("counter_window_floor", String(previousCounter + 1))
+                    e.add("counter_window_reason", "below_window")
+                }
+            case .badSignature:
+                e.add(
+                    "bound",
+                    p.route.bind == .body
+                        ? "body" : "counter, challenge, method, target, sha256(body)\(p.route.clientData == .v2 ? ", authority" : "")")
+                e.add("method", String(p.request.method.prefix(32)))
+                e.add("body_sha256", Hex.encode(SHA256.hash(p.request.body)))
+                if !p.challengeText.isEmpty { e.add("challenge", Explanation.redact(p.challengeText)) }
+            default:
+                e.add("detail", error.detail)
+            }
+            return completion(.refused(e))
+        }
+        commit(p, record: record, counter: assertion.counter, attempt: attempt)
     }
 
     static func contains(_ haystack: [UInt8], _ needle: String) -> Bool {

@@ -1,3 +1,4 @@
+import AndroidAttest
 import AppAttest
 import GatewayCrypto
 import GatewayStore
@@ -20,12 +21,24 @@ public final class AttestPolicy: Sendable {
         public let requiresMacOSSecurity: Bool
     }
 
+    /// One Android package name of an app (`apps[].android`).
+    public struct AndroidApp: Sendable {
+        public let packageName: String
+        /// `android:<package name>`, as the store keeps it (`AndroidAppID`).
+        public let appID: String
+        public let policy: AndroidAttestationPolicy
+    }
+
     public struct CompileError: Error, CustomStringConvertible {
         public let description: String
     }
 
     /// By `TEAMID.bundle.id`.
     public let apps: [String: App]
+    /// By package name.
+    public let androidApps: [String: AndroidApp]
+    /// Google's pinned roots and `trust.extra_android_roots`.
+    public let androidVerifier: AndroidAttestationVerifier
     public let attestationVerifier: AttestationVerifier
     /// Apple Root CA - G3 and `trust.extra_receipt_roots`.
     public let receiptVerifier: ReceiptVerifier
@@ -44,9 +57,10 @@ public final class AttestPolicy: Sendable {
     public init(
         apps configs: [AppPolicy], extraRoots: [X509Certificate], extraReceiptRoots: [X509Certificate] = [],
         challengeTTLMillis: Int64, maxReceiptBytes: Int = AttestPolicy.defaultMaxReceiptBytes,
-        firstRefreshSpreadMillis: Int64 = RiskSchedule.firstRefreshSpreadMillis
+        firstRefreshSpreadMillis: Int64 = RiskSchedule.firstRefreshSpreadMillis, extraAndroidRoots: [X509Certificate] = []
     ) throws(CompileError) {
         var apps: [String: App] = [:]
+        var androidApps: [String: AndroidApp] = [:]
         var allIDs: [AppID] = []
         var allEnvironments: Set<AttestEnvironment> = []
         for config in configs {
@@ -69,7 +83,22 @@ public final class AttestPolicy: Sendable {
                     verifiesReceipts: config.verifiesReceipts, requiresMacOSSecurity: config.requiresMacOSSecurity)
             }
         }
+        for config in configs {
+            guard let android = config.android else { continue }
+            for package in android.packageNames {
+                guard androidApps[package] == nil else { throw CompileError(description: "Android package \(package) is listed twice") }
+                androidApps[package] = AndroidApp(
+                    packageName: package, appID: AndroidAppID.of(package: package),
+                    policy: {
+                        var p = android.attestationPolicy
+                        p.packageNames = [package]
+                        return p
+                    }())
+            }
+        }
         self.apps = apps
+        self.androidApps = androidApps
+        androidVerifier = AndroidAttestationVerifier(extraRoots: extraAndroidRoots)
         attestationVerifier = AttestationVerifier(
             policy: AttestationVerifier.Policy(appIDs: allIDs, environments: allEnvironments), extraRoots: extraRoots)
         receiptVerifier = ReceiptVerifier(extraRoots: extraReceiptRoots)

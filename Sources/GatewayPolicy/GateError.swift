@@ -1,3 +1,4 @@
+import AndroidAttest
 import AppAttest
 import GatewayStore
 
@@ -86,6 +87,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// DeviceCheck could not answer (unreachable, `429`, `5xx`, or refused the gateway's own token or
     /// clock): a fallback request is treated as when the store cannot answer (`on_store_error`).
     case deviceCheckUnavailable
+    /// An Android attestation's verdict or the app's Android policy refused it (docs/android.md),
+    /// for the codes App Attest has no equal of (`init(_: AndroidAttestError)` maps the others onto
+    /// `verification`: one code means one thing on both platforms).
+    case android(AndroidAttestError.Code)
 
     /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
     /// `malformed`, so that one code means one thing.
@@ -126,7 +131,43 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .deviceTokenReplayed: ("device_token_replayed", 401, .none)
         case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
         case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
+        case .android(let code): (code.rawValue, Self.status(of: code), Self.action(of: code))
         }
+    }
+
+    /// Android's own codes: the app's policy refuses with 403 like `app_not_allowed`; a failed
+    /// verdict is 401.
+    private static func status(of code: AndroidAttestError.Code) -> Int {
+        switch code {
+        case .malformed: 400
+        case .packageNotAllowed, .signingCertNotAllowed, .securityLevelTooLow, .bootloaderUnlocked, .verifiedBootRequired,
+            .patchLevelTooOld, .keyNotForSigning, .unsupportedKey:
+            403
+        case .badSignature, .chainUntrusted, .certificateExpired, .certificateNotYetValid, .revoked, .challengeMismatch,
+            .softwareKey, .counterReplay:
+            401
+        }
+    }
+
+    /// A revoked certificate or an expired one: a new key (a new attestation) may pass; a wrong
+    /// challenge: a new challenge; anything else is the device or the app, which a retry does not change.
+    private static func action(of code: AndroidAttestError.Code) -> ClientAction {
+        switch code {
+        case .revoked, .certificateExpired, .certificateNotYetValid: .reattest
+        case .challengeMismatch: .rechallenge
+        default: .none
+        }
+    }
+
+    /// The Android codes App Attest has too (the same names), which `init(_: AndroidAttestError)`
+    /// reports as `verification`.
+    static let sharedAndroidCodes: [AndroidAttestError.Code: AppAttestError.Code] = [
+        .malformed: .malformed, .badSignature: .badSignature, .chainUntrusted: .chainUntrusted,
+        .certificateExpired: .certificateExpired, .certificateNotYetValid: .certificateNotYetValid, .counterReplay: .counterReplay,
+    ]
+
+    public init(_ error: AndroidAttestError) {
+        self = Self.sharedAndroidCodes[error.code].map(GateError.verification) ?? .android(error.code)
     }
 
     /// The verifier's codes: a malformed input is a bad request (400), any other failed step 401.
@@ -181,7 +222,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
-        ]
+        ] + AndroidAttestError.Code.allCases.filter { sharedAndroidCodes[$0] == nil }.map(GateError.android)
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).
     public init?(rawValue: String) {

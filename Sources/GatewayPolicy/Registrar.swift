@@ -1,3 +1,4 @@
+import AndroidAttest
 import AppAttest
 import Foundation
 import GatewayCrypto
@@ -20,16 +21,37 @@ public enum Registrar {
     /// The challenge a registration body presents, when it parses as one (the registration budget
     /// looks it up before the attestation is verified); nil otherwise (`register` then refuses it).
     public static func presentedChallenge(body: [UInt8]) -> ChallengeToken? {
-        guard case .success(let fields) = JSONBody.strings(body, required: []), let text = fields["challenge"] else { return nil }
+        guard case .success(let object) = JSONBody.object(body), let text = object["challenge"] as? String else { return nil }
         return ChallengeText.decode(text)
     }
 
+    /// - Parameter androidStatusList: the latest attestation status list, for Android registrations
+    ///   (nil: none fetched yet; no certificate is then known revoked).
     public static func register(
         body: [UInt8], policy: AttestPolicy, store: any AttestStore, nowMillis: Int64,
+        androidStatusList: AttestationStatusList? = nil,
         completion: @escaping @Sendable (RegistrationResult) -> Void
     ) {
+        let object: [String: Any]
+        switch JSONBody.object(body) {
+        case .failure(let e): return completion(.refused(e))
+        case .success(let o): object = o
+        }
+        switch object["platform"] {
+        case nil, "ios" as String:
+            break
+        case "android" as String:
+            return registerAndroid(
+                object, policy: policy, statusList: androidStatusList, store: store, nowMillis: nowMillis, completion: completion)
+        default:
+            return completion(
+                .refused(
+                    Explanation(
+                        step: "body", error: .badJSON,
+                        fields: [("field", "platform"), ("expected", "\"ios\" (the default) or \"android\"")])))
+        }
         let fields: [String: String]
-        switch JSONBody.strings(body, required: ["keyId", "attestation", "challenge"]) {
+        switch JSONBody.strings(object, required: ["keyId", "attestation", "challenge"]) {
         case .failure(let e): return completion(.refused(e))
         case .success(let f): fields = f
         }
@@ -74,8 +96,23 @@ public enum Registrar {
                 RiskSchedule.registered(receipt: $0, keyID: keyID, nowMillis: nowMillis, spreadMillis: policy.firstRefreshSpreadMillis)
             })
         let registration = Registration(record: record, receipt: verified.receipt, challenge: token)
-        let refusalFields = checked.fields
-        let verifiedReceipt = checked.receipt
+        commit(
+            registration, refusalFields: checked.fields, challengeText: challengeText, store: store, nowMillis: nowMillis,
+            completion: completion
+        ) { existing in
+            RegisteredKey(
+                keyID: keyID, environment: environment, appID: record.appID, existing: existing, receipt: checked.receipt,
+                keyAccessControl: verified.keyAccessControl)
+        }
+    }
+
+    /// The store step of a registration (either platform) and what each of its answers means.
+    static func commit(
+        _ registration: Registration, refusalFields: [(String, String)], challengeText: String, store: any AttestStore,
+        nowMillis: Int64, completion: @escaping @Sendable (RegistrationResult) -> Void,
+        registered: @escaping @Sendable (_ existing: Bool) -> RegisteredKey
+    ) {
+        let record = registration.record
         store.register(registration, nowMillis: nowMillis) { result in
             switch result {
             case .failure(let error):
@@ -88,11 +125,7 @@ public enum Registrar {
                             step: "commit", error: GateError(why),
                             fields: refusalFields + [("challenge", Explanation.redact(challengeText))])))
             case .success(.registered(let existing)):
-                completion(
-                    .registered(
-                        RegisteredKey(
-                            keyID: keyID, environment: environment, appID: record.appID, existing: existing, receipt: verifiedReceipt,
-                            keyAccessControl: verified.keyAccessControl)))
+                completion(.registered(registered(existing)))
             case .success(.appConflict(let registered)):
                 completion(
                     .refused(

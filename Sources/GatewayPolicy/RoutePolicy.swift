@@ -131,6 +131,8 @@ public struct AppPolicy: Sendable, Equatable {
     public var verifiesReceipts: Bool
     /// Keys must carry macOS 27's Full Security mode and SIP policy.
     public var requiresMacOSSecurity: Bool
+    /// The app's Android build (`apps[].android`); nil: none.
+    public var android: AndroidAppPolicy?
 
     /// The App Attest environments by name.
     public enum KeyEnvironmentName: String, Sendable, CaseIterable {
@@ -141,8 +143,10 @@ public struct AppPolicy: Sendable, Equatable {
     public init(
         teamID: String, bundleIDs: [String], environments: Set<KeyEnvironmentName> = [.production],
         validationCategories: Set<String>? = nil,
-        minBundleVersion: BundleVersion? = nil, verifiesReceipts: Bool = true, requiresMacOSSecurity: Bool = false
+        minBundleVersion: BundleVersion? = nil, verifiesReceipts: Bool = true, requiresMacOSSecurity: Bool = false,
+        android: AndroidAppPolicy? = nil
     ) {
+        self.android = android
         self.teamID = teamID
         self.bundleIDs = bundleIDs
         self.environments = environments

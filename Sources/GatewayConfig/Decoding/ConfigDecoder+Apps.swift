@@ -6,17 +6,26 @@ extension ConfigDecoder {
         guard let items = list(node, path) else { return nil }
         var apps: [AppConfig] = []
         var appIDs: [(name: String, position: SourcePosition)] = []
+        var packageNames: [(name: String, position: SourcePosition)] = []
         for (index, item) in items.enumerated() {
             guard let fields = fields(of: item, path: Self.element(path, index), keys: ConfigKeys.app) else { continue }
-            let teamID = required("team_id", in: fields).flatMap { decodeTeamID($0, fields.path("team_id")) }
-            let bundleIDs = required("bundle_ids", in: fields).flatMap {
-                decodeBundleIDs($0, fields.path("bundle_ids"))
-            }
+            // An app with only `android` has no Apple part: team_id and bundle_ids come together or not at all.
+            let apple = fields["android"] == nil || fields["team_id"] != nil || fields["bundle_ids"] != nil
+            let teamID = apple ? required("team_id", in: fields).flatMap { decodeTeamID($0, fields.path("team_id")) } : ""
+            let bundleIDs =
+                apple
+                ? required("bundle_ids", in: fields).flatMap {
+                    decodeBundleIDs($0, fields.path("bundle_ids"))
+                } : []
             if let teamID, let bundleIDs {
                 appIDs += bundleIDs.map { ("\(teamID).\($0.id)", $0.position) }
             }
             var app = AppConfig(teamID: teamID ?? "", bundleIDs: bundleIDs?.map(\.id) ?? [])
             var valid = teamID != nil && bundleIDs != nil
+            if let node = fields["android"] {
+                app.android = decodeAndroidApp(node, path: fields.path("android"), packageNames: &packageNames)
+                if app.android == nil { valid = false }
+            }
             if let node = fields["environments"] {
                 if let value = choiceSet(node, fields.path("environments"), as: AppConfig.Environment.self) {
                     app.environments = value
@@ -53,6 +62,7 @@ extension ConfigDecoder {
             if valid { apps.append(app) }
         }
         checkUnique(appIDs, what: "app id")
+        checkUnique(packageNames, what: "Android package name")
         return apps
     }
 

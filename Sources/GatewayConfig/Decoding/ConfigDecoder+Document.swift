@@ -218,7 +218,9 @@ extension ConfigDecoder {
             if roots.count != items.count { valid = false }
             return roots
         }
-        let trust = TrustConfig(extraRoots: paths("extra_roots"), extraReceiptRoots: paths("extra_receipt_roots"))
+        let trust = TrustConfig(
+            extraRoots: paths("extra_roots"), extraReceiptRoots: paths("extra_receipt_roots"),
+            extraAndroidRoots: paths("extra_android_roots"))
         return valid ? trust : nil
     }
 

@@ -35,9 +35,13 @@ enum ConfigKeys {
     ]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
-        "require_macos_security",
+        "require_macos_security", "android",
     ]
-    static let trust = ["extra_roots", "extra_receipt_roots"]
+    static let androidApp = [
+        "package_names", "signing_cert_sha256", "min_security_level", "require_locked_bootloader", "require_verified_boot",
+        "allow_self_signed_boot", "min_patch_level",
+    ]
+    static let trust = ["extra_roots", "extra_receipt_roots", "extra_android_roots"]
     static let attest = [
         "challenge_path", "register_path", "challenge_ttl", "verified_key_header", "challenge_rate", "registration_rate",
     ]

@@ -19,9 +19,9 @@ public struct AppConfig: Sendable, Equatable {
         case other
     }
 
-    /// 10 characters, `A-Z 0-9`.
+    /// 10 characters, `A-Z 0-9`; "" for an app with only `android`.
     public var teamID: String
-    /// At least one, unique across all apps together with the team.
+    /// At least one (none for an app with only `android`), unique across all apps together with the team.
     public var bundleIDs: [String]
     /// Never empty. Default `[production]`.
     public var environments: Set<Environment>
@@ -34,6 +34,9 @@ public struct AppConfig: Sendable, Equatable {
     /// Keys must carry macOS 27's key access-control policy (Full Security mode and System Integrity
     /// Protection, extension 1.2.840.113635.100.8.6). Default false.
     public var requireMacOSSecurity: Bool
+    /// `apps[].android`: the app's Android build; nil (default): none. An app with only `android`
+    /// has no team id and no bundle ids.
+    public var android: AndroidAppConfig?
 
     /// `apps[].receipts`.
     public enum ReceiptMode: String, Sendable, CaseIterable {
@@ -51,8 +54,10 @@ public struct AppConfig: Sendable, Equatable {
         validationCategories: Set<ValidationCategory>? = nil,
         minBundleVersion: BundleVersion? = nil,
         receipts: ReceiptMode = .verify,
-        requireMacOSSecurity: Bool = false
+        requireMacOSSecurity: Bool = false,
+        android: AndroidAppConfig? = nil
     ) {
+        self.android = android
         self.teamID = teamID
         self.bundleIDs = bundleIDs
         self.environments = environments
