@@ -171,12 +171,15 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["GatewayTestSupport", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "AttestSim"]
+            dependencies: [
+                "GatewayTestSupport", "AppAttestSimulator", "AppAttest", "AndroidAttest", "GatewayCrypto", "GatewayWire", "AttestSim",
+            ]
         ),
         .testTarget(
             name: "GatewayPolicyTests",
             dependencies: [
-                "GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AppAttestSimulator", "GatewayCrypto", "GatewayWire",
+                "GatewayPolicy", "GatewayStore", "GatewayConfig", "AppAttest", "AndroidAttest", "AppAttestSimulator", "GatewayCrypto",
+                "GatewayWire",
                 "GatewayIO", "GatewayTestSupport",
             ]),
         .testTarget(

@@ -166,7 +166,13 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         .certificateExpired: .certificateExpired, .certificateNotYetValid: .certificateNotYetValid, .counterReplay: .counterReplay,
     ]
 
+    /// `package_not_allowed` is `app_not_allowed` here: the gateway picks the app by the attested
+    /// package, so a package no app lists is an app not allowed, as for App Attest.
     public init(_ error: AndroidAttestError) {
+        if error.code == .packageNotAllowed {
+            self = .appNotAllowed
+            return
+        }
         self = Self.sharedAndroidCodes[error.code].map(GateError.verification) ?? .android(error.code)
     }
 
@@ -222,7 +228,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
-        ] + AndroidAttestError.Code.allCases.filter { sharedAndroidCodes[$0] == nil }.map(GateError.android)
+        ] + AndroidAttestError.Code.allCases.filter { sharedAndroidCodes[$0] == nil && $0 != .packageNotAllowed }.map(GateError.android)
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).
     public init?(rawValue: String) {

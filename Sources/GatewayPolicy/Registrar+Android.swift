@@ -39,7 +39,8 @@ extension Registrar {
         }
         let expected = "an array of base64 DER certificates, leaf first"
         guard let texts = items as? [Any], texts.count <= AndroidAttestationVerifier.maxChainLength else {
-            return completion(.refused(Explanation(step: "body", error: .badJSON, fields: [("field", "attestation"), ("expected", expected)])))
+            return completion(
+                .refused(Explanation(step: "body", error: .badJSON, fields: [("field", "attestation"), ("expected", expected)])))
         }
         var chain: [[UInt8]] = []
         for (i, item) in texts.enumerated() {
@@ -126,7 +127,8 @@ extension Registrar {
         guard let publicKey = attestation.publicKey else {
             // The policy requires an EC P-256 key; kept as a check so that no path stores another.
             return .failure(
-                Explanation(step: "app_policy", error: .android(.unsupportedKey), fields: base + [("detail", "the leaf's key is not EC P-256")]))
+                Explanation(
+                    step: "app_policy", error: .android(.unsupportedKey), fields: base + [("detail", "the leaf's key is not EC P-256")]))
         }
         return .success(CheckedAndroidAttestation(attestation: attestation, app: app, publicKey: publicKey, fields: base))
     }

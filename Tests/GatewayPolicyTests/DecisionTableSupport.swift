@@ -57,6 +57,16 @@ enum Contract {
         "device_token_replayed": (401, 401, "none"),
         "fallback_share_exceeded": (401, 401, "none"),
         "devicecheck_unavailable": (503, 503, "none"),
+        "revoked": (401, 401, "reattest"),
+        "challenge_mismatch": (401, 401, "rechallenge"),
+        "software_key": (401, 401, "none"),
+        "signing_cert_not_allowed": (403, 403, "none"),
+        "security_level_too_low": (403, 403, "none"),
+        "bootloader_unlocked": (403, 403, "none"),
+        "verified_boot_required": (403, 403, "none"),
+        "patch_level_too_old": (403, 403, "none"),
+        "key_not_for_signing": (403, 403, "none"),
+        "unsupported_key": (403, 403, "none"),
     ]
 
     /// Checks a refusal's code, status on `surface` and action against the contract.

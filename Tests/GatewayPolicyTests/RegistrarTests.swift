@@ -339,7 +339,10 @@ struct RegistrarTests {
         let verdict: Set<String> = ["risk_metric_exceeded"]
         // The DeviceCheck fallback's own refusals (DeviceCheckTests, FallbackTests with a real gatewayd).
         let fallback: Set<String> = ["device_token_invalid", "device_token_replayed", "fallback_share_exceeded", "devicecheck_unavailable"]
-        #expect(AssertionGateTests.gateCodes.union(Self.registrarCodes).union(endpoints).union(verdict).union(fallback) == all)
+        // Android registrations' own refusals (AndroidRegistrarTests).
+        let android = AndroidRegistrarTests.androidCodes
+        #expect(
+            AssertionGateTests.gateCodes.union(Self.registrarCodes).union(endpoints).union(verdict).union(fallback).union(android) == all)
     }
 
     // MARK: Registered

@@ -51,13 +51,16 @@ final class AndroidContractDevice: @unchecked Sendable {
         let cd = ContractDevice.clientData(challenge: challenge, method: "POST", target: target, authority: authority, body: body)
         let assertion: [UInt8]
         if counter != nil || signer != nil {
-            assertion = device.makeAssertion(clientDataHash: SHA256.hash(cd), counter: counter ?? device.counter + 1, signingKey: signer).encoded
+            assertion =
+                device.makeAssertion(clientDataHash: SHA256.hash(cd), counter: counter ?? device.counter + 1, signingKey: signer).encoded
         } else {
             assertion = device.assert(clientDataHash: SHA256.hash(cd))
         }
         return ContractDevice.Signed(
             method: "POST", target: target, body: body,
-            headers: [("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", challenge), ("X-App-Assertion", Base64.encode(assertion))],
+            headers: [
+                ("X-App-Attest-Key-Id", keyID), ("X-App-Attest-Challenge", challenge), ("X-App-Assertion", Base64.encode(assertion)),
+            ],
             authority: authority)
     }
 
@@ -97,17 +100,17 @@ struct AndroidGatewayTests {
             )
             .replacingOccurrences(
                 of: trust, with: trust + "extra_android_roots: [\(dir.appendingPathComponent("android-root.pem").path)], ")
-            + """
+                + """
 
-            attest: {challenge_rate: {per_client: off}}
-            store: \(store)
-            routes:
-              - name: purchase
-                match: {methods: [POST], path_prefix: /api/purchase}
-                upstream: demo
-                assertion: {mode: enforce}
-              - {name: default, match: {path_prefix: /}, upstream: demo}
-            """
+                attest: {challenge_rate: {per_client: off}}
+                store: \(store)
+                routes:
+                  - name: purchase
+                    match: {methods: [POST], path_prefix: /api/purchase}
+                    upstream: demo
+                    assertion: {mode: enforce}
+                  - {name: default, match: {path_prefix: /}, upstream: demo}
+                """
     }
 
     @Test("an Android device registers and sends protected requests; iOS devices on the same route still pass")

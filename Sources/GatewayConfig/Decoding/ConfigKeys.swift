@@ -79,7 +79,8 @@ enum ConfigKeys {
         ("upstreams[].health_check", upstreamHealthCheck), ("routes[]", route),
         ("routes[].match", routeMatch), ("routes[].timeouts", routeTimeouts),
         ("routes[].assertion", assertion), ("routes[].assertion.fallback", fallback),
-        ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("trust", trust), ("attest", attest),
+        ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("apps[].android", androidApp), ("trust", trust),
+        ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
         ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk),
     ]
