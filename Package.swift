@@ -68,7 +68,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "GatewayConfig", "GatewayProxy", "GatewayIO", "GatewayHTTP", "GatewayWire",
-                "GatewayPolicy", "GatewayStore", "GatewayRedis", "AppAttest", "GatewayCrypto",
+                "GatewayPolicy", "GatewayStore", "GatewayRedis", "AppAttest", "AndroidAttest", "GatewayCrypto",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict

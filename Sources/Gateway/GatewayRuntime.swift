@@ -123,6 +123,9 @@ public final class GatewayRuntime: Sendable {
     public let extraReceiptRootSubjects: [String]
     /// Subjects of the roots trusted for Android attestations besides Google's (tests only; logged loudly).
     public let extraAndroidRootSubjects: [String]
+    /// The TLS client context of `android.status_url` (its `ca_file`, else the system's CAs), when an
+    /// app has `android` and the list is fetched; nil otherwise.
+    let androidStatusTLS: TLSClientContext?
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
     public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
@@ -301,6 +304,16 @@ public final class GatewayRuntime: Sendable {
                 extraAndroidRoots: androidRoots)
         } catch {
             throw CompileError(config, at: "apps", "apps: \(error.description)")
+        }
+        if !attest.androidApps.isEmpty, config.android.statusURL != nil {
+            do {
+                androidStatusTLS = try TLSClientContext(configuration: TLSClientConfiguration(caFile: config.android.caFile))
+            } catch {
+                throw CompileError(
+                    config, at: config.android.caFile == nil ? "android" : "android.ca_file", "android.ca_file: \(error.message)")
+            }
+        } else {
+            androidStatusTLS = nil
         }
         do {
             adminAccess = try AdminAccess(config.admin)

@@ -49,6 +49,9 @@ public final class GatewayServer: @unchecked Sendable {
     private var appleClient: AppleClient?
     private var riskRefresher: RiskRefresher?
     private var riskMetrics: RiskMetrics?
+    /// Google's attestation status list for Android registrations, and what keeps it current.
+    private let androidStatus = AndroidStatusList()
+    private var statusRefresher: StatusListRefresher?
     /// The operator's page (`GET /` on the admin listener): its sampler (nil without an exposition),
     /// and what it reads of the server, replaced at start and by each reload.
     private let operatorSampler: OperatorSampler?
@@ -123,7 +126,7 @@ public final class GatewayServer: @unchecked Sendable {
         published.withLock { $0.deviceCheck = deviceCheck }
         let attest = AttestContext(
             store: store.attestStore, requiresKeyID: store.requiresKeyBoundChallenges, explain: explain, metrics: attestMetrics,
-            limitEvents: store.limitEvents, deviceCheck: deviceCheck)
+            limitEvents: store.limitEvents, deviceCheck: deviceCheck, androidStatus: androidStatus)
         for loop in loops {
             routers.append(loop.queue.sync { GatewayRouter(loop: loop, runtime: rt, events: events, metrics: metrics, attest: attest) })
         }
@@ -136,6 +139,7 @@ public final class GatewayServer: @unchecked Sendable {
         store.startMaintenance()
         armTicketRotation(rt)
         adoptRiskRefresh(rt)
+        adoptStatusRefresh(rt)
         publish(rt)
         sampler?.start()
         state.withLock { $0 = .serving }
@@ -273,6 +277,25 @@ public final class GatewayServer: @unchecked Sendable {
                 return true
             }
         ) { _ in adminRouter }
+    }
+
+    /// The Android status list's refresh runs while an app has `android` and `android.status_url` is
+    /// set (docs/android.md, "Revocation"); a reload changes or pauses it.
+    private func adoptStatusRefresh(_ rt: GatewayRuntime) {
+        let c = rt.config.android
+        guard let url = c.statusURL, let tls = rt.androidStatusTLS else {
+            statusRefresher?.adopt(nil)
+            return
+        }
+        if statusRefresher == nil {
+            statusRefresher = StatusListRefresher(
+                loop: loops[0], shared: store?.attestStore as? any SharedDocumentStore,
+                metrics: AndroidStatusMetrics(factory: metrics.factory), list: androidStatus)
+        }
+        statusRefresher?.adopt(
+            StatusListRefresher.Settings(
+                url: .init(host: url.host, port: url.port, path: url.path), refreshMillis: c.refresh.millis,
+                connectTimeoutMillis: c.connectTimeout.millis, responseTimeoutMillis: c.responseTimeout.millis, tls: tls))
     }
 
     /// The risk refresher follows the configuration: started with `apple` (and `risk.refresh` on),
@@ -467,6 +490,7 @@ public final class GatewayServer: @unchecked Sendable {
         metrics.declare(next)
         attestMetrics.declare(routes: next.routes)
         adoptRiskRefresh(next)
+        adoptStatusRefresh(next)
         adminRouter?.adopt(next.adminAccess)
         Self.warnAboutExtraRoots(next)
         Self.logWarnings(next)
@@ -688,6 +712,7 @@ public final class GatewayServer: @unchecked Sendable {
         admin?.drain(deadlineMillis: 0)
         operatorSampler?.stop()
         riskRefresher?.stop()
+        statusRefresher?.stop()
         appleClient?.close()
         // Every exchange has ended (or was cut): its access line is written now, and any later one at once.
         for (loop, router) in zip(loops, routers) {

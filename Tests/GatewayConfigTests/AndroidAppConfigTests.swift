@@ -59,8 +59,13 @@ struct AndroidAppConfigTests {
             "gateway.yaml:8:121: apps[0].android.min_patch_level must be a patch level YYYYMM or YYYYMMDD such as 202501, got \"202513\"",
         ]
         for e in expected { #expect(errors.contains(e), "missing \(e) in \(errors)") }
-        #expect(errors.contains { $0.hasPrefix("gateway.yaml:9:") && $0.contains("min_security_level") && $0.contains("software") }, "\(errors)")
-        #expect(errors.contains { $0.hasPrefix("gateway.yaml:10:") && $0.contains("allow_self_signed_boot only applies with require_verified_boot") }, "\(errors)")
+        #expect(
+            errors.contains { $0.hasPrefix("gateway.yaml:9:") && $0.contains("min_security_level") && $0.contains("software") }, "\(errors)"
+        )
+        #expect(
+            errors.contains {
+                $0.hasPrefix("gateway.yaml:10:") && $0.contains("allow_self_signed_boot only applies with require_verified_boot")
+            }, "\(errors)")
         #expect(errors.contains { $0.hasPrefix("gateway.yaml:11:") && $0.contains("missing required key \"bundle_ids\"") }, "\(errors)")
         #expect(errors.contains { $0.hasPrefix("gateway.yaml:12:") && $0.contains("missing required key \"package_names\"") }, "\(errors)")
         #expect(errors.contains { $0.hasPrefix("gateway.yaml:12:") && $0.contains("unknown key \"colour\"") }, "\(errors)")
@@ -74,6 +79,8 @@ struct AndroidAppConfigTests {
                   - android: {package_names: [com.example.shop], signing_cert_sha256: ["\(Self.digest)"]}
                   - android: {package_names: [com.example.shop], signing_cert_sha256: ["\(Self.digest)"]}
                 """))
-        #expect(errors.count == 1 && errors[0].hasPrefix("gateway.yaml:9:") && errors[0].contains("duplicate Android package name"), "\(errors)")
+        #expect(
+            errors.count == 1 && errors[0].hasPrefix("gateway.yaml:9:") && errors[0].contains("duplicate Android package name"), "\(errors)"
+        )
     }
 }

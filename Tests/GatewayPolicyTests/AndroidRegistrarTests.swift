@@ -25,7 +25,8 @@ struct AndroidRegistrarTests {
 
     init() throws {
         ca = try TestAndroidCA()
-        policy = try Self.policy(ca, android: AndroidAppPolicy(packageNames: [Self.package], signingCertSHA256: [Self.signer], minPatchLevel: 202_501))
+        policy = try Self.policy(
+            ca, android: AndroidAppPolicy(packageNames: [Self.package], signingCertSHA256: [Self.signer], minPatchLevel: 202_501))
     }
 
     static func policy(_ ca: TestAndroidCA, android: AndroidAppPolicy) throws -> AttestPolicy {

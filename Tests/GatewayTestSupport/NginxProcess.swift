@@ -47,10 +47,21 @@ public final class NginxProcess: @unchecked Sendable {
     public private(set) var port: UInt16 = 0
     private var stopped = false
     private let front: Front?
+    /// PEM files of the certificate (chain) and key: the static server listens with TLS.
+    private let tls: (certificate: String, key: String)?
 
-    /// - Parameter port: listen there (a server restarted where it was); by default a free one.
-    public init(zeroFileBytes: Int64 = 0, front: Front? = nil, timeout: TimeInterval = 15, port fixedPort: UInt16? = nil) throws {
+    /// The directory the static server serves (files a test writes there are served with ETags).
+    public var html: URL { prefix.appendingPathComponent("html") }
+
+    /// - Parameters:
+    ///   - port: listen there (a server restarted where it was); by default a free one.
+    ///   - tls: the static server's certificate and key (PEM files): it then speaks HTTPS only.
+    public init(
+        zeroFileBytes: Int64 = 0, front: Front? = nil, timeout: TimeInterval = 15, port fixedPort: UInt16? = nil,
+        tls: (certificate: String, key: String)? = nil
+    ) throws {
         self.front = front
+        self.tls = tls
         guard let binary = Self.binary else {
             throw HTTPTestError("nginx not found (looked in \(Self.candidates.joined(separator: ", "))); run scripts/install-deps.sh")
         }
@@ -182,7 +193,8 @@ public final class NginxProcess: @unchecked Sendable {
                 keepalive_timeout 60s 60s;
                 keepalive_requests 100000;
                 server {
-                    listen 127.0.0.1:\(port);
+                    listen 127.0.0.1:\(port)\(tls == nil ? "" : " ssl");
+                    \(tls.map { "ssl_certificate \($0.certificate); ssl_certificate_key \($0.key);" } ?? "")
                     root \(p)/html;
                     location = /fixed { return 200 "hello from nginx\\n"; }
                     location = /nocontent { return 204; }

@@ -15,10 +15,14 @@ final class AndroidContractDevice: @unchecked Sendable {
     var description: SimulatedKeyDescription
     var keyID: String { Base64.encode(device.keyID) }
 
-    init(ca: TestAndroidCA, port: UInt16, package: String = AndroidGatewayTests.package, securityLevel: SecurityLevel = .trustedEnvironment)
-        throws
-    {
-        device = try SimulatedAndroidDevice(ca: ca, securityLevel: securityLevel)
+    convenience init(
+        ca: TestAndroidCA, port: UInt16, package: String = AndroidGatewayTests.package, securityLevel: SecurityLevel = .trustedEnvironment
+    ) throws {
+        self.init(device: try SimulatedAndroidDevice(ca: ca, securityLevel: securityLevel), port: port, package: package)
+    }
+
+    init(device: SimulatedAndroidDevice, port: UInt16, package: String = AndroidGatewayTests.package) {
+        self.device = device
         self.port = port
         description = device.keyDescription(packageName: package, signingCertificateSHA256: AndroidGatewayTests.signer)
     }
@@ -212,5 +216,133 @@ struct AndroidGatewayTests {
         // None of the refusals consumed the challenge or moved the counter: the next honest request passes.
         let next = try phone.send(phone.sign(target: "/api/purchase", body: [], challenge: challenge, counter: 2))
         #expect(next.status == 200, "\(next.body)")
+    }
+}
+
+/// Revocation (docs/android.md, "Revocation"): the gateway fetches the attestation status list over
+/// HTTPS (here a real nginx serving a file with ETags, under the test CA's certificate), refuses a
+/// registration whose chain holds a listed certificate, follows the list's changes, and on Redis
+/// shares one fetch with the fleet.
+@Suite("Android revocation: the status list fetched, followed and shared", .serialized, .timeLimit(.minutes(5)))
+struct AndroidRevocationTests {
+    let android: AndroidGatewayTests
+    let nginx: NginxProcess
+    let statusFile: URL
+
+    init() throws {
+        android = try AndroidGatewayTests()
+        let dir = android.dir
+        let key = ECPrivateKey(curve: .p256)
+        let certificate = try android.apple.issueTLSServerCertificate(for: ["127.0.0.1"], key: key, validity: TestCA.defaultValidity)
+        let chainPath = dir.appendingPathComponent("status-tls.pem").path
+        let keyPath = dir.appendingPathComponent("status-tls.key").path
+        try X509Certificate.pem([certificate, android.apple.intermediate]).write(toFile: chainPath, atomically: true, encoding: .utf8)
+        try key.pkcs8PEM.write(toFile: keyPath, atomically: true, encoding: .utf8)
+        nginx = try NginxProcess(tls: (chainPath, keyPath))
+        try FileManager.default.createDirectory(at: nginx.html.appendingPathComponent("attestation"), withIntermediateDirectories: true)
+        statusFile = nginx.html.appendingPathComponent("attestation/status")
+    }
+
+    func list(_ devices: [SimulatedAndroidDevice]) throws {
+        // Written whole and renamed: nginx never serves half a file, and a new file is a new ETag.
+        try Data(TestAndroidCA.statusList(listing: devices.map(\.attestationCertificate))).write(to: statusFile, options: .atomic)
+    }
+
+    func config(store: String = "{kind: memory, shards: 4}") -> String {
+        android.config(store: store) + """
+
+            android: {status_url: "https://127.0.0.1:\(nginx.port)/attestation/status", refresh: 1s, ca_file: \(android.dir.appendingPathComponent("root.pem").path)}
+            """
+    }
+
+    static func metric(_ text: String, _ series: String) -> Double? {
+        text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
+    }
+
+    static func waitForMetric(_ gw: GatewayProcess, _ series: String, seconds: Double = 15, _ ok: (Double) -> Bool) throws -> Double {
+        let deadline = Date().addingTimeInterval(seconds)
+        var last: Double? = nil
+        while Date() < deadline {
+            last = Self.metric(try curl([gw.url("admin", "/metrics")]).1, series)
+            if let v = last, ok(v) { return v }
+            usleep(100_000)
+        }
+        throw HTTPTestError("\(series) is \(last.map { String($0) } ?? "absent") after \(seconds) s")
+    }
+
+    @Test("a listed certificate refuses the registration (revoked, reattest); a changed list is followed; 304 when unchanged")
+    func revocation() throws {
+        guard NginxProcess.testsEnabled else { return }
+        defer { nginx.stop() }
+        let revoked = try SimulatedAndroidDevice(ca: android.android)
+        try list([revoked])
+        let gw = try GatewayProcess(config: config())
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        _ = try Self.waitForMetric(gw, "attest_gateway_android_status_list_entries") { $0 == 1 }
+
+        let listed = AndroidContractDevice(device: revoked, port: port)
+        let r = try listed.register()
+        #expect(r.status == 401 && r.json?["error"] as? String == "revoked" && r.json?["action"] as? String == "reattest", "\(r.body)")
+        let good = try AndroidContractDevice(ca: android.android, port: port)
+        #expect(try good.register().status == 201)
+        // Unchanged: the next fetches are 304s.
+        _ = try Self.waitForMetric(gw, "attest_gateway_android_status_list_fetches_total{result=\"not_modified\"}") { $0 >= 1 }
+        // The list changes: another device's batch certificate is listed, the gateway follows.
+        let next = try AndroidContractDevice(ca: android.android, port: port)
+        try list([revoked, next.device])
+        _ = try Self.waitForMetric(gw, "attest_gateway_android_status_list_entries") { $0 == 2 }
+        let refused = try next.register()
+        #expect(refused.status == 401 && refused.json?["error"] as? String == "revoked", "\(refused.body)")
+        // The list's origin goes away: the last list is kept, registrations still checked against it.
+        nginx.stop()
+        _ = try Self.waitForMetric(gw, "attest_gateway_android_status_list_fetches_total{result=\"failed\"}") { $0 >= 1 }
+        #expect(try next.register().json?["error"] as? String == "revoked")
+        #expect(waitForLog(gw, "Android attestation status list not fetched"))
+    }
+
+    @Test("two gateways on one Redis: one fetches, the other reads the fleet's copy; both refuse a listed certificate")
+    func sharedOnRedis() throws {
+        guard NginxProcess.testsEnabled else { return }
+        defer { nginx.stop() }
+        let revoked = try SimulatedAndroidDevice(ca: android.android)
+        try list([revoked])
+        let redis = try RedisProcess()
+        defer { redis.stop() }
+        let store = "{kind: redis, url: \(redis.url)}"
+        let a = try GatewayProcess(config: config(store: store))
+        defer { a.stop() }
+        let b = try GatewayProcess(config: config(store: store))
+        defer { b.stop() }
+        for gw in [a, b] { _ = try Self.waitForMetric(gw, "attest_gateway_android_status_list_entries") { $0 == 1 } }
+        // Over a few refresh periods at least one gateway took the fleet's copy instead of fetching.
+        let deadline = Date().addingTimeInterval(15)
+        var shared = 0.0
+        while Date() < deadline, shared < 2 {
+            shared = try [a, b].map {
+                Self.metric(
+                    try curl([$0.url("admin", "/metrics")]).1, "attest_gateway_android_status_list_fetches_total{result=\"shared\"}") ?? 0
+            }.reduce(0, +)
+            usleep(200_000)
+        }
+        #expect(shared >= 2, "the gateways read the fleet's copy \(shared) times")
+        for gw in [a, b] {
+            let r = try AndroidContractDevice(device: revoked, port: HTTPCall.port(gw, "public")).register()
+            #expect(r.json?["error"] as? String == "revoked", "\(r.body)")
+        }
+        // An Android key registered through one gateway signs requests through the other: the key,
+        // its counter and its challenges are the fleet's.
+        let phone = try AndroidContractDevice(ca: android.android, port: HTTPCall.port(a, "public"))
+        #expect(try phone.register().status == 201)
+        let onB = AndroidContractDevice(device: phone.device, port: HTTPCall.port(b, "public"))
+        let challenge = try onB.challenge(purpose: "assert", keyID: onB.keyID)
+        let first = onB.sign(target: "/api/purchase", body: Array("{}".utf8), challenge: challenge)
+        let ok = try onB.send(first)
+        #expect(ok.status == 200, "\(ok.body)")
+        let onA = AndroidContractDevice(device: phone.device, port: HTTPCall.port(a, "public"))
+        let replay = try HTTPCall.send(
+            port: onA.port, method: first.method, target: first.target, headers: first.headers, body: first.body,
+            host: "127.0.0.1:\(onB.port)")
+        #expect(replay.json?["error"] as? String == "counter_replay", "\(replay.body)")
     }
 }

@@ -22,11 +22,14 @@ final class AttestContext: Sendable {
     let registrationQueue = DispatchQueue(label: "gateway.register", qos: .userInitiated, attributes: .concurrent)
     /// Apple's DeviceCheck, for the routes with a fallback (and their two bits).
     let deviceCheck: DeviceCheckService
+    /// Google's attestation status list as last fetched, for Android registrations.
+    let androidStatus: AndroidStatusList
 
     init(
         store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents,
-        deviceCheck: DeviceCheckService
+        deviceCheck: DeviceCheckService, androidStatus: AndroidStatusList = AndroidStatusList()
     ) {
+        self.androidStatus = androidStatus
         self.deviceCheck = deviceCheck
         self.store = store
         self.requiresKeyID = requiresKeyID

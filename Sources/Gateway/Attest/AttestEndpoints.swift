@@ -133,7 +133,10 @@ extension GatewayRouter {
             let summary = RequestSummary(request)
             let register: @Sendable () -> Void = {
                 ctx.registrationQueue.async {
-                    Registrar.register(body: body, policy: rt.attest, store: ctx.store, nowMillis: AttestContext.nowMillis()) { result in
+                    Registrar.register(
+                        body: body, policy: rt.attest, store: ctx.store, nowMillis: AttestContext.nowMillis(),
+                        androidStatusList: ctx.androidStatus.list
+                    ) { result in
                         executor.run {
                             switch result {
                             case .registered(let key):

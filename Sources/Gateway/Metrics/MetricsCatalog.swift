@@ -36,6 +36,8 @@ public enum MetricsCatalog {
         case apple
         /// With a route that has a DeviceCheck fallback (`assertion.fallback`).
         case fallback
+        /// With an app's `android` and `android.status_url` (the attestation status list's refresh).
+        case android
     }
 
     public static let families: [Family] = [
@@ -202,6 +204,19 @@ public enum MetricsCatalog {
         .init(
             name: RiskMetrics.lag, type: "gauge", labels: [], presence: .apple,
             help: "Seconds the oldest due risk refresh is late (0 when none is due)."),
+
+        // Android's attestation status list (AndroidStatusMetrics; docs/android.md, "Revocation").
+        .init(
+            name: AndroidStatusMetrics.fetches, type: "counter", labels: ["result"], presence: .android,
+            help:
+                "Android attestation status list refreshes by result (fetched, not_modified, shared: read from the fleet's store, failed)."
+        ),
+        .init(
+            name: AndroidStatusMetrics.age, type: "gauge", labels: [], presence: .android,
+            help: "Seconds since the status list held was last confirmed by its origin (-1 while none is held)."),
+        .init(
+            name: AndroidStatusMetrics.entries, type: "gauge", labels: [], presence: .android,
+            help: "Certificates listed (revoked or suspended) in the status list held."),
 
         // Devices without App Attest (AttestMetrics; docs/verification.md, "Devices without App Attest").
         .init(

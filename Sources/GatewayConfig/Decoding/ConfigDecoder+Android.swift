@@ -1,7 +1,30 @@
 import GatewayWire
 
-/// `apps[].android`: the Android build of an app (docs/android.md, "In gateway.yaml").
+/// `apps[].android`: the Android build of an app (docs/android.md, "In gateway.yaml"), and the
+/// top-level `android` section (the attestation status list).
 extension ConfigDecoder {
+    func decodeAndroid(_ node: YAMLNode, path: String) -> AndroidConfig? {
+        guard let fields = fields(of: node, path: path, keys: ConfigKeys.android) else { return nil }
+        var android = AndroidConfig()
+        var valid = true
+        if let urlNode = fields["status_url"] {
+            if case .scalar(let s) = urlNode, s.text == "off" {
+                android.statusURL = nil
+            } else if let url = serviceURL(urlNode, fields.path("status_url"), service: "the status list is") {
+                android.statusURL = url
+            } else {
+                valid = false
+            }
+        }
+        fields.read("refresh", into: &android, \.refresh, valid: &valid) {
+            duration($0, $1, minimum: AndroidConfig.refreshRange.lowerBound, maximum: AndroidConfig.refreshRange.upperBound)
+        }
+        android.caFile = fields.optional("ca_file", valid: &valid) { filePath($0, $1) }
+        fields.read("connect_timeout", into: &android, \.connectTimeout, valid: &valid) { duration($0, $1, maximum: .seconds(60)) }
+        fields.read("response_timeout", into: &android, \.responseTimeout, valid: &valid) { duration($0, $1, maximum: .seconds(300)) }
+        return valid ? android : nil
+    }
+
     /// Package names go into `packageNames` (with their positions) for the check that each is
     /// claimed by one app only.
     func decodeAndroidApp(

@@ -39,11 +39,11 @@ extension ConfigDecoder {
     }
 
     /// An https base url: the service's requests go over TLS, always.
-    private func serviceURL(_ node: YAMLNode, _ path: String) -> UpstreamURL? {
+    func serviceURL(_ node: YAMLNode, _ path: String, service: String = "Apple's services are") -> UpstreamURL? {
         guard let target = parsed(node, path, expected: "an https:// url", AddressSyntax.upstreamTarget) else { return nil }
         guard case .url(var url) = target, url.scheme == .https else {
             report(
-                "\(path) must be an https:// url (Apple's services are only spoken to over TLS), got \(quoted(target.description))",
+                "\(path) must be an https:// url (\(service) only spoken to over TLS), got \(quoted(target.description))",
                 at: node.position)
             return nil
         }

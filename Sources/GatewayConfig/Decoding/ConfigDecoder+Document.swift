@@ -38,6 +38,7 @@ extension ConfigDecoder {
             checkRisk(top: top, apple: apple, risk: risk, store: store, routes: routes)
         }
         checkFallback(top: top, routes: routes)
+        let android = top["android"].flatMap { decodeAndroid($0, path: "android") } ?? AndroidConfig()
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -74,7 +75,8 @@ extension ConfigDecoder {
             sourceMap: SourceMap(file: file, root: root),
             trustedProxies: trustedProxies ?? [],
             apple: apple,
-            risk: risk
+            risk: risk,
+            android: android
         )
     }
 

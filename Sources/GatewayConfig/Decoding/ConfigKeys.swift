@@ -3,7 +3,7 @@
 enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
-        "trusted_proxies", "apple", "risk",
+        "trusted_proxies", "apple", "risk", "android",
     ]
     static let listener = [
         "name", "address", "protocols", "tls", "http2", "underscores_in_headers", "trusted_proxies", "proxy_protocol",
@@ -37,6 +37,7 @@ enum ConfigKeys {
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
         "require_macos_security", "android",
     ]
+    static let android = ["status_url", "refresh", "ca_file", "connect_timeout", "response_timeout"]
     static let androidApp = [
         "package_names", "signing_cert_sha256", "min_security_level", "require_locked_bootloader", "require_verified_boot",
         "allow_self_signed_boot", "min_patch_level",
@@ -82,6 +83,6 @@ enum ConfigKeys {
         ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("apps[].android", androidApp), ("trust", trust),
         ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
-        ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk),
+        ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk), ("android", android),
     ]
 }
