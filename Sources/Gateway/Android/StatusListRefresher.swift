@@ -58,7 +58,10 @@ final class StatusListRefresher: @unchecked Sendable {
     /// Monotonic ms before which no fetch is tried (back-off, Retry-After).
     private var waitUntil: Int64 = 0
 
-    init(loop: EventLoop, shared: (any SharedDocumentStore)?, metrics: AndroidStatusMetrics, list: AndroidStatusList, checkMillis: Int = 1_000) {
+    init(
+        loop: EventLoop, shared: (any SharedDocumentStore)?, metrics: AndroidStatusMetrics, list: AndroidStatusList,
+        checkMillis: Int = 1_000
+    ) {
         self.loop = loop
         self.shared = shared
         self.metrics = metrics
