@@ -202,11 +202,16 @@ public struct AttackReport: Sendable {
                 out += "\(p.rawValue): \(mine.filter(\.passed).count)/\(mine.count) attack steps as expected\n"
             }
         }
-        let refused = attacks.filter(\.passed).count
+        // Steps expected to be accepted (Android's revoked without --expect-revocation) are counted apart.
+        let acceptedSteps = attacks.filter(\.expectAccepted)
+        let refusing = attacks.filter { !$0.expectAccepted }
+        let refused = refusing.filter(\.passed).count
+        let also =
+            acceptedSteps.isEmpty ? "" : ", \(acceptedSteps.filter(\.passed).count)/\(acceptedSteps.count) accepted as expected (see notes)"
         out +=
             passed
-            ? "result: PASS (\(refused)/\(attacks.count) attack steps refused as expected, control accepted)\n"
-            : "result: FAIL (\(refused)/\(attacks.count) attack steps refused as expected; \(controls.filter(\.passed).count)/\(controls.count) control steps accepted)\n"
+            ? "result: PASS (\(refused)/\(refusing.count) attack steps refused as expected\(also), control accepted)\n"
+            : "result: FAIL (\(refused)/\(refusing.count) attack steps refused as expected\(also); \(controls.filter(\.passed).count)/\(controls.count) control steps accepted)\n"
         return out
     }
 

@@ -184,11 +184,19 @@ public struct RunReport: Sendable {
             return "the gateway's apps[].environments does not list the environment the devices attest in: pass "
                 + "--environment production or development to match it, or list both in gateway.yaml"
         }
+        if codes.contains("signing_cert_not_allowed") {
+            return
+                "--signing-cert-sha256 (default: the one `attest-sim ca` prints) is not in the gateway's apps[].android.signing_cert_sha256"
+        }
         if codes.contains("chain_untrusted") {
-            return "the gateway does not trust this CA: list its root.pem in trust.extra_roots of gateway.yaml and restart the gateway"
+            return "the gateway does not trust this CA: list its root.pem in trust.extra_roots of gateway.yaml"
+                + (platforms.contains("android") ? " (and android-root.pem in trust.extra_android_roots for Android devices)" : "")
+                + " and restart the gateway"
         }
         if codes.contains("app_id_mismatch") || codes.contains("app_not_allowed") {
             return "--app-id (TEAMID.bundle.id) is not in the gateway's apps[] (team_id and bundle_ids)"
+                + (platforms.contains("android")
+                    ? ", or --package (default: the bundle id) is not in its apps[].android.package_names" : "")
         }
         return nil
     }

@@ -70,6 +70,14 @@ struct AttestSimAndroidEndToEndTests {
             ["run"] + base + ["--platform", "android", "--package", "com.example.other", "--devices", "1", "--requests", "1", "--json"])
         #expect(
             wrong.status == 1 && wrong.json?["registration_verdicts"] as? [String: Int] == ["403 app_not_allowed": 1], "\(wrong.stdout)")
+        #expect((wrong.json?["hint"] as? String ?? "").contains("apps[].android.package_names"), "\(wrong.stdout)")
+        let signer2 = try runProcess(
+            sim,
+            ["run"] + base + [
+                "--platform", "android", "--signing-cert-sha256", String(repeating: "0", count: 64), "--devices", "1", "--requests", "1",
+            ])
+        #expect(signer2.status == 1 && signer2.stdout.contains("403 signing_cert_not_allowed"), "\(signer2.stdout)")
+        #expect(signer2.stdout.contains("hint:          --signing-cert-sha256"), "\(signer2.stdout)")
 
         let attack = try runProcess(sim, ["attack"] + base + ["--platform", "android", "--json"], timeout: 90)
         let result = try #require(attack.json, "attest-sim attack: \(attack.stdout) \(attack.stderr)")
