@@ -20,6 +20,8 @@ struct AttestSimAndroidEndToEndTests {
               - {name: demo, url: demo}
             routes:
               - {name: purchase, match: {path_prefix: /api/purchase}, upstream: demo, assertion: {mode: enforce}}
+              - {name: legacy, match: {path_prefix: /api/legacy}, upstream: demo, assertion: {mode: enforce, client_data: v1}}
+              - {name: signed, match: {path_prefix: /api/signed}, upstream: demo, assertion: {mode: enforce, bind: body, challenge: optional}}
               - {name: default, match: {path_prefix: /}, upstream: demo}
             apps:
               - team_id: "ABCDE12345"
@@ -60,6 +62,11 @@ struct AttestSimAndroidEndToEndTests {
         let platforms = try #require(report["platforms"] as? [String: [String: [String: Int]]], "\(report)")
         #expect(platforms["ios"]?["registration_verdicts"] == ["201": 2] && platforms["ios"]?["verdicts"] == ["200": 20])
         #expect(platforms["android"]?["registration_verdicts"] == ["201": 2] && platforms["android"]?["verdicts"] == ["200": 20])
+        // Android devices sign what the route binds, as iPhones do: the body (with the challenge inside), or client data v1.
+        for extra in [["--bind", "body", "--path", "/api/signed"], ["--path", "/api/legacy", "--client-data", "v1"]] {
+            let r = try runProcess(sim, ["run"] + base + ["--platform", "both", "--devices", "2", "--requests", "10", "--json"] + extra)
+            #expect(r.status == 0 && r.json?["verdicts"] as? [String: Int] == ["200": 10], "\(extra): \(r.stdout)")
+        }
         // The text report has a line per platform.
         let text = try runProcess(
             sim, ["run"] + base + ["--platform", "android", "--devices", "2", "--requests", "6", "--no-next-challenge"])
