@@ -3,11 +3,10 @@ import Foundation
 import GatewayCrypto
 import Glibc
 
-/// The HTTPS listener of a stand-in (`attest-sim google`): a TLS certificate the test CA's
+/// The HTTPS listener of the stand-ins (`attest-sim apple`, `attest-sim google`): a TLS certificate the test CA's
 /// intermediate issues for the listen host (a gateway whose service CA file is the CA's `root.pem`
 /// trusts it, nothing else does), blocking sockets, a thread per connection, HTTP/1.1 keep-alive,
-/// `Content-Length` bodies. `AppleStandIn` has the same listener inline (older). A test tool, not
-/// the gateway.
+/// `Content-Length` bodies (none on a 304). A test tool, not the gateway.
 final class BlockingTLSServer: @unchecked Sendable {
     struct Response {
         var status: Int
@@ -158,4 +157,9 @@ final class BlockingTLSServer: @unchecked Sendable {
             if request.header("Connection")?.lowercased() == "close" { return }
         }
     }
+}
+
+/// A stand-in as its server's handler sees it (no cycle between the two).
+final class StandInBox<Target: AnyObject>: @unchecked Sendable {
+    weak var target: Target?
 }

@@ -73,7 +73,7 @@ public final class GoogleStandIn: @unchecked Sendable {
         entries = initial
         self.clock = clock
         self.host = host
-        let box = WeakBox()
+        let box = StandInBox<GoogleStandIn>()
         let s = try BlockingTLSServer(host: host, port: port, ca: ca, workDirectory: workDirectory, name: "google-standin") { request in
             box.target?.answer(request) ?? .text(503, "stopping")
         }
@@ -236,9 +236,4 @@ public final class GoogleStandIn: @unchecked Sendable {
             return .json(404, ["error": "no such control"])
         }
     }
-}
-
-/// The stand-in as seen by its server's handler (no cycle between the two).
-private final class WeakBox: @unchecked Sendable {
-    weak var target: GoogleStandIn?
 }

@@ -90,13 +90,13 @@ struct AndroidSimTests {
         #expect(assertion.counter == 1 && device.counter == 1)
         let clientData = Binding.request.clientData(
             challenge: "ch", method: "POST", target: "/api/purchase?x=1", body: body, authority: "127.0.0.1:8080")
-        try AndroidAssertionVerifier().verify(
+        _ = try AndroidAssertionVerifier().verify(
             assertion, publicKey: device.device.publicKey, clientDataHash: SHA256.hash(clientData), previousCounter: 0)
         // Another body under that signature does not verify.
         let tampered = Binding.request.clientData(
             challenge: "ch", method: "POST", target: "/api/purchase?x=1", body: Array("{\"sku\":9}".utf8), authority: "127.0.0.1:8080")
         #expect(throws: AndroidAttestError.self) {
-            try AndroidAssertionVerifier().verify(
+            _ = try AndroidAssertionVerifier().verify(
                 assertion, publicKey: device.device.publicKey, clientDataHash: SHA256.hash(tampered), previousCounter: 0)
         }
         // A forged counter or signer leaves the device's counter alone.
