@@ -9,7 +9,7 @@ import Foundation
 struct AttestSimCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attest-sim",
-        abstract: "Simulated App Attest devices for attest-gateway: test CA, load generator, attack runner.",
+        abstract: "Simulated App Attest devices and Android phones for attest-gateway: test CA, load, attacks, stand-ins.",
         subcommands: [CA.self, Run.self, Attack.self, Flood.self, Apple.self, Unsupported.self, Presign.self, Google.self]
     )
 
@@ -42,7 +42,7 @@ struct GatewayOptions: ParsableArguments {
 
     @Option(
         help:
-            "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots)."
+            "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots, android-root.pem in trust.extra_android_roots)."
     )
     var ca: String
 
@@ -154,7 +154,7 @@ extension AppID {
 struct CA: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots) and the keys the simulator issues with."
+            "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots), DIR/android-root.pem (for trust.extra_android_roots) and the keys the simulator issues with."
     )
 
     @Option(help: "Directory to create the CA in (refuses to overwrite an existing CA).")
