@@ -166,7 +166,7 @@ public final class GoogleStandIn: @unchecked Sendable {
         let target = r.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? r.target
         if target.hasPrefix("/_sim/") { return control(r, target) }
         guard target == Self.path else { return .text(404, "Not Found") }
-        guard r.method == "GET" || r.method == "HEAD" else { return .text(405, "Method Not Allowed", headers: [("Allow", "GET")]) }
+        guard r.method == "GET" else { return .text(405, "Method Not Allowed", headers: [("Allow", "GET")]) }
         let at = Int64(clock().timeIntervalSince1970 * 1000)
         let condition = r.header("If-None-Match")
         if let s = nextScripted() {
@@ -178,7 +178,7 @@ public final class GoogleStandIn: @unchecked Sendable {
         lock.withLock { log.append(Logged(atMillis: at, status: notModified ? 304 : 200, ifNoneMatch: condition, etag: etag)) }
         if notModified { return BlockingTLSServer.Response(status: 304, headers: [("ETag", etag)]) }
         return BlockingTLSServer.Response(
-            status: 200, headers: [("Content-Type", "application/json"), ("ETag", etag)], body: r.method == "HEAD" ? [] : body)
+            status: 200, headers: [("Content-Type", "application/json"), ("ETag", etag)], body: body)
     }
 
     private func nextScripted() -> Scripted? {

@@ -119,8 +119,9 @@ struct GoogleStandInTests {
         #expect(try Self.curl(google.url, root: root).status == 500)
         #expect(try Self.curl(google.url, root: root).status == 200)
 
-        // Only GET (and HEAD) of the list's path.
+        // Only GET of the list's path.
         #expect(try Self.curl(google.url, root: root, method: "POST", body: "{}").status == 405)
+        #expect(try Self.curl(google.url, root: root, method: "DELETE").status == 405)
         #expect(try Self.curl(google.url + "x", root: root).status == 404)
 
         let statuses = google.requests.map(\.status)
