@@ -105,7 +105,7 @@ let package = Package(
         // The device simulator and load generator: HTTP/1.1 client, devices, load runs, attacks, reports.
         .target(
             name: "AttestSim",
-            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire"],
+            dependencies: ["AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "AndroidAttest"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -193,7 +193,9 @@ let package = Package(
         .testTarget(name: "DeployTests", dependencies: ["GatewayTestSupport", "GatewayConfig", .product(name: "Yams", package: "Yams")]),
         .testTarget(
             name: "AttestSimTests",
-            dependencies: ["AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport"]
+            dependencies: [
+                "AttestSim", "AppAttestSimulator", "AppAttest", "GatewayCrypto", "GatewayWire", "GatewayTestSupport", "AndroidAttest",
+            ]
         ),
         .testTarget(
             name: "AppAttestClientTests",

@@ -28,16 +28,30 @@ public final class SimulatedAndroidDevice {
     /// The DER SubjectPublicKeyInfo of a P-256 key is this prefix, then the uncompressed point.
     static let p256SPKIPrefix: [UInt8] = Hex.decode("3059301306072a8648ce3d020106082a8648ce3d030107034200")!
 
-    public init(ca: TestAndroidCA, securityLevel: SecurityLevel = .trustedEnvironment, counter: UInt32 = 0)
+    public convenience init(ca: TestAndroidCA, securityLevel: SecurityLevel = .trustedEnvironment, counter: UInt32 = 0)
         throws(CertificateBuilder.Error)
     {
+        let attestationKey = ECPrivateKey(curve: .p256)
+        let certificate = try ca.issueAttestationCertificate(
+            for: attestationKey, securityLevel: securityLevel, validity: TestCA.defaultValidity)
+        self.init(
+            ca: ca, securityLevel: securityLevel, attestationKey: attestationKey, attestationCertificate: certificate, counter: counter)
+    }
+
+    /// A device whose attestation key and certificate are given: several devices of one batch share
+    /// them, as a provisioned batch does (`TestAndroidCA.RevokedBatch`: a batch whose certificate is
+    /// on the status list). The certificate must be the CA's, issued for `attestationKey` at
+    /// `securityLevel` (`TestAndroidCA.attestationName`).
+    public init(
+        ca: TestAndroidCA, securityLevel: SecurityLevel, attestationKey: ECPrivateKey, attestationCertificate: X509Certificate,
+        counter: UInt32 = 0
+    ) {
         self.ca = ca
         self.securityLevel = securityLevel
         privateKey = ECPrivateKey(curve: .p256)
         publicKey = privateKey.p256PublicKey!
-        attestationKey = ECPrivateKey(curve: .p256)
-        attestationCertificate = try ca.issueAttestationCertificate(
-            for: attestationKey, securityLevel: securityLevel, validity: TestCA.defaultValidity)
+        self.attestationKey = attestationKey
+        self.attestationCertificate = attestationCertificate
         keyID = SHA256.hash(Self.p256SPKIPrefix + publicKey.x962)
         self.counter = counter
     }

@@ -41,6 +41,18 @@ public final class TestAndroidCA: Sendable {
         ).sign(with: rootKey)
     }
 
+    /// A CA from its parts (read back by `load(from:)`); the names are taken from the certificates'
+    /// issuer and subject as `init(name:)` writes them.
+    init(name: String, rootKey: ECPrivateKey, intermediateKey: ECPrivateKey, root: X509Certificate, intermediate: X509Certificate) {
+        self.name = name
+        self.rootKey = rootKey
+        self.intermediateKey = intermediateKey
+        self.root = root
+        self.intermediate = intermediate
+        rootName = CertificateBuilder.Name(commonName: "\(name) Android Root", organizationalUnit: "Android", organization: name)
+        intermediateName = CertificateBuilder.Name(commonName: "\(name) Droid CA2", organization: name)
+    }
+
     /// The root as PEM, for `trust.extra_android_roots` and `gatewayd verify-android-attestation --root FILE`.
     public var rootPEM: String { root.pem }
 

@@ -92,8 +92,7 @@ public final class AppleStandIn: @unchecked Sendable {
     /// The PEM chain served (leaf and the CA's intermediate); the CA's `root.pem` verifies it.
     public let certificateChain: String
     private let ca: TestCA
-    private let tls: TLSServerContext
-    private let listenFD: Int32
+    private var server: BlockingTLSServer!
     private let lock = NSLock()
     private var metrics: [String: Int64] = [:]
     private var noData: Set<String> = []
@@ -103,9 +102,6 @@ public final class AppleStandIn: @unchecked Sendable {
     private var dcLog: [DeviceCheckLogged] = []
     /// Per team id and device (hex): the two bits and the month they were last written.
     private var bitState: [String: (bit0: Bool, bit1: Bool, month: String)] = [:]
-    private var stopped = false
-    private var open: Set<Int32> = []
-    private let group = DispatchGroup()
     private let verifier: ReceiptVerifier
     private let clock: @Sendable () -> Date
 
@@ -134,57 +130,19 @@ public final class AppleStandIn: @unchecked Sendable {
         self.ca = ca
         self.clock = clock
         verifier = ReceiptVerifier(roots: [ca.receiptRoot])
-        let key = ECPrivateKey(curve: .p256)
-        let now = Date()
-        let leaf = try ca.issueTLSServerCertificate(
-            for: options.host == "localhost" ? ["localhost", "127.0.0.1"] : [options.host], key: key,
-            validity: TestCA.Validity(notBefore: now.addingTimeInterval(-3600), notAfter: now.addingTimeInterval(30 * 86_400)))
-        certificateChain = X509Certificate.pem([leaf, ca.intermediate])
-        let tag = UUID().uuidString.prefix(8)
-        let certPath = workDirectory.appendingPathComponent("apple-standin-\(tag).pem").path
-        let keyPath = workDirectory.appendingPathComponent("apple-standin-\(tag)-key.pem").path
-        guard FileManager.default.createFile(atPath: certPath, contents: Data(certificateChain.utf8)),
-            FileManager.default.createFile(atPath: keyPath, contents: Data(key.pkcs8PEM.utf8), attributes: [.posixPermissions: 0o600])
-        else { throw AttestSimError.file("cannot write the stand-in's TLS certificate in \(workDirectory.path)") }
-        tls = try TLSServerContext(
-            configuration: TLSServerConfiguration(
-                certificates: [.init(certificatePath: certPath, privateKeyPath: keyPath)], alpnProtocols: ["http/1.1"]))
-        try? FileManager.default.removeItem(atPath: keyPath)
-        try? FileManager.default.removeItem(atPath: certPath)
-
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw AttestSimError.listen("socket: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = options.port.bigEndian
-        let host = options.host == "localhost" ? "127.0.0.1" : options.host
-        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else {
-            Glibc.close(fd)
-            throw AttestSimError.usage("--listen: \(options.host) is not an IPv4 address or localhost")
+        let box = StandInBox<AppleStandIn>()
+        let server = try BlockingTLSServer(
+            host: options.host, port: options.port, ca: ca, workDirectory: workDirectory, name: "apple-standin"
+        ) { request in
+            box.target?.answer(request) ?? .text(503, "stopping")
         }
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sp in
-                bind(fd, sp, len) == 0 && listen(fd, 64) == 0 && getsockname(fd, sp, &len) == 0
-            }
-        }
-        guard bound else {
-            let why = String(cString: strerror(errno))
-            Glibc.close(fd)
-            throw AttestSimError.listen("cannot listen on \(options.host):\(options.port): \(why)")
-        }
-        listenFD = fd
-        port = UInt16(bigEndian: addr.sin_port)
-        group.enter()
-        Thread { [self] in
-            defer { group.leave() }
-            acceptLoop()
-        }.start()
+        port = server.port
+        certificateChain = server.certificateChain
+        self.server = server
+        box.target = self
     }
 
-    deinit { stop() }
+    deinit { server?.stop() }
 
     /// `https://HOST:PORT`: the gateway's `apple.attest_data_url`.
     public var url: String { "https://\(options.host):\(port)" }
@@ -227,81 +185,12 @@ public final class AppleStandIn: @unchecked Sendable {
         lock.withLock { bitState[options.teamID + ":" + Hex.encode(deviceID)] }
     }
 
-    public func stop() {
-        let fds: [Int32]? = lock.withLock {
-            guard !stopped else { return nil }
-            stopped = true
-            return Array(open)
-        }
-        guard let fds else { return }
-        shutdown(listenFD, Int32(SHUT_RDWR))
-        Glibc.close(listenFD)
-        for fd in fds { shutdown(fd, Int32(SHUT_RDWR)) }
-        _ = group.wait(timeout: .now() + 10)
-    }
+    public func stop() { server.stop() }
 
     /// Blocks until `stop()` (the `attest-sim apple` command).
-    public func wait() { group.wait() }
+    public func wait() { server.wait() }
 
-    // MARK: - Connections
-
-    private func acceptLoop() {
-        while true {
-            let c = accept(listenFD, nil, nil)
-            if c < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            let admitted = lock.withLock { () -> Bool in
-                guard !stopped else { return false }
-                open.insert(c)
-                return true
-            }
-            guard admitted else {
-                Glibc.close(c)
-                return
-            }
-            var tv = timeval(tv_sec: 60, tv_usec: 0)
-            setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            group.enter()
-            Thread { [self] in
-                defer {
-                    lock.withLock { _ = open.remove(c) }
-                    Glibc.close(c)
-                    group.leave()
-                }
-                serve(TLSSocket(fd: c, session: tls.makeSession()))
-            }.start()
-        }
-    }
-
-    /// HTTP/1.1 requests on one connection, kept alive, until the peer closes or asks to.
-    private func serve(_ socket: TLSSocket) {
-        var buffer: [UInt8] = []
-        while let request = HTTPMessage.readRequest(socket, &buffer) {
-            let response = answer(request)
-            var head = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
-            for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
-            head += "Content-Length: \(response.body.count)\r\n\r\n"
-            guard socket.write(Array(head.utf8) + response.body) else { return }
-            if request.header("Connection")?.lowercased() == "close" { return }
-        }
-    }
-
-    struct Response {
-        var status: Int
-        var headers: [(String, String)] = []
-        var body: [UInt8] = []
-
-        static func text(_ status: Int, _ text: String, headers: [(String, String)] = []) -> Response {
-            Response(status: status, headers: [("Content-Type", "text/plain")] + headers, body: Array(text.utf8))
-        }
-
-        static func json(_ status: Int, _ object: Any) -> Response {
-            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-            return Response(status: status, headers: [("Content-Type", "application/json")], body: [UInt8](data))
-        }
-    }
+    typealias Response = BlockingTLSServer.Response
 
     func answer(_ r: HTTPMessage) -> Response {
         if r.target.hasPrefix("/_sim/") { return control(r) }

@@ -136,6 +136,11 @@ public struct Probe: Sendable {
     public let verdict: Verdict?
     public let failure: String?
     public let note: String?
+    /// The platform of the device that made the step.
+    public var platform: Platform = .ios
+
+    /// `name/step`, with `android:` before Android steps.
+    public var label: String { (platform == .ios ? "" : "\(platform.rawValue):") + "\(name)/\(step)" }
 
     public var passed: Bool {
         guard let verdict else { return false }
@@ -160,6 +165,14 @@ public struct AttackReport: Sendable {
     public var probes: [Probe] = []
     /// Set when the run had to stop (the control device could not register, say).
     public var aborted: String?
+    /// The platforms attacked (`--platform`), and the Android package when Android was.
+    public var platforms: [Platform] = [.ios]
+    public var androidPackage: String?
+
+    public init(gateway: String, appID: String) {
+        self.gateway = gateway
+        self.appID = appID
+    }
 
     public var attacks: [Probe] { probes.filter { $0.name != "control" } }
     public var controls: [Probe] { probes.filter { $0.name == "control" } }
@@ -168,9 +181,9 @@ public struct AttackReport: Sendable {
     }
 
     public var text: String {
-        var out = "attest-sim attack → \(gateway) (app \(appID))\n"
+        var out = "attest-sim attack → \(gateway) (app \(appID)\(androidPackage.map { ", Android package \($0)" } ?? ""))\n"
         let rows = probes.map { p in
-            ["\(p.name)/\(p.step)", "expect \(p.expectedText)", "got \(p.actualText)", p.passed ? "PASS" : "FAIL"]
+            [p.label, "expect \(p.expectedText)", "got \(p.actualText)", p.passed ? "PASS" : "FAIL"]
         }
         let w0 = rows.map { $0[0].count }.max() ?? 0
         let w1 = rows.map { $0[1].count }.max() ?? 0
@@ -183,23 +196,36 @@ public struct AttackReport: Sendable {
             out += "\n"
         }
         if let aborted { out += "aborted: \(aborted)\n" }
-        let refused = attacks.filter(\.passed).count
+        if platforms != [.ios] {
+            for p in platforms {
+                let mine = attacks.filter { $0.platform == p }
+                out += "\(p.rawValue): \(mine.filter(\.passed).count)/\(mine.count) attack steps as expected\n"
+            }
+        }
+        // Steps expected to be accepted (Android's revoked without --expect-revocation) are counted apart.
+        let acceptedSteps = attacks.filter(\.expectAccepted)
+        let refusing = attacks.filter { !$0.expectAccepted }
+        let refused = refusing.filter(\.passed).count
+        let also =
+            acceptedSteps.isEmpty ? "" : ", \(acceptedSteps.filter(\.passed).count)/\(acceptedSteps.count) accepted as expected (see notes)"
         out +=
             passed
-            ? "result: PASS (\(refused)/\(attacks.count) attack steps refused as expected, control accepted)\n"
-            : "result: FAIL (\(refused)/\(attacks.count) attack steps refused as expected; \(controls.filter(\.passed).count)/\(controls.count) control steps accepted)\n"
+            ? "result: PASS (\(refused)/\(refusing.count) attack steps refused as expected\(also), control accepted)\n"
+            : "result: FAIL (\(refused)/\(refusing.count) attack steps refused as expected\(also); \(controls.filter(\.passed).count)/\(controls.count) control steps accepted)\n"
         return out
     }
 
     public var json: String {
         let object: [String: Any] = [
             "gateway": gateway, "app_id": appID, "passed": passed, "aborted": aborted ?? NSNull(),
+            "platforms": platforms.map(\.rawValue), "android_package": androidPackage ?? NSNull(),
             "probes": probes.map { p -> [String: Any] in
                 [
                     "name": p.name, "step": p.step, "expect": p.expectAccepted ? "accepted" : "refused",
                     "expected_codes": p.expectedCodes, "status": p.verdict?.status ?? NSNull(),
                     "error": p.verdict?.error ?? NSNull(), "action": p.verdict?.action ?? NSNull(),
                     "failure": p.failure ?? NSNull(), "note": p.note ?? NSNull(), "passed": p.passed,
+                    "platform": p.platform.rawValue,
                 ]
             },
         ]

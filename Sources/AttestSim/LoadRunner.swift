@@ -36,6 +36,11 @@ public struct RunOptions: Sendable {
     /// share evenly spaced, and one that fell behind goes on from now rather than catching up in a
     /// burst. Nil: as fast as the gateway answers.
     public var rate: Double? = nil
+    /// The platforms of the devices (`--platform`): device `i` is of `platforms[i % count]`, so
+    /// `both` alternates iPhones and Android phones.
+    public var platforms: [Platform] = [.ios]
+    /// The app the Android devices run (required when `platforms` has `.android`).
+    public var androidApp: AndroidApp? = nil
 
     /// Whether device `index` is one without App Attest.
     public func isUnsupported(device index: Int) -> Bool { index >= devices - unsupported }
@@ -45,8 +50,13 @@ public struct RunOptions: Sendable {
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
         bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
         useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil, unsupported: Int = 0,
-        rate: Double? = nil
+        rate: Double? = nil, platforms: [Platform] = [.ios], androidApp: AndroidApp? = nil
     ) throws(AttestSimError) {
+        guard !platforms.isEmpty else { throw .usage("no platform given") }
+        if platforms.contains(.android) {
+            guard androidApp != nil else { throw .usage("Android devices need the app's package name and signer") }
+            guard unsupported == 0 else { throw .usage("--unsupported plays iPhones without App Attest: use it with --platform ios") }
+        }
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
         guard unsupported >= 0, unsupported <= devices else {
             throw .usage("--unsupported must be 0…\(devices) (the number of devices; got \(unsupported))")
@@ -86,7 +96,12 @@ public struct RunOptions: Sendable {
         self.source = source
         self.unsupported = unsupported
         self.rate = rate
+        self.platforms = platforms
+        self.androidApp = androidApp
     }
+
+    /// The platform of device `index`.
+    public func platform(ofDevice index: Int) -> Platform { platforms[index % platforms.count] }
 
     /// Workers actually used: a device's assertions are sequential (its counter), so never more
     /// workers than devices.
@@ -125,10 +140,13 @@ public struct RunOptions: Sendable {
 public final class LoadRunner: Sendable {
     public let options: RunOptions
     public let ca: TestCA
+    /// Issues the Android devices' chains (required when `options.platforms` has `.android`).
+    public let androidCA: TestAndroidCA?
 
-    public init(options: RunOptions, ca: TestCA) {
+    public init(options: RunOptions, ca: TestCA, androidCA: TestAndroidCA? = nil) {
         self.options = options
         self.ca = ca
+        self.androidCA = androidCA
     }
 
     public func run() -> RunReport {
@@ -136,6 +154,7 @@ public final class LoadRunner: Sendable {
         var report = RunReport(
             gateway: o.endpoint.description, devices: o.devices, requestsPlanned: o.requests, workers: o.workers,
             method: o.method, path: o.path, bodySize: o.bodySize, binding: o.binding, nextChallenge: o.useNextChallenge, plain: o.plain)
+        report.platforms = o.platforms.map(\.rawValue)
         let results = ResultBox(workers: o.workers)
         let barrier = Barrier(parties: o.workers + 1)
         let done = DispatchGroup()
@@ -165,6 +184,7 @@ public final class LoadRunner: Sendable {
             report.refusedLegitimate += r.refused
             report.requestsNotSent += r.notSent
             for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
+            for (p, c) in r.byPlatform { report.byPlatform[p, default: PlatformCounts()].merge(c) }
         }
         return report
     }
@@ -184,6 +204,8 @@ public final class LoadRunner: Sendable {
         /// Requests never sent: their device could not register, or could not get a challenge.
         var notSent = 0
         var failures: [String] = []
+        /// Registrations and requests by platform.
+        var byPlatform: [String: PlatformCounts] = [:]
 
         mutating func fail(_ what: String) {
             refused += 1
@@ -206,7 +228,7 @@ public final class LoadRunner: Sendable {
         let session = GatewaySession(client: client, paths: o.paths)
         struct Slot {
             let index: Int
-            let device: SimulatedDevice
+            let device: SimDevice
             var remaining: Int
             var next: String?
             var sent = 0
@@ -215,8 +237,23 @@ public final class LoadRunner: Sendable {
         }
         var slots: [Slot] = []
         for i in o.devices(ofWorker: w) {
-            let device = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)
             var remaining = o.share(ofDevice: i)
+            let device: SimDevice
+            switch o.platform(ofDevice: i) {
+            case .ios:
+                device = .ios(SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca))
+            case .android:
+                do throws(AttestSimError) {
+                    guard let androidCA, let app = o.androidApp else { throw .usage("Android devices need the CA's Android CA") }
+                    device = .android(try AndroidSimDevice(ca: androidCA, app: app))
+                } catch {
+                    r.registrations.add(Self.key(error))
+                    r.fail("device \(i): \(error)")
+                    r.notSent += remaining
+                    continue
+                }
+            }
+            let platform = device.platform.rawValue
             if o.isUnsupported(device: i) {
                 if remaining > 0 {
                     slots.append(Slot(index: i, device: device, remaining: remaining, deviceCheck: SimulatedDeviceCheck(ca: ca)))
@@ -233,7 +270,7 @@ public final class LoadRunner: Sendable {
             }
             let t0 = HTTPClient.now()
             do throws(AttestSimError) {
-                let registration = try session.registration(device: device, challenge: challenge)
+                let registration = try device.registration(paths: session.paths, challenge: challenge)
                 let resp: HTTPResponse
                 do {
                     resp = try session.sendHonouringRetryAfter(registration, waited: &r.rateLimitedWaits)
@@ -243,6 +280,7 @@ public final class LoadRunner: Sendable {
                 r.registrationLatencies.append(HTTPClient.now() - t0)
                 let v = Verdict(resp)
                 r.registrations.add(VerdictCounts.key(v))
+                r.byPlatform[platform, default: PlatformCounts()].registrations.add(VerdictCounts.key(v))
                 if !v.accepted {
                     r.fail("device \(i) registration: \(v) \(resp.bodyText.prefix(200))")
                     r.notSent += remaining
@@ -250,6 +288,7 @@ public final class LoadRunner: Sendable {
                 }
             } catch {
                 r.registrations.add(Self.key(error))
+                r.byPlatform[platform, default: PlatformCounts()].registrations.add(Self.key(error))
                 r.fail("device \(i) registration: \(error)")
                 r.notSent += remaining
                 remaining = 0
@@ -299,9 +338,9 @@ public final class LoadRunner: Sendable {
                             method: o.method, target: o.path,
                             headers: body.isEmpty ? [] : [("Content-Type", "application/octet-stream")], body: body)
                     } else {
-                        GatewayRequests.protected(
-                            device: slots[s].device, challenge: challenge, method: o.method, target: o.path, body: body,
-                            binding: o.binding, version: o.clientData, host: o.host)
+                        slots[s].device.protected(
+                            challenge: challenge, method: o.method, target: o.path, body: body, binding: o.binding,
+                            version: o.clientData, host: o.host)
                     }
                 let t0 = HTTPClient.now()
                 do {
@@ -309,10 +348,12 @@ public final class LoadRunner: Sendable {
                     r.requestLatencies.append(HTTPClient.now() - t0)
                     let v = Verdict(resp)
                     r.requests.add(VerdictCounts.key(v))
+                    r.byPlatform[slots[s].device.platform.rawValue, default: PlatformCounts()].requests.add(VerdictCounts.key(v))
                     if !v.accepted { r.fail("device \(i) request \(slots[s].sent): \(v) \(resp.bodyText.prefix(200))") }
                     if o.useNextChallenge, v.accepted { slots[s].next = GatewayRequests.nextChallenge(resp)?.value }
                 } catch {
                     r.requests.add(VerdictCounts.key(error))
+                    r.byPlatform[slots[s].device.platform.rawValue, default: PlatformCounts()].requests.add(VerdictCounts.key(error))
                     r.fail("device \(i) request \(slots[s].sent): \(error)")
                 }
                 slots[s].sent += 1
@@ -328,7 +369,7 @@ public final class LoadRunner: Sendable {
     /// A challenge bound to `purpose` and the device's key; nil (counted as a failure) when the
     /// gateway does not issue one.
     private func fetch(
-        _ session: GatewaySession, _ purpose: ChallengePurpose, _ device: SimulatedDevice, _ r: inout WorkerResult, who: String
+        _ session: GatewaySession, _ purpose: ChallengePurpose, _ device: SimDevice, _ r: inout WorkerResult, who: String
     ) -> String? {
         do {
             let resp = try session.sendHonouringRetryAfter(

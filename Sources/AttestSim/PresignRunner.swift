@@ -30,6 +30,9 @@ public struct PresignOptions: Sendable {
     public var host: RequestHost
     public var threads: Int
     public var timeout: Double
+    /// Key `k` is of `platforms[k % count]` (`--platform`); Android keys run `androidApp`.
+    public var platforms: [Platform] = [.ios]
+    public var androidApp: AndroidApp? = nil
 
     public init(
         endpoint: HTTPEndpoint, paths: GatewayPaths, appID: AppID, environment: AttestEnvironment, keys: Int, perKey: Int,
@@ -56,10 +59,23 @@ public struct PresignOptions: Sendable {
 public struct PresignRunner: Sendable {
     public let options: PresignOptions
     public let ca: TestCA
+    /// Issues the Android keys' chains (required when `options.platforms` has `.android`).
+    public let androidCA: TestAndroidCA?
 
-    public init(options: PresignOptions, ca: TestCA) {
+    public init(options: PresignOptions, ca: TestCA, androidCA: TestAndroidCA? = nil) {
         self.options = options
         self.ca = ca
+        self.androidCA = androidCA
+    }
+
+    func device(_ k: Int) throws(AttestSimError) -> SimDevice {
+        let o = options
+        switch o.platforms[k % o.platforms.count] {
+        case .ios: return .ios(SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca))
+        case .android:
+            guard let androidCA, let app = o.androidApp else { throw .usage("Android keys need the CA's Android CA and the app") }
+            return .android(try AndroidSimDevice(ca: androidCA, app: app))
+        }
     }
 
     /// One line per request, tab-separated: method, target, key id, challenge ("-" none),
@@ -76,7 +92,7 @@ public struct PresignRunner: Sendable {
             for k in stride(from: t, to: o.keys, by: threads) {
                 if failure.withLock({ $0 != nil }) { return }
                 do throws(AttestSimError) {
-                    let device = SimulatedDevice(appID: o.appID, environment: o.environment, ca: ca)
+                    let device = try device(k)
                     try register(device, session)
                     var mine: [String] = []
                     mine.reserveCapacity(o.perKey)
@@ -86,9 +102,9 @@ public struct PresignRunner: Sendable {
                             challenge = try fetch(session, purpose: .assert, keyID: device.keyID)
                         }
                         let body = Self.body(key: k, request: j, bytes: o.bodyBytes)
-                        let request = GatewayRequests.protected(
-                            device: device, challenge: challenge, method: o.method, target: o.path, body: body,
-                            binding: o.binding, version: o.clientData, host: o.host)
+                        let request = device.protected(
+                            challenge: challenge, method: o.method, target: o.path, body: body, binding: o.binding,
+                            version: o.clientData, host: o.host)
                         let assertion = request.headers.first { $0.0 == AttestHeaders.assertion }!.1
                         mine.append(
                             [
@@ -125,9 +141,15 @@ public struct PresignRunner: Sendable {
         return challenge.value
     }
 
-    private func register(_ device: SimulatedDevice, _ session: GatewaySession) throws(AttestSimError) {
+    private func register(_ device: SimDevice, _ session: GatewaySession) throws(AttestSimError) {
         let challenge = try fetch(session, purpose: .register, keyID: nil)
-        let response = try session.register(device: device, challenge: challenge)
+        let request = try device.registration(paths: session.paths, challenge: challenge)
+        let response: HTTPResponse
+        do {
+            response = try session.client.send(request)
+        } catch {
+            throw .transport(error)
+        }
         guard (200..<300).contains(response.status) else {
             throw .gateway("registration refused: \(response.status) \(response.bodyText.prefix(200))")
         }

@@ -51,6 +51,25 @@ public struct VerdictCounts: Sendable, Equatable {
     public static func key(_ error: HTTPClientError) -> String { "transport \(error.code)" }
 }
 
+/// Registrations and requests of one platform's devices (`attest-sim run --platform`).
+public struct PlatformCounts: Sendable, Equatable {
+    public var registrations = VerdictCounts()
+    public var requests = VerdictCounts()
+
+    public init() {}
+
+    public mutating func merge(_ other: PlatformCounts) {
+        registrations.merge(other.registrations)
+        requests.merge(other.requests)
+    }
+
+    /// `registrations 201 ×2; requests 200 ×10`.
+    public var text: String {
+        func list(_ c: VerdictCounts) -> String { c.counts.isEmpty ? "none" : c.sorted.map { "\($0.0) ×\($0.1)" }.joined(separator: ", ") }
+        return "registrations \(list(registrations)); requests \(list(requests))"
+    }
+}
+
 /// What `attest-sim run` measured.
 public struct RunReport: Sendable {
     public var gateway: String
@@ -86,6 +105,9 @@ public struct RunReport: Sendable {
     public var requestsNotSent = 0
     /// Details of the first few failures, for the operator.
     public var firstFailures: [String] = []
+    /// The platforms of the devices (`--platform`), and what each one's devices saw.
+    public var platforms: [String] = ["ios"]
+    public var byPlatform: [String: PlatformCounts] = [:]
 
     public init(
         gateway: String, devices: Int, requestsPlanned: Int, workers: Int, method: String, path: String, bodySize: Int,
@@ -132,6 +154,11 @@ public struct RunReport: Sendable {
             out += "\(title):".padding(toLength: 15, withPad: " ", startingAt: 0)
             out += counts.sorted.map { "\($0.0) ×\($0.1)" }.joined(separator: ", ") + "\n"
         }
+        if platforms != ["ios"], !plain {
+            for p in platforms {
+                out += "\(p):".padding(toLength: 15, withPad: " ", startingAt: 0) + (byPlatform[p] ?? PlatformCounts()).text + "\n"
+            }
+        }
         for f in firstFailures { out += "failure:       \(f)\n" }
         if !passed, let hint = hint { out += "hint:          \(hint)\n" }
         if passed {
@@ -157,11 +184,19 @@ public struct RunReport: Sendable {
             return "the gateway's apps[].environments does not list the environment the devices attest in: pass "
                 + "--environment production or development to match it, or list both in gateway.yaml"
         }
+        if codes.contains("signing_cert_not_allowed") {
+            return
+                "--signing-cert-sha256 (default: the one `attest-sim ca` prints) is not in the gateway's apps[].android.signing_cert_sha256"
+        }
         if codes.contains("chain_untrusted") {
-            return "the gateway does not trust this CA: list its root.pem in trust.extra_roots of gateway.yaml and restart the gateway"
+            return "the gateway does not trust this CA: list its root.pem in trust.extra_roots of gateway.yaml"
+                + (platforms.contains("android") ? " (and android-root.pem in trust.extra_android_roots for Android devices)" : "")
+                + " and restart the gateway"
         }
         if codes.contains("app_id_mismatch") || codes.contains("app_not_allowed") {
             return "--app-id (TEAMID.bundle.id) is not in the gateway's apps[] (team_id and bundle_ids)"
+                + (platforms.contains("android")
+                    ? ", or --package (default: the bundle id) is not in its apps[].android.package_names" : "")
         }
         return nil
     }
@@ -185,6 +220,16 @@ public struct RunReport: Sendable {
             "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits,
             "refused_legitimate": refusedLegitimate, "requests_not_sent": requestsNotSent, "failures": firstFailures,
             "hint": (passed ? nil : hint) ?? NSNull(),
+            "platforms": Dictionary(
+                uniqueKeysWithValues: platforms.map { p in
+                    (
+                        p,
+                        [
+                            "registration_verdicts": byPlatform[p]?.registrations.counts ?? [:],
+                            "verdicts": byPlatform[p]?.requests.counts ?? [:],
+                        ] as [String: Any]
+                    )
+                }),
             "passed": passed,
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

@@ -9,8 +9,8 @@ import Foundation
 struct AttestSimCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "attest-sim",
-        abstract: "Simulated App Attest devices for attest-gateway: test CA, load generator, attack runner.",
-        subcommands: [CA.self, Run.self, Attack.self, Flood.self, Apple.self, Unsupported.self, Presign.self]
+        abstract: "Simulated App Attest devices and Android phones for attest-gateway: test CA, load, attacks, stand-ins.",
+        subcommands: [CA.self, Run.self, Attack.self, Flood.self, Apple.self, Unsupported.self, Presign.self, Google.self]
     )
 
     /// Usage errors exit 2 with the message on stderr (ArgumentParser's default is 64); help exits 0.
@@ -42,7 +42,7 @@ struct GatewayOptions: ParsableArguments {
 
     @Option(
         help:
-            "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots)."
+            "A CA directory made by `attest-sim ca` (root.pem in the gateway's trust.extra_roots, receipt-root.pem in trust.extra_receipt_roots, android-root.pem in trust.extra_android_roots)."
     )
     var ca: String
 
@@ -110,6 +110,40 @@ struct GatewayOptions: ParsableArguments {
             throw .file("--ca: \(error)")
         }
     }
+
+    @Option(
+        help:
+            "ios, android or both: the devices' platform (both alternates iPhones and Android phones; Android needs android-root.pem in the gateway's trust.extra_android_roots and an apps[].android entry)."
+    )
+    var platform: String = "ios"
+
+    @Option(
+        name: .customLong("package"),
+        help: "The Android devices' package name (default: the bundle id of --app-id); the gateway's apps[].android.package_names.")
+    var packageName: String?
+
+    @Option(
+        name: .customLong("signing-cert-sha256"),
+        help: "SHA-256 of the Android app's signing certificate, 64 hex digits (default: the one `attest-sim ca` prints).")
+    var signingCertSHA256: String?
+
+    func platforms() throws(AttestSimError) -> [Platform] { try PlatformChoice.parse(platform).platforms }
+
+    /// The Android app, when Android devices are played (else nil).
+    func androidApp() throws(AttestSimError) -> AndroidApp? {
+        guard try platforms().contains(.android) else { return nil }
+        return try AndroidApp.parse(package: packageName, appID: try app(), signingCertSHA256: signingCertSHA256)
+    }
+
+    /// The CA directory's Android CA and revoked batch, when Android devices are played (else nil).
+    func loadAndroidCA() throws(AttestSimError) -> (ca: TestAndroidCA, revokedBatch: TestAndroidCA.RevokedBatch)? {
+        guard try platforms().contains(.android) else { return nil }
+        do {
+            return try TestAndroidCA.load(from: URL(fileURLWithPath: ca))
+        } catch {
+            throw .file("--ca: \(error)")
+        }
+    }
 }
 
 extension AppID {
@@ -120,7 +154,7 @@ extension AppID {
 struct CA: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract:
-            "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots) and the keys the simulator issues with."
+            "Create a test CA: DIR/root.pem (for trust.extra_roots), DIR/receipt-root.pem (for trust.extra_receipt_roots), DIR/android-root.pem (for trust.extra_android_roots) and the keys the simulator issues with."
     )
 
     @Option(help: "Directory to create the CA in (refuses to overwrite an existing CA).")
@@ -144,6 +178,17 @@ struct CA: ParsableCommand {
                 throw AttestSimError.file("--reuse: \(error)")
             }
             print("kept the CA in \(dir.path) (\(TestCA.rootFile) listed in gateway.yaml under trust.extra_roots)")
+            if TestAndroidCA.exists(in: dir) {
+                do {
+                    _ = try TestAndroidCA.load(from: dir)
+                } catch {
+                    throw AttestSimError.file("--reuse: \(error)")
+                }
+            } else {
+                // A CA made before Android support: add the Android CA beside it.
+                try Self.writeAndroid(name: name, to: dir)
+            }
+            Self.printAndroid(dir)
             return
         }
         let ca: TestCA
@@ -161,6 +206,32 @@ struct CA: ParsableCommand {
         print(
             "created \(dir.appendingPathComponent(TestCA.receiptRootFile).path): list it in gateway.yaml under "
                 + "trust.extra_receipt_roots (the devices' receipts are signed under it)")
+        try Self.writeAndroid(name: name, to: dir)
+        Self.printAndroid(dir)
+    }
+
+    /// The Android test CA and its revoked batch, beside the App Attest CA.
+    static func writeAndroid(name: String, to dir: URL) throws {
+        do {
+            let android = try TestAndroidCA(name: name)
+            try android.write(to: dir, revokedBatch: try android.issueRevokedBatch())
+        } catch let e as TestCA.FileError {
+            throw AttestSimError.file("\(e)")
+        } catch {
+            throw AttestSimError.file("cannot create the Android CA: \(error)")
+        }
+    }
+
+    /// Where the Android root goes in gateway.yaml, and the apps[] entry `--platform android` devices match.
+    static func printAndroid(_ dir: URL) {
+        let root = dir.appendingPathComponent(TestAndroidCA.rootFile).path
+        print("Android CA in \(root): list it in gateway.yaml under trust.extra_android_roots, and give the app an Android entry:")
+        print("  trust: {extra_roots: [\(dir.appendingPathComponent(TestCA.rootFile).path)], extra_android_roots: [\(root)]}")
+        print("  apps:")
+        print("    - {team_id: ABCDE12345, bundle_ids: [com.example.shop], \(AndroidApp(packageName: "com.example.shop").yaml)}")
+        print(
+            "(its revoked batch \(dir.appendingPathComponent(TestAndroidCA.revokedBatchFile).path) is listed by `attest-sim google --ca \(dir.path)`)"
+        )
     }
 }
 
@@ -218,8 +289,9 @@ struct Run: ParsableCommand {
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
-            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate)
-        let report = LoadRunner(options: options, ca: try common.loadCA()).run()
+            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate, platforms: common.platforms(),
+            androidApp: common.androidApp())
+        let report = LoadRunner(options: options, ca: try common.loadCA(), androidCA: try common.loadAndroidCA()?.ca).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
     }
@@ -230,6 +302,7 @@ struct Attack: ParsableCommand {
         abstract: "Try attacks the gateway must refuse, around a legitimate control device.",
         discussion: """
             Modes: \(AttackMode.allCases.map(\.rawValue).joined(separator: ", ")), or all.
+            Android modes (--platform android or both): \(AndroidAttackMode.allCases.map(\.rawValue).joined(separator: ", ")).
             Exits 0 only when every attack was refused with its expected code and the control requests \
             were accepted; 1 otherwise; 2 on usage errors.
             """)
@@ -251,18 +324,47 @@ struct Attack: ParsableCommand {
     @Option(help: "Request-target of the protected requests (a route with assertion mode enforce, bind request).")
     var path: String = "/api/purchase"
 
+    @Flag(
+        name: .customLong("expect-revocation"),
+        help:
+            "The gateway checks a status list that lists the CA's revoked batch (android.status_url, e.g. `attest-sim google`): the Android revoked attack must be refused with revoked (without it, its registration is expected to pass)."
+    )
+    var expectRevocation = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
     func run() throws {
         let version = try common.clientDataVersion()
+        let platforms = try common.platforms()
+        // `all`, or a mode of one of the platforms attacked (replay and tampered-body are on both).
+        let iosModes = platforms.contains(.ios) ? (try? AttackMode.parse(mode, clientData: version)) ?? [] : []
+        let androidModes = platforms.contains(.android) ? AndroidAttackMode.parse(mode) ?? [] : []
+        if iosModes.isEmpty, androidModes.isEmpty {
+            let known =
+                (platforms.contains(.ios) ? AttackMode.allCases.map(\.rawValue) : [])
+                + (platforms.contains(.android) ? AndroidAttackMode.allCases.map(\.rawValue) : [])
+            throw AttestSimError.usage("--mode must be all or one of: \(known.joined(separator: ", ")) (got \"\(mode)\")")
+        }
         let options = try AttackOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(),
-            modes: AttackMode.parse(mode, clientData: version), challengeWait: challengeWait, method: method, path: path,
+            modes: iosModes.isEmpty ? [.replay] : iosModes, challengeWait: challengeWait, method: method, path: path,
             timeout: common.timeout, clientData: version, host: common.requestHost())
-        let runner = AttackRunner(options: options, ca: try common.loadCA())
-        runner.onNote = { FileHandle.standardError.write(Data("attest-sim: \($0)\n".utf8)) }
-        let report = runner.run()
+        var report: AttackReport
+        if !iosModes.isEmpty {
+            let runner = AttackRunner(options: options, ca: try common.loadCA())
+            runner.onNote = { FileHandle.standardError.write(Data("attest-sim: \($0)\n".utf8)) }
+            report = runner.run()
+        } else {
+            report = AttackReport(gateway: options.endpoint.description, appID: options.appID.description)
+        }
+        report.platforms = (iosModes.isEmpty ? [] : [.ios]) + (androidModes.isEmpty ? [] : [.android])
+        if !androidModes.isEmpty, let app = try common.androidApp(), let android = try common.loadAndroidCA() {
+            AndroidAttackRunner(
+                options: options, android: AndroidAttackOptions(app: app, modes: androidModes, expectRevocation: expectRevocation),
+                ca: android.ca, revokedBatch: android.revokedBatch
+            ).run(into: &report)
+        }
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
     }

@@ -50,14 +50,17 @@ struct Presign: ParsableCommand {
             throw AttestSimError.usage("--devices, --per-device and --concurrency must be at least 1, --body-size at least 0")
         }
         guard !method.contains("\t"), !path.contains("\t") else { throw AttestSimError.usage("--method and --path must not contain tabs") }
-        let options = PresignOptions(
+        var options = PresignOptions(
             endpoint: try common.endpoint(), paths: common.paths, appID: try common.app(), environment: try common.env(),
             keys: devices, perKey: perDevice, method: method, path: path, bodyBytes: bodySize, binding: binding,
             clientData: try common.clientDataVersion(), host: try common.requestHost(), threads: concurrency,
             timeout: common.timeout)
+        options.platforms = try common.platforms()
+        options.androidApp = try common.androidApp()
+        let androidCA = try common.loadAndroidCA()?.ca
         let lines: [String]
         do {
-            lines = try PresignRunner(options: options, ca: try common.loadCA()).run()
+            lines = try PresignRunner(options: options, ca: try common.loadCA(), androidCA: androidCA).run()
         } catch {
             FileHandle.standardError.write(Data("attest-sim presign: \(error)\n".utf8))
             throw ExitCode(1)

@@ -91,6 +91,17 @@ struct HelpDocTests {
         #expect(documented == modes, "docs \(documented) vs help \(modes)")
     }
 
+    @Test("attest-sim attack: the Android mode table lists exactly the Android modes --help names")
+    func androidAttackModes() throws {
+        // Wrapped as the terminal width says: one line of words first.
+        let help = try Self.help(attestSimBinary, ["attack"]).split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let marker = "Android modes (--platform android or both): "
+        let line = try #require(help.range(of: marker).map { help[$0.upperBound...] }?.prefix { $0 != "." })
+        let modes = line.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+        let documented = Self.tableNames(try Self.doc("attest-sim.md"), header: "| Android mode | what the simulator sends |")
+        #expect(!modes.isEmpty && documented == modes, "docs \(documented) vs help \(modes)")
+    }
+
     @Test("attest-sim: every option of every subcommand is documented, and every option a synopsis writes exists")
     func attestSimOptions() throws {
         let text = try Self.doc("attest-sim.md")

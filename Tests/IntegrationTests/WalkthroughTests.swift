@@ -130,6 +130,15 @@ struct WalkthroughTests {
         let attack = try #require(outputs.first { $0.command.dropFirst().first == "attack" }?.result)
         #expect(attack.stderr.contains("expired-challenge will wait about 11."), "\(attack.stderr)")
         #expect(attack.stdout.contains("result: PASS"), "\(attack.stdout)")
+        // Android phones beside the iPhones, counted apart; the Android attacks refused (revoked registers: no status list).
+        let both = try #require(outputs.first { $0.command.contains("both") }?.result)
+        #expect(both.stdout.contains("android:       registrations 201 ×2; requests 200 ×100\n"), "\(both.stdout)")
+        let android = try #require(outputs.first { $0.command.dropFirst().first == "attack" && $0.command.contains("android") }?.result)
+        #expect(android.stdout.contains("android: 12/12 attack steps as expected"), "\(android.stdout)")
+        #expect(
+            android.stdout.contains(
+                "result: PASS (11/11 attack steps refused as expected, 1/1 accepted as expected (see notes), control accepted)"),
+            "\(android.stdout)")
 
         // The gateway agrees: protected requests accepted on the purchase route.
         let metrics = try curl(["http://127.0.0.1:\(admin)/metrics"]).1
