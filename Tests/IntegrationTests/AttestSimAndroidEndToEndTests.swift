@@ -1,3 +1,5 @@
+import AppAttestSimulator
+import AttestSim
 import Foundation
 import GatewayTestSupport
 import Testing
@@ -141,5 +143,40 @@ struct AttestSimAndroidEndToEndTests {
                 body: Array(fields[5].utf8))
             #expect(r.status == 200, "\(r.body)")
         }
+    }
+
+    @Test(
+        "revocation end to end: the gateway fetches the stand-in's status list; attack --expect-revocation sees the revoked batch refused")
+    func revocationAgainstTheStandIn() throws {
+        let sim = AttestSimEndToEndTests.attestSim
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("attest-sim-revoked-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ca = try runProcess(sim, ["ca", "--out", dir.path])
+        try #require(ca.status == 0, "attest-sim ca: \(ca.stderr)")
+        let signer = String(try #require(ca.stdout.firstMatch(of: /signing_cert_sha256: \["([0-9a-f]{64})"\]/)).output.1)
+        // Google's list as `attest-sim google` serves it: the CA directory's revoked batch listed.
+        let batch = try TestAndroidCA.load(from: dir).revokedBatch
+        let google = try GoogleStandIn(ca: try TestCA.load(from: dir), listing: [batch.serial], workDirectory: dir)
+        defer { google.stop() }
+        let config =
+            Self.config(dir: dir, signer: signer) + """
+
+                android: {status_url: "\(google.url)", refresh: 1s, ca_file: "\(dir.appendingPathComponent("root.pem").path)"}
+                """
+        let gw = try GatewayProcess(config: config)
+        defer { gw.stop() }
+        _ = try AndroidRevocationTests.waitForMetric(gw, "attest_gateway_android_status_list_entries") { $0 == 1 }
+        let base = ["--gateway", gw.url("public", ""), "--ca", dir.path, "--app-id", Self.appID]
+        let attack = try runProcess(
+            sim, ["attack"] + base + ["--platform", "android", "--mode", "revoked", "--expect-revocation", "--json"], timeout: 60)
+        #expect(attack.status == 0, "\(attack.stdout) \(attack.stderr)")
+        let report = try #require(attack.json, "\(attack.stdout)")
+        let probes = (report["probes"] as? [[String: Any]]) ?? (report["steps"] as? [[String: Any]]) ?? []
+        let revoked = probes.filter { $0["name"] as? String == "revoked" }
+        #expect(revoked.contains { $0["step"] as? String == "register" && $0["error"] as? String == "revoked" }, "\(attack.stdout)")
+        // The gateway's requests reached the stand-in (a GET, then If-None-Match: 304s while unchanged).
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !google.requests.contains(where: { $0.status == 304 }) { usleep(100_000) }
+        #expect(google.requests.contains { $0.status == 304 && $0.ifNoneMatch != nil }, "\(google.requests)")
     }
 }
