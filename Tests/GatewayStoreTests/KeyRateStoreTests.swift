@@ -1,0 +1,68 @@
+import Dispatch
+import GatewayStore
+import GatewayTestSupport
+import Synchronization
+import Testing
+
+/// Issue 27: `assertion.key_rate` in the memory store's commit (`KeyRateBuckets`).
+@Suite("MemoryAttestStore: key_rate buckets in the commit")
+struct KeyRateStoreTests {
+    static let t0: Int64 = 1_800_000_000_000
+
+    @Test("the store contract's key rate, memory only and with a data directory", arguments: [1, 64])
+    func contract(shards: Int) throws {
+        var rng = SeededRandom(seed: 2701)
+        try checkKeyRate(MemoryAttestStore(shards: shards), rng: &rng, t0: Self.t0)
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let store = try MemoryAttestStore.open(directory: dir.path, shards: shards)
+        try checkKeyRate(store, rng: &rng, t0: Self.t0)
+        try store.close()
+    }
+
+    @Test("16 threads commit one key's counters at one instant: exactly the burst is accepted, the rest limited")
+    func racingTheBurst() throws {
+        var rng = SeededRandom(seed: 2702)
+        let store = MemoryAttestStore(shards: 4)
+        let record = makeRecord(&rng)
+        try store.registerFresh(record, now: Self.t0)
+        let limit = KeyRateLimit(count: 1, periodMillis: 60_000, burst: 5, scope: "race")
+        let wins = Atomic<Int>(0)
+        let limited = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: 16) { i in
+            let commit = AssertionCommit(keyID: record.keyID, counter: UInt32(i + 1), challenge: nil, counterWindow: 64, keyRate: limit)
+            switch wait({ store.commitAssertion(commit, nowMillis: Self.t0, completion: $0) }) {
+            case .success(.committed): wins.wrappingAdd(1, ordering: .relaxed)
+            case .success(.keyRateLimited): limited.wrappingAdd(1, ordering: .relaxed)
+            default: break
+            }
+        }
+        #expect(wins.load(ordering: .relaxed) == 5)
+        #expect(limited.load(ordering: .relaxed) == 11)
+    }
+
+    @Test("a restart with a data directory starts every bucket full (buckets are not journaled); keys and counters survive")
+    func restartStartsFull() throws {
+        var rng = SeededRandom(seed: 2703)
+        let dir = TempDirectory()
+        defer { dir.remove() }
+        let record = makeRecord(&rng)
+        let limit = KeyRateLimit(count: 1, periodMillis: 3_600_000, burst: 1, scope: "restart")
+        func commit(_ store: MemoryAttestStore, _ counter: UInt32) throws -> CommitOutcome {
+            try wait {
+                store.commitAssertion(
+                    AssertionCommit(keyID: record.keyID, counter: counter, challenge: nil, keyRate: limit), nowMillis: Self.t0,
+                    completion: $0)
+            }.get()
+        }
+        let first = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        try first.registerFresh(record, now: Self.t0)
+        #expect(try commit(first, 1) == .committed(previousCounter: 0))
+        #expect(try commit(first, 2) == .keyRateLimited(retryAfterSeconds: 3_600))
+        try first.close()
+        let second = try MemoryAttestStore.open(directory: dir.path, shards: 4)
+        #expect(try commit(second, 1) == .counterReplay(stored: 1))
+        #expect(try commit(second, 2) == .committed(previousCounter: 1))
+        try second.close()
+    }
+}
