@@ -252,7 +252,7 @@ public final class GatewayRuntime: Sendable {
                 name: r.name,
                 match: GatewayProxy.RouteMatch(
                     methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
-                upstream: r.upstream, maxBody: r.maxBody, assertion: RoutePolicy(r.assertion), index: index,
+                upstream: r.upstream, maxBody: r.maxBody, assertion: RoutePolicy(r.assertion, route: r.name), index: index,
                 fallback: r.assertion.fallback.map { c in
                     let f = FallbackPolicy(c)
                     let kept = previous?.routes.first { $0.name == r.name }?.fallback.flatMap { $0.config == f ? $0 : nil }

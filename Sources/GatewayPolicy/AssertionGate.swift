@@ -275,7 +275,8 @@ public final class AssertionGate {
             return completion(.refused(e))
         }
         // 6. The atomic commit: only now is anything changed.
-        let commit = AssertionCommit(keyID: keyID, counter: verified.signCount, challenge: token, counterWindow: width)
+        let commit = AssertionCommit(
+            keyID: keyID, counter: verified.signCount, challenge: token, counterWindow: width, keyRate: route.keyRate)
         // 7. With it, the next challenge, bound to this key (saves the app a round trip): one step
         // for the store (on Redis one script).
         let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: policy.challengeTTLMillis, chained: true)
@@ -332,6 +333,8 @@ public final class AssertionGate {
                         Explanation(
                             step: "commit", error: GateError(why),
                             fields: committed() + [("challenge", Explanation.redact(p.challengeText))])))
+            case .keyRateLimited(let seconds):
+                completion(.refused(Self.keyRateRefusal(committed(), limit: p.route.keyRate, retryAfterSeconds: seconds)))
             case .committed:
                 completion(
                     .accepted(

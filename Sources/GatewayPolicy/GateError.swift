@@ -86,6 +86,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// DeviceCheck could not answer (unreachable, `429`, `5xx`, or refused the gateway's own token or
     /// clock): a fallback request is treated as when the store cannot answer (`on_store_error`).
     case deviceCheckUnavailable
+    // Budgets per attested key (issue 27).
+    /// The assertion verified, but its key is over the route's `assertion.key_rate`: nothing was
+    /// consumed; the same request passes after `Retry-After` seconds.
+    case keyRateLimited
 
     /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
     /// `malformed`, so that one code means one thing.
@@ -126,6 +130,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .deviceTokenReplayed: ("device_token_replayed", 401, .none)
         case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
         case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
+        case .keyRateLimited: ("key_rate_limited", 429, .retryLater)
         }
     }
 
@@ -181,6 +186,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
+            .keyRateLimited,
         ]
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

@@ -57,6 +57,7 @@ enum Contract {
         "device_token_replayed": (401, 401, "none"),
         "fallback_share_exceeded": (401, 401, "none"),
         "devicecheck_unavailable": (503, 503, "none"),
+        "key_rate_limited": (429, 429, "retry_later"),
     ]
 
     /// Checks a refusal's code, status on `surface` and action against the contract.

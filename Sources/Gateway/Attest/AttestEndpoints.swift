@@ -285,9 +285,14 @@ extension GatewayRouter {
                 }
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }
+                var logFields = [("step", e.step)]
+                if e.error == .keyRateLimited, let limit = r.assertion.keyRate {
+                    self.attest.metrics.keyRateLimited(route: r.name)
+                    logFields += [("key_rate", limit.description), ("key_rate_burst", String(limit.burst))]
+                }
                 carried = self.carryOut(
                     verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "assertion",
-                    logFields: [("step", e.step)],
+                    logFields: logFields,
                     pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
             }
             done(self.outcome(carried, request: request, route: r, runtime: rt))

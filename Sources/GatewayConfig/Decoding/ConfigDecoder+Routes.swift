@@ -219,6 +219,9 @@ extension ConfigDecoder {
             case .none: valid = false
             }
         }
+        if let keyRateNode = fields["key_rate"] {
+            if let k = decodeKeyRate(keyRateNode, path: fields.path("key_rate")) { policy.keyRate = k } else { valid = false }
+        }
         // Strict, nothing ignored: a key that cannot change what this mode does is an error.
         if let mode {
             let inert: [(key: String, why: String)] =
@@ -226,7 +229,7 @@ extension ConfigDecoder {
                 case .off:
                     [
                         "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
-                        "fallback",
+                        "fallback", "key_rate",
                     ].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }

@@ -31,8 +31,9 @@ enum ConfigKeys {
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [
         "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
-        "fallback",
+        "fallback", "key_rate",
     ]
+    static let keyRate = ["rate", "burst"]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
         "require_macos_security",
@@ -78,5 +79,6 @@ enum ConfigKeys {
         ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("trust", trust), ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
         ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk),
+        ("routes[].assertion.key_rate", keyRate),
     ]
 }

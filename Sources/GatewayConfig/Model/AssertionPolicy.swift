@@ -74,6 +74,8 @@ public struct AssertionPolicy: Sendable, Equatable {
     /// The DeviceCheck fallback for devices without App Attest (`fallback: {devicecheck: …}`); nil
     /// (default): none, a request without App Attest headers is refused as before.
     public var fallback: DeviceCheckFallback?
+    /// `key_rate: {rate, burst}` (issue 27): a budget per attested key on this route; nil (default): none.
+    public var keyRate: KeyRateConfig?
 
     public init(
         mode: Mode,
@@ -85,9 +87,11 @@ public struct AssertionPolicy: Sendable, Equatable {
         maxRiskMetric: Int? = nil,
         onRisk: RiskAction = .flag,
         counterWindow: Int = 0,
-        fallback: DeviceCheckFallback? = nil
+        fallback: DeviceCheckFallback? = nil,
+        keyRate: KeyRateConfig? = nil
     ) {
         self.fallback = fallback
+        self.keyRate = keyRate
         self.mode = mode
         self.bind = bind
         self.challenge = challenge
