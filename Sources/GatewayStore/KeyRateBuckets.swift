@@ -1,7 +1,7 @@
 import Synchronization
 
 /// The memory store's token buckets of `KeyRateLimit` (issue 27): one per (key, route), in a table
-/// of fixed size allocated on first use (`capacity` slots of `slotBytes`: 14 MiB; nothing while no
+/// of fixed size allocated on first use (`capacity` slots of `slotBytes`: 64 B, 16 MiB; nothing while no
 /// route sets `key_rate`).
 ///
 /// The table is set-associative, as `ClientRateLimiter` is: 64 stripes behind their own locks, each

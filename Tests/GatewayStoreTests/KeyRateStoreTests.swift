@@ -1,8 +1,9 @@
 import Dispatch
-import GatewayStore
 import GatewayTestSupport
 import Synchronization
 import Testing
+
+@testable import GatewayStore
 
 /// Issue 27: `assertion.key_rate` in the memory store's commit (`KeyRateBuckets`).
 @Suite("MemoryAttestStore: key_rate buckets in the commit")
@@ -39,6 +40,25 @@ struct KeyRateStoreTests {
         }
         #expect(wins.load(ordering: .relaxed) == 5)
         #expect(limited.load(ordering: .relaxed) == 11)
+    }
+
+    @Test("the memory bound: 262,144 buckets of 64 bytes (16 MiB) whatever the keys; a forgotten bucket starts full")
+    func bounded() {
+        #expect(KeyRateBuckets.slotBytes == 64)
+        #expect(KeyRateBuckets.capacity * KeyRateBuckets.slotBytes == 16 << 20)
+        let buckets = KeyRateBuckets()
+        #expect(buckets.count == 0)
+        let limit = KeyRateLimit(count: 1, periodMillis: 3_600_000, burst: 1, scope: "bound")
+        let first = KeyBits(w0: 1, w1: 1, w2: 1, w3: 1)
+        buckets.take(first, limit, nowMillis: Self.t0)
+        #expect(buckets.refusal(first, limit, nowMillis: Self.t0) == 3_600)
+        // A million keys: about 30 per set of 8, so every set overflows (the table is full, never larger).
+        for i in 0..<UInt64(1_000_000) {
+            buckets.take(KeyBits(w0: i, w1: i &* 0x9E37_79B9_7F4A_7C15, w2: 0, w3: 0), limit, nowMillis: Self.t0 + 1)
+        }
+        #expect(buckets.count <= KeyRateBuckets.capacity && buckets.count >= KeyRateBuckets.capacity * 99 / 100)
+        // The oldest bucket went first: the key is let through again (full), never held back longer.
+        #expect(buckets.refusal(first, limit, nowMillis: Self.t0 + 1) == nil)
     }
 
     @Test("a restart with a data directory starts every bucket full (buckets are not journaled); keys and counters survive")
