@@ -78,6 +78,11 @@ public struct RunReport: Sendable {
     public var retries = 0
     /// 429s waited out (Retry-After plus jitter) before sending the same request again.
     public var rateLimitedWaits = 0
+    /// Protected requests answered `429 key_rate_limited` (the route's `key_rate`): every such
+    /// answer, including those sent again with `--retry-key-rate`.
+    public var keyRateLimited = 0
+    /// Requests accepted when sent again after a `key_rate_limited` answer (`--retry-key-rate`).
+    public var keyRateRetriedAccepted = 0
     /// Legitimate exchanges (challenge, registration, protected request) that were sent and not
     /// accepted (or failed in transport).
     public var refusedLegitimate = 0
@@ -132,6 +137,10 @@ public struct RunReport: Sendable {
             out += "\(title):".padding(toLength: 15, withPad: " ", startingAt: 0)
             out += counts.sorted.map { "\($0.0) ×\($0.1)" }.joined(separator: ", ") + "\n"
         }
+        if keyRateLimited > 0 {
+            out += "key_rate:      \(keyRateLimited) answers 429 key_rate_limited"
+            out += keyRateRetriedAccepted > 0 ? "; \(keyRateRetriedAccepted) requests sent again after Retry-After and accepted\n" : "\n"
+        }
         for f in firstFailures { out += "failure:       \(f)\n" }
         if !passed, let hint = hint { out += "hint:          \(hint)\n" }
         if passed {
@@ -160,6 +169,10 @@ public struct RunReport: Sendable {
         if codes.contains("chain_untrusted") {
             return "the gateway does not trust this CA: list its root.pem in trust.extra_roots of gateway.yaml and restart the gateway"
         }
+        if codes.contains("key_rate_limited") {
+            return "the route's assertion.key_rate limits each key: add --retry-key-rate to send a limited request again after "
+                + "Retry-After, as apps do, or --rate / more --devices to stay under each key's budget"
+        }
         if codes.contains("app_id_mismatch") || codes.contains("app_not_allowed") {
             return "--app-id (TEAMID.bundle.id) is not in the gateway's apps[] (team_id and bundle_ids)"
         }
@@ -183,6 +196,7 @@ public struct RunReport: Sendable {
             "verdicts": requests.counts, "registration_verdicts": registrations.counts, "challenge_verdicts": challenges.counts,
             "challenges_fetched": challenges.total, "next_challenges_used": nextChallengesUsed,
             "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits,
+            "key_rate_limited": keyRateLimited, "key_rate_retried_accepted": keyRateRetriedAccepted,
             "refused_legitimate": refusedLegitimate, "requests_not_sent": requestsNotSent, "failures": firstFailures,
             "hint": (passed ? nil : hint) ?? NSNull(),
             "passed": passed,

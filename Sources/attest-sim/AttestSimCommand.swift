@@ -207,6 +207,12 @@ struct Run: ParsableCommand {
     @Option(help: "At most this many protected requests per second in all, evenly spaced (default: as fast as the gateway answers).")
     var rate: Double?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Send a request answered 429 key_rate_limited again, unchanged, after Retry-After (at most 5 times).",
+            discussion: "As the client contract says for a route with assertion.key_rate; without it the 429 is the request's verdict."))
+    var retryKeyRate = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -218,7 +224,7 @@ struct Run: ParsableCommand {
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
-            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate)
+            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate, retryKeyRate: retryKeyRate)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
