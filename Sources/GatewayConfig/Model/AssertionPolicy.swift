@@ -74,6 +74,9 @@ public struct AssertionPolicy: Sendable, Equatable {
     /// The DeviceCheck fallback for devices without App Attest (`fallback: {devicecheck: …}`); nil
     /// (default): none, a request without App Attest headers is refused as before.
     public var fallback: DeviceCheckFallback?
+    /// `verdict_header: true`: each forwarded request carries `X-App-Attest-Verdict`, the gateway's
+    /// signed verdict (needs the top-level `verdict`). Default false.
+    public var verdictHeader: Bool = false
 
     public init(
         mode: Mode,
