@@ -126,6 +126,10 @@ struct WalkthroughTests {
         #expect(run.stdout.contains("registrations: 8/8 accepted"), "\(run.stdout)")
         #expect(run.stdout.contains("verdicts:      200 ×2000\n"), "\(run.stdout)")
         #expect(run.stdout.contains("result:        PASS"), "\(run.stdout)")
+        // The signed verdict the demo upstream got (--show-verdict), for the purchase route.
+        #expect(run.stdout.contains("verdict:       the upstream got X-App-Attest-Verdict"), "\(run.stdout)")
+        #expect(run.stdout.contains("header {\"alg\":\"ES256\",\"kid\":"), "\(run.stdout)")
+        #expect(run.stdout.contains("\"aud\":\"purchase\"") && run.stdout.contains("\"verdict\":\"accepted\""), "\(run.stdout)")
         // The attacks: all refused, the control accepted after them; the expiry wait said up front.
         let attack = try #require(outputs.first { $0.command.dropFirst().first == "attack" }?.result)
         #expect(attack.stderr.contains("expired-challenge will wait about 11."), "\(attack.stderr)")
