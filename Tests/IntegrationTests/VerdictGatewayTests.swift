@@ -279,4 +279,46 @@ struct VerdictGatewayTests {
         let (keptHeader, _) = try verifyWithOpenSSL(try shadowToken("kept"), jwks: rotated.keys)
         #expect(keptHeader["kid"] as? String == rotated.order[0])
     }
+
+    @Test("the DeviceCheck fallback: an accepted device's verdict says device_check valid and its bits, no key; openssl verifies it")
+    func deviceCheckFallback() throws {
+        let team = try AppleTeamFixture("gw-verdict-dc")
+        let apple = try team.standIn()
+        defer { apple.stop() }
+        let key = try writeKey("dc.pem")
+        let gw = try GatewayProcess(
+            config: """
+                \(TestGatewayYAML.base(caDir: team.dir, environments: false))
+                attest: {challenge_rate: {per_client: off}}
+                \(team.appleSection(apple, service: "devicecheck_url"))
+                risk: {refresh: off}
+                verdict: {key: \(key)}
+                routes:
+                  - name: shop
+                    match: {methods: [POST], path_prefix: /api/shop}
+                    upstream: demo
+                    assertion: {mode: enforce, verdict_header: true, fallback: {devicecheck: {bits: read}, max_share: 100%}}
+                  - {name: default, match: {path_prefix: /}, upstream: demo}
+                """)
+        defer { gw.stop() }
+        let jwks = try Self.jwks(gw.url("admin", "/.well-known/jwks.json")).keys
+        let body = Array("{}".utf8)
+        let call = try HTTPCall.send(
+            port: HTTPCall.port(gw, "public"), method: "POST", target: "/api/shop/buy",
+            headers: [("X-Apple-Device-Token", SimulatedDeviceCheck(ca: team.ca).tokenHeader()), ("X-App-Attest-Verdict", "forged")],
+            body: body)
+        #expect(call.status == 200, "\(call.body)")
+        // The demo upstream answers with the fields it was sent.
+        let headers = try #require(call.json?["headers"] as? [String: String])
+        #expect(headers["X-Device-Check"] == "valid")
+        let token = try #require(headers["X-App-Attest-Verdict"])
+        #expect(token != "forged")
+        let (_, claims) = try verifyWithOpenSSL(token, jwks: jwks)
+        #expect(claims["aud"] as? String == "shop" && claims["verdict"] as? String == "accepted" && claims["mode"] as? String == "enforce")
+        #expect(claims["device_check"] as? String == "valid")
+        #expect(claims["device_check_bits"] as? String == headers["X-Device-Check-Bits"] && headers["X-Device-Check-Bits"] != nil)
+        #expect(claims["sub"] == nil && claims["app_id"] == nil)
+        #expect(claims["body_sha256"] as? String == Hex.encode(SHA256.hash(body)))
+        #expect(claims["jti"] as? String == headers["X-Request-Id"])
+    }
 }
