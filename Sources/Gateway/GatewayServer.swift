@@ -465,6 +465,7 @@ public final class GatewayServer: @unchecked Sendable {
         adoptRiskRefresh(next)
         adminRouter?.adopt(next.adminAccess)
         adminRouter?.adopt(verdict: next.verdict)
+        Self.logVerdictKey(previous: previous.verdict, next.verdict)
         Self.warnAboutExtraRoots(next)
         Self.logWarnings(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }

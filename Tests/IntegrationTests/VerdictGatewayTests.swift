@@ -265,6 +265,11 @@ struct VerdictGatewayTests {
         #expect(ReloadTests.field(line, "msg") == "configuration reloaded", "\(gw.stderr)")
         let rotated = try Self.jwks(gw.url("public", "/.well-known/jwks.json"))
         #expect(rotated.order.count == 2 && rotated.order[1] == initial.order[0])
+        #expect(line?.contains("verdict") == true, "\(line ?? "")")  // the reload's `changed`
+        let replaced = try #require(gw.stderrLines.first { $0.contains("\"msg\":\"verdict key replaced") }, "\(gw.stderr)")
+        #expect(ReloadTests.field(replaced, "kid") == rotated.order[0])
+        #expect(ReloadTests.field(replaced, "previous_kid") == initial.order[0])
+        #expect(ReloadTests.field(replaced, "previous_kept_until") != nil)
         let newToken = try shadowToken("after")
         let (newHeader, _) = try verifyWithOpenSSL(newToken, jwks: rotated.keys)
         #expect(newHeader["kid"] as? String == rotated.order[0])

@@ -69,6 +69,19 @@ struct VerdictSigning: Sendable {
     ])
 }
 
+extension GatewayServer {
+    /// A reload that changed the verdict's signing key says so, with the key kept in the JWKS and
+    /// until when (a key file rotated in place changes no configuration key).
+    static func logVerdictKey(previous: VerdictSigning?, _ next: VerdictSigning?) {
+        guard let next, let previous, previous.keys.current.kid != next.keys.current.kid else { return }
+        var fields = [("kid", next.keys.current.kid), ("previous_kid", previous.keys.current.kid)]
+        if let kept = next.keys.retired.first(where: { $0.jwk.thumbprint == previous.keys.current.kid }) {
+            fields.append(("previous_kept_until", RFC3339.format(millis: kept.untilMillis)))
+        }
+        GatewayEvents.log("info", "verdict key replaced; the previous public key stays in the JWKS until its tokens expire", fields)
+    }
+}
+
 /// What the verdict token says of the request besides the route's verdict: who the gate verified.
 struct VerdictSubject {
     var keyID: String?
