@@ -155,6 +155,9 @@ public final class GatewayRuntime: Sendable {
     /// `verdict` compiled (the key file read and checked now) with the keys its JWKS publishes (a
     /// replaced key stays for its tokens' ttl after the reload); nil without `verdict`.
     let verdict: VerdictSigning?
+    /// `verdict.publish`: the listeners answer `/.well-known/jwks.json` (read per request: a flag,
+    /// not the section).
+    let publishesJWKS: Bool
 
     /// A token bucket (or table of them) with the rate and burst of this configuration.
     public struct AdmissionLimit<Buckets: Sendable>: Sendable {
@@ -329,6 +332,7 @@ public final class GatewayRuntime: Sendable {
         } else {
             verdict = nil
         }
+        publishesJWKS = verdict?.publish ?? false
         var warnings: [String] = []
         if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {
             warnings.append(

@@ -135,7 +135,7 @@ final class GatewayRouter: RequestRouter {
         let n = path.utf8.count
         if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), peer: peer, runtime: rt) }
         if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), peer: peer, runtime: rt) }
-        if let v = rt.verdict, v.publish, n == VerdictConfig.jwksPath.utf8.count, path == VerdictConfig.jwksPath {
+        if rt.publishesJWKS, n == VerdictConfig.jwksPath.utf8.count, path == VerdictConfig.jwksPath, let v = rt.verdict {
             return Self.jwks(v, method: method)
         }
         guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
