@@ -42,6 +42,8 @@ public struct RunOptions: Sendable {
     /// request's verdict.
     public var retryKeyRate: Bool = false
     public static let keyRateRetries = 5
+    /// `--show-verdict`: keep the signed verdict the (demo) upstream got for an accepted request.
+    public var showVerdict = false
 
     /// Whether device `index` is one without App Attest.
     public func isUnsupported(device index: Int) -> Bool { index >= devices - unsupported }
@@ -174,7 +176,9 @@ public final class LoadRunner: Sendable {
             report.refusedLegitimate += r.refused
             report.requestsNotSent += r.notSent
             for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
+            if report.upstreamVerdict == nil { report.upstreamVerdict = r.upstreamVerdict }
         }
+        report.showVerdict = o.showVerdict
         return report
     }
 
@@ -197,6 +201,8 @@ public final class LoadRunner: Sendable {
         /// Requests never sent: their device could not register, or could not get a challenge.
         var notSent = 0
         var failures: [String] = []
+        /// `--show-verdict`: the first accepted request's signed verdict, as the demo upstream echoed it.
+        var upstreamVerdict: UpstreamVerdict?
 
         mutating func fail(_ what: String) {
             refused += 1
@@ -339,6 +345,7 @@ public final class LoadRunner: Sendable {
                     r.requests.add(VerdictCounts.key(v))
                     if !v.accepted { r.fail("device \(i) request \(slots[s].sent): \(v) \(resp.bodyText.prefix(200))") }
                     if o.useNextChallenge, v.accepted { slots[s].next = GatewayRequests.nextChallenge(resp)?.value }
+                    if o.showVerdict, v.accepted, r.upstreamVerdict == nil { r.upstreamVerdict = UpstreamVerdict(demoAnswer: resp.body) }
                 } catch {
                     r.requests.add(VerdictCounts.key(error))
                     r.fail("device \(i) request \(slots[s].sent): \(error)")

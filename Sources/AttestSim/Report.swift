@@ -91,6 +91,9 @@ public struct RunReport: Sendable {
     public var requestsNotSent = 0
     /// Details of the first few failures, for the operator.
     public var firstFailures: [String] = []
+    /// `--show-verdict`: asked for, and the signed verdict the demo upstream got (nil: none reached it).
+    public var showVerdict = false
+    public var upstreamVerdict: UpstreamVerdict?
 
     public init(
         gateway: String, devices: Int, requestsPlanned: Int, workers: Int, method: String, path: String, bodySize: Int,
@@ -142,6 +145,15 @@ public struct RunReport: Sendable {
             out += keyRateRetriedAccepted > 0 ? "; \(keyRateRetriedAccepted) requests sent again after Retry-After and accepted\n" : "\n"
         }
         for f in firstFailures { out += "failure:       \(f)\n" }
+        if showVerdict {
+            if let v = upstreamVerdict {
+                out += "verdict:       the upstream got X-App-Attest-Verdict (decoded, not verified):\n"
+                out += "               header \(v.header)\n               claims \(v.claims)\n"
+            } else {
+                out += "verdict:       no X-App-Attest-Verdict reached the upstream (a route without assertion.verdict_header, "
+                out += "or an upstream that does not echo its fields like demo)\n"
+            }
+        }
         if !passed, let hint = hint { out += "hint:          \(hint)\n" }
         if passed {
             out += "result:        PASS (every legitimate exchange accepted)\n"
@@ -188,7 +200,7 @@ public struct RunReport: Sendable {
                 "max_ms": s.max * 1000, "mean_ms": s.mean * 1000,
             ] as [String: Any]
         }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "gateway": gateway, "devices": devices, "requests_planned": requestsPlanned, "requests_done": requestsDone,
             "workers": workers, "method": method, "path": path, "body_size": bodySize, "bind": binding.rawValue,
             "next_challenge": nextChallenge, "plain": plain, "seconds": requestPhaseSeconds, "requests_per_second": requestsPerSecond,
@@ -201,6 +213,15 @@ public struct RunReport: Sendable {
             "hint": (passed ? nil : hint) ?? NSNull(),
             "passed": passed,
         ]
+        if showVerdict {
+            object["upstream_verdict"] =
+                upstreamVerdict.map { v -> Any in
+                    [
+                        "header": (try? JSONSerialization.jsonObject(with: Data(v.header.utf8))) ?? NSNull(),
+                        "claims": (try? JSONSerialization.jsonObject(with: Data(v.claims.utf8))) ?? NSNull(),
+                    ] as [String: Any]
+                } ?? NSNull()
+        }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }

@@ -29,12 +29,15 @@ public final class GatewayRuntime: Sendable {
         public let connectTimeoutMillis: Int64?
         /// `pass_server_header`: the upstream's `Server` field reaches the client.
         public let passServerHeader: Bool
+        /// `assertion.verdict_header`: forwarded requests carry the signed verdict (`VerdictSigning`).
+        public let verdictHeader: Bool
 
         init(
             name: String, match: GatewayProxy.RouteMatch, upstream: String, maxBody: Int, assertion: RoutePolicy, index: Int,
             fallback: RouteFallback?, responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil,
-            passServerHeader: Bool = false
+            passServerHeader: Bool = false, verdictHeader: Bool = false
         ) {
+            self.verdictHeader = verdictHeader
             self.name = name
             self.match = match
             self.upstream = upstream
@@ -149,6 +152,12 @@ public final class GatewayRuntime: Sendable {
     /// `apple` compiled (the key file read and checked now); kept from the previous runtime while
     /// nothing of it changed (its token, TLS context and pools go on). nil without `apple`.
     let apple: AppleServices?
+    /// `verdict` compiled (the key file read and checked now) with the keys its JWKS publishes (a
+    /// replaced key stays for its tokens' ttl after the reload); nil without `verdict`.
+    let verdict: VerdictSigning?
+    /// `verdict.publish`: the listeners answer `/.well-known/jwks.json` (read per request: a flag,
+    /// not the section).
+    let publishesJWKS: Bool
 
     /// A token bucket (or table of them) with the rate and burst of this configuration.
     public struct AdmissionLimit<Buckets: Sendable>: Sendable {
@@ -259,7 +268,7 @@ public final class GatewayRuntime: Sendable {
                     return kept ?? RouteFallback(config: f, share: FallbackShare(FallbackShare.Settings(f)))
                 },
                 responseTimeoutMillis: r.timeouts.response?.millis, connectTimeoutMillis: r.timeouts.connect?.millis,
-                passServerHeader: r.passServerHeader)
+                passServerHeader: r.passServerHeader, verdictHeader: r.assertion.verdictHeader)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
         guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)
@@ -314,6 +323,16 @@ public final class GatewayRuntime: Sendable {
         } else {
             apple = nil
         }
+        if let v = config.verdict {
+            do {
+                verdict = try VerdictSigning(v, previous: previous?.verdict, nowMillis: AttestContext.nowMillis())
+            } catch {
+                throw CompileError(config, at: "verdict.key", error.description)
+            }
+        } else {
+            verdict = nil
+        }
+        publishesJWKS = verdict?.publish ?? false
         var warnings: [String] = []
         if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {
             warnings.append(

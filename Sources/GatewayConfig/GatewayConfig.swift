@@ -31,6 +31,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public let apple: AppleConfig?
     /// The risk metric's refresh (with `apple`).
     public let risk: RiskConfig
+    /// The signed verdict's key (`verdict`); nil (default): none, no route may set `verdict_header`.
+    public let verdict: VerdictConfig?
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -49,7 +51,8 @@ public struct GatewayConfig: Sendable, Equatable {
         sourceMap: SourceMap,
         trustedProxies: [IPNetwork] = [],
         apple: AppleConfig? = nil,
-        risk: RiskConfig = RiskConfig()
+        risk: RiskConfig = RiskConfig(),
+        verdict: VerdictConfig? = nil
     ) {
         self.workers = workers
         self.listeners = listeners
@@ -66,6 +69,7 @@ public struct GatewayConfig: Sendable, Equatable {
         self.trustedProxies = trustedProxies
         self.apple = apple
         self.risk = risk
+        self.verdict = verdict
     }
 
     /// The upstream a route names (always present in a loaded config).

@@ -44,6 +44,8 @@ public struct AcceptedAssertion: Sendable {
     public let risk: KeyRisk?
     /// For `X-App-Attest-Next-Challenge`; nil when none could be issued (the request still passes).
     public let nextChallenge: IssuedChallenge?
+    /// The key's environment as registered: the verdict token's `environment` (`VerdictClaims`).
+    public var environment: KeyEnvironment? = nil
 }
 
 /// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
@@ -340,7 +342,8 @@ public final class AssertionGate {
                     .accepted(
                         AcceptedAssertion(
                             keyID: keyID, counter: verified.signCount, appID: record.appID,
-                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
+                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next,
+                            environment: record.environment)))
             }
         }
     }

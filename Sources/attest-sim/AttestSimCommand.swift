@@ -3,6 +3,7 @@ import AppAttestSimulator
 import ArgumentParser
 import AttestSim
 import Foundation
+import GatewayCrypto
 
 /// `attest-sim`: software App Attest devices against a running gateway: a test CA, load runs, attacks.
 @main
@@ -144,6 +145,7 @@ struct CA: ParsableCommand {
                 throw AttestSimError.file("--reuse: \(error)")
             }
             print("kept the CA in \(dir.path) (\(TestCA.rootFile) listed in gateway.yaml under trust.extra_roots)")
+            try Self.writeVerdictKey(in: dir)
             return
         }
         let ca: TestCA
@@ -161,6 +163,21 @@ struct CA: ParsableCommand {
         print(
             "created \(dir.appendingPathComponent(TestCA.receiptRootFile).path): list it in gateway.yaml under "
                 + "trust.extra_receipt_roots (the devices' receipts are signed under it)")
+        try Self.writeVerdictKey(in: dir)
+    }
+
+    /// The file beside the CA with a P-256 key for the gateway's `verdict.key` (the walkthrough's
+    /// signed verdict); made once, mode 0600, kept when it exists.
+    static let verdictKeyFile = "verdict.pem"
+
+    static func writeVerdictKey(in dir: URL) throws {
+        let path = dir.appendingPathComponent(verdictKeyFile).path
+        guard !FileManager.default.fileExists(atPath: path) else { return }
+        let pem = Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8)
+        guard FileManager.default.createFile(atPath: path, contents: pem, attributes: [.posixPermissions: 0o600]) else {
+            throw AttestSimError.file("cannot write \(path)")
+        }
+        print("created \(path): a P-256 key for the gateway's verdict.key (the signed verdict, X-App-Attest-Verdict)")
     }
 }
 
@@ -216,15 +233,22 @@ struct Run: ParsableCommand {
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
+    @Flag(
+        help: ArgumentHelp(
+            "Show the signed verdict (X-App-Attest-Verdict) the upstream got for an accepted request, decoded.",
+            discussion: "With the demo upstream (which answers with the fields it was sent) and a route with assertion.verdict_header."))
+    var showVerdict = false
+
     func run() throws {
         guard let binding = Binding(rawValue: bind) else {
             throw AttestSimError.usage("--bind must be request or body (got \"\(bind)\")")
         }
-        let options = try RunOptions(
+        var options = try RunOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
             timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate, retryKeyRate: retryKeyRate)
+        options.showVerdict = showVerdict
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }

@@ -277,11 +277,13 @@ extension GatewayRouter {
                         verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt,
                         about: RequestSummary(request),
                         kind: "assertion", logFields: [("key_id", keyID), ("risk_metric", a.risk?.metric.map { String($0) } ?? "-")],
-                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response), verdictRequest: VerdictRequest(request),
+                        subject: VerdictSubject(a))
                 } else {
                     carried = self.carryOut(
                         verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "assertion",
-                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response), verdictRequest: VerdictRequest(request),
+                        subject: VerdictSubject(a))
                 }
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }
@@ -293,7 +295,7 @@ extension GatewayRouter {
                 carried = self.carryOut(
                     verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "assertion",
                     logFields: logFields,
-                    pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
+                    pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), verdictRequest: VerdictRequest(request))
             }
             done(self.outcome(carried, request: request, route: r, runtime: rt))
         }

@@ -38,6 +38,8 @@ extension ConfigDecoder {
             checkRisk(top: top, apple: apple, risk: risk, store: store, routes: routes)
         }
         checkFallback(top: top, routes: routes)
+        let verdict = top["verdict"].flatMap { decodeVerdict($0, path: "verdict") }
+        checkVerdict(top: top, routes: routes)
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -74,7 +76,8 @@ extension ConfigDecoder {
             sourceMap: SourceMap(file: file, root: root),
             trustedProxies: trustedProxies ?? [],
             apple: apple,
-            risk: risk
+            risk: risk,
+            verdict: verdict
         )
     }
 

@@ -76,6 +76,9 @@ public struct AssertionPolicy: Sendable, Equatable {
     public var fallback: DeviceCheckFallback?
     /// `key_rate: {rate, burst}` (issue 27): a budget per attested key on this route; nil (default): none.
     public var keyRate: KeyRateConfig?
+    /// `verdict_header: true`: each forwarded request carries `X-App-Attest-Verdict`, the gateway's
+    /// signed verdict (needs the top-level `verdict`). Default false.
+    public var verdictHeader: Bool = false
 
     public init(
         mode: Mode,
