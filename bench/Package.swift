@@ -37,5 +37,14 @@ let package = Package(
                 .product(name: "GatewayWire", package: "attest-gateway"),
             ]
         ),
+        // The signed verdict's cost per forwarded request (bench/verdict-vs-openssl).
+        .executableTarget(
+            name: "verdict-bench",
+            dependencies: [
+                .product(name: "GatewayPolicy", package: "attest-gateway"),
+                .product(name: "GatewayCrypto", package: "attest-gateway"),
+                .product(name: "GatewayWire", package: "attest-gateway"),
+            ]
+        ),
     ]
 )

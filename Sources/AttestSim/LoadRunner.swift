@@ -41,6 +41,14 @@ public struct RunOptions: Sendable {
     public var platforms: [Platform] = [.ios]
     /// The app the Android devices run (required when `platforms` has `.android`).
     public var androidApp: AndroidApp? = nil
+    /// A protected request answered `429 key_rate_limited` (the route's `key_rate`, issue 27) is
+    /// sent again unchanged after `Retry-After` plus up to a quarter more, at most
+    /// `keyRateRetries` times, as the client contract says (`--retry-key-rate`). Off: the 429 is the
+    /// request's verdict.
+    public var retryKeyRate: Bool = false
+    public static let keyRateRetries = 5
+    /// `--show-verdict`: keep the signed verdict the (demo) upstream got for an accepted request.
+    public var showVerdict = false
 
     /// Whether device `index` is one without App Attest.
     public func isUnsupported(device index: Int) -> Bool { index >= devices - unsupported }
@@ -50,7 +58,7 @@ public struct RunOptions: Sendable {
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
         bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
         useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil, unsupported: Int = 0,
-        rate: Double? = nil, platforms: [Platform] = [.ios], androidApp: AndroidApp? = nil
+        rate: Double? = nil, platforms: [Platform] = [.ios], androidApp: AndroidApp? = nil, retryKeyRate: Bool = false
     ) throws(AttestSimError) {
         guard !platforms.isEmpty else { throw .usage("no platform given") }
         if platforms.contains(.android) {
@@ -98,6 +106,7 @@ public struct RunOptions: Sendable {
         self.rate = rate
         self.platforms = platforms
         self.androidApp = androidApp
+        self.retryKeyRate = retryKeyRate
     }
 
     /// The platform of device `index`.
@@ -181,11 +190,15 @@ public final class LoadRunner: Sendable {
             report.connectionsOpened += r.connectionsOpened
             report.retries += r.retries
             report.rateLimitedWaits += r.rateLimitedWaits
+            report.keyRateLimited += r.keyRateLimited
+            report.keyRateRetriedAccepted += r.keyRateRetriedAccepted
             report.refusedLegitimate += r.refused
             report.requestsNotSent += r.notSent
             for f in r.failures where report.firstFailures.count < 5 { report.firstFailures.append(f) }
             for (p, c) in r.byPlatform { report.byPlatform[p, default: PlatformCounts()].merge(c) }
+            if report.upstreamVerdict == nil { report.upstreamVerdict = r.upstreamVerdict }
         }
+        report.showVerdict = o.showVerdict
         return report
     }
 
@@ -200,12 +213,18 @@ public final class LoadRunner: Sendable {
         var connectionsOpened = 0
         var retries = 0
         var rateLimitedWaits = 0
+        /// Answers `429 key_rate_limited` (each one, retried or not), and requests accepted when
+        /// sent again after one.
+        var keyRateLimited = 0
+        var keyRateRetriedAccepted = 0
         var refused = 0
         /// Requests never sent: their device could not register, or could not get a challenge.
         var notSent = 0
         var failures: [String] = []
         /// Registrations and requests by platform.
         var byPlatform: [String: PlatformCounts] = [:]
+        /// `--show-verdict`: the first accepted request's signed verdict, as the demo upstream echoed it.
+        var upstreamVerdict: UpstreamVerdict?
 
         mutating func fail(_ what: String) {
             refused += 1
@@ -342,15 +361,31 @@ public final class LoadRunner: Sendable {
                             challenge: challenge, method: o.method, target: o.path, body: body, binding: o.binding,
                             version: o.clientData, host: o.host)
                     }
-                let t0 = HTTPClient.now()
+                var t0 = HTTPClient.now()
                 do {
-                    let resp = try client.send(request)
+                    var resp = try client.send(request)
+                    var v = Verdict(resp)
+                    // Over the route's key_rate: nothing was consumed; the very same request passes
+                    // once a token is back (docs/client-contract.md, "Limits").
+                    var waits = 0
+                    while v.status == 429, v.error == "key_rate_limited" {
+                        r.keyRateLimited += 1
+                        guard o.retryKeyRate, waits < RunOptions.keyRateRetries else { break }
+                        let retryAfter = Double(resp.header("Retry-After").flatMap { Int($0) } ?? 1)
+                        let wait = min(30, max(1, retryAfter) * (1 + Double.random(in: 0..<0.25)))
+                        Thread.sleep(forTimeInterval: wait)
+                        waits += 1
+                        t0 = HTTPClient.now()
+                        resp = try client.send(request)
+                        v = Verdict(resp)
+                    }
+                    if waits > 0, v.accepted { r.keyRateRetriedAccepted += 1 }
                     r.requestLatencies.append(HTTPClient.now() - t0)
-                    let v = Verdict(resp)
                     r.requests.add(VerdictCounts.key(v))
                     r.byPlatform[slots[s].device.platform.rawValue, default: PlatformCounts()].requests.add(VerdictCounts.key(v))
                     if !v.accepted { r.fail("device \(i) request \(slots[s].sent): \(v) \(resp.bodyText.prefix(200))") }
                     if o.useNextChallenge, v.accepted { slots[s].next = GatewayRequests.nextChallenge(resp)?.value }
+                    if o.showVerdict, v.accepted, r.upstreamVerdict == nil { r.upstreamVerdict = UpstreamVerdict(demoAnswer: resp.body) }
                 } catch {
                     r.requests.add(VerdictCounts.key(error))
                     r.byPlatform[slots[s].device.platform.rawValue, default: PlatformCounts()].requests.add(VerdictCounts.key(error))

@@ -97,6 +97,11 @@ public struct RunReport: Sendable {
     public var retries = 0
     /// 429s waited out (Retry-After plus jitter) before sending the same request again.
     public var rateLimitedWaits = 0
+    /// Protected requests answered `429 key_rate_limited` (the route's `key_rate`): every such
+    /// answer, including those sent again with `--retry-key-rate`.
+    public var keyRateLimited = 0
+    /// Requests accepted when sent again after a `key_rate_limited` answer (`--retry-key-rate`).
+    public var keyRateRetriedAccepted = 0
     /// Legitimate exchanges (challenge, registration, protected request) that were sent and not
     /// accepted (or failed in transport).
     public var refusedLegitimate = 0
@@ -108,6 +113,9 @@ public struct RunReport: Sendable {
     /// The platforms of the devices (`--platform`), and what each one's devices saw.
     public var platforms: [String] = ["ios"]
     public var byPlatform: [String: PlatformCounts] = [:]
+    /// `--show-verdict`: asked for, and the signed verdict the demo upstream got (nil: none reached it).
+    public var showVerdict = false
+    public var upstreamVerdict: UpstreamVerdict?
 
     public init(
         gateway: String, devices: Int, requestsPlanned: Int, workers: Int, method: String, path: String, bodySize: Int,
@@ -159,7 +167,20 @@ public struct RunReport: Sendable {
                 out += "\(p):".padding(toLength: 15, withPad: " ", startingAt: 0) + (byPlatform[p] ?? PlatformCounts()).text + "\n"
             }
         }
+        if keyRateLimited > 0 {
+            out += "key_rate:      \(keyRateLimited) answers 429 key_rate_limited"
+            out += keyRateRetriedAccepted > 0 ? "; \(keyRateRetriedAccepted) requests sent again after Retry-After and accepted\n" : "\n"
+        }
         for f in firstFailures { out += "failure:       \(f)\n" }
+        if showVerdict {
+            if let v = upstreamVerdict {
+                out += "verdict:       the upstream got X-App-Attest-Verdict (decoded, not verified):\n"
+                out += "               header \(v.header)\n               claims \(v.claims)\n"
+            } else {
+                out += "verdict:       no X-App-Attest-Verdict reached the upstream (a route without assertion.verdict_header, "
+                out += "or an upstream that does not echo its fields like demo)\n"
+            }
+        }
         if !passed, let hint = hint { out += "hint:          \(hint)\n" }
         if passed {
             out += "result:        PASS (every legitimate exchange accepted)\n"
@@ -193,6 +214,10 @@ public struct RunReport: Sendable {
                 + (platforms.contains("android") ? " (and android-root.pem in trust.extra_android_roots for Android devices)" : "")
                 + " and restart the gateway"
         }
+        if codes.contains("key_rate_limited") {
+            return "the route's assertion.key_rate limits each key: add --retry-key-rate to send a limited request again after "
+                + "Retry-After, as apps do, or --rate / more --devices to stay under each key's budget"
+        }
         if codes.contains("app_id_mismatch") || codes.contains("app_not_allowed") {
             return "--app-id (TEAMID.bundle.id) is not in the gateway's apps[] (team_id and bundle_ids)"
                 + (platforms.contains("android")
@@ -210,7 +235,7 @@ public struct RunReport: Sendable {
                 "max_ms": s.max * 1000, "mean_ms": s.mean * 1000,
             ] as [String: Any]
         }
-        let object: [String: Any] = [
+        var object: [String: Any] = [
             "gateway": gateway, "devices": devices, "requests_planned": requestsPlanned, "requests_done": requestsDone,
             "workers": workers, "method": method, "path": path, "body_size": bodySize, "bind": binding.rawValue,
             "next_challenge": nextChallenge, "plain": plain, "seconds": requestPhaseSeconds, "requests_per_second": requestsPerSecond,
@@ -218,6 +243,7 @@ public struct RunReport: Sendable {
             "verdicts": requests.counts, "registration_verdicts": registrations.counts, "challenge_verdicts": challenges.counts,
             "challenges_fetched": challenges.total, "next_challenges_used": nextChallengesUsed,
             "connections_opened": connectionsOpened, "retries": retries, "rate_limited_waits": rateLimitedWaits,
+            "key_rate_limited": keyRateLimited, "key_rate_retried_accepted": keyRateRetriedAccepted,
             "refused_legitimate": refusedLegitimate, "requests_not_sent": requestsNotSent, "failures": firstFailures,
             "hint": (passed ? nil : hint) ?? NSNull(),
             "platforms": Dictionary(
@@ -232,6 +258,15 @@ public struct RunReport: Sendable {
                 }),
             "passed": passed,
         ]
+        if showVerdict {
+            object["upstream_verdict"] =
+                upstreamVerdict.map { v -> Any in
+                    [
+                        "header": (try? JSONSerialization.jsonObject(with: Data(v.header.utf8))) ?? NSNull(),
+                        "claims": (try? JSONSerialization.jsonObject(with: Data(v.claims.utf8))) ?? NSNull(),
+                    ] as [String: Any]
+                } ?? NSNull()
+        }
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }

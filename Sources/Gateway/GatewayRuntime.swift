@@ -29,12 +29,15 @@ public final class GatewayRuntime: Sendable {
         public let connectTimeoutMillis: Int64?
         /// `pass_server_header`: the upstream's `Server` field reaches the client.
         public let passServerHeader: Bool
+        /// `assertion.verdict_header`: forwarded requests carry the signed verdict (`VerdictSigning`).
+        public let verdictHeader: Bool
 
         init(
             name: String, match: GatewayProxy.RouteMatch, upstream: String, maxBody: Int, assertion: RoutePolicy, index: Int,
             fallback: RouteFallback?, responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil,
-            passServerHeader: Bool = false
+            passServerHeader: Bool = false, verdictHeader: Bool = false
         ) {
+            self.verdictHeader = verdictHeader
             self.name = name
             self.match = match
             self.upstream = upstream
@@ -154,6 +157,12 @@ public final class GatewayRuntime: Sendable {
     /// `apple` compiled (the key file read and checked now); kept from the previous runtime while
     /// nothing of it changed (its token, TLS context and pools go on). nil without `apple`.
     let apple: AppleServices?
+    /// `verdict` compiled (the key file read and checked now) with the keys its JWKS publishes (a
+    /// replaced key stays for its tokens' ttl after the reload); nil without `verdict`.
+    let verdict: VerdictSigning?
+    /// `verdict.publish`: the listeners answer `/.well-known/jwks.json` (read per request: a flag,
+    /// not the section).
+    let publishesJWKS: Bool
 
     /// A token bucket (or table of them) with the rate and burst of this configuration.
     public struct AdmissionLimit<Buckets: Sendable>: Sendable {
@@ -257,14 +266,14 @@ public final class GatewayRuntime: Sendable {
                 name: r.name,
                 match: GatewayProxy.RouteMatch(
                     methods: Set(r.match.methods), pathPrefix: path.0, exactPath: path.1, host: r.match.host, fold: fold),
-                upstream: r.upstream, maxBody: r.maxBody, assertion: RoutePolicy(r.assertion), index: index,
+                upstream: r.upstream, maxBody: r.maxBody, assertion: RoutePolicy(r.assertion, route: r.name), index: index,
                 fallback: r.assertion.fallback.map { c in
                     let f = FallbackPolicy(c)
                     let kept = previous?.routes.first { $0.name == r.name }?.fallback.flatMap { $0.config == f ? $0 : nil }
                     return kept ?? RouteFallback(config: f, share: FallbackShare(FallbackShare.Settings(f)))
                 },
                 responseTimeoutMillis: r.timeouts.response?.millis, connectTimeoutMillis: r.timeouts.connect?.millis,
-                passServerHeader: r.passServerHeader)
+                passServerHeader: r.passServerHeader, verdictHeader: r.assertion.verdictHeader)
         }
         matchesHosts = routes.contains { $0.match.host != nil }
         guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)
@@ -339,6 +348,16 @@ public final class GatewayRuntime: Sendable {
         } else {
             apple = nil
         }
+        if let v = config.verdict {
+            do {
+                verdict = try VerdictSigning(v, previous: previous?.verdict, nowMillis: AttestContext.nowMillis())
+            } catch {
+                throw CompileError(config, at: "verdict.key", error.description)
+            }
+        } else {
+            verdict = nil
+        }
+        publishesJWKS = verdict?.publish ?? false
         var warnings: [String] = []
         if !adminAccess.requiresToken, !Self.isLoopback(config.admin.address.host) {
             warnings.append(

@@ -113,6 +113,7 @@ public final class GatewayServer: @unchecked Sendable {
         operatorSampler = sampler
         let adminRouter = AdminRouter(server: self, exposition: exposition, explain: explain, access: rt.adminAccess, sampler: sampler)
         self.adminRouter = adminRouter
+        adminRouter.adopt(verdict: rt.verdict)
         admin = try openAdmin(at: adminAddress)
         Self.warnAboutExtraRoots(rt)
         Self.logWarnings(rt)
@@ -492,6 +493,8 @@ public final class GatewayServer: @unchecked Sendable {
         adoptRiskRefresh(next)
         adoptStatusRefresh(next)
         adminRouter?.adopt(next.adminAccess)
+        adminRouter?.adopt(verdict: next.verdict)
+        Self.logVerdictKey(previous: previous.verdict, next.verdict)
         Self.warnAboutExtraRoots(next)
         Self.logWarnings(next)
         for (loop, router) in zip(loops, routers) { loop.queue.sync { router.adopt(next) } }

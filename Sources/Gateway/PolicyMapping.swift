@@ -1,5 +1,6 @@
 import GatewayConfig
 import GatewayPolicy
+import GatewayStore
 
 // The composition root maps the configuration's model onto the policy's own (GatewayPolicy reads no
 // configuration type: docs/architecture.md, "Layers").
@@ -16,15 +17,23 @@ where Policy.RawValue == String, Config.RawValue == String {
 }
 
 extension RoutePolicy {
-    /// A route's `assertion` block.
-    init(_ c: AssertionPolicy) {
+    /// A route's `assertion` block; `route`: its name (the scope of its `key_rate` buckets).
+    init(_ c: AssertionPolicy, route: String = "") {
         self.init(
             mode: mapped(c.mode), bind: mapped(c.bind),
             challenge: mapped(c.challenge), rolloutBasisPoints: c.rollout.basisPoints,
             onStoreError: mapped(c.onStoreError),
             clientData: mapped(c.clientData), maxRiskMetric: c.maxRiskMetric,
             onRisk: mapped(c.onRisk), counterWindow: c.counterWindow,
-            fallback: c.fallback.map(FallbackPolicy.init))
+            fallback: c.fallback.map(FallbackPolicy.init),
+            keyRate: c.keyRate.map { KeyRateLimit($0, route: route) })
+    }
+}
+
+extension KeyRateLimit {
+    /// `assertion.key_rate` of the route named `route`.
+    init(_ c: KeyRateConfig, route: String) {
+        self.init(count: c.rate.count, periodMillis: Int64(c.rate.unit.seconds) * 1_000, burst: c.burst, scope: route)
     }
 }
 

@@ -116,6 +116,7 @@ enum ReloadChanges {
         if old.attest != new.attest { out.append("attest") }
         if old.logging.level != new.logging.level { out.append("logging.level") }
         if !sameAccessLog(old.logging, new.logging) { out.append("logging.access_log") }
+        if old.verdict != new.verdict { out.append("verdict") }
         return out
     }
 

@@ -33,6 +33,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public let risk: RiskConfig
     /// Google's attestation status list, for Android registrations (`android`).
     public let android: AndroidConfig
+    /// The signed verdict's key (`verdict`); nil (default): none, no route may set `verdict_header`.
+    public let verdict: VerdictConfig?
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -52,6 +54,7 @@ public struct GatewayConfig: Sendable, Equatable {
         trustedProxies: [IPNetwork] = [],
         apple: AppleConfig? = nil,
         risk: RiskConfig = RiskConfig(),
+        verdict: VerdictConfig? = nil,
         android: AndroidConfig = AndroidConfig()
     ) {
         self.android = android
@@ -70,6 +73,7 @@ public struct GatewayConfig: Sendable, Equatable {
         self.trustedProxies = trustedProxies
         self.apple = apple
         self.risk = risk
+        self.verdict = verdict
     }
 
     /// The upstream a route names (always present in a loaded config).

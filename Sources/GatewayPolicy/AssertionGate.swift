@@ -45,6 +45,8 @@ public struct AcceptedAssertion: Sendable {
     public let risk: KeyRisk?
     /// For `X-App-Attest-Next-Challenge`; nil when none could be issued (the request still passes).
     public let nextChallenge: IssuedChallenge?
+    /// The key's environment as registered: the verdict token's `environment` (`VerdictClaims`).
+    public var environment: KeyEnvironment? = nil
 }
 
 /// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
@@ -291,7 +293,8 @@ public final class AssertionGate {
     /// (on Redis one script).
     private func commit(_ p: Pending, record: DeviceKeyRecord, counter: UInt32, attempt: Int) {
         let keyID = record.keyID
-        let commit = AssertionCommit(keyID: keyID, counter: counter, challenge: p.token, counterWindow: p.route.counterWindow)
+        let commit = AssertionCommit(
+            keyID: keyID, counter: counter, challenge: p.token, counterWindow: p.route.counterWindow, keyRate: p.route.keyRate)
         let next = ChallengeRequest(purpose: .assert, keyID: keyID, ttlMillis: p.policy.challengeTTLMillis, chained: true)
         let checked = CheckedKey(record)
         if let now = store.commitAssertionNow(commit, checked: checked, issuing: next, nowMillis: p.nowMillis) {
@@ -346,12 +349,15 @@ public final class AssertionGate {
                         Explanation(
                             step: "commit", error: GateError(why),
                             fields: committed() + [("challenge", Explanation.redact(p.challengeText))])))
+            case .keyRateLimited(let seconds):
+                completion(.refused(Self.keyRateRefusal(committed(), limit: p.route.keyRate, retryAfterSeconds: seconds)))
             case .committed:
                 completion(
                     .accepted(
                         AcceptedAssertion(
                             keyID: keyID, counter: counter, appID: record.appID,
-                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
+                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next,
+                            environment: record.environment)))
             }
         }
     }

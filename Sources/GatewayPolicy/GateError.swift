@@ -87,6 +87,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// DeviceCheck could not answer (unreachable, `429`, `5xx`, or refused the gateway's own token or
     /// clock): a fallback request is treated as when the store cannot answer (`on_store_error`).
     case deviceCheckUnavailable
+    // Budgets per attested key (issue 27).
+    /// The assertion verified, but its key is over the route's `assertion.key_rate`: nothing was
+    /// consumed; the same request passes after `Retry-After` seconds.
+    case keyRateLimited
     /// An Android attestation's verdict or the app's Android policy refused it (docs/android.md),
     /// for the codes App Attest has no equal of (`init(_: AndroidAttestError)` maps the others onto
     /// `verification`: one code means one thing on both platforms).
@@ -131,6 +135,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .deviceTokenReplayed: ("device_token_replayed", 401, .none)
         case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
         case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
+        case .keyRateLimited: ("key_rate_limited", 429, .retryLater)
         case .android(let code): (code.rawValue, Self.status(of: code), Self.action(of: code))
         }
     }
@@ -228,6 +233,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
+            .keyRateLimited,
         ] + AndroidAttestError.Code.allCases.filter { sharedAndroidCodes[$0] == nil && $0 != .packageNotAllowed }.map(GateError.android)
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

@@ -1,3 +1,4 @@
+import GatewayStore
 import GatewayWire
 
 /// How a protected route checks requests: the policy's own model of a route's `assertion` block,
@@ -64,12 +65,16 @@ public struct RoutePolicy: Sendable, Equatable {
     public var counterWindow: Int
     /// The DeviceCheck fallback; nil: none.
     public var fallback: FallbackPolicy?
+    /// `key_rate` (issue 27): the budget of each attested key on this route, checked in the
+    /// store's commit; nil: none.
+    public var keyRate: KeyRateLimit?
 
     public init(
         mode: Mode, bind: Binding = .request, challenge: Challenge = .required, rolloutBasisPoints: Int = 10_000,
         onStoreError: StoreErrorPolicy = .failClosed, clientData: ClientData = .v2, maxRiskMetric: Int? = nil, onRisk: RiskAction = .flag,
-        counterWindow: Int = 0, fallback: FallbackPolicy? = nil
+        counterWindow: Int = 0, fallback: FallbackPolicy? = nil, keyRate: KeyRateLimit? = nil
     ) {
+        self.keyRate = keyRate
         self.mode = mode
         self.bind = bind
         self.challenge = challenge

@@ -666,21 +666,19 @@ public final class RedisAttestStore: AttestStore {
             return commitRejectionByRead(commit, token: token, nowMillis: nowMillis, completion: completion)
         }
         let name = keyName(commit.keyID)
-        var w = RESPCommandWriter(arguments: commit.challenge == nil ? 8 : 9)
+        var w = RESPCommandWriter(arguments: (commit.challenge == nil ? 9 : 10) + Self.keyRateArguments(commit))
         w.append(Self.evalsha)
         w.append(commitSHA)
-        if let token = commit.challenge {
-            w.append(decimal: 2)
-            w.append(name)
-            w.append(challengeName(token))
-        } else {
-            w.append(decimal: 1)
-            w.append(name)
-        }
+        w.append(decimal: (commit.challenge == nil ? 1 : 2) + (commit.keyRate == nil ? 0 : 1))
+        w.append(name)
+        if let token = commit.challenge { w.append(challengeName(token)) }
+        if let limit = commit.keyRate { w.append(keyRateName(commit.keyID, limit)) }
         w.append(decimal: nowMillis)
         w.append(commit.keyID.bytes)
         w.append(decimal: Int64(commit.counter))
         w.append(decimal: Int64(max(0, commit.counterWindow)))
+        w.append(decimal: commit.challenge == nil ? 0 : 1)
+        if let limit = commit.keyRate { Self.appendKeyRate(limit, to: &w) }
         send(key: name, [w.command]) { result in
             switch result {
             case .failure(let e):
@@ -695,6 +693,7 @@ public final class RedisAttestStore: AttestStore {
                 case "replay":
                     let open = a.count > 2 ? Self.windowBits(a[2].text ?? "") : 0
                     completion(.success(.counterReplay(stored: UInt32(clamping: n), open: open)))
+                case "key_rate_limited": completion(.success(.keyRateLimited(retryAfterSeconds: max(1, Int(n)))))
                 default:
                     guard let why = Self.rejection(status) else {
                         return completion(.failure(Self.protocolError("the commit script", replies)))
@@ -758,13 +757,14 @@ public final class RedisAttestStore: AttestStore {
         let token = newToken(boundTo: commit.keyID)
         let redisTTL = min(ttl, Int64.max / 2) + options.expiredGraceMillis
         // EVALSHA sha numkeys, the keys (the record, the presented challenge if any, the next), 13 arguments.
-        var w = RESPCommandWriter(arguments: commit.challenge == nil ? 18 : 19, capacity: 512)
+        var w = RESPCommandWriter(arguments: (commit.challenge == nil ? 18 : 19) + Self.keyRateArguments(commit), capacity: 512)
         w.append(Self.evalsha)
         w.append(commitNextSHA)
-        w.append(decimal: commit.challenge == nil ? 2 : 3)
+        w.append(decimal: (commit.challenge == nil ? 2 : 3) + (commit.keyRate == nil ? 0 : 1))
         w.append(name)
         if let presented = commit.challenge { w.append(challengeName(presented)) }
         w.append(challengeName(token))
+        if let limit = commit.keyRate { w.append(keyRateName(commit.keyID, limit)) }
         w.append(decimal: nowMillis)
         w.append(commit.keyID.bytes)
         w.append(decimal: Int64(commit.counter))
@@ -778,6 +778,7 @@ public final class RedisAttestStore: AttestStore {
         w.append(commit.keyID.bytes)
         w.append(decimal: expires)
         w.append(decimal: max(1, redisTTL))
+        if let limit = commit.keyRate { Self.appendKeyRate(limit, to: &w) }
         send(key: name, [w.command]) { [self] result in
             switch result {
             case .failure(let e):
@@ -794,6 +795,7 @@ public final class RedisAttestStore: AttestStore {
                     forget(commit.keyID)
                     return timedCompletion(.success(CommitAndNext(outcome: .unknownKey, keyChanged: true)))
                 case "unknown_key": outcome = .unknownKey
+                case "key_rate_limited": outcome = .keyRateLimited(retryAfterSeconds: max(1, Int(n)))
                 case "replay":
                     let open = a.count > 2 ? Self.windowBits(a[2].text ?? "") : 0
                     outcome = .counterReplay(stored: UInt32(clamping: n), open: open)
@@ -840,7 +842,7 @@ public final class RedisAttestStore: AttestStore {
                     cache[commit.keyID] = r
                 }
             }
-        case .committed, .challengeRejected:
+        case .committed, .challengeRejected, .keyRateLimited:
             break
         }
     }

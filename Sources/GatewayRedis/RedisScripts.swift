@@ -127,6 +127,31 @@ enum RedisScripts {
         end
         """
 
+    /// Issue 27, `assertion.key_rate` (`KeyRateLimit`): the token bucket of one (key, route), a
+    /// string `<tokens> <last ms>` under the key's hash tag (`ag:r:{tag}…:<route>`), expiring
+    /// `idleMillis` after its last token was taken (a bucket that old is full). `r`: {name, count,
+    /// period ms, burst, idle ms}. Returns {true, tokens left once this commit's is taken, last ms} or
+    /// {false, seconds until a token is back}: the arithmetic of `KeyRateLimit.refill`/`retryAfter`.
+    private static let keyRate = """
+
+        local function keyrate(r, now)
+          local count, period, burst = tonumber(r[2]), tonumber(r[3]), tonumber(r[4])
+          local tokens, last = burst, now
+          local v = redis.call('GET', r[1])
+          if v then
+            local sp = string.find(v, ' ', 1, true)
+            if sp then
+              tokens = tonumber(string.sub(v, 1, sp - 1)) or burst
+              last = tonumber(string.sub(v, sp + 1)) or now
+            end
+          end
+          tokens = math.min(burst, tokens + math.max(0, now - last) * count / period)
+          if tokens >= 1 then return {true, tokens - 1, math.max(last, now)} end
+          local wait = math.ceil((1 - tokens) * period / count / 1000)
+          return {false, math.max(1, math.min(wait, 86400))}
+        end
+        """
+
     /// The commit shared by `commit` and `commitNext`: `key` the key record, `ch` the challenge (nil:
     /// none), `n` the counter, `width` the route's counter window (0: none), `checked` nil or the
     /// app, env, cat and bv ("" none, else "v" ‖ text) the caller decided on (a differing one:
@@ -136,7 +161,7 @@ enum RedisScripts {
     /// of the window closed): Redis' time per script is mostly its calls.
     private static let commitFunction = """
 
-        local function commit(key, ch, now, keyid, n, width, checked)
+        local function commit(key, ch, now, keyid, n, width, checked, rate)
           local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv', 'ls', 'fs', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx')
           if not rec[1] then return {'unknown_key', 0} end
           if checked and (rec[3] ~= checked[1] or rec[4] ~= checked[2] or (rec[5] or '') ~= checked[3]
@@ -162,6 +187,13 @@ enum RedisScripts {
             local why = check(ch, now, '2', keyid)
             if why then return {why, 0} end
           end
+          -- issue 27, key_rate: the key's bucket, after every other check, before any write
+          local kr = nil
+          if rate then
+            kr = keyrate(rate, now)
+            if not kr[1] then return {'key_rate_limited', kr[2]} end
+          end
+          -- end key_rate
           local ls = string.format('%d', math.max(tonumber(rec[7] or '0'), now))
           local ctr = string.format('%d', top)
           if g == '' then
@@ -171,19 +203,30 @@ enum RedisScripts {
             redis.call('HSET', key, 'ctr', ctr, 'ls', ls, 'cw', ctr .. ':' .. g)
           end
           if ch then redis.call('HSET', ch, 'u', '1') end
+          -- issue 27, key_rate: the accepted commit's token
+          if kr then
+            redis.call('SET', rate[1], string.format('%.17g', kr[2]) .. ' ' .. string.format('%d', kr[3]), 'PX', rate[5])
+          end
+          -- end key_rate
           return {'committed', cur,
             {ctr, rec[3], rec[4], rec[5], rec[6], rec[8], ls, rec[9], rec[10], rec[11], rec[12], rec[13], rec[14]}}
         end
         """
 
-    /// KEYS[1] key record, KEYS[2] challenge (absent: no challenge). ARGV: now, key id, counter,
-    /// the route's counter window (0: none).
-    /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored, open} | {rejection, 0},
+    /// KEYS[1] key record, KEYS[2] challenge (absent: no challenge), then (with a key rate) the
+    /// bucket. ARGV: now, key id, counter, the route's counter window (0: none), "1" with a challenge,
+    /// then with a key rate: count, period ms, burst, idle ms.
+    /// Returns {'committed', previous} | {'unknown_key', 0} | {'replay', stored, open} | {rejection, 0}
+    /// | {'key_rate_limited', seconds},
     /// `open`: the window's open counters a route window of that width still accepted (`cw` bits).
     static let commit =
-        check + window + commitFunction + """
+        check + window + keyRate + commitFunction + """
 
-            local r = commit(KEYS[1], KEYS[2], tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil)
+            local ch = nil
+            if ARGV[5] == '1' then ch = KEYS[2] end
+            local rate = nil
+            if ARGV[6] then rate = {KEYS[#KEYS], ARGV[6], ARGV[7], ARGV[8], ARGV[9]} end
+            local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), nil, rate)
             if r[1] == 'committed' then return {'committed', r[2]} end
             return r
             """
@@ -197,14 +240,18 @@ enum RedisScripts {
     /// expiry ms. Returns what `commit` returns (or {'changed', 0}); a committed one is
     /// {'committed', previous, issued (1, or 0 when the next name was taken), record} with record
     /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx`.
+    /// With a key rate (issue 27), the bucket is the last key and ARGV[14…17] are count, period ms,
+    /// burst, idle ms; a key over it gets {'key_rate_limited', seconds}, nothing written.
     static let commitNext =
-        check + window + commitFunction + """
+        check + window + keyRate + commitFunction + """
 
             local ch = nil
             local nx = 2
             if ARGV[5] == '1' then ch = KEYS[2]; nx = 3 end
+            local rate = nil
+            if ARGV[14] then rate = {KEYS[#KEYS], ARGV[14], ARGV[15], ARGV[16], ARGV[17]} end
             local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
-              {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
+              {ARGV[6], ARGV[7], ARGV[8], ARGV[9]}, rate)
             if r[1] ~= 'committed' then return r end
             local issued = 0
             if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then

@@ -10,4 +10,8 @@ public enum CommitOutcome: Sendable, Equatable {
     /// `stored − 1 − i`; `CounterWindow.open(width:)` of the commit's window, 0 without one).
     case counterReplay(stored: UInt32, open: UInt64 = 0)
     case challengeRejected(ChallengeRejection)
+    /// Every other check passed, but the key's bucket for the commit's `keyRate` holds no token:
+    /// nothing changed (challenge unconsumed, counter unmoved); the same request passes once the
+    /// bucket refilled, after `retryAfterSeconds` (rounded up, at least 1).
+    case keyRateLimited(retryAfterSeconds: Int)
 }

@@ -69,6 +69,8 @@ public final class MemoryAttestStore: AttestStore {
     let scanCursor = Mutex<(Int, Int)>((0, 0))
     /// DeviceCheck token claims (`claimToken`; DeviceTokens.swift).
     let deviceTokens: DeviceTokenTable
+    /// The buckets of routes' `assertion.key_rate` (per process, not journaled: `KeyRateBuckets`).
+    let keyRates = KeyRateBuckets()
 
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
@@ -680,6 +682,20 @@ public final class MemoryAttestStore: AttestStore {
         }
     }
 
+    /// The commit's `keyRate` (issue 27), under the key's shard lock once every other check passed:
+    /// `.keyRateLimited` when the key's bucket holds no token (then the commit changes nothing).
+    @inline(__always)
+    private func keyRateRefusal(_ commit: AssertionCommit, _ key: KeyBits, nowMillis: Int64) -> CommitOutcome? {
+        guard let limit = commit.keyRate, let seconds = keyRates.refusal(key, limit, nowMillis: nowMillis) else { return nil }
+        return .keyRateLimited(retryAfterSeconds: seconds)
+    }
+
+    /// The accepted commit's token, under the same lock, once its counter advance is written.
+    @inline(__always)
+    private func takeKeyRate(_ commit: AssertionCommit, _ key: KeyBits, nowMillis: Int64) {
+        if let limit = commit.keyRate { keyRates.take(key, limit, nowMillis: nowMillis) }
+    }
+
     public func commitAssertion(
         _ commit: AssertionCommit, nowMillis: Int64,
         completion: @escaping @Sendable (Result<CommitOutcome, StoreError>) -> Void
@@ -717,11 +733,13 @@ public final class MemoryAttestStore: AttestStore {
                 case .fail(let outcome): return .success(outcome)
                 case .ok(let index, let previous, let window):
                     if unusable { return .success(.challengeRejected(.unknown)) }
+                    if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
                     do {
                         try advance(&s, index: index, key: key, window: window, nowMillis: nowMillis)
                     } catch {
                         return .failure(StoreError.from(error))
                     }
+                    takeKeyRate(commit, key, nowMillis: nowMillis)
                     return .success(.committed(previousCounter: previous))
                 }
             }
@@ -737,11 +755,13 @@ public final class MemoryAttestStore: AttestStore {
                     if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
                         return .success(.challengeRejected(why))
                     }
+                    if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
                     do {
                         try advance(&s, index: index, key: key, window: window, nowMillis: nowMillis)
                     } catch {
                         return .failure(StoreError.from(error))
                     }
+                    takeKeyRate(commit, key, nowMillis: nowMillis)
                     s.markConsumed(bits)
                     return .success(.committed(previousCounter: previous))
                 }
@@ -756,11 +776,13 @@ public final class MemoryAttestStore: AttestStore {
                             if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
                                 return .success(.challengeRejected(why))
                             }
+                            if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
                             do {
                                 try advance(&k, index: index, key: key, window: window, nowMillis: nowMillis)
                             } catch {
                                 return .failure(StoreError.from(error))
                             }
+                            takeKeyRate(commit, key, nowMillis: nowMillis)
                             c.markConsumed(bits)
                             return .success(.committed(previousCounter: previous))
                         }

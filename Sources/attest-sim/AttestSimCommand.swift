@@ -3,6 +3,7 @@ import AppAttestSimulator
 import ArgumentParser
 import AttestSim
 import Foundation
+import GatewayCrypto
 
 /// `attest-sim`: software App Attest devices against a running gateway: a test CA, load runs, attacks.
 @main
@@ -189,6 +190,7 @@ struct CA: ParsableCommand {
                 try Self.writeAndroid(name: name, to: dir)
             }
             Self.printAndroid(dir)
+            try Self.writeVerdictKey(in: dir)
             return
         }
         let ca: TestCA
@@ -208,6 +210,7 @@ struct CA: ParsableCommand {
                 + "trust.extra_receipt_roots (the devices' receipts are signed under it)")
         try Self.writeAndroid(name: name, to: dir)
         Self.printAndroid(dir)
+        try Self.writeVerdictKey(in: dir)
     }
 
     /// The Android test CA and its revoked batch, beside the App Attest CA.
@@ -232,6 +235,20 @@ struct CA: ParsableCommand {
         print(
             "(its revoked batch \(dir.appendingPathComponent(TestAndroidCA.revokedBatchFile).path) is listed by `attest-sim google --ca \(dir.path)`)"
         )
+    }
+
+    /// The file beside the CA with a P-256 key for the gateway's `verdict.key` (the walkthrough's
+    /// signed verdict); made once, mode 0600, kept when it exists.
+    static let verdictKeyFile = "verdict.pem"
+
+    static func writeVerdictKey(in dir: URL) throws {
+        let path = dir.appendingPathComponent(verdictKeyFile).path
+        guard !FileManager.default.fileExists(atPath: path) else { return }
+        let pem = Data(ECPrivateKey(curve: .p256).pkcs8PEM.utf8)
+        guard FileManager.default.createFile(atPath: path, contents: pem, attributes: [.posixPermissions: 0o600]) else {
+            throw AttestSimError.file("cannot write \(path)")
+        }
+        print("created \(path): a P-256 key for the gateway's verdict.key (the signed verdict, X-App-Attest-Verdict)")
     }
 }
 
@@ -278,19 +295,32 @@ struct Run: ParsableCommand {
     @Option(help: "At most this many protected requests per second in all, evenly spaced (default: as fast as the gateway answers).")
     var rate: Double?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Send a request answered 429 key_rate_limited again, unchanged, after Retry-After (at most 5 times).",
+            discussion: "As the client contract says for a route with assertion.key_rate; without it the 429 is the request's verdict."))
+    var retryKeyRate = false
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
+
+    @Flag(
+        help: ArgumentHelp(
+            "Show the signed verdict (X-App-Attest-Verdict) the upstream got for an accepted request, decoded.",
+            discussion: "With the demo upstream (which answers with the fields it was sent) and a route with assertion.verdict_header."))
+    var showVerdict = false
 
     func run() throws {
         guard let binding = Binding(rawValue: bind) else {
             throw AttestSimError.usage("--bind must be request or body (got \"\(bind)\")")
         }
-        let options = try RunOptions(
+        var options = try RunOptions(
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
             timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate, platforms: common.platforms(),
-            androidApp: common.androidApp())
+            androidApp: common.androidApp(), retryKeyRate: retryKeyRate)
+        options.showVerdict = showVerdict
         let report = LoadRunner(options: options, ca: try common.loadCA(), androidCA: try common.loadAndroidCA()?.ca).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }

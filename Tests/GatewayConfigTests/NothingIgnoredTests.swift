@@ -58,6 +58,7 @@ struct NothingIgnoredTests {
     func offKeys() {
         for key in [
             "bind: body", "challenge: required", "rollout: 50%", "on_store_error: fail_open", "client_data: v1", "counter_window: 8",
+            "key_rate: {rate: 5/s}",
         ] {
             let name = String(key.prefix { $0 != ":" })
             #expect(

@@ -312,6 +312,15 @@ struct AssertionGateTests {
             let full = StoreError(.challengeCapacity, "too many live challenges (test)")
             return try f.evaluate(f.request(challenge: try f.challenge()), store: StubStore(f.memory, failing: [.deviceKey: full]))
         },
+        // The key's budget on the route (issue 27), checked in the commit.
+        Row(
+            "a verified request of a key over its route's key_rate", "key_rate_limited", "commit",
+            details: ["key_rate": "1/m", "key_rate_burst": "2", "retry_after": "60", "counter_presented": "3"]
+        ) { f in
+            let route = AssertionGateKeyRateTests.limited
+            for _ in 0..<2 { _ = try f.accepted(f.request(route: route, challenge: try f.challenge()), route: route) }
+            return try f.evaluate(f.request(route: route, challenge: try f.challenge()), route: route)
+        },
     ]
 
     @Test("each row is refused with its code at its step, with the contract's status and action, and changes nothing", arguments: rows)
@@ -337,7 +346,7 @@ struct AssertionGateTests {
         "assertion_missing", "challenge_missing", "malformed", "challenge_unknown", "challenge_not_bound", "key_unknown",
         "app_not_allowed", "environment_not_allowed", "validation_category_not_allowed", "bundle_version_too_old",
         "invalid_public_key", "bad_signature", "app_id_mismatch", "counter_replay", "challenge_expired", "challenge_consumed",
-        "challenge_wrong_purpose", "challenge_wrong_key", "store_unavailable", "challenge_capacity",
+        "challenge_wrong_purpose", "challenge_wrong_key", "store_unavailable", "challenge_capacity", "key_rate_limited",
     ]
 
     @Test("the table reaches every code the gate answers")

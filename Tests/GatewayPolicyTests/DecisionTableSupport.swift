@@ -57,6 +57,7 @@ enum Contract {
         "device_token_replayed": (401, 401, "none"),
         "fallback_share_exceeded": (401, 401, "none"),
         "devicecheck_unavailable": (503, 503, "none"),
+        "key_rate_limited": (429, 429, "retry_later"),
         "revoked": (401, 401, "reattest"),
         "challenge_mismatch": (401, 401, "rechallenge"),
         "software_key": (401, 401, "none"),

@@ -126,6 +126,15 @@ struct WalkthroughTests {
         #expect(run.stdout.contains("registrations: 8/8 accepted"), "\(run.stdout)")
         #expect(run.stdout.contains("verdicts:      200 ×2000\n"), "\(run.stdout)")
         #expect(run.stdout.contains("result:        PASS"), "\(run.stdout)")
+        // The budget per device (key_rate): some answers 429 key_rate_limited, each sent again and accepted.
+        let paced = try #require(outputs.first { $0.command.contains("/api/pay") }?.result)
+        #expect(paced.stdout.contains("verdicts:      200 ×20\n"), "\(paced.stdout)")
+        #expect(paced.stdout.contains("answers 429 key_rate_limited;"), "\(paced.stdout)")
+        #expect(paced.stdout.contains("result:        PASS"), "\(paced.stdout)")
+        // The signed verdict the demo upstream got (--show-verdict), for the purchase route.
+        #expect(run.stdout.contains("verdict:       the upstream got X-App-Attest-Verdict"), "\(run.stdout)")
+        #expect(run.stdout.contains("header {\"alg\":\"ES256\",\"kid\":"), "\(run.stdout)")
+        #expect(run.stdout.contains("\"aud\":\"purchase\"") && run.stdout.contains("\"verdict\":\"accepted\""), "\(run.stdout)")
         // The attacks: all refused, the control accepted after them; the expiry wait said up front.
         let attack = try #require(outputs.first { $0.command.dropFirst().first == "attack" }?.result)
         #expect(attack.stderr.contains("expired-challenge will wait about 11."), "\(attack.stderr)")

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayConfig
 import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
@@ -40,6 +41,11 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
 
     func adopt(_ access: AdminAccess) { self.access.withLock { $0 = access } }
 
+    /// The running configuration's signed verdict (`/.well-known/jwks.json`), replaced by a reload.
+    private let verdict = Mutex<VerdictSigning?>(nil)
+
+    func adopt(verdict: VerdictSigning?) { self.verdict.withLock { $0 = verdict } }
+
     /// `admin.allow` of the running configuration (replaced by a reload) for a connection's peer.
     func admits(_ peer: SocketAddress) -> Bool {
         let access = self.access.withLock { $0 }
@@ -71,6 +77,9 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
             return .respond(
                 routeName: "admin",
                 LocalResponse(status: 200, headers: HTTPFields([("Content-Type", "text/plain; version=0.0.4; charset=utf-8")]), body: body))
+        case VerdictConfig.jwksPath:
+            guard let v = verdict.withLock({ $0 }) else { return .respond(routeName: "admin", ProxyError.noRoute.response()) }
+            return .respond(routeName: "admin", v.jwksResponse(nowMillis: AttestContext.nowMillis()))
         case "/explain":
             var items: [JSONObject.Value] = []
             for e in explain.recent(50) { items.append(.object(ExplainLog.json(e))) }

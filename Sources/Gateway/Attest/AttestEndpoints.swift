@@ -280,18 +280,25 @@ extension GatewayRouter {
                         verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt,
                         about: RequestSummary(request),
                         kind: "assertion", logFields: [("key_id", keyID), ("risk_metric", a.risk?.metric.map { String($0) } ?? "-")],
-                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response), verdictRequest: VerdictRequest(request),
+                        subject: VerdictSubject(a))
                 } else {
                     carried = self.carryOut(
                         verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "assertion",
-                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response))
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response), verdictRequest: VerdictRequest(request),
+                        subject: VerdictSubject(a))
                 }
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }
+                var logFields = [("step", e.step)]
+                if e.error == .keyRateLimited, let limit = r.assertion.keyRate {
+                    self.attest.metrics.keyRateLimited(route: r.name)
+                    logFields += [("key_rate", limit.description), ("key_rate_burst", String(limit.burst))]
+                }
                 carried = self.carryOut(
                     verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "assertion",
-                    logFields: [("step", e.step)],
-                    pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
+                    logFields: logFields,
+                    pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), verdictRequest: VerdictRequest(request))
             }
             done(self.outcome(carried, request: request, route: r, runtime: rt))
         }

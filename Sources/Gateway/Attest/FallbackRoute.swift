@@ -60,7 +60,8 @@ extension GatewayRouter {
         return decision(
             carryOut(
                 verdict, refusal: e, route: r, runtime: rt, about: summary, kind: "fallback", logFields: [("step", e.step)],
-                pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), unverifiedHook: Self.dropDeviceCheckUpdate),
+                pass: VerifiedPass(editHeaders: rt.stripAttestHeaders), unverifiedHook: Self.dropDeviceCheckUpdate,
+                verdictRequest: VerdictRequest(method: h.method, target: h.target, requestID: requestID.text, body: nil)),
             route: r, runtime: rt)
     }
 
@@ -180,7 +181,9 @@ extension GatewayRouter {
         }
         let carried = carryOut(
             verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "fallback",
-            pass: VerifiedPass(editHeaders: edit, responseHook: hook))
+            pass: VerifiedPass(editHeaders: edit, responseHook: hook), verdictRequest: VerdictRequest(request),
+            subject: VerdictSubject(
+                deviceCheck: "valid", deviceCheckBits: call == .query ? DeviceCheck.bitsHeader(bits) : nil))
         done(outcome(carried, request: request, route: r, runtime: rt))
     }
 
@@ -195,7 +198,7 @@ extension GatewayRouter {
         let carried = carryOut(
             verdict, refusal: e, route: r, runtime: rt, about: RequestSummary(request), kind: "fallback",
             logFields: [("step", e.step)], pass: VerifiedPass(editHeaders: rt.stripAttestHeaders),
-            unverifiedHook: Self.dropDeviceCheckUpdate)
+            unverifiedHook: Self.dropDeviceCheckUpdate, verdictRequest: VerdictRequest(request))
         done(outcome(carried, request: request, route: r, runtime: rt))
     }
 

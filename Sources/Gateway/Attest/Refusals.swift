@@ -24,6 +24,9 @@ enum Refusals {
         if detail, let d = e.fields.first(where: { $0.0 == "detail" || $0.0 == "field" }) { extra.append(("detail", .string(d.1))) }
         var headers = HTTPFields([("Cache-Control", "no-store")])
         if let seconds = e.retryAfterSeconds { headers.append("Retry-After", String(max(1, seconds))) }
+        // A key over its route's key_rate (issue 27) is told when its retry passes, in the body too,
+        // as the attest endpoints' rate_limited is.
+        if e.error == .keyRateLimited, let seconds = e.retryAfterSeconds { extra.append(("retryAfter", .int(Int64(max(1, seconds))))) }
         return ErrorResponse.make(
             status: status, code: e.error.code, action: e.error.action.rawValue, requestId: id, extra: extra,
             headers: headers)

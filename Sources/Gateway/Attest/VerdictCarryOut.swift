@@ -2,6 +2,26 @@ import GatewayHTTP
 import GatewayPolicy
 import GatewayProxy
 
+/// The request a signed verdict speaks of (`VerdictClaims`): its method and target, its id, and the
+/// body as read and forwarded (nil: forwarded from its head, the body not read).
+struct VerdictRequest {
+    var method: String
+    var target: String
+    var requestID: String
+    var body: [UInt8]?
+
+    init(method: String, target: String, requestID: String, body: [UInt8]?) {
+        self.method = method
+        self.target = target
+        self.requestID = requestID
+        self.body = body
+    }
+
+    init(_ request: BufferedRequest) {
+        self.init(method: request.head.method, target: request.head.target, requestID: request.requestID.text, body: request.body)
+    }
+}
+
 /// A route verdict carried out: the request answered, or forwarded with these edits.
 enum CarriedVerdict {
     case respond(LocalResponse)
@@ -33,7 +53,8 @@ extension GatewayRouter {
     func carryOut(
         _ verdict: RouteVerdict, refusal: Explanation?, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
         about summary: RequestSummary?, kind: String, logFields: [(String, String)] = [], pass: @autoclosure () -> VerifiedPass,
-        unverifiedHook: ResponseHook? = nil
+        unverifiedHook: ResponseHook? = nil, verdictRequest: @autoclosure () -> VerdictRequest? = nil,
+        subject: @autoclosure () -> VerdictSubject = .none
     ) -> CarriedVerdict {
         recordVerdict(verdict, route: r)
         let logged = AccessVerdict(verdict)
@@ -58,12 +79,22 @@ extension GatewayRouter {
                 "info", "\(kind) \(verdict.verdict.rawValue)",
                 [("route", r.name), ("mode", verdict.mode.rawValue), ("reason", verdict.reason)] + logFields + [("request_id", id)])
         }
+        // The route's signed verdict (`assertion.verdict_header`): nothing is built on other routes.
+        func signed(_ edit: HeaderEdit, _ who: @autoclosure () -> VerdictSubject) -> HeaderEdit {
+            guard r.verdictHeader, let q = verdictRequest() else { return edit }
+            return addingVerdict(
+                edit, verdict, subject: who(), method: q.method, target: q.target, requestID: q.requestID, body: q.body, route: r,
+                runtime: rt)
+        }
         if case .forwardUnverified = verdict.action {
             return .forward(
-                editHeaders: rt.stripAttestHeaders, responseHeaders: HTTPFields(), responseHook: unverifiedHook, verdict: logged)
+                editHeaders: signed(rt.stripAttestHeaders, .none), responseHeaders: HTTPFields(), responseHook: unverifiedHook,
+                verdict: logged)
         }
         let p = pass()
-        return .forward(editHeaders: p.editHeaders, responseHeaders: p.responseHeaders, responseHook: p.responseHook, verdict: logged)
+        return .forward(
+            editHeaders: signed(p.editHeaders, subject()), responseHeaders: p.responseHeaders, responseHook: p.responseHook,
+            verdict: logged)
     }
 
     /// A verdict carried out from the head (before any of the body is read).

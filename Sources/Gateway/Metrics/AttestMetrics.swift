@@ -32,6 +32,8 @@ final class AttestMetrics: Sendable {
     static let fallbackShareGauge = "attest_gateway_fallback_share"
     static let unsupportedClaims = "attest_gateway_unsupported_claims_total"
     static let deviceCheckRequests = "attest_gateway_devicecheck_requests_total"
+    // Budgets per attested key (issue 27).
+    static let keyRateLimitedTotal = "attest_gateway_key_rate_limited_total"
     /// The `result` label of `attest_gateway_fallback_requests_total`: `accepted`, or the refusal's code.
     static let fallbackResults: [String] =
         ["accepted"]
@@ -149,6 +151,9 @@ final class AttestMetrics: Sendable {
 
     /// A fallback request's outcome (`accepted` or the refusal's code), whatever the mode.
     func fallback(route: String, result: String) { counter(Self.fallbackRequests, [("route", route), ("result", result)]).increment() }
+    /// A verified request over its key's `key_rate` on the route, whatever the mode (refused where
+    /// enforced, forwarded unverified where shadowed).
+    func keyRateLimited(route: String) { counter(Self.keyRateLimitedTotal, [("route", route)]).increment() }
     /// A request saying App Attest is unsupported on its device (`X-App-Attest-Unsupported: 1`).
     func unsupportedClaim(route: String) { counter(Self.unsupportedClaims, [("route", route)]).increment() }
     /// One call to DeviceCheck and what it answered.
@@ -238,6 +243,10 @@ final class AttestMetrics: Sendable {
             var refusals = Self.routeReasons
             if r.fallback != nil {
                 refusals += [.deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable]
+            }
+            if r.assertion.keyRate != nil {
+                refusals.append(.keyRateLimited)
+                _ = counter(Self.keyRateLimitedTotal, [("route", r.name)])
             }
             var failClosed = r.assertion
             failClosed.onStoreError = .failClosed

@@ -38,6 +38,8 @@ public enum MetricsCatalog {
         case fallback
         /// With an app's `android` and `android.status_url` (the attestation status list's refresh).
         case android
+        /// With a route that sets `assertion.key_rate` (issue 27).
+        case keyRate = "key_rate"
     }
 
     public static let families: [Family] = [
@@ -236,6 +238,13 @@ public enum MetricsCatalog {
             name: AttestMetrics.deviceCheckRequests, type: "counter", labels: ["endpoint", "result"], presence: .fallback,
             help:
                 "Calls to Apple's DeviceCheck by endpoint (validate_device_token, query_two_bits, update_two_bits) and result (ok, bits_not_found, invalid_token, bad_timestamp, unauthorized, bad_request, rate_limited, server_error, unavailable, error)."
+        ),
+
+        // Budgets per attested key (AttestMetrics; issue 27).
+        .init(
+            name: AttestMetrics.keyRateLimitedTotal, type: "counter", labels: ["route"], presence: .keyRate,
+            help:
+                "Verified requests over their key's assertion.key_rate, by route, whatever the mode (refused 429 key_rate_limited where enforced, forwarded where shadowed); nothing of theirs was consumed."
         ),
 
         // The Redis store (RedisMetrics).

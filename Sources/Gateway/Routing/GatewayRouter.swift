@@ -1,3 +1,4 @@
+import GatewayConfig
 import GatewayHTTP
 import GatewayIO
 import GatewayPolicy
@@ -134,6 +135,9 @@ final class GatewayRouter: RequestRouter {
         let n = path.utf8.count
         if n == rt.challengePath.utf8.count && path == rt.challengePath { return challengeEndpoint(head(), peer: peer, runtime: rt) }
         if n == rt.registerPath.utf8.count && path == rt.registerPath { return registerEndpoint(head(), peer: peer, runtime: rt) }
+        if rt.publishesJWKS, n == VerdictConfig.jwksPath.utf8.count, path == VerdictConfig.jwksPath, let v = rt.verdict {
+            return Self.jwks(v, method: method)
+        }
         guard let index = rt.routeIndex(method: method, path: path, host: rt.matchesHosts ? host() : nil) else {
             return .respond(routeName: "-", ProxyError.noRoute.response())
         }
@@ -147,6 +151,16 @@ final class GatewayRouter: RequestRouter {
         let r = rt.routes[index]
         if r.assertion.mode != .off { return protectedDecision(head(), peer: peer, requestID: requestID, route: r, runtime: rt) }
         return forward(r, runtime: rt, editHeaders: rt.stripVerifiedHeader, responseHeaders: HTTPFields())
+    }
+
+    /// `GET /.well-known/jwks.json` with `verdict: {publish: true}`: the verdict's public keys, to
+    /// anyone (GET and HEAD only).
+    static func jwks(_ v: VerdictSigning, method: String) -> RouteDecision {
+        guard method == "GET" || method == "HEAD" else {
+            let e = GateError.methodNotAllowed
+            return .respond(routeName: "jwks", ErrorResponse.make(status: e.status, code: e.code, action: e.action.rawValue))
+        }
+        return .respond(routeName: "jwks", v.jwksResponse(nowMillis: AttestContext.nowMillis()))
     }
 
     /// The body of such a POST is buffered (bounded by the route's `max_body`) and refused with

@@ -39,6 +39,8 @@ extension ConfigDecoder {
         }
         checkFallback(top: top, routes: routes)
         let android = top["android"].flatMap { decodeAndroid($0, path: "android") } ?? AndroidConfig()
+        let verdict = top["verdict"].flatMap { decodeVerdict($0, path: "verdict") }
+        checkVerdict(top: top, routes: routes)
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -76,6 +78,7 @@ extension ConfigDecoder {
             trustedProxies: trustedProxies ?? [],
             apple: apple,
             risk: risk,
+            verdict: verdict,
             android: android
         )
     }

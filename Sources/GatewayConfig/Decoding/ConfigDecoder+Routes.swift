@@ -8,6 +8,8 @@ struct DecodedRoutes {
     var firstMaxRiskMetric: (path: String, position: SourcePosition)?
     /// The first route with a DeviceCheck fallback, which needs `apple`.
     var firstFallback: (path: String, position: SourcePosition)?
+    /// The first route with `assertion.verdict_header: true`, which needs `verdict`.
+    var firstVerdictHeader: (path: String, position: SourcePosition)?
 }
 
 /// `routes`: at least one, unique names, each naming an existing upstream.
@@ -46,6 +48,11 @@ extension ConfigDecoder {
                     let at = ConfigDecoder.keyPosition("fallback", in: assertionNode)
                 {
                     decoded.firstFallback = (ConfigDecoder.child(fields.path("assertion"), "fallback"), at)
+                }
+                if decodedAssertion?.policy.verdictHeader == true, decoded.firstVerdictHeader == nil,
+                    let at = ConfigDecoder.keyPosition("verdict_header", in: assertionNode)
+                {
+                    decoded.firstVerdictHeader = (ConfigDecoder.child(fields.path("assertion"), "verdict_header"), at)
                 }
             }
             var timeouts: RouteTimeouts? = RouteTimeouts()
@@ -213,11 +220,15 @@ extension ConfigDecoder {
         fields.read("counter_window", into: &policy, \.counterWindow, valid: &valid) {
             int($0, $1, in: AssertionPolicy.counterWindowRange)
         }
+        fields.read("verdict_header", into: &policy, \.verdictHeader, valid: &valid) { bool($0, $1) }
         if let fallbackNode = fields["fallback"] {
             switch decodeFallback(fallbackNode, path: fields.path("fallback")) {
             case .some(let f): policy.fallback = f
             case .none: valid = false
             }
+        }
+        if let keyRateNode = fields["key_rate"] {
+            if let k = decodeKeyRate(keyRateNode, path: fields.path("key_rate")) { policy.keyRate = k } else { valid = false }
         }
         // Strict, nothing ignored: a key that cannot change what this mode does is an error.
         if let mode {
@@ -226,7 +237,7 @@ extension ConfigDecoder {
                 case .off:
                     [
                         "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
-                        "fallback",
+                        "fallback", "key_rate", "verdict_header",
                     ].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }

@@ -3,7 +3,7 @@
 enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
-        "trusted_proxies", "apple", "risk", "android",
+        "trusted_proxies", "apple", "risk", "verdict", "android",
     ]
     static let listener = [
         "name", "address", "protocols", "tls", "http2", "underscores_in_headers", "trusted_proxies", "proxy_protocol",
@@ -31,8 +31,9 @@ enum ConfigKeys {
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [
         "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
-        "fallback",
+        "fallback", "key_rate", "verdict_header",
     ]
+    static let keyRate = ["rate", "burst"]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
         "require_macos_security", "android",
@@ -70,6 +71,7 @@ enum ConfigKeys {
     static let fallbackDeviceCheck = ["bits"]
     static let risk = ["refresh", "concurrency", "rate", "stale_probe"]
     static let accessLog = ["path", "format", "buffer", "flush"]
+    static let verdict = ["key", "ttl", "issuer", "publish"]
 
     /// Section name to keys, for the documentation test.
     static let all: [(section: String, keys: [String])] = [
@@ -83,6 +85,8 @@ enum ConfigKeys {
         ("routes[].assertion.fallback.devicecheck", fallbackDeviceCheck), ("apps[]", app), ("apps[].android", androidApp), ("trust", trust),
         ("attest", attest),
         ("attest.challenge_rate", attestChallengeRate), ("store", store), ("store.tls", storeTLS),
-        ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk), ("android", android),
+        ("logging", logging), ("logging.access_log", accessLog), ("apple", apple), ("risk", risk),
+        ("routes[].assertion.key_rate", keyRate),
+        ("verdict", verdict), ("android", android),
     ]
 }

@@ -74,6 +74,11 @@ public struct AssertionPolicy: Sendable, Equatable {
     /// The DeviceCheck fallback for devices without App Attest (`fallback: {devicecheck: …}`); nil
     /// (default): none, a request without App Attest headers is refused as before.
     public var fallback: DeviceCheckFallback?
+    /// `key_rate: {rate, burst}` (issue 27): a budget per attested key on this route; nil (default): none.
+    public var keyRate: KeyRateConfig?
+    /// `verdict_header: true`: each forwarded request carries `X-App-Attest-Verdict`, the gateway's
+    /// signed verdict (needs the top-level `verdict`). Default false.
+    public var verdictHeader: Bool = false
 
     public init(
         mode: Mode,
@@ -85,9 +90,11 @@ public struct AssertionPolicy: Sendable, Equatable {
         maxRiskMetric: Int? = nil,
         onRisk: RiskAction = .flag,
         counterWindow: Int = 0,
-        fallback: DeviceCheckFallback? = nil
+        fallback: DeviceCheckFallback? = nil,
+        keyRate: KeyRateConfig? = nil
     ) {
         self.fallback = fallback
+        self.keyRate = keyRate
         self.mode = mode
         self.bind = bind
         self.challenge = challenge

@@ -36,7 +36,7 @@ public enum GatewayOwnedFields {
     ]
 
     /// Whole families: every `X-App-Attest-*` field (the verified key id, the next challenge, the
-    /// future risk metric; the client contract's `X-App-Attest-Key-Id` and `X-App-Attest-Challenge`
+    /// risk metric, the signed verdict `X-App-Attest-Verdict`; the client contract's `X-App-Attest-Key-Id` and `X-App-Attest-Challenge`
     /// are read by the gateway, never forwarded), and every `X-Forwarded-*` field other than those the
     /// gateway rewrites (`X-Forwarded-Port`, `-Prefix`, `-Uri`, `-Path`, `-Method`, `-Server`,
     /// `-Scheme`, `-Ssl`, …).
