@@ -10,7 +10,9 @@
 /// counter than `ctr` (written before a build without windows moved `ctr`) is stale: no counter open.
 /// The receipt's risk (`KeyRisk`): `rcr` creation time, `rnb` not-before, `rex` expiration, `rnx`
 /// next refresh (Unix ms), `rm` risk metric, `rs` "1" while stale. The risk refresher's schedule is
-/// the sorted set `ag:riskdue` (member: key id, score: next refresh in Unix ms).
+/// the sorted set `ag:riskdue` (member: key id, score: next refresh in Unix ms). Keys per account:
+/// `ah` the account's SHA-256, `an` its key count, `at` the association's time (Unix ms); the
+/// account's keys are the sorted set `ag:a:{…}…` (RedisAttestStore+Accounts.swift).
 enum RedisScripts {
     /// KEYS[1] challenge. ARGV: purpose, bound key ("" = none), expiry ms, Redis expiry ms.
     /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
@@ -206,6 +208,11 @@ enum RedisScripts {
             local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
               {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
             if r[1] ~= 'committed' then return r end
+            -- Keys per account (issue 27): the record's `ah an at` after the other fields.
+            local acct = redis.call('HMGET', KEYS[1], 'ah', 'an', 'at')
+            local nr = #r[3]
+            r[3][nr + 1] = acct[1]; r[3][nr + 2] = acct[2]; r[3][nr + 3] = acct[3]
+            -- End of keys per account.
             local issued = 0
             if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then
               if ARGV[11] ~= '' then
@@ -261,4 +268,5 @@ enum RedisScripts {
         """
 
     static let all = [issue, register, commit, commitNext, claimRefreshes, recordRefresh]
+        + [RedisAccountScripts.accountAdd, RedisAccountScripts.keyAccount]
 }
