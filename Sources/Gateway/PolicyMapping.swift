@@ -24,7 +24,7 @@ extension RoutePolicy {
             onStoreError: mapped(c.onStoreError),
             clientData: mapped(c.clientData), maxRiskMetric: c.maxRiskMetric,
             onRisk: mapped(c.onRisk), counterWindow: c.counterWindow,
-            fallback: c.fallback.map(FallbackPolicy.init))
+            fallback: c.fallback.map(FallbackPolicy.init), maxKeysPerAccount: c.maxKeysPerAccount, onKeys: mapped(c.onKeys))
     }
 }
 

@@ -31,6 +31,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public let apple: AppleConfig?
     /// The risk metric's refresh (with `apple`).
     public let risk: RiskConfig
+    /// Keys per account: the window over which an account's keys are counted.
+    public let accounts: AccountsConfig
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -49,8 +51,10 @@ public struct GatewayConfig: Sendable, Equatable {
         sourceMap: SourceMap,
         trustedProxies: [IPNetwork] = [],
         apple: AppleConfig? = nil,
-        risk: RiskConfig = RiskConfig()
+        risk: RiskConfig = RiskConfig(),
+        accounts: AccountsConfig = AccountsConfig()
     ) {
+        self.accounts = accounts
         self.workers = workers
         self.listeners = listeners
         self.admin = admin

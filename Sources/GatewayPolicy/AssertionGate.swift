@@ -44,6 +44,9 @@ public struct AcceptedAssertion: Sendable {
     public let risk: KeyRisk?
     /// For `X-App-Attest-Next-Challenge`; nil when none could be issued (the request still passes).
     public let nextChallenge: IssuedChallenge?
+    /// The key's account and its key count (keys per account), as read with the key or returned by
+    /// the commit; nil: no account was named for the key.
+    public var account: KeyAccount? = nil
 }
 
 /// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
@@ -337,7 +340,8 @@ public final class AssertionGate {
                     .accepted(
                         AcceptedAssertion(
                             keyID: keyID, counter: verified.signCount, appID: record.appID,
-                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next)))
+                            risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next,
+                            account: done.current.map(\.account) ?? record.account)))
             }
         }
     }

@@ -86,6 +86,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// DeviceCheck could not answer (unreachable, `429`, `5xx`, or refused the gateway's own token or
     /// clock): a fallback request is treated as when the store cannot answer (`on_store_error`).
     case deviceCheckUnavailable
+    // Keys per account (issue 27).
+    /// A protected route with `max_keys_per_account` and `on_keys: refuse`: the account the upstream
+    /// named for the key has more distinct keys within the window. The assertion itself verified.
+    case accountKeyLimit
 
     /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
     /// `malformed`, so that one code means one thing.
@@ -126,6 +130,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .deviceTokenReplayed: ("device_token_replayed", 401, .none)
         case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
         case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
+        case .accountKeyLimit: ("account_key_limit", 403, .none)
         }
     }
 
@@ -181,6 +186,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .storeUnavailable, .challengeCapacity, .rateLimited, .receiptTooLarge, .keyAppConflict,
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
+            .accountKeyLimit,
         ]
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

@@ -50,6 +50,10 @@ public struct RoutePolicy: Sendable, Equatable {
         case refuse
     }
 
+    /// What a verified request of a key whose account has more than `maxKeysPerAccount` keys gets
+    /// (the same choice as `RiskAction`).
+    public typealias KeysAction = RiskAction
+
     public var mode: Mode
     public var bind: Binding
     public var challenge: Challenge
@@ -64,12 +68,18 @@ public struct RoutePolicy: Sendable, Equatable {
     public var counterWindow: Int
     /// The DeviceCheck fallback; nil: none.
     public var fallback: FallbackPolicy?
+    /// Keys per account (issue 27): a key whose account has more distinct keys than this within the
+    /// window is flagged or refused (`onKeys`); nil: no limit.
+    public var maxKeysPerAccount: Int?
+    public var onKeys: KeysAction
 
     public init(
         mode: Mode, bind: Binding = .request, challenge: Challenge = .required, rolloutBasisPoints: Int = 10_000,
         onStoreError: StoreErrorPolicy = .failClosed, clientData: ClientData = .v2, maxRiskMetric: Int? = nil, onRisk: RiskAction = .flag,
-        counterWindow: Int = 0, fallback: FallbackPolicy? = nil
+        counterWindow: Int = 0, fallback: FallbackPolicy? = nil, maxKeysPerAccount: Int? = nil, onKeys: KeysAction = .flag
     ) {
+        self.maxKeysPerAccount = maxKeysPerAccount
+        self.onKeys = onKeys
         self.mode = mode
         self.bind = bind
         self.challenge = challenge

@@ -223,6 +223,17 @@ public enum MetricsCatalog {
                 "Calls to Apple's DeviceCheck by endpoint (validate_device_token, query_two_bits, update_two_bits) and result (ok, bits_not_found, invalid_token, bad_timestamp, unauthorized, bad_request, rate_limited, server_error, unavailable, error)."
         ),
 
+        // Keys per account (AttestMetrics; docs/verification.md, "Keys per account").
+        .init(
+            name: AttestMetrics.accountKeys, type: "histogram", labels: [], presence: .always,
+            help: "Distinct keys of the account an upstream named (X-App-Attest-Account), observed when each association is recorded."),
+        .init(
+            name: AttestMetrics.accountAssociations, type: "counter", labels: ["result"], presence: .always,
+            help: "Key-to-account associations from upstreams' X-App-Attest-Account, by result (recorded, moved, key_gone, capacity, store_error)."),
+        .init(
+            name: AttestMetrics.accountHeaderInvalid, type: "counter", labels: [], presence: .always,
+            help: "Upstream X-App-Attest-Account values ignored: empty, longer than 128 bytes, or not visible ASCII."),
+
         // The Redis store (RedisMetrics).
         .init(
             name: RedisMetrics.operationDuration, type: "histogram", labels: ["operation"], presence: .redis,

@@ -38,6 +38,7 @@ extension ConfigDecoder {
             checkRisk(top: top, apple: apple, risk: risk, store: store, routes: routes)
         }
         checkFallback(top: top, routes: routes)
+        let accounts = top["accounts"].flatMap { decodeAccounts($0, path: "accounts") } ?? AccountsConfig()
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -74,7 +75,8 @@ extension ConfigDecoder {
             sourceMap: SourceMap(file: file, root: root),
             trustedProxies: trustedProxies ?? [],
             apple: apple,
-            risk: risk
+            risk: risk,
+            accounts: accounts
         )
     }
 

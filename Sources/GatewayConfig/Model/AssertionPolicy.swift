@@ -74,6 +74,12 @@ public struct AssertionPolicy: Sendable, Equatable {
     /// The DeviceCheck fallback for devices without App Attest (`fallback: {devicecheck: …}`); nil
     /// (default): none, a request without App Attest headers is refused as before.
     public var fallback: DeviceCheckFallback?
+    /// Keys per account: a key whose account (named by the upstream, `X-App-Attest-Account`) has
+    /// more distinct keys than this within `accounts.window` is flagged or refused (`onKeys`); a key
+    /// without a known account passes. nil (default): no limit.
+    public var maxKeysPerAccount: Int?
+    /// Default `.flag`.
+    public var onKeys: RiskAction
 
     public init(
         mode: Mode,
@@ -85,8 +91,12 @@ public struct AssertionPolicy: Sendable, Equatable {
         maxRiskMetric: Int? = nil,
         onRisk: RiskAction = .flag,
         counterWindow: Int = 0,
-        fallback: DeviceCheckFallback? = nil
+        fallback: DeviceCheckFallback? = nil,
+        maxKeysPerAccount: Int? = nil,
+        onKeys: RiskAction = .flag
     ) {
+        self.maxKeysPerAccount = maxKeysPerAccount
+        self.onKeys = onKeys
         self.fallback = fallback
         self.mode = mode
         self.bind = bind
@@ -101,6 +111,9 @@ public struct AssertionPolicy: Sendable, Equatable {
 
     /// The largest `max_risk_metric` accepted.
     public static let maxRiskMetricRange = 0...1_000_000
+
+    /// `max_keys_per_account`'s range.
+    public static let maxKeysPerAccountRange = 1...1_000_000
 
     /// `counter_window`'s range (a window of 64 counters: the highest and the 63 below it).
     public static let counterWindowRange = 1...64
