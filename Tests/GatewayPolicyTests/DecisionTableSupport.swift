@@ -57,6 +57,7 @@ enum Contract {
         "device_token_replayed": (401, 401, "none"),
         "fallback_share_exceeded": (401, 401, "none"),
         "devicecheck_unavailable": (503, 503, "none"),
+        "account_key_limit": (403, 403, "none"),
     ]
 
     /// Checks a refusal's code, status on `surface` and action against the contract.
