@@ -120,8 +120,10 @@ public final class RedisAttestStore: AttestStore {
     static let hmget = Array("HMGET".utf8)
     /// The key record's fields but the receipt, in `DeviceKeyRecord` order, then its risk (`KeyRisk`).
     /// Keys per account's `ah an at` last (RedisAttestStore+Accounts.swift).
-    static let deviceKeyFields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls", "rm", "rs", "rcr", "rnb", "rex", "rnx", "ah", "an", "at"]
-        .map { Array($0.utf8) }
+    static let deviceKeyFields = [
+        "pk", "ctr", "app", "env", "cat", "bv", "fs", "ls", "rm", "rs", "rcr", "rnb", "rex", "rnx", "ah", "an", "at",
+    ]
+    .map { Array($0.utf8) }
     private let keyCountName: [UInt8]
     /// The risk refresher's schedule: a sorted set of key ids by next refresh (Unix ms).
     let refreshScheduleName: [UInt8]

@@ -267,6 +267,7 @@ enum RedisScripts {
         return 'stored'
         """
 
-    static let all = [issue, register, commit, commitNext, claimRefreshes, recordRefresh]
+    static let all =
+        [issue, register, commit, commitNext, claimRefreshes, recordRefresh]
         + [RedisAccountScripts.accountAdd, RedisAccountScripts.keyAccount]
 }

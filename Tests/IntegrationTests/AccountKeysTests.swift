@@ -75,7 +75,9 @@ struct AccountKeysTests {
         return nil
     }
 
-    @Test("keys 1 and 2 of an account pass; key 3's requests are flagged (X-App-Attest-Account-Keys) or refused 403 account_key_limit; X-App-Attest-Account never reaches the client")
+    @Test(
+        "keys 1 and 2 of an account pass; key 3's requests are flagged (X-App-Attest-Account-Keys) or refused 403 account_key_limit; X-App-Attest-Account never reaches the client"
+    )
     func flagAndRefuse() throws {
         let up = try Self.upstream()
         defer { up.stop() }

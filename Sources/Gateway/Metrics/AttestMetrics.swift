@@ -140,7 +140,7 @@ final class AttestMetrics: Sendable {
             uniqueKeysWithValues: EvictionBudget.allCases.map {
                 ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
             })
-        accountKeysHistogram = factory.makeRecorder(label: Self.accountKeys, dimensions: [], aggregate: true)
+        accountKeysHistogram = AccountMetrics.keysHistogram(factory)
         for result in Self.associationResults { _ = counter(Self.accountAssociations, [("result", result)]) }
         _ = counter(Self.accountHeaderInvalid, [])
     }

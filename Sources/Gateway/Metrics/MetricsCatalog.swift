@@ -229,7 +229,9 @@ public enum MetricsCatalog {
             help: "Distinct keys of the account an upstream named (X-App-Attest-Account), observed when each association is recorded."),
         .init(
             name: AttestMetrics.accountAssociations, type: "counter", labels: ["result"], presence: .always,
-            help: "Key-to-account associations from upstreams' X-App-Attest-Account, by result (recorded, moved, key_gone, capacity, store_error)."),
+            help:
+                "Key-to-account associations from upstreams' X-App-Attest-Account, by result (recorded, moved, key_gone, capacity, store_error)."
+        ),
         .init(
             name: AttestMetrics.accountHeaderInvalid, type: "counter", labels: [], presence: .always,
             help: "Upstream X-App-Attest-Account values ignored: empty, longer than 128 bytes, or not visible ASCII."),
