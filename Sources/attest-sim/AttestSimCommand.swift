@@ -207,6 +207,14 @@ struct Run: ParsableCommand {
     @Option(help: "At most this many protected requests per second in all, evenly spaced (default: as fast as the gateway answers).")
     var rate: Double?
 
+    @Option(
+        help: ArgumentHelp(
+            "Keys per account: every device claims this account (X-Demo-Account), so the devices are keys of one account.",
+            discussion:
+                "For the demo upstream, which names it as the key's account (X-App-Attest-Account), and a route with max_keys_per_account.")
+    )
+    var account: String?
+
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -218,7 +226,7 @@ struct Run: ParsableCommand {
             endpoint: common.endpoint(), paths: common.paths, appID: common.app(), environment: common.env(), devices: devices,
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
-            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate)
+            timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate, account: account)
         let report = LoadRunner(options: options, ca: try common.loadCA()).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")
         if !report.passed { throw ExitCode(1) }
