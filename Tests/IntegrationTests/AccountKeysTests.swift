@@ -112,6 +112,11 @@ struct AccountKeysTests {
         #expect(refused.error == "account_key_limit")
         #expect(refused.json?["action"] as? String == "none")
         #expect(refused.headers["x-app-attest-account"] == nil)
+        // The refusal's explain entry: the account's SHA-256 and count, the route's maximum.
+        let requestID = try #require(refused.json?["requestId"] as? String)
+        let entry = try curl([gw.url("admin", "/explain/\(requestID)")]).1
+        #expect(entry.contains(Hex.encode(SHA256.hash(Array("acct-1".utf8)))), "\(entry)")
+        #expect(entry.contains("account_key_limit") && entry.contains("max_keys_per_account"), "\(entry)")
 
         // explain: the account's SHA-256 (never the id) and its keys.
         let explained = try #require(try Self.explainKey(gw, phones[2]))
@@ -139,6 +144,41 @@ struct AccountKeysTests {
                 "attest_gateway_assertion_verdicts_total{route=\"refuse\",mode=\"enforce\",verdict=\"refused\",reason=\"account_key_limit\"}"
             ) == 1)
         #expect(!metrics.contains("acct-1"))
+    }
+
+    @Test("HTTP/2 (h2c): the account field is read from a verified response and stripped from every response")
+    func overHTTP2() throws {
+        let up = try Self.upstream()
+        defer { up.stop() }
+        let yaml = config(upstream: up.port).replacingOccurrences(
+            of: "- {name: public, address: 127.0.0.1:0}", with: "- {name: public, address: 127.0.0.1:0, protocols: [http1, h2c]}")
+        let gw = try GatewayProcess(config: yaml)
+        defer { gw.stop() }
+        let port = HTTPCall.port(gw, "public")
+        func h2(_ args: [String]) throws -> (status: Int, head: String, body: String) {
+            let r = try runProcess(
+                URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "-i", "--max-time", "20", "--http2-prior-knowledge"] + args, timeout: 30)
+            let parts = r.stdout.components(separatedBy: "\r\n\r\n")
+            let status = Int(parts[0].split(separator: " ").dropFirst().first ?? "") ?? 0
+            #expect(parts[0].hasPrefix("HTTP/2"), "\(r.stdout) \(r.stderr)")
+            return (status, parts[0].lowercased(), parts.dropFirst().joined(separator: "\r\n\r\n"))
+        }
+        let plain = try h2(["-H", "X-Test-Account: acct-h2", "http://127.0.0.1:\(port)/plain/x"])
+        #expect(plain.status == 404)
+        #expect(!plain.head.contains("x-app-attest-account"))
+
+        let phone = try ContractDevice(ca: ca, appID: Self.appID, port: port)
+        #expect(try phone.register().status == 201)
+        for expected in ["keys=-", "keys=1"] {
+            let s = phone.sign(
+                target: "/api/flag", body: Array("{}".utf8), challenge: try phone.challenge(purpose: "assert", keyID: phone.keyID))
+            let headers = (s.headers + [("X-Test-Account", "acct-h2")]).flatMap { ["-H", "\($0.0): \($0.1)"] }
+            let r = try h2(headers + ["-X", "POST", "--data-binary", "{}", "http://\(s.authority)/api/flag"])
+            #expect(r.status == 200 && r.body == expected, "\(r)")
+            #expect(!r.head.contains("x-app-attest-account:"))
+        }
+        let account = try #require(try Self.explainKey(gw, phone)?["account"] as? [String: Any])
+        #expect(account["sha256"] as? String == Hex.encode(SHA256.hash(Array("acct-h2".utf8))))
     }
 
     @Test("two gatewayd on one redis-server: associations recorded through gateway A count on gateway B")
