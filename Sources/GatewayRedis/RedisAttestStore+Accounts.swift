@@ -12,7 +12,7 @@ import GatewayWire
 /// An association is written after the response, in two steps (the account's set and the key
 /// record are in different Cluster slots, and in one server the same code runs): `accountAdd` on
 /// the set (add, trim, count), then `keyAccount` on the record (store, answer the previous
-/// account), then, when the key moved, a `ZREM` from the previous account's set.
+/// account), then, when the key moved, a `ZREM` from the previous account's set (answered after it).
 extension RedisAttestStore: AccountStore {
     /// `ag:a:{8 hex}` ‖ 56 hex.
     func accountName(_ digest: [UInt8]) -> [UInt8] { Self.tagged(Array((options.keyPrefix + "a:").utf8), digest) }
@@ -61,18 +61,21 @@ extension RedisAttestStore: AccountStore {
                 guard case .array(let a)? = replies.first, a.count == 2, let status = a[0].text else {
                     return completion(.failure(Self.protocolError("the key-account script", replies)))
                 }
+                // The set that must lose the key (answered once it did: the association is done
+                // when every step is, and a failed step is the association's failure).
                 if status == "key_gone" {
-                    send(key: set, [RedisCommand([Self.zrem, set, id.bytes])]) { _ in }
-                    return completion(.success(.keyGone))
-                }
-                let previous = a[1].bytes ?? []
-                let moved = previous.count == 32 && previous != digest
-                if moved {
-                    let old = accountName(previous)
-                    send(key: old, [RedisCommand([Self.zrem, old, id.bytes])]) { _ in }
+                    return send(key: set, [RedisCommand([Self.zrem, set, id.bytes])]) { result in
+                        completion(result.map { _ in .keyGone })
+                    }
                 }
                 forgetCached(id)
-                completion(.success(.recorded(keyCount: Int(count), moved: moved)))
+                let previous = a[1].bytes ?? []
+                let moved = previous.count == 32 && previous != digest
+                guard moved else { return completion(.success(.recorded(keyCount: Int(count), moved: false))) }
+                let old = accountName(previous)
+                send(key: old, [RedisCommand([Self.zrem, old, id.bytes])]) { result in
+                    completion(result.map { _ in .recorded(keyCount: Int(count), moved: true) })
+                }
             }
         }
     }

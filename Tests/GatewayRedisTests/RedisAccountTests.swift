@@ -88,3 +88,20 @@ struct RedisAccountTests {
         #expect(try other.accountKeys(a, now: t0 + 2_000, window: hour) == 3)
     }
 }
+
+/// The same contract on a real 3-node Redis Cluster: the account's set and the key record live in
+/// different slots (separate steps), the commit still returns the count with the record.
+@Suite(
+    "Redis Cluster store: keys per account", .serialized, .timeLimit(.minutes(3)),
+    .enabled(if: RedisProcess.testsEnabled, Comment(rawValue: RedisProcess.skipMessage)))
+struct RedisClusterAccountTests {
+    @Test("the keys-per-account contract on the cluster")
+    func contract() throws {
+        let f = try ClusterFixture()
+        defer { f.stop() }
+        var rng = SeededRandom(seed: 285)
+        let store = f.store
+        let (keys, a, _) = try checkAccounts(store, rng: &rng, t0: t0) { k in _ = try store.registerBound(k, now: t0) }
+        #expect(RedisSlot.of(store.accountName(a)) != RedisSlot.of(store.keyName(keys[0].keyID)))  // two slots, two steps
+    }
+}

@@ -17,12 +17,16 @@ extension AccountStore {
 /// memory store keeps seconds). Returns the keys it registered and the two accounts (`a`: keys 0
 /// and 3 after the window moved on; `b`: key 1), for the caller's own checks (restart).
 @discardableResult
-public func checkAccounts(_ store: any AttestStore & AccountStore, rng: inout SeededRandom, t0: Int64) throws -> (
-    keys: [DeviceKeyRecord], a: [UInt8], b: [UInt8]
-) {
+/// `register`: how the store takes a key (default `registerFresh`; Redis Cluster binds the challenge).
+public func checkAccounts(
+    _ store: any AttestStore & AccountStore, rng: inout SeededRandom, t0: Int64,
+    register: ((DeviceKeyRecord) throws -> Void)? = nil
+) throws -> (keys: [DeviceKeyRecord], a: [UInt8], b: [UInt8]) {
     let window: Int64 = 3_600_000
     let keys = (0..<4).map { _ in makeRecord(&rng, seen: t0) }
-    for k in keys { try store.registerFresh(k, now: t0) }
+    for k in keys {
+        if let register { try register(k) } else { try store.registerFresh(k, now: t0) }
+    }
     let a = tokenDigest(&rng)
     let b = tokenDigest(&rng)
 
