@@ -816,7 +816,7 @@ public final class RedisAttestStore: AttestStore {
                 }
                 noteOutcome(commit, outcome)
                 guard case .committed = outcome else { return timedCompletion(.success(CommitAndNext(outcome: outcome))) }
-                // The record as the commit left it: ctr app env cat bv fs ls rm rs rcr rnb rex rnx.
+                // The record as the commit left it: ctr app env cat bv fs ls rm rs rcr rnb rex rnx ah an at.
                 var read: DeviceKeyRecord?
                 if a.count > 3, case .array(let f) = a[3], f.count == Self.deviceKeyFields.count - 1 {
                     read = Self.deviceKeyRecord(commit.keyID, [.string(keyCache.withLock { $0[commit.keyID]?.publicKey } ?? [])] + f)

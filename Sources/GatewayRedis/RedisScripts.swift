@@ -133,13 +133,14 @@ enum RedisScripts {
     /// none), `n` the counter, `width` the route's counter window (0: none), `checked` nil or the
     /// app, env, cat and bv ("" none, else "v" ‖ text) the caller decided on (a differing one:
     /// {'changed', 0}, nothing written). Returns as `commit` does, and, committed, the key hash's
-    /// `ctr app env cat bv fs ls rm rs rcr rnb rex rnx` as the commit left it (third value). One
+    /// `ctr app env cat bv fs ls rm rs rcr rnb rex rnx ah an at` as the commit left it (third value). One
     /// `HMGET` reads all it needs and one `HSET` writes it (an `HDEL` more when the last open counter
     /// of the window closed): Redis' time per script is mostly its calls.
     private static let commitFunction = """
 
         local function commit(key, ch, now, keyid, n, width, checked)
-          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv', 'ls', 'fs', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx')
+          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv', 'ls', 'fs', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx',
+            'ah', 'an', 'at')  -- keys per account (issue 27): rec[15..17], returned last
           if not rec[1] then return {'unknown_key', 0} end
           if checked and (rec[3] ~= checked[1] or rec[4] ~= checked[2] or (rec[5] or '') ~= checked[3]
               or (rec[6] and 'v' .. rec[6] or '') ~= checked[4]) then
@@ -174,7 +175,8 @@ enum RedisScripts {
           end
           if ch then redis.call('HSET', ch, 'u', '1') end
           return {'committed', cur,
-            {ctr, rec[3], rec[4], rec[5], rec[6], rec[8], ls, rec[9], rec[10], rec[11], rec[12], rec[13], rec[14]}}
+            {ctr, rec[3], rec[4], rec[5], rec[6], rec[8], ls, rec[9], rec[10], rec[11], rec[12], rec[13], rec[14],
+             rec[15], rec[16], rec[17]}}
         end
         """
 
@@ -198,7 +200,7 @@ enum RedisScripts {
     /// cat, bv ("" none, else "v" ‖ text), next purpose code, next bound key, next expiry ms, next Redis
     /// expiry ms. Returns what `commit` returns (or {'changed', 0}); a committed one is
     /// {'committed', previous, issued (1, or 0 when the next name was taken), record} with record
-    /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx`.
+    /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx ah an at`.
     static let commitNext =
         check + window + commitFunction + """
 
@@ -208,11 +210,6 @@ enum RedisScripts {
             local r = commit(KEYS[1], ch, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]),
               {ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
             if r[1] ~= 'committed' then return r end
-            -- Keys per account (issue 27): the record's `ah an at` after the other fields.
-            local acct = redis.call('HMGET', KEYS[1], 'ah', 'an', 'at')
-            local nr = #r[3]
-            r[3][nr + 1] = acct[1]; r[3][nr + 2] = acct[2]; r[3][nr + 3] = acct[3]
-            -- End of keys per account.
             local issued = 0
             if ARGV[10] ~= '' and redis.call('EXISTS', KEYS[nx]) == 0 then
               if ARGV[11] ~= '' then
