@@ -32,22 +32,19 @@ final class AccountTable: Sendable {
         mutating func place(_ a: AccountAssociation, cutoff: UInt32?) -> (AccountAssociation, Bool) {
             var a = a
             var moved = false
+            // In place (no copy of an account's entries per association: an account may hold many).
             if let old = byKey[a.key], old.account != a.account {
                 moved = true
-                if var keys = byAccount[old.account] {
-                    keys.at[a.key] = nil
-                    byAccount[old.account] = keys.at.isEmpty ? nil : keys
-                }
+                byAccount[old.account]?.at[a.key] = nil
+                if byAccount[old.account]?.at.isEmpty == true { byAccount[old.account] = nil }
             }
-            var keys = byAccount[a.account] ?? Keys()
-            keys.at[a.key] = a.at
-            keys.oldest = min(keys.oldest, a.at)
-            if let cutoff, keys.oldest < cutoff {
-                keys.at = keys.at.filter { $0.value >= cutoff }
-                keys.oldest = keys.at.values.min() ?? .max
+            byAccount[a.account, default: Keys()].at[a.key] = a.at
+            byAccount[a.account]!.oldest = min(byAccount[a.account]!.oldest, a.at)
+            if let cutoff, byAccount[a.account]!.oldest < cutoff {
+                byAccount[a.account]!.at = byAccount[a.account]!.at.filter { $0.value >= cutoff }
+                byAccount[a.account]!.oldest = byAccount[a.account]!.at.values.min() ?? .max
             }
-            if cutoff != nil { a.count = UInt32(clamping: keys.at.count) }
-            byAccount[a.account] = keys
+            if cutoff != nil { a.count = UInt32(clamping: byAccount[a.account]!.at.count) }
             byKey[a.key] = a
             return (a, moved)
         }
