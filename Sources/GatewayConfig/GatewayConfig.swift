@@ -33,6 +33,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public let risk: RiskConfig
     /// The signed verdict's key (`verdict`); nil (default): none, no route may set `verdict_header`.
     public let verdict: VerdictConfig?
+    /// Keys per account: the window over which an account's keys are counted.
+    public let accounts: AccountsConfig
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -52,8 +54,10 @@ public struct GatewayConfig: Sendable, Equatable {
         trustedProxies: [IPNetwork] = [],
         apple: AppleConfig? = nil,
         risk: RiskConfig = RiskConfig(),
-        verdict: VerdictConfig? = nil
+        verdict: VerdictConfig? = nil,
+        accounts: AccountsConfig = AccountsConfig()
     ) {
+        self.accounts = accounts
         self.workers = workers
         self.listeners = listeners
         self.admin = admin

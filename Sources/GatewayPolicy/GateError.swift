@@ -90,6 +90,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// The assertion verified, but its key is over the route's `assertion.key_rate`: nothing was
     /// consumed; the same request passes after `Retry-After` seconds.
     case keyRateLimited
+    // Keys per account (issue 27).
+    /// A protected route with `max_keys_per_account` and `on_keys: refuse`: the account the upstream
+    /// named for the key has more distinct keys within the window. The assertion itself verified.
+    case accountKeyLimit
 
     /// Bad encoding anywhere: the gate's own reading of headers and bodies fails with the verifier's
     /// `malformed`, so that one code means one thing.
@@ -131,6 +135,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
         case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
         case .keyRateLimited: ("key_rate_limited", 429, .retryLater)
+        case .accountKeyLimit: ("account_key_limit", 403, .none)
         }
     }
 
@@ -187,6 +192,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
             .keyRateLimited,
+            .accountKeyLimit,
         ]
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

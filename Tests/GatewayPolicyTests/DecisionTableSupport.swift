@@ -58,6 +58,7 @@ enum Contract {
         "fallback_share_exceeded": (401, 401, "none"),
         "devicecheck_unavailable": (503, 503, "none"),
         "key_rate_limited": (429, 429, "retry_later"),
+        "account_key_limit": (403, 403, "none"),
     ]
 
     /// Checks a refusal's code, status on `surface` and action against the contract.

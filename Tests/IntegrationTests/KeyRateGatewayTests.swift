@@ -129,7 +129,8 @@ struct KeyRateGatewayTests {
         let signed = try Self.presign(phone, target: "/api/pay", count: 6, ports: ports)
         let answers = try signed.enumerated().map { i, s in try Self.send(s, port: ports[i % 2]) }
         #expect(answers.map(\.status) == [200, 200, 200, 429, 429, 429], "\(answers.map(\.body))")
-        #expect(answers.suffix(3).allSatisfy { $0.error == "key_rate_limited" && ["1", "2", "3"].contains($0.headers["retry-after"] ?? "") })
+        #expect(
+            answers.suffix(3).allSatisfy { $0.error == "key_rate_limited" && ["1", "2", "3"].contains($0.headers["retry-after"] ?? "") })
         // A limited request sent again, to the other instance, once a token is back.
         usleep(3_100_000)
         let retried = try Self.send(signed[3], port: ports[0])

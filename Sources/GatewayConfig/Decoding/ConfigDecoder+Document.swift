@@ -40,6 +40,7 @@ extension ConfigDecoder {
         checkFallback(top: top, routes: routes)
         let verdict = top["verdict"].flatMap { decodeVerdict($0, path: "verdict") }
         checkVerdict(top: top, routes: routes)
+        let accounts = top["accounts"].flatMap { decodeAccounts($0, path: "accounts") } ?? AccountsConfig()
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -77,7 +78,8 @@ extension ConfigDecoder {
             trustedProxies: trustedProxies ?? [],
             apple: apple,
             risk: risk,
-            verdict: verdict
+            verdict: verdict,
+            accounts: accounts
         )
     }
 
