@@ -183,4 +183,10 @@ public enum AttestHeaders {
     public static let deviceCheckBits = "X-Device-Check-Bits"
     /// Set by an upstream of a `bits: write` route: the bits to write (`bit0=1`); removed before the client sees the response.
     public static let deviceCheckUpdate = "X-Device-Check-Update"
+    /// Keys per account (issue 27): set by an upstream on the response to a verified request, the
+    /// account the key belongs to (read by the gateway, never sent to a client).
+    public static let account = "X-App-Attest-Account"
+    /// Set upstream on a verified request whose key's account is known: its distinct keys within
+    /// `accounts.window` (a client's copy never reaches an upstream).
+    public static let accountKeys = "X-App-Attest-Account-Keys"
 }

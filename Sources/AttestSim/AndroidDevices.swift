@@ -143,17 +143,17 @@ public enum SimDevice {
     /// A protected request of the device (its next counter), as `GatewayRequests.protected` builds one.
     public func protected(
         challenge: String?, method: String, target: String, body: [UInt8], binding: Binding, version: ClientDataVersion,
-        host: RequestHost
+        host: RequestHost, account: String? = nil
     ) -> HTTPRequest {
         switch self {
         case .ios(let d):
             GatewayRequests.protected(
                 device: d, challenge: challenge, method: method, target: target, body: body, binding: binding, version: version,
-                host: host)
+                host: host, account: account)
         case .android(let d):
             GatewayRequests.protected(
                 android: d, challenge: challenge, method: method, target: target, body: body, binding: binding, version: version,
-                host: host)
+                host: host, account: account)
         }
     }
 }
@@ -185,7 +185,8 @@ extension GatewayRequests {
     /// then the device's counter does not move.
     public static func protected(
         android device: AndroidSimDevice, challenge: String?, method: String, target: String, body: [UInt8], binding: Binding,
-        version: ClientDataVersion = .v2, host: RequestHost, counter: UInt32? = nil, signer: ECPrivateKey? = nil
+        version: ClientDataVersion = .v2, host: RequestHost, counter: UInt32? = nil, signer: ECPrivateKey? = nil,
+        account: String? = nil
     ) -> HTTPRequest {
         let clientData = binding.clientData(
             challenge: challenge, method: method, target: target, body: body, version: version, authority: host.authority)
@@ -198,6 +199,8 @@ extension GatewayRequests {
         if let challenge { headers.append((AttestHeaders.challenge, challenge)) }
         headers.append((AttestHeaders.assertion, Base64.encode(assertion)))
         if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
+        // Keys per account: the account the demo upstream names for the key (`--account`).
+        if let account { headers.append(("X-Demo-Account", account)) }
         var request = HTTPRequest(method: method, target: target, headers: headers, body: body)
         request.host = host.value
         return request

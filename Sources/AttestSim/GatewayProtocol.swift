@@ -138,7 +138,8 @@ public enum GatewayRequests {
     /// (when given) and the assertion.
     public static func protected(
         device: SimulatedDevice, challenge: String?, method: String, target: String, body: [UInt8], binding: Binding,
-        version: ClientDataVersion = .v2, host: RequestHost, signedAuthority: String? = nil, mutations: AssertionMutations = .none
+        version: ClientDataVersion = .v2, host: RequestHost, signedAuthority: String? = nil, mutations: AssertionMutations = .none,
+        account: String? = nil
     ) -> HTTPRequest {
         let clientData = binding.clientData(
             challenge: challenge, method: method, target: target, body: body, version: version,
@@ -148,6 +149,8 @@ public enum GatewayRequests {
         if let challenge { headers.append((AttestHeaders.challenge, challenge)) }
         headers.append((AttestHeaders.assertion, Base64.encode(assertion)))
         if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
+        // Keys per account: the account the demo upstream names for the key (`--account`).
+        if let account { headers.append(("X-Demo-Account", account)) }
         var request = HTTPRequest(method: method, target: target, headers: headers, body: body)
         request.host = host.value
         return request

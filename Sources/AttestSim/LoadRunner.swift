@@ -49,6 +49,10 @@ public struct RunOptions: Sendable {
     public static let keyRateRetries = 5
     /// `--show-verdict`: keep the signed verdict the (demo) upstream got for an accepted request.
     public var showVerdict = false
+    /// Keys per account (`--account`): every device's protected requests carry `X-Demo-Account:
+    /// <id>`, which the gateway's demo upstream answers as a backend naming the key's account
+    /// (`X-App-Attest-Account`): N devices are N keys of one account (docs/attest-sim.md).
+    public var account: String? = nil
 
     /// Whether device `index` is one without App Attest.
     public func isUnsupported(device index: Int) -> Bool { index >= devices - unsupported }
@@ -58,13 +62,19 @@ public struct RunOptions: Sendable {
         devices: Int, requests: Int, concurrency: Int, method: String = "POST", path: String = "/api/purchase",
         bodySize: Int = 256, binding: Binding = .request, clientData: ClientDataVersion = .v2, host: RequestHost? = nil,
         useNextChallenge: Bool = true, plain: Bool = false, timeout: Double = 10, source: String? = nil, unsupported: Int = 0,
-        rate: Double? = nil, platforms: [Platform] = [.ios], androidApp: AndroidApp? = nil, retryKeyRate: Bool = false
+        rate: Double? = nil, platforms: [Platform] = [.ios], androidApp: AndroidApp? = nil, retryKeyRate: Bool = false,
+        account: String? = nil
     ) throws(AttestSimError) {
         guard !platforms.isEmpty else { throw .usage("no platform given") }
         if platforms.contains(.android) {
             guard androidApp != nil else { throw .usage("Android devices need the app's package name and signer") }
             guard unsupported == 0 else { throw .usage("--unsupported plays iPhones without App Attest: use it with --platform ios") }
         }
+        if let account, account.isEmpty || account.utf8.count > 128 || !account.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) {
+            throw .usage("--account must be 1 to 128 visible ASCII characters (got \"\(account)\")")
+        }
+        guard account == nil || !plain else { throw .usage("--account needs protected requests: remove --plain") }
+        self.account = account
         guard devices >= 1 else { throw .usage("--devices must be at least 1 (got \(devices))") }
         guard unsupported >= 0, unsupported <= devices else {
             throw .usage("--unsupported must be 0…\(devices) (the number of devices; got \(unsupported))")
@@ -359,7 +369,7 @@ public final class LoadRunner: Sendable {
                     } else {
                         slots[s].device.protected(
                             challenge: challenge, method: o.method, target: o.path, body: body, binding: o.binding,
-                            version: o.clientData, host: o.host)
+                            version: o.clientData, host: o.host, account: o.account)
                     }
                 var t0 = HTTPClient.now()
                 do {

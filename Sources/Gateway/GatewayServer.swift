@@ -427,6 +427,16 @@ public final class GatewayServer: @unchecked Sendable {
         store.attestStore.deviceKey(id, completion: completion)
     }
 
+    /// Keys per account: the account's distinct keys within `accounts.window` now (`/explain/key/<id>`).
+    func accountKeyCount(_ account: KeyAccount, completion: @escaping @Sendable (Result<Int, StoreError>) -> Void) {
+        guard let store, let accounts = store.attestStore as? any AccountStore else {
+            return completion(.failure(StoreError(.unavailable, "the store is being restored")))
+        }
+        accounts.accountKeyCount(
+            account: account.digest, nowMillis: AttestContext.nowMillis(), windowMillis: runtime.config.accounts.window.millis,
+            completion: completion)
+    }
+
     /// Installs the signal handlers (`ProcessSignals`: SIGTERM, SIGINT and SIGQUIT drain and exit,
     /// SIGHUP reloads, SIGUSR1 reopens the log files, SIGUSR2 is logged and ignored), then blocks
     /// until stopped.

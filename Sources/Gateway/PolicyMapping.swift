@@ -26,7 +26,7 @@ extension RoutePolicy {
             clientData: mapped(c.clientData), maxRiskMetric: c.maxRiskMetric,
             onRisk: mapped(c.onRisk), counterWindow: c.counterWindow,
             fallback: c.fallback.map(FallbackPolicy.init),
-            keyRate: c.keyRate.map { KeyRateLimit($0, route: route) })
+            keyRate: c.keyRate.map { KeyRateLimit($0, route: route) }, maxKeysPerAccount: c.maxKeysPerAccount, onKeys: mapped(c.onKeys))
     }
 }
 

@@ -35,6 +35,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public let android: AndroidConfig
     /// The signed verdict's key (`verdict`); nil (default): none, no route may set `verdict_header`.
     public let verdict: VerdictConfig?
+    /// Keys per account: the window over which an account's keys are counted.
+    public let accounts: AccountsConfig
     /// Where each value was written: for problems found after decoding (`gatewayd check`, start).
     public let sourceMap: SourceMap
 
@@ -55,8 +57,10 @@ public struct GatewayConfig: Sendable, Equatable {
         apple: AppleConfig? = nil,
         risk: RiskConfig = RiskConfig(),
         verdict: VerdictConfig? = nil,
+        accounts: AccountsConfig = AccountsConfig(),
         android: AndroidConfig = AndroidConfig()
     ) {
+        self.accounts = accounts
         self.android = android
         self.workers = workers
         self.listeners = listeners

@@ -47,6 +47,9 @@ public struct AcceptedAssertion: Sendable {
     public let nextChallenge: IssuedChallenge?
     /// The key's environment as registered: the verdict token's `environment` (`VerdictClaims`).
     public var environment: KeyEnvironment? = nil
+    /// The key's account and its key count (keys per account), as read with the key or returned by
+    /// the commit; nil: no account was named for the key.
+    public var account: KeyAccount? = nil
 }
 
 /// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
@@ -357,7 +360,8 @@ public final class AssertionGate {
                         AcceptedAssertion(
                             keyID: keyID, counter: counter, appID: record.appID,
                             risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next,
-                            environment: record.environment)))
+                            environment: record.environment,
+                            account: done.current.map(\.account) ?? record.account)))
             }
         }
     }

@@ -91,6 +91,10 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
     /// The assertion verified, but its key is over the route's `assertion.key_rate`: nothing was
     /// consumed; the same request passes after `Retry-After` seconds.
     case keyRateLimited
+    // Keys per account (issue 27).
+    /// A protected route with `max_keys_per_account` and `on_keys: refuse`: the account the upstream
+    /// named for the key has more distinct keys within the window. The assertion itself verified.
+    case accountKeyLimit
     /// An Android attestation's verdict or the app's Android policy refused it (docs/android.md),
     /// for the codes App Attest has no equal of (`init(_: AndroidAttestError)` maps the others onto
     /// `verification`: one code means one thing on both platforms).
@@ -136,6 +140,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
         case .fallbackShareExceeded: ("fallback_share_exceeded", 401, .none)
         case .deviceCheckUnavailable: ("devicecheck_unavailable", 503, .none)
         case .keyRateLimited: ("key_rate_limited", 429, .retryLater)
+        case .accountKeyLimit: ("account_key_limit", 403, .none)
         case .android(let code): (code.rawValue, Self.status(of: code), Self.action(of: code))
         }
     }
@@ -234,6 +239,7 @@ public enum GateError: Hashable, Sendable, Error, CaseIterable, RawRepresentable
             .reregistrationLimited, .keyCapacity, .riskMetricExceeded,
             .deviceTokenInvalid, .deviceTokenReplayed, .fallbackShareExceeded, .deviceCheckUnavailable,
             .keyRateLimited,
+            .accountKeyLimit,
         ] + AndroidAttestError.Code.allCases.filter { sharedAndroidCodes[$0] == nil && $0 != .packageNotAllowed }.map(GateError.android)
 
     /// The error whose code is `rawValue` (a metric reason, a code read back from a log).

@@ -51,6 +51,10 @@ public struct RoutePolicy: Sendable, Equatable {
         case refuse
     }
 
+    /// What a verified request of a key whose account has more than `maxKeysPerAccount` keys gets
+    /// (the same choice as `RiskAction`).
+    public typealias KeysAction = RiskAction
+
     public var mode: Mode
     public var bind: Binding
     public var challenge: Challenge
@@ -68,13 +72,20 @@ public struct RoutePolicy: Sendable, Equatable {
     /// `key_rate` (issue 27): the budget of each attested key on this route, checked in the
     /// store's commit; nil: none.
     public var keyRate: KeyRateLimit?
+    /// Keys per account (issue 27): a key whose account has more distinct keys than this within the
+    /// window is flagged or refused (`onKeys`); nil: no limit.
+    public var maxKeysPerAccount: Int?
+    public var onKeys: KeysAction
 
     public init(
         mode: Mode, bind: Binding = .request, challenge: Challenge = .required, rolloutBasisPoints: Int = 10_000,
         onStoreError: StoreErrorPolicy = .failClosed, clientData: ClientData = .v2, maxRiskMetric: Int? = nil, onRisk: RiskAction = .flag,
-        counterWindow: Int = 0, fallback: FallbackPolicy? = nil, keyRate: KeyRateLimit? = nil
+        counterWindow: Int = 0, fallback: FallbackPolicy? = nil, keyRate: KeyRateLimit? = nil, maxKeysPerAccount: Int? = nil,
+        onKeys: KeysAction = .flag
     ) {
         self.keyRate = keyRate
+        self.maxKeysPerAccount = maxKeysPerAccount
+        self.onKeys = onKeys
         self.mode = mode
         self.bind = bind
         self.challenge = challenge

@@ -1,3 +1,5 @@
+import GatewayStore
+
 /// What a protected route does with one request: forward it as verified, forward it unverified (a
 /// shadowed refusal, or a store failure on an `on_store_error: fail_open` route), or refuse it with
 /// a status; and the labels the verdict metric (`attest_gateway_assertion_verdicts_total`) and the
@@ -88,13 +90,27 @@ public struct RouteVerdict: Sendable, Equatable {
     /// (`riskMetric`, nil while the key has none) is above the route's `max_risk_metric`: then
     /// `on_risk: refuse` refuses it `403 risk_metric_exceeded` where the route enforces (shadowed:
     /// forwarded, counted `would_refuse`), and `on_risk: flag` forwards it counted `flagged`.
-    public init(route: RoutePolicy, mode: Mode, outcome: Outcome, riskMetric: UInt32? = nil) {
+    ///
+    /// Keys per account (issue 27), the same way: a key whose account has more keys (`accountKeys`,
+    /// nil while no account is known for it) than the route's `max_keys_per_account` is flagged
+    /// (`on_keys: flag`) or refused `403 account_key_limit` (`on_keys: refuse`, enforced). A key over
+    /// both limits is judged by its risk metric.
+    public init(route: RoutePolicy, mode: Mode, outcome: Outcome, riskMetric: UInt32? = nil, accountKeys: Int? = nil) {
         self.mode = mode
+        let over: (GateError, RoutePolicy.RiskAction)? =
+            if Self.exceeds(route, riskMetric) {
+                (.riskMetricExceeded, route.onRisk)
+            } else if Self.exceedsKeys(route, accountKeys) {
+                (.accountKeyLimit, route.onKeys)
+            } else {
+                nil
+            }
         switch outcome {
-        case .accepted where Self.exceeds(route, riskMetric):
-            let status = GateError.riskMetricExceeded.status(on: .route)
-            reason = GateError.riskMetricExceeded.code
-            switch (route.onRisk, mode) {
+        case .accepted where over != nil:
+            let (error, onOver) = over!
+            let status = error.status(on: .route)
+            reason = error.code
+            switch (onOver, mode) {
             case (.flag, _):
                 verdict = .flagged
                 action = .forwardVerifiedRecorded(recordedStatus: status)
@@ -133,13 +149,31 @@ public struct RouteVerdict: Sendable, Equatable {
         return Int(metric) > max
     }
 
+    /// Whether an account with `keys` keys is over the route's `max_keys_per_account` (no account
+    /// known, or no maximum: never).
+    public static func exceedsKeys(_ route: RoutePolicy, _ keys: Int?) -> Bool {
+        guard let max = route.maxKeysPerAccount, let keys else { return false }
+        return keys > max
+    }
+
     /// The same, with the gate's outcome as it gives it (an accepted assertion carries its key's
-    /// risk metric).
-    public init(route: RoutePolicy, mode: Mode, outcome: GateOutcome) {
+    /// risk metric and, when `accountWindowMillis` is given, its account's key count, unless the
+    /// association is older than that window at `nowMillis`).
+    public init(route: RoutePolicy, mode: Mode, outcome: GateOutcome, accountWindowMillis: Int64? = nil, nowMillis: Int64 = 0) {
         switch outcome {
-        case .accepted(let a): self.init(route: route, mode: mode, outcome: Outcome.accepted, riskMetric: a.risk?.metric)
+        case .accepted(let a):
+            self.init(
+                route: route, mode: mode, outcome: Outcome.accepted, riskMetric: a.risk?.metric,
+                accountKeys: Self.accountKeys(a.account, windowMillis: accountWindowMillis, nowMillis: nowMillis))
         case .refused(let e): self.init(route: route, mode: mode, outcome: Outcome.refused(e.error))
         }
+    }
+
+    /// The key count of `account` that counts at `nowMillis`: nil without an account, a window, or
+    /// when the association is older than the window.
+    public static func accountKeys(_ account: KeyAccount?, windowMillis: Int64?, nowMillis: Int64) -> Int? {
+        guard let account, let windowMillis, nowMillis - account.associatedMillis <= windowMillis else { return nil }
+        return account.keyCount
     }
 
     /// Both moments at once (the head's `mode`, then the outcome): nil on a route without checks.
@@ -179,6 +213,9 @@ extension RouteVerdict {
             for e in refusals { add(RouteVerdict(route: route, mode: mode, outcome: .refused(e))) }
             if let max = route.maxRiskMetric, max < Int(UInt32.max) {
                 add(RouteVerdict(route: route, mode: mode, outcome: .accepted, riskMetric: UInt32(max + 1)))
+            }
+            if let max = route.maxKeysPerAccount, max < Int.max {
+                add(RouteVerdict(route: route, mode: mode, outcome: .accepted, accountKeys: max + 1))
             }
         }
         return out

@@ -26,6 +26,9 @@ public final class Forward {
     /// The route's `pass_server_header`: the upstream's `Server` field reaches the client (else it
     /// is left out, as nginx does).
     public let passServerHeader: Bool
+    /// Keys per account: a verified request's reading of the upstream's `X-App-Attest-Account`
+    /// (which never reaches the client either way); nil on other requests.
+    public let accountTap: AccountFieldTap?
 
     /// - Parameters:
     ///   - balancer: several servers (`pool` is then its first).
@@ -34,8 +37,9 @@ public final class Forward {
         routeName: String, pool: UpstreamPool, maxBody: Int, editHeaders: HeaderEdit = HeaderEdit(),
         responseHeaders: HTTPFields = HTTPFields(), responseHook: ResponseHook? = nil, balancer: UpstreamBalancer? = nil,
         responseTimeoutMillis: Int64? = nil, connectTimeoutMillis: Int64? = nil, verdict: AccessVerdict? = nil,
-        passServerHeader: Bool = false
+        passServerHeader: Bool = false, accountTap: AccountFieldTap? = nil
     ) {
+        self.accountTap = accountTap
         self.passServerHeader = passServerHeader
         self.routeName = routeName
         self.pool = pool

@@ -424,6 +424,7 @@ extension HTTP2Stream: UpstreamExchangeHost {
         if case .none = r.framing { endStream = true } else { endStream = false }
         exchange.responseStatus = r.status
         responseHeadSent = true
+        upstreamExchange.forward?.accountTap?.read(r, buf)
         do {
             if let forward = upstreamExchange.forward, forward.rewritesResponse {
                 // Fields set (or read and removed) by the route: through strings, as `HTTPFields.set` defines them.

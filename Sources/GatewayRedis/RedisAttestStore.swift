@@ -34,6 +34,8 @@ public enum RedisStoreOperation: String, Sendable, CaseIterable {
     /// The DeviceCheck fallback's replay cache: claiming a device token, giving it back.
     case claimToken = "claim_token"
     case releaseToken = "release_token"
+    /// Keys per account: recording a key's association with an account (`AccountStore`).
+    case associateAccount = "associate_account"
 }
 
 /// `AttestStore` on Redis: the same semantics as `MemoryAttestStore`, shared by every gateway
@@ -112,11 +114,16 @@ public final class RedisAttestStore: AttestStore {
     static let keyCacheLimit = 16_384
     let claimSHA = Array(Hex.encode(SHA1.hash(RedisScripts.claimRefreshes)).utf8)
     let recordRefreshSHA = Array(Hex.encode(SHA1.hash(RedisScripts.recordRefresh)).utf8)
+    let accountAddSHA = Array(Hex.encode(SHA1.hash(RedisAccountScripts.accountAdd)).utf8)
+    let keyAccountSHA = Array(Hex.encode(SHA1.hash(RedisAccountScripts.keyAccount)).utf8)
     static let evalsha = Array("EVALSHA".utf8)
     static let hmget = Array("HMGET".utf8)
     /// The key record's fields but the receipt, in `DeviceKeyRecord` order, then its risk (`KeyRisk`).
-    static let deviceKeyFields = ["pk", "ctr", "app", "env", "cat", "bv", "fs", "ls", "rm", "rs", "rcr", "rnb", "rex", "rnx"]
-        .map { Array($0.utf8) }
+    /// Keys per account's `ah an at` last (RedisAttestStore+Accounts.swift).
+    static let deviceKeyFields = [
+        "pk", "ctr", "app", "env", "cat", "bv", "fs", "ls", "rm", "rs", "rcr", "rnb", "rex", "rnx", "ah", "an", "at",
+    ]
+    .map { Array($0.utf8) }
     private let keyCountName: [UInt8]
     /// The risk refresher's schedule: a sorted set of key ids by next refresh (Unix ms).
     let refreshScheduleName: [UInt8]
@@ -536,7 +543,8 @@ public final class RedisAttestStore: AttestStore {
             keyID: id, publicKey: point, counter: UInt32(clamping: counter), appID: f[2].text ?? "",
             environment: f[3].text == "1" ? .production : .development,
             validationCategory: f[4].integer.map { UInt32(clamping: $0) }, bundleVersion: f[5].text,
-            firstSeenMillis: f[6].integer ?? 0, lastSeenMillis: f[7].integer ?? 0, risk: risk)
+            firstSeenMillis: f[6].integer ?? 0, lastSeenMillis: f[7].integer ?? 0, risk: risk,
+            account: f.count >= 17 ? keyAccount(f[14..<17]) : nil)
     }
 
     /// The receipt stored with the key's latest registration, or nil.
@@ -723,6 +731,9 @@ public final class RedisAttestStore: AttestStore {
 
     private func forget(_ id: KeyID) { _ = keyCache.withLock { $0.removeValue(forKey: id) } }
 
+    /// A key's cached record is dropped when its account changed (its next request reads it again).
+    func forgetCached(_ id: KeyID) { forget(id) }
+
     /// Keys the gate's cache holds (tests).
     var cachedKeyRecords: Int { keyCache.withLock { $0.count } }
 
@@ -807,7 +818,7 @@ public final class RedisAttestStore: AttestStore {
                 }
                 noteOutcome(commit, outcome)
                 guard case .committed = outcome else { return timedCompletion(.success(CommitAndNext(outcome: outcome))) }
-                // The record as the commit left it: ctr app env cat bv fs ls rm rs rcr rnb rex rnx.
+                // The record as the commit left it: ctr app env cat bv fs ls rm rs rcr rnb rex rnx ah an at.
                 var read: DeviceKeyRecord?
                 if a.count > 3, case .array(let f) = a[3], f.count == Self.deviceKeyFields.count - 1 {
                     read = Self.deviceKeyRecord(commit.keyID, [.string(keyCache.withLock { $0[commit.keyID]?.publicKey } ?? [])] + f)

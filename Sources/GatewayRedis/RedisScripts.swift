@@ -10,7 +10,9 @@
 /// counter than `ctr` (written before a build without windows moved `ctr`) is stale: no counter open.
 /// The receipt's risk (`KeyRisk`): `rcr` creation time, `rnb` not-before, `rex` expiration, `rnx`
 /// next refresh (Unix ms), `rm` risk metric, `rs` "1" while stale. The risk refresher's schedule is
-/// the sorted set `ag:riskdue` (member: key id, score: next refresh in Unix ms).
+/// the sorted set `ag:riskdue` (member: key id, score: next refresh in Unix ms). Keys per account:
+/// `ah` the account's SHA-256, `an` its key count, `at` the association's time (Unix ms); the
+/// account's keys are the sorted set `ag:a:{…}…` (RedisAttestStore+Accounts.swift).
 enum RedisScripts {
     /// KEYS[1] challenge. ARGV: purpose, bound key ("" = none), expiry ms, Redis expiry ms.
     /// Returns 1, or 0 when the name is taken (a 128-bit collision: the caller draws again).
@@ -156,13 +158,14 @@ enum RedisScripts {
     /// none), `n` the counter, `width` the route's counter window (0: none), `checked` nil or the
     /// app, env, cat and bv ("" none, else "v" ‖ text) the caller decided on (a differing one:
     /// {'changed', 0}, nothing written). Returns as `commit` does, and, committed, the key hash's
-    /// `ctr app env cat bv fs ls rm rs rcr rnb rex rnx` as the commit left it (third value). One
+    /// `ctr app env cat bv fs ls rm rs rcr rnb rex rnx ah an at` as the commit left it (third value). One
     /// `HMGET` reads all it needs and one `HSET` writes it (an `HDEL` more when the last open counter
     /// of the window closed): Redis' time per script is mostly its calls.
     private static let commitFunction = """
 
         local function commit(key, ch, now, keyid, n, width, checked, rate)
-          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv', 'ls', 'fs', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx')
+          local rec = redis.call('HMGET', key, 'ctr', 'cw', 'app', 'env', 'cat', 'bv', 'ls', 'fs', 'rm', 'rs', 'rcr', 'rnb', 'rex', 'rnx',
+            'ah', 'an', 'at')  -- keys per account (issue 27): rec[15..17], returned last
           if not rec[1] then return {'unknown_key', 0} end
           if checked and (rec[3] ~= checked[1] or rec[4] ~= checked[2] or (rec[5] or '') ~= checked[3]
               or (rec[6] and 'v' .. rec[6] or '') ~= checked[4]) then
@@ -209,7 +212,8 @@ enum RedisScripts {
           end
           -- end key_rate
           return {'committed', cur,
-            {ctr, rec[3], rec[4], rec[5], rec[6], rec[8], ls, rec[9], rec[10], rec[11], rec[12], rec[13], rec[14]}}
+            {ctr, rec[3], rec[4], rec[5], rec[6], rec[8], ls, rec[9], rec[10], rec[11], rec[12], rec[13], rec[14],
+             rec[15], rec[16], rec[17]}}
         end
         """
 
@@ -239,7 +243,7 @@ enum RedisScripts {
     /// cat, bv ("" none, else "v" ‖ text), next purpose code, next bound key, next expiry ms, next Redis
     /// expiry ms. Returns what `commit` returns (or {'changed', 0}); a committed one is
     /// {'committed', previous, issued (1, or 0 when the next name was taken), record} with record
-    /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx`.
+    /// the key hash's `ctr app env cat bv fs ls rm rs rcr rnb rex rnx ah an at`.
     /// With a key rate (issue 27), the bucket is the last key and ARGV[14…17] are count, period ms,
     /// burst, idle ms; a key over it gets {'key_rate_limited', seconds}, nothing written.
     static let commitNext =
@@ -307,5 +311,7 @@ enum RedisScripts {
         return 'stored'
         """
 
-    static let all = [issue, register, commit, commitNext, claimRefreshes, recordRefresh]
+    static let all =
+        [issue, register, commit, commitNext, claimRefreshes, recordRefresh]
+        + [RedisAccountScripts.accountAdd, RedisAccountScripts.keyAccount]
 }

@@ -20,11 +20,13 @@ public struct DeviceKeyRecord: Sendable, Equatable {
     /// The key's receipt dates and Apple's risk metric (`KeyRisk`); nil when no verified receipt
     /// was stored with it (`apps[].receipts: ignore`, or a key registered before receipts were dated).
     public var risk: KeyRisk?
+    /// The account an upstream named for the key and its key count (`KeyAccount`); nil: none named.
+    public var account: KeyAccount?
 
     public init(
         keyID: KeyID, publicKey: [UInt8], counter: UInt32, appID: String, environment: KeyEnvironment,
         validationCategory: UInt32?, bundleVersion: String?, firstSeenMillis: Int64, lastSeenMillis: Int64,
-        risk: KeyRisk? = nil
+        risk: KeyRisk? = nil, account: KeyAccount? = nil
     ) {
         self.keyID = keyID
         self.publicKey = publicKey
@@ -36,5 +38,6 @@ public struct DeviceKeyRecord: Sendable, Equatable {
         self.firstSeenMillis = firstSeenMillis
         self.lastSeenMillis = lastSeenMillis
         self.risk = risk
+        self.account = account
     }
 }

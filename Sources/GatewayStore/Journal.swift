@@ -6,8 +6,8 @@ import Synchronization
 ///
 /// Segment: header `AGJOURN1` (8 bytes), version (u32), reserved (u32), sequence (u64); then records
 /// `length (u32) ‖ CRC-32C of payload (u32) ‖ payload`. Payload type 1 is a registration, type 2 a
-/// counter advance, type 3 a key removal, type 4 a risk refresh, type 5 a DeviceCheck token claim
-/// (see `JournalRecord`; added within version 3: a segment without one reads as before). All integers
+/// counter advance, type 3 a key removal, type 4 a risk refresh, type 5 a DeviceCheck token claim,
+/// type 6 a key's association with an account (see `JournalRecord`; 5 and 6 added within version 3: a segment without one reads as before). All integers
 /// little-endian. Version 2 added the removal and the registration's re-registration window;
 /// version 3 the registration's receipt dates, the risk refresh, and the counter window an advance
 /// leaves (`CounterWindow.gaps`, appended to advances that leave open counters). Version 1 and 2
@@ -90,12 +90,18 @@ enum JournalRecord {
     case risk(Risk)
     /// A DeviceCheck token was claimed until `expiresMillis` (`MemoryAttestStore.claimToken`).
     case claim(DeviceTokenClaim)
+    /// A key was associated with an account (`MemoryAttestStore.associate`); `cutoff`: the window's
+    /// first second then (the account's older entries were dropped and the rest counted).
+    case association(AccountAssociation, cutoff: UInt32)
 
     static let registrationType: UInt8 = 1
     static let advanceType: UInt8 = 2
     static let removalType: UInt8 = 3
     static let riskType: UInt8 = 4
     static let claimType: UInt8 = 5
+    static let associationType: UInt8 = 6
+    /// type (1) + key (32) + account (32) + time (4) + cutoff (4).
+    static let associationPayloadSize = 73
     /// type (1) + the token digest's first 16 bytes + expiry (Unix ms, 8).
     static let claimPayloadSize = 25
     /// type (1) + key (32) + metric (4) + stale (1) + four times (16) + receipt offset (8) and length (4).
@@ -206,6 +212,11 @@ enum JournalRecord {
         case claimType:
             guard let a = r.u64(), let b = r.u64(), let expires = r.i64(), r.remaining == 0 else { return nil }
             return .claim(DeviceTokenClaim(a: a, b: b, expiresMillis: expires))
+        case associationType:
+            guard let key = r.raw(KeyBits.self), let account = r.raw(KeyBits.self), let at = r.u32(), let cutoff = r.u32(),
+                r.remaining == 0
+            else { return nil }
+            return .association(AccountAssociation(key: key, account: account, at: at, count: 0), cutoff: cutoff)
         default:
             return nil
         }
@@ -537,6 +548,19 @@ final class Journal: Sendable {
             payload.storeBytes(of: claim.a.littleEndian, toByteOffset: 1, as: UInt64.self)
             payload.storeBytes(of: claim.b.littleEndian, toByteOffset: 9, as: UInt64.self)
             payload.storeBytes(of: UInt64(bitPattern: claim.expiresMillis).littleEndian, toByteOffset: 17, as: UInt64.self)
+        }
+    }
+
+    /// Appends a key's association with an account.
+    func appendAssociation(_ a: AccountAssociation, cutoff: UInt32) throws {
+        try appendOnStack(payloadSize: JournalRecord.associationPayloadSize) { payload in
+            payload[0] = JournalRecord.associationType
+            var k = a.key
+            withUnsafeBytes(of: &k) { UnsafeMutableRawBufferPointer(rebasing: payload[1..<33]).copyMemory(from: $0) }
+            var acct = a.account
+            withUnsafeBytes(of: &acct) { UnsafeMutableRawBufferPointer(rebasing: payload[33..<65]).copyMemory(from: $0) }
+            payload.storeBytes(of: a.at.littleEndian, toByteOffset: 65, as: UInt32.self)
+            payload.storeBytes(of: cutoff.littleEndian, toByteOffset: 69, as: UInt32.self)
         }
     }
 

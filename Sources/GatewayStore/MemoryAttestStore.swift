@@ -71,6 +71,8 @@ public final class MemoryAttestStore: AttestStore {
     let deviceTokens: DeviceTokenTable
     /// The buckets of routes' `assertion.key_rate` (per process, not journaled: `KeyRateBuckets`).
     let keyRates = KeyRateBuckets()
+    /// Keys per account (`associate`; MemoryAttestStore+Accounts.swift).
+    let accounts: AccountTable
 
     static let markerName = "clean-stop"
     static let markerMagic: [UInt8] = Array("AGCLEAN1".utf8)
@@ -92,7 +94,8 @@ public final class MemoryAttestStore: AttestStore {
     init(
         states: [ShardState], live: Int, challenges: ChallengeLimits, limits: KeyLimits, clean: Bool,
         directory: String?, journal: Journal?, receipts: ReceiptsFile, observer: (any AttestStoreObserver)?,
-        restoreReport: RestoreReport = RestoreReport(), deviceTokens claims: [DeviceTokenClaim] = []
+        restoreReport: RestoreReport = RestoreReport(), deviceTokens claims: [DeviceTokenClaim] = [],
+        accounts: AccountTable? = nil
     ) {
         var keys = 0
         var receiptBytes = 0
@@ -119,6 +122,7 @@ public final class MemoryAttestStore: AttestStore {
         self.keyCount = Atomic(keys)
         self.liveReceiptBytes = Atomic(receiptBytes)
         deviceTokens = DeviceTokenTable(shards: states.count, restoring: claims)
+        self.accounts = accounts ?? AccountTable(maxAssociations: limits.maxKeys)
     }
 
     /// The current receipts file (`Journal.receiptsName(generation:)`) and a reader of it.
@@ -302,7 +306,9 @@ public final class MemoryAttestStore: AttestStore {
             return (r, s.string(r.appIndex), s.string(r.bundleIndex))
         }
         guard let (r, app, bundle) = found else { return .success(nil) }
-        return .success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle))
+        var record = Self.deviceKeyRecord(id, r, app: app, bundle: bundle)
+        record.account = keyAccount(key)
+        return .success(record)
     }
 
     static func deviceKeyRecord(_ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?) -> DeviceKeyRecord {

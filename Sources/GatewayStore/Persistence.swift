@@ -85,6 +85,8 @@ extension MemoryAttestStore {
         // DeviceCheck token claims: the snapshot's, then the journal's (after a clean stop and after
         // a crash alike: a claimed token stays refused until its claim expires).
         var claims = loaded?.claims ?? []
+        // Keys per account: the snapshot's associations, then the journal's, in order.
+        var associations: [(AccountAssociation, cutoff: UInt32)] = []
         for (i, seq) in replay.enumerated() {
             let r = try replaySegment(
                 "\(directory)/\(JournalFormat.segmentName(seq))", seq: seq, isLast: i == replay.count - 1,
@@ -92,6 +94,7 @@ extension MemoryAttestStore {
             report.replayedRecords += r.applied
             report.damage += r.damage
             claims += r.claims
+            associations += r.associations
             if let torn = r.torn { report.tornTail = torn }
         }
         // Advances of a key no registration or later removal explains: damage (their registration was lost).
@@ -150,7 +153,9 @@ extension MemoryAttestStore {
         let store = MemoryAttestStore(
             states: states, live: live, challenges: challenges, limits: limits, clean: clean, directory: directory,
             journal: journal, receipts: ReceiptsFile(reader: reader, generation: receiptsGeneration), observer: observer,
-            restoreReport: report, deviceTokens: claims)
+            restoreReport: report, deviceTokens: claims,
+            accounts: AccountTable(
+                maxAssociations: limits.maxKeys, restoring: loaded?.associations ?? [], replaying: associations))
         store.directoryLock.withLock { $0 = lock }
         journal.snapshotter.withLock { $0 = { [weak store] in try store?.writeRecoverySnapshot() } }
         observer?.restored(keys: store.statistics.keys, seconds: seconds(since: start))
@@ -189,6 +194,8 @@ extension MemoryAttestStore {
         var applied = 0
         /// DeviceCheck token claims (type 5), restored whatever the stop was.
         var claims: [DeviceTokenClaim] = []
+        /// Associations of keys with accounts (type 6), restored whatever the stop was.
+        var associations: [(AccountAssociation, cutoff: UInt32)] = []
         var damage: [JournalDamage] = []
         var torn: RestoreReport.TornTail?
     }
@@ -411,6 +418,9 @@ extension MemoryAttestStore {
                 case .claim(let claim):
                     out.claims.append(claim)
                     out.applied += 1
+                case .association(let a, let cutoff):
+                    out.associations.append((a, cutoff))
+                    out.applied += 1
                 }
                 at = next
             }
@@ -481,7 +491,8 @@ extension MemoryAttestStore {
             challengeCount: challenges, createdMillis: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000,
             receiptsGeneration: receipts.withLock { $0.generation })
         let bytes = try SnapshotFormat.write(
-            directory: directory, header: header, shards: copies, claims: deviceTokens.copy(), files: journal.files)
+            directory: directory, header: header, shards: copies, claims: deviceTokens.copy(), files: journal.files,
+            associations: accounts.copy())
         copies.removeAll()
         journal.snapshotCovers(seq)  // memory is on disk again: a write fault from before the rotation is over
         let receiptsName = Journal.receiptsName(generation: header.receiptsGeneration)

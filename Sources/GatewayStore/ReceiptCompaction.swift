@@ -164,7 +164,8 @@ extension MemoryAttestStore {
                 receiptsGeneration: newGeneration)
             let moved = relocations
             let bytes = try SnapshotFormat.writeTemporary(
-                directory: directory, header: header, shards: copies, claims: deviceTokens.copy(), files: files
+                directory: directory, header: header, shards: copies, claims: deviceTokens.copy(), files: files,
+                associations: accounts.copy()
             ) { r in
                 r.receiptOffset = r.receiptLength > 0 ? moved[r.receiptOffset]! : 0
             }

@@ -26,11 +26,13 @@ public struct SnapshotReport: Sendable, Equatable {
 /// records as in memory (`KeyRecord`, fixed stride; version 3 added the counter window's open
 /// counters), challenge count (u64) and the challenges (`ChallengeEntry`); then (version 4 on) the
 /// DeviceCheck token claims: count (u64) and per claim the digest's first 16 bytes and the expiry
-/// (i64, Unix ms); then SHA-256 of everything before it (32 bytes). Integers little-endian.
+/// (i64, Unix ms); then (version 5 on) the keys' account associations: count (u64) and per
+/// association the key (32), the account's SHA-256 (32), the time (u32, Unix s) and the account's
+/// key count (u32); then SHA-256 of everything before it (32 bytes). Integers little-endian.
 enum SnapshotFormat {
     static let fileName = "snapshot.dat"
     static let magic: [UInt8] = Array("AGSNAPS1".utf8)
-    static let version: UInt32 = 4
+    static let version: UInt32 = 5
     static let headerSize = 80
     /// Version 2 (before the receipt's risk fields): the same 80-byte header, `KeyRecordV2` records.
     /// Still read.
@@ -122,10 +124,11 @@ enum SnapshotFormat {
     /// failed attempt removes the temporary file (on a full disk it would hold the space).
     static func write(
         directory: String, header: Header, shards: [ShardCopy], claims: [DeviceTokenClaim] = [], files: StoreFiles = .system,
-        relocate: ((inout KeyRecord) -> Void)? = nil
+        associations: [AccountAssociation] = [], relocate: ((inout KeyRecord) -> Void)? = nil
     ) throws -> Int {
         let bytes = try writeTemporary(
-            directory: directory, header: header, shards: shards, claims: claims, files: files, relocate: relocate)
+            directory: directory, header: header, shards: shards, claims: claims, files: files, associations: associations,
+            relocate: relocate)
         try install(directory: directory, files: files)
         try files.fsyncDirectory(directory)
         return bytes
@@ -147,7 +150,7 @@ enum SnapshotFormat {
     /// removes it.
     static func writeTemporary(
         directory: String, header: Header, shards: [ShardCopy], claims: [DeviceTokenClaim], files: StoreFiles = .system,
-        relocate: ((inout KeyRecord) -> Void)? = nil
+        associations: [AccountAssociation] = [], relocate: ((inout KeyRecord) -> Void)? = nil
     ) throws -> Int {
         let tmp = "\(directory)/\(fileName).tmp"
         let fd = try files.open(tmp, O_WRONLY | O_CREAT | O_TRUNC)
@@ -202,6 +205,15 @@ enum SnapshotFormat {
                 t.i64(claim.expiresMillis)
             }
             try out.write(t.bytes)
+            var a = ByteWriter(capacity: 8 + associations.count * associationSize)
+            a.u64(UInt64(associations.count))
+            for x in associations {
+                a.raw(x.key)
+                a.raw(x.account)
+                a.u32(x.at)
+                a.u32(x.count)
+            }
+            try out.write(a.bytes)
             try out.finish()
             try files.fsync(fd, path: tmp)
         } catch {
@@ -220,7 +232,12 @@ enum SnapshotFormat {
         var challenges: [ChallengeEntry]
         /// DeviceCheck token claims (none before version 4).
         var claims: [DeviceTokenClaim] = []
+        /// Keys' account associations (none before version 5).
+        var associations: [AccountAssociation] = []
     }
+
+    /// An association in the snapshot: key, account, time, count.
+    static let associationSize = 72
 
     /// A token claim in the snapshot: digest bytes 0..<16, expiry.
     static let claimSize = 24
@@ -384,11 +401,22 @@ enum SnapshotFormat {
                 claims.append(DeviceTokenClaim(a: r.u64()!, b: r.u64()!, expiresMillis: r.i64()!))
             }
         }
+        var associations: [AccountAssociation] = []
+        if version >= 5 {
+            guard let n = r.u64(), n <= UInt64(max(0, r.remaining - 32) / associationSize) else {
+                throw corrupt("truncated account associations")
+            }
+            associations.reserveCapacity(Int(n))
+            for _ in 0..<n {
+                associations.append(
+                    AccountAssociation(key: r.raw(KeyBits.self)!, account: r.raw(KeyBits.self)!, at: r.u32()!, count: r.u32()!))
+            }
+        }
         guard r.remaining == 32 else { throw corrupt("\(r.remaining - 32) bytes after the last shard") }
         guard keys == header.keyCount, challenges.count == header.challengeCount else {
             throw corrupt("counts in the header do not match the contents")
         }
-        return Loaded(header: header, challenges: challenges, claims: claims)
+        return Loaded(header: header, challenges: challenges, claims: claims, associations: associations)
     }
 }
 

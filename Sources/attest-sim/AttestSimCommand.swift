@@ -300,6 +300,13 @@ struct Run: ParsableCommand {
             "Send a request answered 429 key_rate_limited again, unchanged, after Retry-After (at most 5 times).",
             discussion: "As the client contract says for a route with assertion.key_rate; without it the 429 is the request's verdict."))
     var retryKeyRate = false
+    @Option(
+        help: ArgumentHelp(
+            "Keys per account: every device claims this account (X-Demo-Account), so the devices are keys of one account.",
+            discussion:
+                "For the demo upstream, which names it as the key's account (X-App-Attest-Account), and a route with max_keys_per_account.")
+    )
+    var account: String?
 
     @Flag(help: "Print the report as one JSON object.")
     var json = false
@@ -319,7 +326,7 @@ struct Run: ParsableCommand {
             requests: requests, concurrency: concurrency, method: method, path: path, bodySize: bodySize, binding: binding,
             clientData: common.clientDataVersion(), host: common.requestHost(), useNextChallenge: !noNextChallenge, plain: plain,
             timeout: common.timeout, source: common.source, unsupported: unsupported, rate: rate, platforms: common.platforms(),
-            androidApp: common.androidApp(), retryKeyRate: retryKeyRate)
+            androidApp: common.androidApp(), retryKeyRate: retryKeyRate, account: account)
         options.showVerdict = showVerdict
         let report = LoadRunner(options: options, ca: try common.loadCA(), androidCA: try common.loadAndroidCA()?.ca).run()
         print(json ? report.json : report.text, terminator: json ? "\n" : "")

@@ -49,6 +49,7 @@ struct Run: ParsableCommand {
         factory.valueHistogramBuckets[GatewayMetrics.requestDuration] = seconds
         factory.valueHistogramBuckets[GatewayMetrics.upstreamDuration] = seconds
         factory.valueHistogramBuckets[RiskMetrics.riskMetric] = RiskMetrics.buckets
+        factory.valueHistogramBuckets[AccountMetrics.keys] = AccountMetrics.buckets
         let server: GatewayServer
         do {
             server = try GatewayServer(

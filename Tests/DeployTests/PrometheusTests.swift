@@ -92,6 +92,7 @@ struct PrometheusTests {
             ("AttestGatewayRiskRefreshFailing", ["attest_gateway_receipt_refreshes_total", "unauthorized", "rate_limited"]),
             ("AttestGatewayRiskRefreshLagging", ["attest_gateway_receipt_refresh_lag_seconds"]),
             ("AttestGatewayRiskMetricHigh", ["attest_gateway_assertion_verdicts_total", "reason=\"risk_metric_exceeded\""]),
+            ("AttestGatewayAccountKeyLimit", ["attest_gateway_assertion_verdicts_total", "reason=\"account_key_limit\""]),
         ]
         for (alert, needles) in required {
             let e = expanded(alert)

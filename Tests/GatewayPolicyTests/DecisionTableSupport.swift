@@ -58,6 +58,7 @@ enum Contract {
         "fallback_share_exceeded": (401, 401, "none"),
         "devicecheck_unavailable": (503, 503, "none"),
         "key_rate_limited": (429, 429, "retry_later"),
+        "account_key_limit": (403, 403, "none"),
         "revoked": (401, 401, "reattest"),
         "challenge_mismatch": (401, 401, "rechallenge"),
         "software_key": (401, 401, "none"),

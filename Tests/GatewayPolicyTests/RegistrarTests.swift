@@ -335,8 +335,9 @@ struct RegistrarTests {
         // The endpoints' own refusals, decided before the gate or the registrar (KeyIDRequiredTests,
         // RateLimitTests, the integration tests).
         let endpoints: Set<String> = ["method_not_allowed", "key_id_required", "rate_limited"]
-        // The route's verdict after a verified assertion (RouteVerdictTests: max_risk_metric).
-        let verdict: Set<String> = ["risk_metric_exceeded"]
+        // The route's verdict after a verified assertion (RouteVerdictTests: max_risk_metric;
+        // AccountVerdictTests: max_keys_per_account).
+        let verdict: Set<String> = ["risk_metric_exceeded", "account_key_limit"]
         // The DeviceCheck fallback's own refusals (DeviceCheckTests, FallbackTests with a real gatewayd).
         let fallback: Set<String> = ["device_token_invalid", "device_token_replayed", "fallback_share_exceeded", "devicecheck_unavailable"]
         // Android registrations' own refusals (AndroidRegistrarTests).

@@ -330,7 +330,9 @@ struct CounterWindowTests {
             } == 1)
         try store.close()
         let written = readBytes(path)
-        #expect(Array(written[8..<12]) == [4, 0, 0, 0])  // the current snapshot version (4: with DeviceCheck token claims)
+        // The current snapshot version (4 added DeviceCheck token claims, 5 keys' account associations).
+        #expect(Array(written[8..<12]) == [UInt8(SnapshotFormat.version), 0, 0, 0])
+        #expect(SnapshotFormat.version == 5)
         #expect(Array(readBytes(dir.lastSegment)[8..<12]) == [3, 0, 0, 0])
         let again = try MemoryAttestStore.open(directory: dir.path, shards: 4)
         #expect(again.lastStopWasClean)

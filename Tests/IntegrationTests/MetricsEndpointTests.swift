@@ -103,7 +103,7 @@ struct MetricsEndpointTests {
                   - name: purchase
                     match: {path_prefix: /api/purchase}
                     upstream: demo
-                    assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5, fallback: {devicecheck: {bits: write}}}
+                    assertion: {mode: enforce, rollout: 50%, on_store_error: fail_open, max_risk_metric: 5, fallback: {devicecheck: {bits: write}}, max_keys_per_account: 3}
                   - {name: legacy, match: {path_prefix: /legacy}, upstream: legacy}
                   - {name: default, match: {path_prefix: /}, upstream: demo}
                 \(Self.appID)
@@ -133,6 +133,12 @@ struct MetricsEndpointTests {
             s.has(
                 "attest_gateway_assertion_verdicts_total",
                 ["route": "purchase", "mode": "shadow", "verdict": "flagged", "reason": "risk_metric_exceeded"]))
+        // Keys per account (issue 27): a route with max_keys_per_account declares its flagged series.
+        #expect(
+            s.has(
+                "attest_gateway_assertion_verdicts_total",
+                ["route": "purchase", "mode": "enforce", "verdict": "flagged", "reason": "account_key_limit"]))
+        #expect(s.has("attest_gateway_account_associations_total", ["result": "capacity"]))
 
         // Every series an alert selects exists now (rates and increase() see the first event).
         let rules = try String(contentsOf: repositoryRoot.appendingPathComponent("deploy/prometheus/alerts.yaml"), encoding: .utf8)

@@ -157,6 +157,12 @@ struct WalkthroughTests {
         }
         let count = accepted.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0
         #expect(count >= 2002, "\(accepted ?? "no accepted series")")  // the run's 2,000 and the attack's two control requests
+        // Keys per account: keys 4 and 5 of the account flagged after their first request.
+        let flagged = metrics.split(separator: "\n").first {
+            $0.hasPrefix("attest_gateway_assertion_verdicts_total{") && $0.contains("route=\"account\"")
+                && $0.contains("verdict=\"flagged\"") && $0.contains("reason=\"account_key_limit\"")
+        }
+        #expect(flagged.flatMap { Double($0.split(separator: " ").last ?? "") } == 6, "\(flagged ?? "no flagged series")")
 
         let g = try #require(gateway)
         kill(g.processIdentifier, SIGTERM)

@@ -134,7 +134,17 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
                     case .success(nil):
                         bound.value(.respond(AdminError.unknownKey.response()))
                     case .success(let record?):
-                        bound.value(.respond(LocalResponse.json(200, Self.json(record).description, headers: Self.noStore)))
+                        guard let account = record.account else {
+                            return bound.value(.respond(LocalResponse.json(200, Self.json(record).description, headers: Self.noStore)))
+                        }
+                        // Keys per account: the account's keys in the window now, besides the count stored with the key.
+                        server.accountKeyCount(account) { count in
+                            executor.run {
+                                var o = Self.json(record)
+                                o.set("account", .object(Self.json(account, keysNow: try? count.get())))
+                                bound.value(.respond(LocalResponse.json(200, o.description, headers: Self.noStore)))
+                            }
+                        }
                     }
                 }
             }
@@ -162,6 +172,17 @@ final class AdminRouter: RequestRouter, @unchecked Sendable {
         k.set("receiptExpires", risk.expiresMillis.map { RFC3339.format(millis: $0) })
         k.set("nextRefresh", risk.nextRefreshMillis.map { RFC3339.format(millis: $0) })
         o.set("risk", .object(k))
+        return o
+    }
+
+    /// A key's account as `/explain/key/<id>` shows it: the account's SHA-256 (never the id), the
+    /// key count stored with the key and when, and the account's keys in the window now.
+    static func json(_ a: KeyAccount, keysNow: Int?) -> JSONObject {
+        var o = JSONObject()
+        o.set("sha256", a.digestHex)
+        o.set("keys", a.keyCount)
+        o.set("associated", RFC3339.format(millis: a.associatedMillis))
+        o.set("keysInWindow", keysNow.map { .int(Int64($0)) } ?? .null)
         return o
     }
 

@@ -252,7 +252,9 @@ extension GatewayRouter {
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
             [unowned self] outcome in
-            let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome)
+            let window = rt.config.accounts.window.millis
+            let verdict = RouteVerdict(
+                route: r.assertion, mode: mode, outcome: outcome, accountWindowMillis: window, nowMillis: AttestContext.nowMillis())
             let carried: CarriedVerdict
             switch outcome {
             case .accepted(let a):
@@ -269,24 +271,37 @@ extension GatewayRouter {
                         HTTPFields.Field(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis)),
                     ])
                 }
-                let edit =
+                var edit =
                     if let metric = a.risk?.metric {
                         rt.stripAttestHeaders.adding((verifiedHeader, keyID), (AttestHeaders.riskMetric, String(metric)))
                     } else {
                         rt.stripAttestHeaders.adding(verifiedHeader, keyID)
                     }
+                // Keys per account: the account's key count upstream (when known and in the window),
+                // and the upstream's X-App-Attest-Account read from its answer.
+                let accountKeys = RouteVerdict.accountKeys(a.account, windowMillis: window, nowMillis: AttestContext.nowMillis())
+                if let accountKeys { edit = edit.adding(AttestHeaders.accountKeys, String(accountKeys)) }
+                let tap = self.accountTap(a, route: r.name, runtime: rt)
                 if verdict.recordsRefusal {
+                    let forAccount = verdict.reason == GateError.accountKeyLimit.code
                     carried = self.carryOut(
-                        verdict, refusal: Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt,
+                        verdict,
+                        refusal: forAccount
+                            ? Self.accountExplanation(a, route: r.assertion, windowMillis: window)
+                            : Self.riskExplanation(a, route: r.assertion), route: r, runtime: rt,
                         about: RequestSummary(request),
-                        kind: "assertion", logFields: [("key_id", keyID), ("risk_metric", a.risk?.metric.map { String($0) } ?? "-")],
-                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response), verdictRequest: VerdictRequest(request),
-                        subject: VerdictSubject(a))
+                        kind: "assertion",
+                        logFields: [("key_id", keyID)]
+                            + (forAccount
+                                ? [("account_keys", accountKeys.map { String($0) } ?? "-")]
+                                : [("risk_metric", a.risk?.metric.map { String($0) } ?? "-")]),
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response, accountTap: tap),
+                        verdictRequest: VerdictRequest(request), subject: VerdictSubject(a))
                 } else {
                     carried = self.carryOut(
                         verdict, refusal: nil, route: r, runtime: rt, about: nil, kind: "assertion",
-                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response), verdictRequest: VerdictRequest(request),
-                        subject: VerdictSubject(a))
+                        pass: VerifiedPass(editHeaders: edit, responseHeaders: response, accountTap: tap),
+                        verdictRequest: VerdictRequest(request), subject: VerdictSubject(a))
                 }
             case .refused(var e):
                 if r.fallback != nil { e.add("path", "app_attest") }

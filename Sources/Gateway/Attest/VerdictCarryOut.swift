@@ -25,7 +25,9 @@ struct VerdictRequest {
 /// A route verdict carried out: the request answered, or forwarded with these edits.
 enum CarriedVerdict {
     case respond(LocalResponse)
-    case forward(editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?, verdict: AccessVerdict)
+    case forward(
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?, verdict: AccessVerdict,
+        accountTap: AccountFieldTap? = nil)
 }
 
 /// How a verified request goes on: its head's edit (the gateway's own headers stripped, the verified
@@ -35,6 +37,8 @@ struct VerifiedPass {
     var editHeaders: HeaderEdit
     var responseHeaders = HTTPFields()
     var responseHook: ResponseHook?
+    /// Keys per account: the upstream's `X-App-Attest-Account` read for the verified key.
+    var accountTap: AccountFieldTap?
 }
 
 extension GatewayRouter {
@@ -94,7 +98,7 @@ extension GatewayRouter {
         let p = pass()
         return .forward(
             editHeaders: signed(p.editHeaders, subject()), responseHeaders: p.responseHeaders, responseHook: p.responseHook,
-            verdict: logged)
+            verdict: logged, accountTap: p.accountTap)
     }
 
     /// A verdict carried out from the head (before any of the body is read).
@@ -102,8 +106,9 @@ extension GatewayRouter {
         switch carried {
         case .respond(let answer):
             return .respond(routeName: r.name, answer)
-        case .forward(let edit, let fields, let hook, let verdict):
-            return forward(r, runtime: rt, editHeaders: edit, responseHeaders: fields, responseHook: hook, verdict: verdict)
+        case .forward(let edit, let fields, let hook, let verdict, let tap):
+            return forward(
+                r, runtime: rt, editHeaders: edit, responseHeaders: fields, responseHook: hook, verdict: verdict, accountTap: tap)
         }
     }
 
@@ -114,8 +119,10 @@ extension GatewayRouter {
         switch carried {
         case .respond(let answer):
             return .respond(answer)
-        case .forward(let edit, let fields, let hook, let verdict):
-            return forward(request, r, runtime: rt, editHeaders: edit, responseHeaders: fields, responseHook: hook, verdict: verdict)
+        case .forward(let edit, let fields, let hook, let verdict, let tap):
+            return forward(
+                request, r, runtime: rt, editHeaders: edit, responseHeaders: fields, responseHook: hook, verdict: verdict,
+                accountTap: tap)
         }
     }
 }

@@ -34,6 +34,12 @@ final class AttestMetrics: Sendable {
     static let deviceCheckRequests = "attest_gateway_devicecheck_requests_total"
     // Budgets per attested key (issue 27).
     static let keyRateLimitedTotal = "attest_gateway_key_rate_limited_total"
+    // Keys per account (issue 27).
+    static let accountKeys = AccountMetrics.keys
+    static let accountAssociations = AccountMetrics.associations
+    static let accountHeaderInvalid = AccountMetrics.headerInvalid
+    /// The `result` label of `attest_gateway_account_associations_total`.
+    static let associationResults = ["recorded", "moved", "key_gone", "capacity", "store_error"]
     /// The `result` label of `attest_gateway_fallback_requests_total`: `accepted`, or the refusal's code.
     static let fallbackResults: [String] =
         ["accepted"]
@@ -136,7 +142,19 @@ final class AttestMetrics: Sendable {
             uniqueKeysWithValues: EvictionBudget.allCases.map {
                 ($0, Counter(label: Self.challengesEvicted, dimensions: [("budget", $0.rawValue)], factory: factory))
             })
+        accountKeysHistogram = AccountMetrics.keysHistogram(factory)
+        for result in Self.associationResults { _ = counter(Self.accountAssociations, [("result", result)]) }
+        _ = counter(Self.accountHeaderInvalid, [])
     }
+
+    /// Keys per account: an association recorded (and the account's key count then), or why not.
+    private let accountKeysHistogram: any RecorderHandler
+    func accountAssociation(result: String, keyCount: Int? = nil) {
+        counter(Self.accountAssociations, [("result", result)]).increment()
+        if let keyCount { accountKeysHistogram.record(Double(keyCount)) }
+    }
+    /// An upstream's `X-App-Attest-Account` that is not 1 to 128 visible ASCII characters: ignored.
+    func accountHeaderInvalid() { counter(Self.accountHeaderInvalid, []).increment() }
 
     /// Counters off the request path's hot loop (registrations, challenges): one lock, created once.
     private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {

@@ -246,6 +246,18 @@ public enum MetricsCatalog {
             help:
                 "Verified requests over their key's assertion.key_rate, by route, whatever the mode (refused 429 key_rate_limited where enforced, forwarded where shadowed); nothing of theirs was consumed."
         ),
+        // Keys per account (AttestMetrics; docs/verification.md, "Keys per account").
+        .init(
+            name: AttestMetrics.accountKeys, type: "histogram", labels: [], presence: .always,
+            help: "Distinct keys of the account an upstream named (X-App-Attest-Account), observed when each association is recorded."),
+        .init(
+            name: AttestMetrics.accountAssociations, type: "counter", labels: ["result"], presence: .always,
+            help:
+                "Key-to-account associations from upstreams' X-App-Attest-Account, by result (recorded, moved, key_gone, capacity, store_error)."
+        ),
+        .init(
+            name: AttestMetrics.accountHeaderInvalid, type: "counter", labels: [], presence: .always,
+            help: "Upstream X-App-Attest-Account values ignored: empty, longer than 128 bytes, or not visible ASCII."),
 
         // The Redis store (RedisMetrics).
         .init(

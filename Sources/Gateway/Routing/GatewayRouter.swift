@@ -186,7 +186,8 @@ final class GatewayRouter: RequestRouter {
     /// client-sent verified-key header.
     func forward(
         _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime, editHeaders: HeaderEdit,
-        responseHeaders: HTTPFields, responseHook: ResponseHook? = nil, verdict: AccessVerdict? = nil
+        responseHeaders: HTTPFields, responseHook: ResponseHook? = nil, verdict: AccessVerdict? = nil,
+        accountTap: AccountFieldTap? = nil
     ) -> RouteDecision {
         switch target(r, rt) {
         case .demo:
@@ -195,13 +196,13 @@ final class GatewayRouter: RequestRouter {
                     .respond(
                         DemoUpstream.answer(
                             request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
-                            responseHeaders: responseHeaders)))
+                            responseHeaders: responseHeaders, accountTap: accountTap)))
             }
         case .upstream(let u):
             return .forward(
                 u.forward(
                     r, editHeaders: editHeaders, responseHeaders: responseHeaders,
-                    responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
+                    responseHook: responseHook ?? Self.responseHook(r), verdict: verdict, accountTap: accountTap))
         case .missing:
             return .respond(routeName: r.name, ProxyError.upstreamUnavailable.response())
         }
@@ -211,19 +212,20 @@ final class GatewayRouter: RequestRouter {
     /// protected route's, for the access line.
     func forward(
         _ request: BufferedRequest, _ r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
-        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook? = nil, verdict: AccessVerdict? = nil
+        editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook? = nil, verdict: AccessVerdict? = nil,
+        accountTap: AccountFieldTap? = nil
     ) -> BufferedOutcome {
         var answer: LocalResponse
         switch target(r, rt) {
         case .demo:
             answer = DemoUpstream.answer(
                 request, route: r.name, upstream: r.upstream, editHeaders: editHeaders,
-                responseHeaders: responseHeaders)
+                responseHeaders: responseHeaders, accountTap: accountTap)
         case .upstream(let u):
             return .forward(
                 u.forward(
                     r, editHeaders: editHeaders, responseHeaders: responseHeaders,
-                    responseHook: responseHook ?? Self.responseHook(r), verdict: verdict))
+                    responseHook: responseHook ?? Self.responseHook(r), verdict: verdict, accountTap: accountTap))
         case .missing:
             answer = ProxyError.upstreamUnavailable.response(requestId: request.requestID.text)
         }

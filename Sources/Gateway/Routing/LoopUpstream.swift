@@ -22,12 +22,13 @@ final class LoopUpstream {
     /// A route's forward to this upstream, with the route's own timeouts.
     func forward(
         _ r: GatewayRuntime.CompiledRoute, editHeaders: HeaderEdit, responseHeaders: HTTPFields, responseHook: ResponseHook?,
-        verdict: AccessVerdict? = nil
+        verdict: AccessVerdict? = nil, accountTap: AccountFieldTap? = nil
     ) -> Forward {
         Forward(
             routeName: r.name, pool: pools[0], maxBody: r.maxBody, editHeaders: editHeaders, responseHeaders: responseHeaders,
             responseHook: responseHook, balancer: balancer, responseTimeoutMillis: r.responseTimeoutMillis,
-            connectTimeoutMillis: r.connectTimeoutMillis, verdict: verdict, passServerHeader: r.passServerHeader)
+            connectTimeoutMillis: r.connectTimeoutMillis, verdict: verdict, passServerHeader: r.passServerHeader,
+            accountTap: accountTap)
     }
 
     func syncAddresses() {

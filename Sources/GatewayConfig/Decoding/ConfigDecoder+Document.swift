@@ -41,6 +41,7 @@ extension ConfigDecoder {
         let android = top["android"].flatMap { decodeAndroid($0, path: "android") } ?? AndroidConfig()
         let verdict = top["verdict"].flatMap { decodeVerdict($0, path: "verdict") }
         checkVerdict(top: top, routes: routes)
+        let accounts = top["accounts"].flatMap { decodeAccounts($0, path: "accounts") } ?? AccountsConfig()
 
         checkAdmin(admin, against: listeners)
         if let routes, routes.everyRouteSetsMaxBody, !routes.configs.isEmpty,
@@ -79,6 +80,7 @@ extension ConfigDecoder {
             apple: apple,
             risk: risk,
             verdict: verdict,
+            accounts: accounts,
             android: android
         )
     }

@@ -217,6 +217,7 @@ extension ConfigDecoder {
                 at: at)
             valid = false
         }
+        decodeAccountLimit(fields, into: &policy, valid: &valid)
         fields.read("counter_window", into: &policy, \.counterWindow, valid: &valid) {
             int($0, $1, in: AssertionPolicy.counterWindowRange)
         }
@@ -237,7 +238,7 @@ extension ConfigDecoder {
                 case .off:
                     [
                         "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
-                        "fallback", "key_rate", "verdict_header",
+                        "fallback", "key_rate", "verdict_header", "max_keys_per_account", "on_keys",
                     ].map {
                         ($0, "has no effect with mode: off (the route verifies nothing); remove it, or set mode: enforce or shadow")
                     }

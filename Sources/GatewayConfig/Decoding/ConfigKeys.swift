@@ -3,7 +3,7 @@
 enum ConfigKeys {
     static let top = [
         "workers", "listeners", "admin", "limits", "upstreams", "routes", "apps", "trust", "attest", "store", "logging",
-        "trusted_proxies", "apple", "risk", "verdict", "android",
+        "trusted_proxies", "apple", "risk", "verdict", "accounts", "android",
     ]
     static let listener = [
         "name", "address", "protocols", "tls", "http2", "underscores_in_headers", "trusted_proxies", "proxy_protocol",
@@ -31,9 +31,10 @@ enum ConfigKeys {
     static let routeMatch = ["methods", "path_prefix", "path", "host", "fold"]
     static let assertion = [
         "mode", "bind", "challenge", "rollout", "on_store_error", "client_data", "max_risk_metric", "on_risk", "counter_window",
-        "fallback", "key_rate", "verdict_header",
+        "fallback", "key_rate", "verdict_header", "max_keys_per_account", "on_keys",
     ]
     static let keyRate = ["rate", "burst"]
+    static let accounts = ["window"]
     static let app = [
         "team_id", "bundle_ids", "environments", "validation_categories", "min_bundle_version", "receipts",
         "require_macos_security", "android",

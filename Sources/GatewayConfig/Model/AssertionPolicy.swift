@@ -79,6 +79,12 @@ public struct AssertionPolicy: Sendable, Equatable {
     /// `verdict_header: true`: each forwarded request carries `X-App-Attest-Verdict`, the gateway's
     /// signed verdict (needs the top-level `verdict`). Default false.
     public var verdictHeader: Bool = false
+    /// Keys per account: a key whose account (named by the upstream, `X-App-Attest-Account`) has
+    /// more distinct keys than this within `accounts.window` is flagged or refused (`onKeys`); a key
+    /// without a known account passes. nil (default): no limit.
+    public var maxKeysPerAccount: Int?
+    /// Default `.flag`.
+    public var onKeys: RiskAction
 
     public init(
         mode: Mode,
@@ -91,8 +97,12 @@ public struct AssertionPolicy: Sendable, Equatable {
         onRisk: RiskAction = .flag,
         counterWindow: Int = 0,
         fallback: DeviceCheckFallback? = nil,
-        keyRate: KeyRateConfig? = nil
+        keyRate: KeyRateConfig? = nil,
+        maxKeysPerAccount: Int? = nil,
+        onKeys: RiskAction = .flag
     ) {
+        self.maxKeysPerAccount = maxKeysPerAccount
+        self.onKeys = onKeys
         self.fallback = fallback
         self.keyRate = keyRate
         self.mode = mode
@@ -108,6 +118,9 @@ public struct AssertionPolicy: Sendable, Equatable {
 
     /// The largest `max_risk_metric` accepted.
     public static let maxRiskMetricRange = 0...1_000_000
+
+    /// `max_keys_per_account`'s range.
+    public static let maxKeysPerAccountRange = 1...1_000_000
 
     /// `counter_window`'s range (a window of 64 counters: the highest and the 63 below it).
     public static let counterWindowRange = 1...64

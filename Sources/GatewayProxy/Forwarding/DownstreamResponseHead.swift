@@ -37,6 +37,7 @@ enum DownstreamResponseHead {
             if requestMinor == 1 { chunked = true } else { close = true }
         }
         let connection: String? = close ? "close" : requestMinor == 0 ? "keep-alive" : nil
+        forward?.accountTap?.read(r, buf)
         if let forward, forward.rewritesResponse {
             let full = r.materialize(buf)
             forward.responseHook?.observe?(full)
@@ -149,6 +150,7 @@ enum DownstreamResponseHead {
     ) -> HTTPFields {
         var fields = head.headers
         fields.remove(RequestID.field)
+        fields.remove(AccountResponseField.name)
         if !passServer { fields.remove("Server") }
         HopByHop.strip(&fields, isRequest: false)
         for name in remove { fields.remove(name) }
@@ -223,6 +225,7 @@ struct ForwardingFilter {
             let n = UnsafeRawBufferPointer(rebasing: buf[f.name])
             guard keeps(i, n) else { continue }
             if n.count == 12 && equalsIgnoringCase(n, "X-Request-Id") { continue }  // the gateway's (`RequestID`)
+            if AccountResponseField.matches(n) { continue }  // the gateway's alone (`AccountResponseField`)
             if !passServer && isServer(i, n) { continue }
             if isVia(i, n) {
                 viaBytes += f.value.count
