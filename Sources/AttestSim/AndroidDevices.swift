@@ -195,14 +195,8 @@ extension GatewayRequests {
             counter != nil || signer != nil
             ? device.device.makeAssertion(clientDataHash: hash, counter: counter ?? device.counter &+ 1, signingKey: signer).encoded
             : device.device.assert(clientDataHash: hash)
-        var headers: [(String, String)] = [(AttestHeaders.keyID, Base64.encode(device.keyID))]
-        if let challenge { headers.append((AttestHeaders.challenge, challenge)) }
-        headers.append((AttestHeaders.assertion, Base64.encode(assertion)))
-        if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
-        // Keys per account: the account the demo upstream names for the key (`--account`).
-        if let account { headers.append(("X-Demo-Account", account)) }
-        var request = HTTPRequest(method: method, target: target, headers: headers, body: body)
-        request.host = host.value
-        return request
+        return signed(
+            keyID: device.keyID, challenge: challenge, assertion: assertion, method: method, target: target, body: body, host: host,
+            account: account)
     }
 }

@@ -145,11 +145,21 @@ public enum GatewayRequests {
             challenge: challenge, method: method, target: target, body: body, version: version,
             authority: signedAuthority ?? host.authority)
         let assertion = device.assert(clientDataHash: SHA256.hash(clientData), mutations: mutations)
-        var headers: [(String, String)] = [(AttestHeaders.keyID, Base64.encode(device.keyID))]
+        return signed(
+            keyID: device.keyID, challenge: challenge, assertion: assertion, method: method, target: target, body: body, host: host,
+            account: account)
+    }
+
+    /// A protected request with its three headers (either platform's assertion), the body's type,
+    /// and with `account` the `X-Demo-Account` the demo upstream names as the key's account (`--account`).
+    static func signed(
+        keyID: [UInt8], challenge: String?, assertion: [UInt8], method: String, target: String, body: [UInt8], host: RequestHost,
+        account: String?
+    ) -> HTTPRequest {
+        var headers: [(String, String)] = [(AttestHeaders.keyID, Base64.encode(keyID))]
         if let challenge { headers.append((AttestHeaders.challenge, challenge)) }
         headers.append((AttestHeaders.assertion, Base64.encode(assertion)))
         if !body.isEmpty { headers.append(("Content-Type", "application/octet-stream")) }
-        // Keys per account: the account the demo upstream names for the key (`--account`).
         if let account { headers.append(("X-Demo-Account", account)) }
         var request = HTTPRequest(method: method, target: target, headers: headers, body: body)
         request.host = host.value

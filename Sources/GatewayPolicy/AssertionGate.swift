@@ -253,14 +253,7 @@ public final class AssertionGate {
                 e.add("rp_id_hash_presented", Hex.encode(presented.rpIDHash))
                 e.add("rp_id_hash_expected", Hex.encode(app.appID.rpIDHash))
             case .counterReplay:
-                e.add("counter_presented", String(presented.signCount))
-                e.add("counter_stored", String(record.counter))
-                e.add("counter_delta", String(Int64(presented.signCount) - Int64(record.counter)))
-                if width > 1 {
-                    e.add("counter_window", String(width))
-                    e.add("counter_window_floor", String(previousCounter + 1))
-                    e.add("counter_window_reason", "below_window")
-                }
+                e.fields += Self.replayFields(presented: presented.signCount, stored: record.counter, width: width, below: previousCounter)
             case .badSignature:
                 switch (route.bind, version) {
                 case (.body, _): e.add("bound", "body")
@@ -442,6 +435,22 @@ public final class AssertionGate {
                 keyID: keyID, keyEncoding: keyEncoding, token: token, challengeText: challengeText, assertion: presented))
     }
 
+    /// What `explain` shows of a counter the verification refused (either platform): presented,
+    /// stored, and on a windowed route the window it fell below (`below`: the highest counter the
+    /// window no longer accepts).
+    static func replayFields(presented: UInt32, stored: UInt32, width: Int, below: UInt32) -> [(String, String)] {
+        var fields = [
+            ("counter_presented", String(presented)), ("counter_stored", String(stored)),
+            ("counter_delta", String(Int64(presented) - Int64(stored))),
+        ]
+        if width > 1 {
+            fields += [
+                ("counter_window", String(width)), ("counter_window_floor", String(below + 1)), ("counter_window_reason", "below_window"),
+            ]
+        }
+        return fields
+    }
+
     /// What `explain` shows of the key's counter window when a windowed route refused a counter at
     /// the commit: the window, its floor, the counters it still had open, and why this one was not
     /// among them.
@@ -514,14 +523,7 @@ public final class AssertionGate {
             var e = Explanation(step: "verify", error: GateError(error), fields: base)
             switch error.code {
             case .counterReplay:
-                e.add("counter_presented", String(assertion.counter))
-                e.add("counter_stored", String(record.counter))
-                e.add("counter_delta", String(Int64(assertion.counter) - Int64(record.counter)))
-                if width > 1 {
-                    e.add("counter_window", String(width))
-                    e.add("counter_window_floor", String(previousCounter + 1))
-                    e.add("counter_window_reason", "below_window")
-                }
+                e.fields += Self.replayFields(presented: assertion.counter, stored: record.counter, width: width, below: previousCounter)
             case .badSignature:
                 e.add(
                     "bound",

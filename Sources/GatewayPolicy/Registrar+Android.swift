@@ -22,17 +22,11 @@ extension Registrar {
         case .failure(let e): return completion(.refused(e))
         case .success(let f): fields = f
         }
-        let keyText = fields["keyId"]!, challengeText = fields["challenge"]!
-        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
-        guard let keyBytes, let keyID = KeyID(keyBytes) else {
-            return completion(
-                .refused(
-                    Explanation(
-                        step: "body", error: .malformed,
-                        fields: [
-                            ("field", "keyId"), ("key_id_encoding", keyEncoding.rawValue),
-                            ("expected", "base64 of the 32-byte key id (SHA-256 of the leaf's public key)"),
-                        ])))
+        let challengeText = fields["challenge"]!
+        let keyID: KeyID, keyEncoding: BinaryEncoding
+        switch readKeyID(fields["keyId"]!, expected: "base64 of the 32-byte key id (SHA-256 of the leaf's public key)") {
+        case .failure(let e): return completion(.refused(e))
+        case .success(let k): (keyID, keyEncoding) = k
         }
         guard let items = object["attestation"] else {
             return completion(.refused(Explanation(step: "body", error: .missingField, fields: [("field", "attestation")])))

@@ -55,16 +55,11 @@ public enum Registrar {
         case .failure(let e): return completion(.refused(e))
         case .success(let f): fields = f
         }
-        let keyText = fields["keyId"]!, challengeText = fields["challenge"]!
-        let (keyBytes, keyEncoding) = BinaryEncoding.decode(keyText)
-        guard let keyBytes, let keyID = KeyID(keyBytes) else {
-            return completion(
-                .refused(
-                    Explanation(
-                        step: "body", error: .malformed,
-                        fields: [
-                            ("field", "keyId"), ("key_id_encoding", keyEncoding.rawValue), ("expected", "base64 of the 32-byte key id"),
-                        ])))
+        let challengeText = fields["challenge"]!
+        let keyID: KeyID, keyEncoding: BinaryEncoding
+        switch readKeyID(fields["keyId"]!, expected: "base64 of the 32-byte key id") {
+        case .failure(let e): return completion(.refused(e))
+        case .success(let k): (keyID, keyEncoding) = k
         }
         guard let attestation = try? Base64.decode(fields["attestation"]!) else {
             return completion(
@@ -104,6 +99,19 @@ public enum Registrar {
                 keyID: keyID, environment: environment, appID: record.appID, existing: existing, receipt: checked.receipt,
                 keyAccessControl: verified.keyAccessControl)
         }
+    }
+
+    /// A registration body's `keyId`: 32 bytes in base64 (or hex, reported), else `malformed` saying
+    /// what was `expected`.
+    static func readKeyID(_ text: String, expected: String) -> Result<(KeyID, BinaryEncoding), Explanation> {
+        let (keyBytes, keyEncoding) = BinaryEncoding.decode(text)
+        guard let keyBytes, let keyID = KeyID(keyBytes) else {
+            return .failure(
+                Explanation(
+                    step: "body", error: .malformed,
+                    fields: [("field", "keyId"), ("key_id_encoding", keyEncoding.rawValue), ("expected", expected)]))
+        }
+        return .success((keyID, keyEncoding))
     }
 
     /// The store step of a registration (either platform) and what each of its answers means.
