@@ -85,6 +85,15 @@ public final class AppleStandIn: @unchecked Sendable {
             self.retryAfter = retryAfter
             self.count = count
         }
+
+        /// The answer at the head of `queue`, its count taken one down (removed at zero); nil when
+        /// none is scripted. The stand-ins call it under their lock.
+        static func next(in queue: inout [Scripted]) -> Scripted? {
+            guard var first = queue.first else { return nil }
+            first.count -= 1
+            if first.count <= 0 { queue.removeFirst() } else { queue[0] = first }
+            return first
+        }
     }
 
     public let options: Options
@@ -241,14 +250,7 @@ public final class AppleStandIn: @unchecked Sendable {
             Response(status: 200, headers: [("Content-Type", "base64")], body: Array(Base64.encode(signed).utf8)), key: key, reason: "")
     }
 
-    private func nextScripted() -> Scripted? {
-        lock.withLock {
-            guard var first = scripted.first else { return nil }
-            first.count -= 1
-            if first.count <= 0 { scripted.removeFirst() } else { scripted[0] = first }
-            return first
-        }
-    }
+    private func nextScripted() -> Scripted? { lock.withLock { Scripted.next(in: &scripted) } }
 
     /// nil when the token is Apple's: bare (no `Bearer`), ES256 with the team key, `kid`, `iss`,
     /// `iat` within the last hour (a minute ahead tolerated); else why not.

@@ -181,14 +181,7 @@ public final class GoogleStandIn: @unchecked Sendable {
             status: 200, headers: [("Content-Type", "application/json"), ("ETag", etag)], body: body)
     }
 
-    private func nextScripted() -> Scripted? {
-        lock.withLock {
-            guard var first = scripted.first else { return nil }
-            first.count -= 1
-            if first.count <= 0 { scripted.removeFirst() } else { scripted[0] = first }
-            return first
-        }
-    }
+    private func nextScripted() -> Scripted? { lock.withLock { Scripted.next(in: &scripted) } }
 
     // MARK: - /_sim/: the binary's controls
 

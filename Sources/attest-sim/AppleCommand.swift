@@ -74,17 +74,9 @@ struct Apple: ParsableCommand {
         let line =
             "apple stand-in listening on \(standIn.url) (apple.attest_data_url; apple.ca_file: \(directory.appendingPathComponent(TestCA.rootFile).path))\n"
         FileHandle.standardOutput.write(Data(line.utf8))
-        for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { standIn.stop() }
-            source.resume()
-            Self.signalSources.append(source)
-        }
+        StandInSignals.stopOnTermination { standIn.stop() }
         standIn.wait()
     }
-
-    nonisolated(unsafe) static var signalSources: [any DispatchSourceSignal] = []
 
     /// The team key at `path`, made (mode 0600) when the file does not exist.
     static func teamKey(at path: String) throws -> ECPrivateKey {

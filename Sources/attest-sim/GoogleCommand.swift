@@ -46,15 +46,7 @@ struct Google: ParsableCommand {
         let line =
             "google stand-in listening on \(standIn.url) (android.status_url; android.ca_file: \(directory.appendingPathComponent(TestCA.rootFile).path); revoked batch \(batch.serial))\n"
         FileHandle.standardOutput.write(Data(line.utf8))
-        for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { standIn.stop() }
-            source.resume()
-            Self.signalSources.append(source)
-        }
+        StandInSignals.stopOnTermination { standIn.stop() }
         standIn.wait()
     }
-
-    nonisolated(unsafe) static var signalSources: [any DispatchSourceSignal] = []
 }
