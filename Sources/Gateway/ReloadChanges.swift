@@ -117,6 +117,8 @@ enum ReloadChanges {
         if old.logging.level != new.logging.level { out.append("logging.level") }
         if !sameAccessLog(old.logging, new.logging) { out.append("logging.access_log") }
         if old.verdict != new.verdict { out.append("verdict") }
+        if old.accounts != new.accounts { out.append("accounts") }
+        if old.android != new.android { out.append("android") }
         return out
     }
 

@@ -8,7 +8,7 @@ import Testing
 struct ReloadChangesTests {
     static func config(
         workers: String = "2", store: String = "{kind: memory}", logging: String = "{level: info}",
-        routes: String = "/", admin: String = "127.0.0.1:9090"
+        routes: String = "/", admin: String = "127.0.0.1:9090", extra: String = ""
     ) throws -> GatewayConfig {
         try GatewayConfig.parse(
             yaml: """
@@ -19,6 +19,7 @@ struct ReloadChangesTests {
                 routes: [{name: all, match: {path_prefix: \(routes)}, upstream: demo}]
                 store: \(store)
                 logging: \(logging)
+                \(extra)
                 """, baseDirectory: "/", environment: [:])
     }
 
@@ -84,5 +85,7 @@ struct ReloadChangesTests {
             workers: "4", store: "{kind: memory, shards: 8}", logging: "{level: debug, access_log: false}",
             routes: "/api", admin: "127.0.0.1:9091")
         #expect(ReloadChanges.applied(a, b) == ["admin.address", "routes", "logging.level", "logging.access_log"])
+        let c = try Self.config(extra: "accounts: {window: 48h}\nandroid: {refresh: 10m}")
+        #expect(ReloadChanges.applied(a, c) == ["accounts", "android"])
     }
 }
