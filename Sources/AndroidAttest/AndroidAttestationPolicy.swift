@@ -16,7 +16,7 @@ import GatewayWire
 /// | OS patch level (and vendor, boot ones when attested as dates) at least | `minPatchLevel` | `patch_level_too_old` |
 /// | the key is EC P-256 (the KeyDescription says so and the leaf's key is one) | `requireSigningKey` | `unsupported_key` |
 /// | the key's purposes include SIGN | `requireSigningKey` | `key_not_for_signing` |
-public struct AndroidAttestationPolicy: Sendable {
+public struct AndroidAttestationPolicy: Sendable, Equatable {
     public var packageNames: [String]
     public var signingCertificateSHA256: [[UInt8]]
     public var minSecurityLevel: SecurityLevel

@@ -78,14 +78,16 @@ public struct AttestationStatusList: Sendable, Equatable {
         (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46)
     }
 
-    static func normalise(_ key: String) -> String {
+    /// A serial written in hex as the list keys it: lowercase, without leading zeros ("0" for zero).
+    public static func normalise(_ key: String) -> String {
         let lower = key.lowercased()
         let trimmed = lower.drop { $0 == "0" }
         return trimmed.isEmpty ? "0" : String(trimmed)
     }
 
-    /// Lowercase hex without leading zeros ("0" for zero).
-    static func hex(_ magnitude: [UInt8]) -> String { normalise(Hex.encode(magnitude)) }
+    /// The key a serial (its big-endian magnitude) is listed under: lowercase hex without leading
+    /// zeros ("0" for zero).
+    public static func hex(_ magnitude: [UInt8]) -> String { normalise(Hex.encode(magnitude)) }
 
     /// The decimal digits of a big-endian magnitude (schoolbook division by 10).
     static func decimal(_ magnitude: [UInt8]) -> String {

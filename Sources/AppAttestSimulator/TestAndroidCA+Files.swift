@@ -50,8 +50,7 @@ extension TestAndroidCA {
 
     /// A serial as the status list keys it: lowercase hex without leading zeros ("0" for zero).
     public static func statusListSerial(_ certificate: X509Certificate) -> String {
-        let hex = Hex.encode(certificate.serialNumber.magnitude).drop { $0 == "0" }
-        return hex.isEmpty ? "0" : String(hex)
+        AttestationStatusList.hex(certificate.serialNumber.magnitude)
     }
 
     /// A new revoked batch: an attestation certificate (TEE) for a fresh key.

@@ -86,8 +86,7 @@ public final class TestAndroidCA: Sendable {
             var entry = JSONObject()
             entry.set("status", status)
             entry.set("reason", reason)
-            let hex = Hex.encode(cert.serialNumber.magnitude).drop { $0 == "0" }
-            entries.set(hex.isEmpty ? "0" : String(hex), .object(entry))
+            entries.set(statusListSerial(cert), .object(entry))
         }
         var list = JSONObject()
         list.set("entries", .object(entries))

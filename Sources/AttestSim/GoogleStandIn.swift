@@ -1,3 +1,4 @@
+import AndroidAttest
 import AppAttestSimulator
 import Foundation
 import GatewayCrypto
@@ -135,8 +136,7 @@ public final class GoogleStandIn: @unchecked Sendable {
     /// Lowercase hex without leading zeros ("0" for zero); nil when `text` is not hex.
     public static func normalise(serial text: String) -> String? {
         guard !text.isEmpty, text.utf8.count <= 128, text.allSatisfy(\.isHexDigit) else { return nil }
-        let trimmed = text.lowercased().drop { $0 == "0" }
-        return trimmed.isEmpty ? "0" : String(trimmed)
+        return AttestationStatusList.normalise(text)
     }
 
     /// The JSON Google serves (keys sorted) and its strong `ETag`.

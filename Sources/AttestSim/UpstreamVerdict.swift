@@ -1,4 +1,5 @@
 import Foundation
+import GatewayWire
 
 /// `attest-sim run --show-verdict`: the signed verdict (`X-App-Attest-Verdict`) the upstream got
 /// for an accepted request, as the in-process `demo` upstream echoes it (its answer lists the
@@ -28,9 +29,8 @@ public struct UpstreamVerdict: Sendable, Equatable {
     }
 
     private static func json(_ part: Substring) -> String? {
-        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.count % 4 != 0 { text += "=" }
-        guard let data = Data(base64Encoded: text), let object = try? JSONSerialization.jsonObject(with: data),
+        // GatewayWire's decoder reads the URL alphabet without padding, as JWS writes it.
+        guard let bytes = try? Base64.decode(String(part)), let object = try? JSONSerialization.jsonObject(with: Data(bytes)),
             let sorted = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         else { return nil }
         return String(decoding: sorted, as: UTF8.self)

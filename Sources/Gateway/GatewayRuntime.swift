@@ -129,6 +129,18 @@ public final class GatewayRuntime: Sendable {
     /// The TLS client context of `android.status_url` (its `ca_file`, else the system's CAs), when an
     /// app has `android` and the list is fetched; nil otherwise.
     let androidStatusTLS: TLSClientContext?
+    /// `android.ca_file`'s path and bytes, hashed: a reload keeps `androidStatusTLS` while it is unchanged.
+    private let androidStatusCAFingerprint: [UInt8]
+
+    /// SHA-256 of a CA file's path and bytes ([] for the system's CAs).
+    static func caFingerprint(_ path: String?) -> [UInt8] {
+        guard let path else { return [] }
+        let hasher = SHA256.Hasher()
+        hasher.update(Array(path.utf8))
+        hasher.update([0])
+        if let data = FileManager.default.contents(atPath: path) { hasher.update([UInt8](data)) }
+        return hasher.finalize()
+    }
     /// Removes a client-sent copy of the verified-key header: applied to every forwarded request.
     public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
@@ -315,14 +327,23 @@ public final class GatewayRuntime: Sendable {
             throw CompileError(config, at: "apps", "apps: \(error.description)")
         }
         if !attest.androidApps.isEmpty, config.android.statusURL != nil {
-            do {
-                androidStatusTLS = try TLSClientContext(configuration: TLSClientConfiguration(caFile: config.android.caFile))
-            } catch {
-                throw CompileError(
-                    config, at: config.android.caFile == nil ? "android" : "android.ca_file", "android.ca_file: \(error.message)")
+            // Kept from the running runtime while the CA file (path and bytes) is unchanged, so that a
+            // reload does not restart the status list's refresh (its client, its back-off).
+            let fingerprint = Self.caFingerprint(config.android.caFile)
+            if let p = previous, let running = p.androidStatusTLS, p.androidStatusCAFingerprint == fingerprint {
+                androidStatusTLS = running
+            } else {
+                do {
+                    androidStatusTLS = try TLSClientContext(configuration: TLSClientConfiguration(caFile: config.android.caFile))
+                } catch {
+                    throw CompileError(
+                        config, at: config.android.caFile == nil ? "android" : "android.ca_file", "android.ca_file: \(error.message)")
+                }
             }
+            androidStatusCAFingerprint = fingerprint
         } else {
             androidStatusTLS = nil
+            androidStatusCAFingerprint = []
         }
         do {
             adminAccess = try AdminAccess(config.admin)

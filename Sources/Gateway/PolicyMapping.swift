@@ -1,3 +1,4 @@
+import AndroidAttest
 import GatewayConfig
 import GatewayPolicy
 import GatewayStore
@@ -54,16 +55,28 @@ extension AppPolicy {
             environments: Set(c.environments.map { mapped($0, to: KeyEnvironmentName.self) }),
             validationCategories: c.validationCategories.map { Set($0.map(\.rawValue)) }, minBundleVersion: c.minBundleVersion,
             verifiesReceipts: c.receipts == .verify, requiresMacOSSecurity: c.requireMacOSSecurity,
-            android: c.android.map(AndroidAppPolicy.init))
+            android: c.android.map(AndroidAttestationPolicy.init))
     }
 }
 
-extension AndroidAppPolicy {
-    /// `apps[].android`.
+extension AndroidAttestationPolicy {
+    /// `apps[].android`: the verifier's own policy (a signing EC P-256 key always required).
     init(_ c: AndroidAppConfig) {
         self.init(
-            packageNames: c.packageNames, signingCertSHA256: c.signingCertSHA256, minSecurityLevel: mapped(c.minSecurityLevel),
+            packageNames: c.packageNames, signingCertificateSHA256: c.signingCertSHA256,
+            minSecurityLevel: {
+                switch c.minSecurityLevel {  // exhaustive: a new level cannot map to a weaker one unnoticed
+                case .tee: .trustedEnvironment
+                case .strongbox: .strongBox
+                }
+            }(),
             requireLockedBootloader: c.requireLockedBootloader, requireVerifiedBoot: c.requireVerifiedBoot,
-            allowSelfSignedBoot: c.allowSelfSignedBoot, minPatchLevel: c.minPatchLevel)
+            allowSelfSignedBoot: c.allowSelfSignedBoot,
+            minPatchLevel: c.minPatchLevel.map { level in
+                // The decoder accepts only YYYYMM and YYYYMMDD levels PatchLevel reads; never a silently dropped minimum.
+                guard let p = PatchLevel(rawValue: level) else { preconditionFailure("min_patch_level \(level) is not a patch level") }
+                return p
+            },
+            requireSigningKey: true)
     }
 }

@@ -16,7 +16,7 @@ public struct P256JWK: Sendable, Equatable {
         guard point.count == 65, point[0] == 0x04 else { return nil }
         x = Base64.encodeURL(point[1..<33])
         y = Base64.encodeURL(point[33..<65])
-        thumbprint = Base64.encodeURL(SHA256.hash(Array(Self.thumbprintInput(x: x, y: y).utf8)))
+        thumbprint = Base64.encodeURL(SHA256.hash(Self.thumbprintInput(x: x, y: y)))
     }
 
     /// The key's public half: `key` must be on P-256.

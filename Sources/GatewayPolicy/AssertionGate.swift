@@ -211,8 +211,8 @@ public final class AssertionGate {
         guard case .appAttest(let object) = p.assertion else {
             return p.completion(.refused(Self.wrongPlatform(p, record: record, sent: "an Android assertion", key: "an App Attest key")))
         }
-        let (request, keyEncoding, challengeText) = (p.request, p.keyEncoding, p.challengeText)
-        let (authority, route, policy, completion) = (p.authority, p.route, p.policy, p.completion)
+        let keyEncoding = p.keyEncoding
+        let (route, policy, completion) = (p.route, p.policy, p.completion)
         let keyID = record.keyID
         // What every refusal from here on names (built only when one is made: an accepted request
         // never needs the key id in base64 or the counters as text).
@@ -234,7 +234,6 @@ public final class AssertionGate {
             return completion(.refused(Explanation(step: "key_lookup", error: .verification(.invalidPublicKey), fields: base)))
         }
         // 4. Apple's assertion algorithm over the bound client data.
-        let version: ClientDataVersion = route.clientData == .v1 ? .v1 : .v2
         let clientData = Self.clientData(p)
         // Apple's step 5 (the counter above the previous one) against the route's counter window:
         // with `counter_window: N` a counter above the stored one minus N may pass here, and the
@@ -255,16 +254,7 @@ public final class AssertionGate {
             case .counterReplay:
                 e.fields += Self.replayFields(presented: presented.signCount, stored: record.counter, width: width, below: previousCounter)
             case .badSignature:
-                switch (route.bind, version) {
-                case (.body, _): e.add("bound", "body")
-                case (.request, .v1): e.add("bound", "challenge, method, target, sha256(body)")
-                case (.request, .v2): e.add("bound", "challenge, method, target, sha256(body), authority")
-                }
-                if route.bind == .request { e.add("client_data", version.rawValue) }
-                e.add("method", String(request.method.prefix(32)))
-                if route.bind == .request, version == .v2 { e.add("authority", authority) }
-                e.add("body_sha256", Hex.encode(SHA256.hash(request.body)))
-                if !challengeText.isEmpty { e.add("challenge", Explanation.redact(challengeText)) }
+                e.fields += Self.badSignatureFields(p, signed: nil)
             default:
                 e.add("detail", error.detail)
             }
@@ -525,19 +515,31 @@ public final class AssertionGate {
             case .counterReplay:
                 e.fields += Self.replayFields(presented: assertion.counter, stored: record.counter, width: width, below: previousCounter)
             case .badSignature:
-                e.add(
-                    "bound",
-                    p.route.bind == .body
-                        ? "body" : "counter, challenge, method, target, sha256(body)\(p.route.clientData == .v2 ? ", authority" : "")")
-                e.add("method", String(p.request.method.prefix(32)))
-                e.add("body_sha256", Hex.encode(SHA256.hash(p.request.body)))
-                if !p.challengeText.isEmpty { e.add("challenge", Explanation.redact(p.challengeText)) }
+                e.fields += Self.badSignatureFields(p, signed: "counter")
             default:
                 e.add("detail", error.detail)
             }
             return completion(.refused(e))
         }
         commit(p, record: record, counter: assertion.counter, attempt: attempt)
+    }
+
+    /// What `explain` shows of a signature that did not verify (either platform): what the route
+    /// binds (`signed`: what the platform signs besides the client data, Android's counter), the
+    /// client data version, the method, the authority (v2), the body's hash and the challenge.
+    private static func badSignatureFields(_ p: Pending, signed: String?) -> [(String, String)] {
+        let lead = signed.map { $0 + ", " } ?? ""
+        var fields: [(String, String)]
+        switch (p.route.bind, p.route.clientData) {
+        case (.body, _): fields = [("bound", lead + "body")]
+        case (.request, .v1): fields = [("bound", lead + "challenge, method, target, sha256(body)"), ("client_data", "v1")]
+        case (.request, .v2): fields = [("bound", lead + "challenge, method, target, sha256(body), authority"), ("client_data", "v2")]
+        }
+        fields.append(("method", String(p.request.method.prefix(32))))
+        if p.route.bind == .request, p.route.clientData == .v2 { fields.append(("authority", p.authority)) }
+        fields.append(("body_sha256", Hex.encode(SHA256.hash(p.request.body))))
+        if !p.challengeText.isEmpty { fields.append(("challenge", Explanation.redact(p.challengeText))) }
+        return fields
     }
 
     static func contains(_ haystack: [UInt8], _ needle: String) -> Bool {

@@ -87,13 +87,8 @@ public final class AttestPolicy: Sendable {
             guard let android = config.android else { continue }
             for package in android.packageNames {
                 guard androidApps[package] == nil else { throw CompileError(description: "Android package \(package) is listed twice") }
-                androidApps[package] = AndroidApp(
-                    packageName: package, appID: AndroidAppID.of(package: package),
-                    policy: {
-                        var p = android.attestationPolicy
-                        p.packageNames = [package]
-                        return p
-                    }())
+                // The app's one policy: its packages (all of them allowed) and its device rules.
+                androidApps[package] = AndroidApp(packageName: package, appID: AndroidAppID.of(package: package), policy: android)
             }
         }
         self.apps = apps

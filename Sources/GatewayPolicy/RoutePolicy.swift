@@ -1,3 +1,4 @@
+import AndroidAttest
 import GatewayStore
 import GatewayWire
 
@@ -147,8 +148,9 @@ public struct AppPolicy: Sendable, Equatable {
     public var verifiesReceipts: Bool
     /// Keys must carry macOS 27's Full Security mode and SIP policy.
     public var requiresMacOSSecurity: Bool
-    /// The app's Android build (`apps[].android`); nil: none.
-    public var android: AndroidAppPolicy?
+    /// The app's Android build (`apps[].android`): its packages, signers and device rules, as the
+    /// verifier's policy checks them; nil: none.
+    public var android: AndroidAttestationPolicy?
 
     /// The App Attest environments by name.
     public enum KeyEnvironmentName: String, Sendable, CaseIterable {
@@ -160,7 +162,7 @@ public struct AppPolicy: Sendable, Equatable {
         teamID: String, bundleIDs: [String], environments: Set<KeyEnvironmentName> = [.production],
         validationCategories: Set<String>? = nil,
         minBundleVersion: BundleVersion? = nil, verifiesReceipts: Bool = true, requiresMacOSSecurity: Bool = false,
-        android: AndroidAppPolicy? = nil
+        android: AndroidAttestationPolicy? = nil
     ) {
         self.android = android
         self.teamID = teamID

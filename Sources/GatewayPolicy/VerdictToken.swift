@@ -17,15 +17,6 @@ public enum VerdictToken {
     public static func sign(_ claims: VerdictClaims, with key: VerdictSigningKey) -> String? {
         try? ES256JWT.sign(header: key.header, claims: claims.json, key: key.key)
     }
-
-    /// The request-target as the upstream receives it: origin-form (an absolute-form target's path
-    /// and query, `/` when it has none); `*` and origin-form targets as they are.
-    public static func forwardedTarget(_ target: String) -> String {
-        guard !target.hasPrefix("/"), target != "*", let scheme = target.range(of: "://") else { return target }
-        let rest = target[scheme.upperBound...]
-        guard let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
-        return rest[slash] == "/" ? String(rest[slash...]) : "/" + rest[slash...]
-    }
 }
 
 /// What one verdict token says (its claims, in this order). `iat` and `exp` in Unix seconds.
@@ -51,7 +42,8 @@ public struct VerdictClaims: Sendable, Equatable {
     /// `mode`: `enforce`, or `shadow` (the route shadows, or its rollout leaves the key out).
     public var mode: String
     public var method: String
-    /// `target`: as forwarded (`VerdictToken.forwardedTarget`).
+    /// `target`: as forwarded (origin-form: an absolute-form HTTP/1.1 target was made origin-form
+    /// when its head was read, `HeadBytes.takeAuthority`; HTTP/2's `:path` is one).
     public var target: String
     /// `body_sha256`: lowercase hex of the body the gateway read and forwarded; nil when it did not
     /// read it (a request forwarded from its head).

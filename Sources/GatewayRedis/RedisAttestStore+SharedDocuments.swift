@@ -4,7 +4,7 @@ import GatewayWire
 /// Fleet-wide documents and leases on Redis (docs/redis.md, "Shared documents"): a document is one
 /// hash `<prefix>doc:<name>` with fields `e` (the origin's ETag), `t` (fetched, Unix ms) and `b` (the
 /// bytes), written by one `HSET` + `PEXPIRE` in a `MULTI` (never half written); a lease is
-/// `<prefix>lease:<name>`, taken by `SET … NX PX`. On Cluster each lives in its own key's slot.
+/// `<prefix>lease:<name>`, taken by `SET … NX PX`. A `304` moves only `t` (`touchSharedDocument`). On Cluster each lives in its own key's slot.
 extension RedisAttestStore: SharedDocumentStore {
     static let hset = Array("HSET".utf8)
     static let pexpire = Array("PEXPIRE".utf8)
@@ -47,6 +47,28 @@ extension RedisAttestStore: SharedDocumentStore {
             switch result {
             case .failure(let e):
                 completion(.failure(e))
+            case .success(let replies):
+                guard case .array(let done)? = replies.last, done.count == 2 else {
+                    return completion(.failure(Self.protocolError("MULTI HSET PEXPIRE EXEC", replies)))
+                }
+                completion(.success(()))
+            }
+        }
+    }
+
+    public func touchSharedDocument(
+        _ name: String, fetchedMillis: Int64, ttlMillis: Int64, completion: @escaping @Sendable (Result<Void, StoreError>) -> Void
+    ) {
+        let key = documentName(name)
+        // Only `t` and the expiry: a document that expired meanwhile comes back as a hash without
+        // `e` and `b`, which reads as none (and expires again).
+        let commands = [
+            RedisCommand([Self.multi]), RedisCommand([Self.hset, key, Array("t".utf8), Self.decimal(fetchedMillis)]),
+            RedisCommand([Self.pexpire, key, Self.decimal(max(1, ttlMillis))]), RedisCommand([Self.exec]),
+        ]
+        send(key: key, commands) { result in
+            switch result {
+            case .failure(let e): completion(.failure(e))
             case .success(let replies):
                 guard case .array(let done)? = replies.last, done.count == 2 else {
                     return completion(.failure(Self.protocolError("MULTI HSET PEXPIRE EXEC", replies)))

@@ -22,6 +22,10 @@ public protocol SharedDocumentStore: AnyObject, Sendable {
     /// Replaces the document `name`; it expires `ttlMillis` after this write.
     func putSharedDocument(
         _ name: String, _ document: SharedDocument, ttlMillis: Int64, completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
+    /// The origin confirmed the document `name` unchanged (a `304`): only its fetch time moves (and
+    /// its expiry, `ttlMillis` from now); a document that is gone stays gone.
+    func touchSharedDocument(
+        _ name: String, fetchedMillis: Int64, ttlMillis: Int64, completion: @escaping @Sendable (Result<Void, StoreError>) -> Void)
     /// Takes the lease `name` for `ttlMillis` when nobody holds it: true when this call took it
     /// (this gateway fetches), false when another gateway holds it.
     func takeLease(_ name: String, ttlMillis: Int64, completion: @escaping @Sendable (Result<Bool, StoreError>) -> Void)

@@ -26,10 +26,12 @@ struct AndroidRegistrarTests {
     init() throws {
         ca = try TestAndroidCA()
         policy = try Self.policy(
-            ca, android: AndroidAppPolicy(packageNames: [Self.package], signingCertSHA256: [Self.signer], minPatchLevel: 202_501))
+            ca,
+            android: AndroidAttestationPolicy(
+                packageNames: [Self.package], signingCertificateSHA256: [Self.signer], minPatchLevel: PatchLevel("202501")))
     }
 
-    static func policy(_ ca: TestAndroidCA, android: AndroidAppPolicy) throws -> AttestPolicy {
+    static func policy(_ ca: TestAndroidCA, android: AndroidAttestationPolicy) throws -> AttestPolicy {
         try AttestPolicy(
             apps: [AppPolicy(teamID: "", bundleIDs: [], android: android)], extraRoots: [], challengeTTLMillis: 300_000,
             extraAndroidRoots: [ca.root])
@@ -68,7 +70,9 @@ struct AndroidRegistrarTests {
     @Test("each device or app rule refuses with its own code")
     func refusals() throws {
         let strongbox = try Self.policy(
-            ca, android: AndroidAppPolicy(packageNames: [Self.package], signingCertSHA256: [Self.signer], minSecurityLevel: .strongbox))
+            ca,
+            android: AndroidAttestationPolicy(
+                packageNames: [Self.package], signingCertificateSHA256: [Self.signer], minSecurityLevel: .strongBox))
         var reached: Set<String> = []
         func expect(_ got: String?, _ want: String, _ line: Int = #line) {
             #expect(got == want, "line \(line)")
@@ -88,7 +92,8 @@ struct AndroidRegistrarTests {
         let revoked = try AttestationStatusList.parse(json: TestAndroidCA.statusList(listing: [ca.intermediate]))
         expect(try code(statusList: revoked), "revoked")
         let untrusted = try Self.policy(
-            try TestAndroidCA(name: "Other"), android: AndroidAppPolicy(packageNames: [Self.package], signingCertSHA256: [Self.signer]))
+            try TestAndroidCA(name: "Other"),
+            android: AndroidAttestationPolicy(packageNames: [Self.package], signingCertificateSHA256: [Self.signer]))
         expect(try code(policy: untrusted), "chain_untrusted")
         #expect(Self.androidCodes.isSubset(of: reached), "not reached: \(Self.androidCodes.subtracting(reached))")
     }
@@ -97,8 +102,9 @@ struct AndroidRegistrarTests {
     func relaxed() throws {
         let relaxed = try Self.policy(
             ca,
-            android: AndroidAppPolicy(
-                packageNames: [Self.package], signingCertSHA256: [Self.signer], requireLockedBootloader: false, allowSelfSignedBoot: true))
+            android: AndroidAttestationPolicy(
+                packageNames: [Self.package], signingCertificateSHA256: [Self.signer], requireLockedBootloader: false,
+                allowSelfSignedBoot: true))
         #expect(try code(policy: relaxed) { $0.verifiedBootState = .selfSigned } == nil)
         #expect(try code(policy: relaxed) { $0.deviceLocked = false } == nil)
     }

@@ -52,15 +52,6 @@ struct VerdictTokenTests {
         #expect(VerdictSigningKey(ECPrivateKey(curve: .p384)) == nil)
     }
 
-    @Test("the target as forwarded: origin-form as it is, absolute-form made origin-form")
-    func forwardedTarget() {
-        #expect(VerdictToken.forwardedTarget("/api/x?y=1") == "/api/x?y=1")
-        #expect(VerdictToken.forwardedTarget("*") == "*")
-        #expect(VerdictToken.forwardedTarget("http://shop.example/api/x?y=1") == "/api/x?y=1")
-        #expect(VerdictToken.forwardedTarget("https://shop.example:8443") == "/")
-        #expect(VerdictToken.forwardedTarget("http://shop.example?q=1") == "/?q=1")
-    }
-
     @Test(
         "the key set: a reload with a new key keeps the old public key for its ttl (and the grace), then drops it; the same key is listed once"
     )

@@ -11,7 +11,6 @@ final class AndroidStatusList: Sendable {
         var etag: String
         /// Wall clock, Unix ms: when the origin last answered with it (200 or 304).
         var fetchedMillis: Int64
-        var body: [UInt8]
     }
 
     private let state = Mutex<Current?>(nil)

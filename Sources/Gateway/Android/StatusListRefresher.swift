@@ -121,6 +121,13 @@ final class StatusListRefresher: @unchecked Sendable {
                 if case .success(let doc?) = result, held.map({ doc.fetchedMillis > $0.fetchedMillis }) ?? true,
                     Self.wallMillis() - doc.fetchedMillis < s.refreshMillis
                 {
+                    // The same list confirmed by another gateway: only its time moves (no parse).
+                    if let held, held.etag == doc.etag, !doc.etag.isEmpty {
+                        list.confirm(fetchedMillis: doc.fetchedMillis)
+                        metrics.result("shared")
+                        busy = false
+                        return
+                    }
                     if adoptBody(doc.body, etag: doc.etag, fetchedMillis: doc.fetchedMillis, result: "shared") {
                         busy = false
                         return
@@ -190,11 +197,7 @@ final class StatusListRefresher: @unchecked Sendable {
             list.confirm(fetchedMillis: now)
             metrics.result("not_modified")
             succeeded()
-            if let shared, let held {
-                shared.putSharedDocument(
-                    Self.documentName, SharedDocument(etag: held.etag, fetchedMillis: now, body: held.body), ttlMillis: 2 * s.refreshMillis
-                ) { _ in }
-            }
+            shared?.touchSharedDocument(Self.documentName, fetchedMillis: now, ttlMillis: 2 * s.refreshMillis) { _ in }
         case 200:
             let etag = response.headers["ETag"] ?? ""
             guard adoptBody(response.body, etag: etag, fetchedMillis: now, result: "fetched") else {
@@ -220,7 +223,7 @@ final class StatusListRefresher: @unchecked Sendable {
             return false
         }
         let first = list.current == nil
-        list.adopt(AndroidStatusList.Current(list: parsed, etag: etag, fetchedMillis: fetchedMillis, body: body))
+        list.adopt(AndroidStatusList.Current(list: parsed, etag: etag, fetchedMillis: fetchedMillis))
         metrics.result(result)
         metrics.entries(parsed.entries.count)
         metrics.age(seconds: Double(max(0, Self.wallMillis() - fetchedMillis)) / 1000)

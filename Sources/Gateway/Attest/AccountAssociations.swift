@@ -25,7 +25,7 @@ extension GatewayRouter {
         let current = a.account
         return AccountFieldTap { value in
             guard AccountHeader.isValid(value) else { return metrics.accountHeaderInvalid() }
-            let digest = SHA256.hash(Array(value.utf8))
+            let digest = SHA256.hash(value)
             let now = AttestContext.nowMillis()
             if let current, current.digest == digest, now - current.associatedMillis < Self.accountRewriteMillis { return }
             store.associate(keyID, account: digest, nowMillis: now, windowMillis: window) { result in

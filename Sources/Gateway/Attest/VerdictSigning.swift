@@ -125,7 +125,7 @@ extension GatewayRouter {
         let claims = VerdictClaims(
             issuer: signing.issuer, audience: r.name, issuedAt: iat, expiresAt: exp, id: requestID, subject: subject.keyID,
             appID: subject.appID, environment: subject.environment, verdict: verdict.verdict.rawValue, mode: verdict.mode.rawValue,
-            method: method, target: VerdictToken.forwardedTarget(target), bodySHA256: body.map { Hex.encode(SHA256.hash($0)) },
+            method: method, target: target, bodySHA256: body.map { Hex.encode(SHA256.hash($0)) },
             riskMetric: subject.riskMetric, deviceCheck: subject.deviceCheck, deviceCheckBits: subject.deviceCheckBits)
         guard let token = VerdictToken.sign(claims, with: signing.keys.current) else {
             GatewayEvents.log(
