@@ -132,6 +132,19 @@ public final class GatewayRuntime: Sendable {
     /// `android.ca_file`'s path and bytes, hashed: a reload keeps `androidStatusTLS` while it is unchanged.
     private let androidStatusCAFingerprint: [UInt8]
 
+    /// The PEM files of one of `trust`'s lists, each error at its file's position (`key[i]`).
+    static func loadRoots(_ paths: [String], key: String, _ config: GatewayConfig) throws(CompileError) -> [X509Certificate] {
+        var roots: [X509Certificate] = []
+        for (i, path) in paths.enumerated() {
+            do {
+                roots += try X509Certificate.loadPEMFiles([path])
+            } catch {
+                throw CompileError(config, at: "\(key)[\(i)]", "\(key)[\(i)] \(error)")
+            }
+        }
+        return roots
+    }
+
     /// SHA-256 of a CA file's path and bytes ([] for the system's CAs).
     static func caFingerprint(_ path: String?) -> [UInt8] {
         guard let path else { return [] }
@@ -291,30 +304,11 @@ public final class GatewayRuntime: Sendable {
         guardsBodyOverride = routes.contains(where: Self.protectsOnlyOtherMethods)
         challengePath = config.attest.challengePath
         registerPath = config.attest.registerPath
-        var roots: [X509Certificate] = []
-        for (i, path) in config.trust.extraRoots.enumerated() {
-            do {
-                roots += try X509Certificate.loadPEMFiles([path])
-            } catch {
-                throw CompileError(config, at: "trust.extra_roots[\(i)]", "trust.extra_roots[\(i)] \(error)")
-            }
-        }
+        let roots = try Self.loadRoots(config.trust.extraRoots, key: "trust.extra_roots", config)
         extraRootSubjects = roots.map(\.subject)
-        let receiptRoots: [X509Certificate]
-        do {
-            receiptRoots = try X509Certificate.loadPEMFiles(config.trust.extraReceiptRoots)
-        } catch {
-            throw CompileError(description: "trust.extra_receipt_roots: \(error)")
-        }
+        let receiptRoots = try Self.loadRoots(config.trust.extraReceiptRoots, key: "trust.extra_receipt_roots", config)
         extraReceiptRootSubjects = receiptRoots.map(\.subject)
-        var androidRoots: [X509Certificate] = []
-        for (i, path) in config.trust.extraAndroidRoots.enumerated() {
-            do {
-                androidRoots += try X509Certificate.loadPEMFiles([path])
-            } catch {
-                throw CompileError(config, at: "trust.extra_android_roots[\(i)]", "trust.extra_android_roots[\(i)] \(error)")
-            }
-        }
+        let androidRoots = try Self.loadRoots(config.trust.extraAndroidRoots, key: "trust.extra_android_roots", config)
         extraAndroidRootSubjects = androidRoots.map(\.subject)
         do {
             attest = try AttestPolicy(

@@ -374,20 +374,13 @@ public final class GatewayServer: @unchecked Sendable {
     }
 
     private static func warnAboutExtraRoots(_ rt: GatewayRuntime) {
-        if !rt.extraRootSubjects.isEmpty {
+        for (subjects, trusted) in [
+            (rt.extraRootSubjects, "attestations besides Apple's App Attestation Root CA"),
+            (rt.extraReceiptRootSubjects, "receipts besides Apple Root CA - G3"),
+            (rt.extraAndroidRootSubjects, "Android attestations besides Google's"),
+        ] where !subjects.isEmpty {
             GatewayEvents.log(
-                "warning", "TRUSTING EXTRA ROOTS for attestations besides Apple's App Attestation Root CA: for tests only",
-                [("roots", rt.extraRootSubjects.joined(separator: " | "))])
-        }
-        if !rt.extraReceiptRootSubjects.isEmpty {
-            GatewayEvents.log(
-                "warning", "TRUSTING EXTRA ROOTS for receipts besides Apple Root CA - G3: for tests only",
-                [("roots", rt.extraReceiptRootSubjects.joined(separator: " | "))])
-        }
-        if !rt.extraAndroidRootSubjects.isEmpty {
-            GatewayEvents.log(
-                "warning", "TRUSTING EXTRA ROOTS for Android attestations besides Google's: for tests only",
-                [("roots", rt.extraAndroidRootSubjects.joined(separator: " | "))])
+                "warning", "TRUSTING EXTRA ROOTS for \(trusted): for tests only", [("roots", subjects.joined(separator: " | "))])
         }
     }
 

@@ -27,8 +27,14 @@ public enum ES256JWT {
 
     /// Signs the header and claims JSON as given (their bytes are what is encoded and signed).
     public static func sign(header: [UInt8], claims: [UInt8], key: ECPrivateKey) throws(Error) -> String {
+        try sign(encodedHeader: Base64.encodeURL(header), claims: claims, key: key)
+    }
+
+    /// The same with the header already base64url-encoded (a signer whose header never changes
+    /// encodes it once).
+    public static func sign(encodedHeader: String, claims: [UInt8], key: ECPrivateKey) throws(Error) -> String {
         guard key.curve == .p256 else { throw .wrongKey("ES256 needs a P-256 key, not \(key.curve.rawValue)") }
-        let input = Base64.encodeURL(header) + "." + Base64.encodeURL(claims)
+        let input = encodedHeader + "." + Base64.encodeURL(claims)
         let der = key.signature(for: Array(input.utf8))
         guard let raw = rawSignature(fromDER: der) else {
             throw .malformed("OpenSSL's ECDSA signature is not SEQUENCE { INTEGER r, INTEGER s } of 32-byte values")

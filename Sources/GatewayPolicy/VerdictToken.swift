@@ -15,7 +15,7 @@ public enum VerdictToken {
     /// `claims` signed with `key`: `base64url(header).base64url(claims).base64url(r ‖ s)`; nil only
     /// if OpenSSL's signature were not a P-256 ECDSA signature (the caller then sends no token).
     public static func sign(_ claims: VerdictClaims, with key: VerdictSigningKey) -> String? {
-        try? ES256JWT.sign(header: key.header, claims: claims.json, key: key.key)
+        try? ES256JWT.sign(encodedHeader: key.encodedHeader, claims: claims.json, key: key.key)
     }
 }
 
@@ -108,6 +108,8 @@ public final class VerdictSigningKey: Sendable {
     public let jwk: P256JWK
     /// The JOSE header `{"alg":"ES256","typ":"JWT","kid":…}`.
     let header: [UInt8]
+    /// `header` in base64url, made once: every token starts with it.
+    let encodedHeader: String
 
     public var kid: String { jwk.thumbprint }
 
@@ -121,6 +123,7 @@ public final class VerdictSigningKey: Sendable {
         h.set("typ", "JWT")
         h.set("kid", jwk.thumbprint)
         header = Array(h.description.utf8)
+        encodedHeader = Base64.encodeURL(header)
     }
 }
 

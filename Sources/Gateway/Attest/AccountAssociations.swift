@@ -18,7 +18,7 @@ extension GatewayRouter {
     /// characters, else ignored and counted), hashed, and associated with the key after the head,
     /// without holding the response.
     func accountTap(_ a: AcceptedAssertion, route: String, runtime rt: GatewayRuntime) -> AccountFieldTap? {
-        guard let store = attest.store as? any AccountStore else { return nil }
+        guard let store = attest.accountStore else { return nil }
         let metrics = attest.metrics
         let window = rt.config.accounts.window.millis
         let keyID = a.keyID

@@ -24,12 +24,15 @@ final class AttestContext: Sendable {
     let deviceCheck: DeviceCheckService
     /// Google's attestation status list as last fetched, for Android registrations.
     let androidStatus: AndroidStatusList
+    /// The store's keys-per-account side (every store has one today), resolved once, not per request.
+    let accountStore: (any AccountStore)?
 
     init(
         store: any AttestStore, requiresKeyID: Bool, explain: ExplainLog, metrics: AttestMetrics, limitEvents: LimitEvents,
         deviceCheck: DeviceCheckService, androidStatus: AndroidStatusList = AndroidStatusList()
     ) {
         self.androidStatus = androidStatus
+        accountStore = store as? any AccountStore
         self.deviceCheck = deviceCheck
         self.store = store
         self.requiresKeyID = requiresKeyID

@@ -253,8 +253,8 @@ extension GatewayRouter {
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
             [unowned self] outcome in
             let window = rt.config.accounts.window.millis
-            let verdict = RouteVerdict(
-                route: r.assertion, mode: mode, outcome: outcome, accountWindowMillis: window, nowMillis: AttestContext.nowMillis())
+            let now = AttestContext.nowMillis()  // one reading for the verdict and the count upstream
+            let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome, accountWindowMillis: window, nowMillis: now)
             let carried: CarriedVerdict
             switch outcome {
             case .accepted(let a):
@@ -279,7 +279,7 @@ extension GatewayRouter {
                     }
                 // Keys per account: the account's key count upstream (when known and in the window),
                 // and the upstream's X-App-Attest-Account read from its answer.
-                let accountKeys = RouteVerdict.accountKeys(a.account, windowMillis: window, nowMillis: AttestContext.nowMillis())
+                let accountKeys = RouteVerdict.accountKeys(a.account, windowMillis: window, nowMillis: now)
                 if let accountKeys { edit = edit.adding(AttestHeaders.accountKeys, String(accountKeys)) }
                 let tap = self.accountTap(a, route: r.name, runtime: rt)
                 if verdict.recordsRefusal {
