@@ -12,7 +12,7 @@ import Testing
 /// registration verifies under the CA's root for the challenge's UTF-8 bytes, the assertion over
 /// `counter ‖ SHA256(clientData)`; the stand-in's list makes the verifier refuse the revoked batch;
 /// the Android options; the binary's usage errors.
-@Suite("attest-sim: Android devices, their requests and options", .serialized, .timeLimit(.minutes(1)))
+@Suite("attest-sim: Android devices, their requests and options", .serialized, .timeLimit(.minutes(3)))
 struct AndroidSimTests {
     static let appID = try! AppID("ABCDE12345.com.example.shop")
 

@@ -10,7 +10,7 @@ import Testing
 /// `attest-sim apple`, the binary: HTTPS with a certificate the test CA issued (curl verifies it with
 /// root.pem and nothing else), Apple's request and response for the App Attest data service, the
 /// token checks, and the controls under /_sim/; SIGTERM ends it with 0.
-@Suite("attest-sim apple: the App Attest data service stand-in (binary)", .serialized, .timeLimit(.minutes(1)))
+@Suite("attest-sim apple: the App Attest data service stand-in (binary)", .serialized, .timeLimit(.minutes(3)))
 struct AppleStandInTests {
     final class Running {
         let process = Process()

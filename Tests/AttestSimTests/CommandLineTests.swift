@@ -4,7 +4,7 @@ import GatewayTestSupport
 import GatewayWire
 import Testing
 
-@Suite("attest-sim command line: usage errors exit 2 and say why", .serialized, .timeLimit(.minutes(1)))
+@Suite("attest-sim command line: usage errors exit 2 and say why", .serialized, .timeLimit(.minutes(3)))
 struct CommandLineTests {
     static let app = "ABCDE12345.com.example.sim"
 

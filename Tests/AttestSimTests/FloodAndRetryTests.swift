@@ -2,7 +2,7 @@ import AttestSim
 import Foundation
 import Testing
 
-@Suite("attest-sim: 429 and Retry-After, the flood runner, the source address", .timeLimit(.minutes(1)))
+@Suite("attest-sim: 429 and Retry-After, the flood runner, the source address", .timeLimit(.minutes(3)))
 struct FloodAndRetryTests {
     static func endpoint(_ server: LoopbackServer) -> HTTPEndpoint { HTTPEndpoint(host: "127.0.0.1", port: server.port) }
 

@@ -11,7 +11,7 @@ import Testing
 /// test CA issued (curl verifies it with root.pem and nothing else), Google's list with a strong
 /// ETag and 304, the revoked batch listed from the start, revoke/suspend/reinstate, scripted
 /// failures in order, the request log; the CA directory's Android files.
-@Suite("attest-sim google: the attestation status list stand-in", .serialized, .timeLimit(.minutes(1)))
+@Suite("attest-sim google: the attestation status list stand-in", .serialized, .timeLimit(.minutes(3)))
 struct GoogleStandInTests {
     struct Answer {
         var status: Int

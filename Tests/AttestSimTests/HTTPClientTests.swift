@@ -2,7 +2,7 @@ import AttestSim
 import Foundation
 import Testing
 
-@Suite("attest-sim HTTP/1.1 client (loopback server)", .timeLimit(.minutes(1)))
+@Suite("attest-sim HTTP/1.1 client (loopback server)", .timeLimit(.minutes(3)))
 struct HTTPClientTests {
     static func client(_ server: LoopbackServer, timeout: Double = 5) -> HTTPClient {
         HTTPClient(endpoint: HTTPEndpoint(host: "127.0.0.1", port: server.port), timeout: timeout)

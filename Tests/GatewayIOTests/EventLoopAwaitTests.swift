@@ -7,7 +7,7 @@ import Testing
 
 @testable import GatewayIO
 
-@Suite("Event loop: a reply awaited (awaitedReplies)", .serialized, .timeLimit(.minutes(1)))
+@Suite("Event loop: a reply awaited (awaitedReplies)", .serialized, .timeLimit(.minutes(3)))
 struct EventLoopAwaitTests {
     /// While the loop awaits a reply it waits in epoll itself after a drain. Events keep being
     /// served as they come, and work queued from other threads (`execute`, Dispatch timers) is not

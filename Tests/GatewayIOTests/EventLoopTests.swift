@@ -54,7 +54,7 @@ final class EchoServer: ConnectionDelegate, @unchecked Sendable {
 
 typealias BlockingClient = LoopbackClient
 
-@Suite("Event loop, connections and timers", .timeLimit(.minutes(1)))
+@Suite("Event loop, connections and timers", .timeLimit(.minutes(3)))
 struct EventLoopTests {
     @Test("echo on loopback, several connections at once") func echo() throws {
         Socket.ignoreSIGPIPE()

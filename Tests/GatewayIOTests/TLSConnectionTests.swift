@@ -185,7 +185,7 @@ final class TLSEchoClient: ConnectionDelegate, @unchecked Sendable {
     }
 }
 
-@Suite("TLS under Connection (loopback, both ends on event loops)", .serialized, .timeLimit(.minutes(1)))
+@Suite("TLS under Connection (loopback, both ends on event loops)", .serialized, .timeLimit(.minutes(3)))
 struct TLSConnectionTests {
     @Test("4 MiB echoed through TLS both ways, with back-pressure; connect is reported after the handshake")
     func echoLarge() throws {

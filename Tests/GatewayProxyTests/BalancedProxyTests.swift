@@ -102,7 +102,7 @@ final class NamedServer: @unchecked Sendable {
 
 @Suite(
     "An upstream of several servers: balance, retries on another server, passive health (in process)",
-    .timeLimit(.minutes(1)), .serialized)
+    .timeLimit(.minutes(3)), .serialized)
 struct BalancedProxyTests {
     /// A server that reads each request and closes the connection without answering.
     final class Count: Sendable {

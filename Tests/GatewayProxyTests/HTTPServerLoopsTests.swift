@@ -14,7 +14,7 @@ final class OKRouter: RequestRouter {
     func exchangeDidFinish(_ record: ExchangeRecord) {}
 }
 
-@Suite("One listener on two loops (SO_REUSEPORT, in process)", .timeLimit(.minutes(1)), .serialized)
+@Suite("One listener on two loops (SO_REUSEPORT, in process)", .timeLimit(.minutes(3)), .serialized)
 struct HTTPServerLoopsTests {
     /// Both loops accept at the same moment. Each loop keeps its own connections and ids
     /// (`HTTPServer.PerLoop`); they used to share one array of dictionaries and one id counter,

@@ -151,7 +151,7 @@ final class RawClient {
 
 }
 
-@Suite("Reverse proxy over loopback (in process)", .timeLimit(.minutes(1)), .serialized)
+@Suite("Reverse proxy over loopback (in process)", .timeLimit(.minutes(3)), .serialized)
 struct ProxyTests {
     @Test("GET is forwarded with forwarding fields set and hop-by-hop fields removed") func forwardingHeaders() throws {
         let f = try ProxyFixture()

@@ -76,7 +76,7 @@ func h2Raw(_ args: [String]) throws -> (status: Int, lines: [String], body: Stri
 
 @Suite(
     "Request hygiene through the proxy (in process): syntax refused, absolute-form, owned and underscore fields",
-    .timeLimit(.minutes(1)), .serialized)
+    .timeLimit(.minutes(3)), .serialized)
 struct RequestHygieneProxyTests {
     @Test("HTTP/1.1: a lowercase method, an invalid Host, GET * and userinfo are 400 with their own codes; nothing goes upstream")
     func http1Refusals() throws {

@@ -11,7 +11,7 @@ import Testing
 /// The gateway's own requests (`UpstreamClient`) through the proxy's pool and exchange, on an event
 /// loop: the request as sent, the whole response, a kept-alive connection reused, and the exchange's
 /// failures (response timeout, refused connection) and the body bound.
-@Suite("UpstreamClient: the gateway's own requests on the upstream machinery", .timeLimit(.minutes(1)), .serialized)
+@Suite("UpstreamClient: the gateway's own requests on the upstream machinery", .timeLimit(.minutes(3)), .serialized)
 struct UpstreamClientTests {
     /// A loop with a pool to `port` and a client on it.
     final class Fixture: @unchecked Sendable {

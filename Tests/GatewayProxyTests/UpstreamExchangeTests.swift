@@ -7,7 +7,7 @@ import Synchronization
 import Testing
 
 /// The upstream half of a request (`UpstreamExchange`), through the HTTP/1.1 proxy in process.
-@Suite("The upstream exchange (in process)", .timeLimit(.minutes(1)), .serialized)
+@Suite("The upstream exchange (in process)", .timeLimit(.minutes(3)), .serialized)
 struct UpstreamExchangeTests {
     @Test("an upstream that answers before the request body ended is not reused: it may still wait for that body")
     func earlyAnswerNotReused() throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// `LogOutput`: whole buffers of lines from several threads never interleave, also on a pipe whose
 /// reader is slower than the writers (where a write larger than PIPE_BUF is not atomic on its own).
-@Suite("Log output", .timeLimit(.minutes(1)))
+@Suite("Log output", .timeLimit(.minutes(3)))
 struct LogOutputTests {
     @Test("4 threads × 12 flushes of 100 KB of lines into a slow pipe: every line whole")
     func noInterleavingOnAPipe() throws {
