@@ -40,6 +40,8 @@ let package = Package(
         .systemLibrary(name: "CGatewayOpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CGatewayNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CGatewayHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        // gatewayd's allocator (the executable only: tests and tools keep the C library's).
+        .systemLibrary(name: "CGatewayJemalloc", pkgConfig: "jemalloc", providers: [.apt(["libjemalloc-dev"])]),
 
         // Linux system calls (epoll, accept4, eventfd) for the event loop; imported only by GatewayIO.
         .target(name: "CGatewaySystem"),
@@ -134,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "gatewayd",
             dependencies: [
-                "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto",
+                "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto", "CGatewayJemalloc",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   libssl-dev       # OpenSSL: hashing, ECDSA, X.509, TLS (module CGatewayOpenSSL)
   libnghttp2-dev   # nghttp2: HTTP/2 (module CGatewayNGHTTP2)
+  libjemalloc-dev  # jemalloc: gatewayd's allocator (module CGatewayJemalloc)
   pkg-config       # how SwiftPM finds both
   openssl          # the openssl CLI, used by tests that cross-check certificates
   curl             # the HTTP client of the integration tests

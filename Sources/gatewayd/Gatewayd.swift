@@ -9,7 +9,7 @@ struct Gatewayd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gatewayd",
         abstract: "App Attest gateway: verifies that requests come from a genuine Apple device running the genuine app.",
-        version: BuildInfo.current.text,
+        version: BuildInfo.current.text + "\nmalloc:  " + MemoryAllocator.description,
         subcommands: [
             Run.self, Check.self, VerifyAttestation.self, VerifyAssertion.self, VerifyReceipt.self, VerifyAndroidAttestation.self,
         ]

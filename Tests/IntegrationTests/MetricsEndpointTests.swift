@@ -275,7 +275,7 @@ struct MetricsEndpointTests {
             environment + [repositoryRoot.appendingPathComponent("scripts/stamp-build-info").path, path])
     }
 
-    @Test("--version: version, commit, build date, OpenSSL and nghttp2; unknown until stamped; the stamp is replaced, not added")
+    @Test("--version: version, commit, build date, OpenSSL, nghttp2 and the allocator in use; unknown until stamped; the stamp is replaced, not added")
     func version() throws {
         let copy = try BinaryCopy()
         // Whatever .build holds, a binary whose end is not a stamp (as a plain swift build leaves it) says unknown.
@@ -286,12 +286,14 @@ struct MetricsEndpointTests {
         let plain = try runProcess(URL(fileURLWithPath: copy.path), ["--version"])
         #expect(plain.status == 0)
         let lines = plain.stdout.split(separator: "\n").map(String.init)
-        try #require(lines.count == 5, "\(plain.stdout)")
+        try #require(lines.count == 6, "\(plain.stdout)")
         #expect(lines[0].wholeMatch(of: /gatewayd [0-9]+\.[0-9]+\.[0-9]+(-[a-z0-9.]+)?/) != nil, "\(lines[0])")
         #expect(lines[1] == "commit:  unknown")
         #expect(lines[2] == "built:   unknown")
         #expect(lines[3].hasPrefix("OpenSSL: OpenSSL 3."), "\(lines[3])")
         #expect(lines[4].wholeMatch(of: /nghttp2: 1\.[0-9]+\.[0-9]+/) != nil, "\(lines[4])")
+        // jemalloc is linked and is what Swift's runtime allocates through (checked by gatewayd, not assumed).
+        #expect(lines[5].wholeMatch(of: /malloc:  jemalloc 5\.[0-9]+\.[0-9]+/) != nil, "\(lines[5])")
 
         // Stamped from git: HEAD, "-dirty" when tracked files differ.
         let head = try runProcess(URL(fileURLWithPath: "/usr/bin/git"), ["-C", repositoryRoot.path, "rev-parse", "HEAD"])
