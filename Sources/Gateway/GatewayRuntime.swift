@@ -158,6 +158,9 @@ public final class GatewayRuntime: Sendable {
     public let stripVerifiedHeader: HeaderEdit
     /// On protected routes also the three assertion headers, which never reach an upstream.
     public let stripAttestHeaders: HeaderEdit
+    /// `accounts.window` in milliseconds, read on every verified request (a `Duration`'s conversion
+    /// is a 128-bit multiplication).
+    public let accountWindowMillis: Int64
     /// Listener name → its TLS context (certificates read and checked now), for TLS listeners.
     public let listenerTLS: [String: TLSServerContext]
     /// Listener name → its session ticket keys (TLS listeners), carried over from the previous
@@ -403,6 +406,7 @@ public final class GatewayRuntime: Sendable {
                 burst: max(1, Int(rate.perSecond.rounded(.up))))
         }
         let verifiedHeader = config.attest.verifiedKeyHeader
+        accountWindowMillis = config.accounts.window.millis
         stripVerifiedHeader = HeaderEdit(remove: [verifiedHeader])
         stripAttestHeaders = HeaderEdit(remove: [
             AttestHeaders.keyID, AttestHeaders.challenge, AttestHeaders.assertion, verifiedHeader, AttestHeaders.deviceToken,

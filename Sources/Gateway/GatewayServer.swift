@@ -426,7 +426,7 @@ public final class GatewayServer: @unchecked Sendable {
             return completion(.failure(StoreError(.unavailable, "the store is being restored")))
         }
         accounts.accountKeyCount(
-            account: account.digest, nowMillis: AttestContext.nowMillis(), windowMillis: runtime.config.accounts.window.millis,
+            account: account.digest, nowMillis: AttestContext.nowMillis(), windowMillis: runtime.accountWindowMillis,
             completion: completion)
     }
 

@@ -1,4 +1,5 @@
 import CGatewayOpenSSL
+import GatewayWire
 
 #if canImport(Glibc)
     import Glibc
@@ -92,9 +93,9 @@ public enum SHA256 {
 
     /// An array of `count` bytes written by `fill` straight into its storage.
     private static func bytes(_ count: Int, _ fill: (UnsafeMutableRawPointer) -> Void) -> [UInt8] {
-        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+        ByteArrays.make(capacity: count) { buffer in
             fill(UnsafeMutableRawPointer(buffer.baseAddress!))
-            initialized = count
+            return count
         }
     }
 

@@ -121,7 +121,7 @@ public final class AssertionGate {
     }
 
     public func evaluate(
-        _ request: GateRequest, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64,
+        _ request: consuming GateRequest, route: RoutePolicy, policy: AttestPolicy, nowMillis: Int64,
         completion: @escaping (GateOutcome) -> Void
     ) {
         // 1. Headers: what the head alone decides, then (below) what needs the body.
@@ -131,8 +131,9 @@ public final class AssertionGate {
 
     /// The same with step 1's head part already done (`readHeaders`, by the router before the body
     /// was read): the rest of step 1 (a `bind: body` challenge must be in the body), then steps 2-7.
+    /// `request` is consumed: it moves into the request's pending state without a copy of its fields.
     public func evaluate(
-        _ request: GateRequest, headers: Result<AssertionHeaders, Explanation>, route: RoutePolicy, policy: AttestPolicy,
+        _ request: consuming GateRequest, headers: Result<AssertionHeaders, Explanation>, route: RoutePolicy, policy: AttestPolicy,
         nowMillis: Int64, completion: @escaping (GateOutcome) -> Void
     ) {
         let h: AssertionHeaders

@@ -7,7 +7,9 @@ import GatewayWire
 /// The `apps`, `trust` and `attest` sections compiled once into what registration and assertion
 /// checks read: verifiers built once, apps by app id. Immutable; a reload builds a new one.
 public final class AttestPolicy: Sendable {
-    public struct App: Sendable {
+    /// (A class: every verified request reads its key's app, and a reference is one retain where
+    /// the struct's copy retained each of its seven.)
+    public final class App: Sendable {
         public let appID: AppID
         public let environments: Set<KeyEnvironment>
         /// Raw `apple_validation_category_01` values allowed; nil: any (and none).
@@ -19,6 +21,19 @@ public final class AttestPolicy: Sendable {
         public let verifiesReceipts: Bool
         /// `apps[].require_macos_security`.
         public let requiresMacOSSecurity: Bool
+
+        init(
+            appID: AppID, environments: Set<KeyEnvironment>, validationCategories: Set<UInt32>?, minBundleVersion: BundleVersion?,
+            assertionVerifier: AssertionVerifier, verifiesReceipts: Bool, requiresMacOSSecurity: Bool
+        ) {
+            self.appID = appID
+            self.environments = environments
+            self.validationCategories = validationCategories
+            self.minBundleVersion = minBundleVersion
+            self.assertionVerifier = assertionVerifier
+            self.verifiesReceipts = verifiesReceipts
+            self.requiresMacOSSecurity = requiresMacOSSecurity
+        }
     }
 
     /// One Android package name of an app (`apps[].android`).

@@ -33,6 +33,41 @@ public enum RFC3339 {
             + "\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(Int32(millis % 1000), 3))Z"
     }
 
+    /// `format(millis:)` for one thread's times, which mostly fall in the same second as the one
+    /// before: the date and time up to the milliseconds (`gmtime_r` and twelve digits) are made
+    /// once per second, a call then copies them and writes the milliseconds. Not shared between
+    /// threads (each event loop keeps its own).
+    public struct Cached {
+        private var second = Int.min
+        private var prefix: (UInt64, UInt64, UInt32) = (0, 0, 0)
+
+        public init() {}
+
+        public mutating func format(millis: Int64) -> String {
+            guard millis >= 0 else { return RFC3339.format(millis: millis) }
+            let s = Int(millis / 1000)
+            if s != second {
+                var made: (UInt64, UInt64, UInt32) = (0, 0, 0)
+                guard withUnsafeMutableBytes(of: &made, { RFC3339.writePrefix(seconds: s, into: $0) }) else {
+                    return RFC3339.format(millis: millis)
+                }
+                prefix = made
+                second = s
+            }
+            let ms = Int(millis % 1000)
+            return withUnsafeBytes(of: prefix) { p in
+                String(unsafeUninitializedCapacity: 24) { out in
+                    for i in 0..<20 { out[i] = p[i] }
+                    out[20] = UInt8(truncatingIfNeeded: 0x30 + ms / 100)
+                    out[21] = UInt8(truncatingIfNeeded: 0x30 + ms / 10 % 10)
+                    out[22] = UInt8(truncatingIfNeeded: 0x30 + ms % 10)
+                    out[23] = UInt8(ascii: "Z")
+                    return 24
+                }
+            }
+        }
+    }
+
     /// Writes `2026-11-23T14:05:09.` (20 bytes: UTC, up to the milliseconds' dot) for `seconds`
     /// since 1970 into the start of `out`; false, with nothing written, for a year after 9999. The
     /// one RFC 3339 writer: `format` and the access log's clock (once a second) use it.

@@ -80,6 +80,26 @@ struct PolicyTests {
         #expect(keys.allSatisfy { !Rollout.enforces(keyID: $0, basisPoints: 0) })
     }
 
+    @Test("RFC3339.Cached: the same text as format(millis:) within a second, across seconds, backwards, out of range")
+    func rfc3339Cached() {
+        var cached = RFC3339.Cached()
+        var rng = SystemRandomNumberGenerator()
+        var t: Int64 = 1_795_442_709_000
+        for _ in 0..<5_000 {
+            // Mostly forward by a few milliseconds (a loop's requests), sometimes a jump either way.
+            switch Int.random(in: 0..<20, using: &rng) {
+            case 0: t = Int64.random(in: 0...253_402_300_799_999, using: &rng)
+            case 1: t -= Int64.random(in: 0...5_000, using: &rng)
+            default: t += Int64.random(in: 0...400, using: &rng)
+            }
+            t = max(0, t)
+            #expect(cached.format(millis: t) == RFC3339.format(millis: t), "\(t)")
+        }
+        for millis: Int64 in [-1, -86_400_001, 253_402_300_799_999, 253_402_300_800_000, 0, 999, 1000] {
+            #expect(cached.format(millis: millis) == RFC3339.format(millis: millis), "\(millis)")
+        }
+    }
+
     @Test func rfc3339() {
         #expect(RFC3339.format(millis: 0) == "1970-01-01T00:00:00.000Z")
         #expect(RFC3339.format(millis: 1_795_442_709_123) == "2026-11-23T14:05:09.123Z")

@@ -275,7 +275,9 @@ struct MetricsEndpointTests {
             environment + [repositoryRoot.appendingPathComponent("scripts/stamp-build-info").path, path])
     }
 
-    @Test("--version: version, commit, build date, OpenSSL, nghttp2 and the allocator in use; unknown until stamped; the stamp is replaced, not added")
+    @Test(
+        "--version: version, commit, build date, OpenSSL, nghttp2 and the allocator in use; unknown until stamped; the stamp is replaced, not added"
+    )
     func version() throws {
         let copy = try BinaryCopy()
         // Whatever .build holds, a binary whose end is not a stamp (as a plain swift build leaves it) says unknown.

@@ -20,7 +20,7 @@ extension GatewayRouter {
     func accountTap(_ a: AcceptedAssertion, route: String, runtime rt: GatewayRuntime) -> AccountFieldTap? {
         guard let store = attest.accountStore else { return nil }
         let metrics = attest.metrics
-        let window = rt.config.accounts.window.millis
+        let window = rt.accountWindowMillis
         let keyID = a.keyID
         let current = a.account
         return AccountFieldTap { value in

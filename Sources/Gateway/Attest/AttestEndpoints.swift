@@ -236,23 +236,26 @@ extension GatewayRouter {
             return decision(carried, route: r, runtime: rt)
         }
         return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
-            // The fields as read above (the buffered request's head is the same head).
-            let gateRequest = GateRequest(
-                method: request.head.method, target: request.head.target, body: request.body, keyID: keyText,
-                challenge: challengeText, assertion: assertionText, host: host, scheme: request.scheme)
-            self.protected(request, gateRequest, route: r, runtime: rt, mode: mode, headers: headers, done: done)
+            // The fields as read above (the buffered request's head is the same head), moved into
+            // the gate (no copy of the request's strings).
+            self.protected(
+                request,
+                GateRequest(
+                    method: request.head.method, target: request.head.target, body: request.body, keyID: keyText,
+                    challenge: challengeText, assertion: assertionText, host: host, scheme: request.scheme),
+                route: r, runtime: rt, mode: mode, headers: headers, done: done)
         }
     }
 
     /// The gate's outcome carried out as its `RouteVerdict` says.
     func protected(
-        _ request: BufferedRequest, _ gateRequest: GateRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
+        _ request: BufferedRequest, _ gateRequest: consuming GateRequest, route r: GatewayRuntime.CompiledRoute, runtime rt: GatewayRuntime,
         mode: RouteVerdict.Mode, headers: Result<AssertionHeaders, Explanation>, done: @escaping (BufferedOutcome) -> Void
     ) {
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
             [unowned self] outcome in
-            let window = rt.config.accounts.window.millis
+            let window = rt.accountWindowMillis
             let now = AttestContext.nowMillis()  // one reading for the verdict and the count upstream
             let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome, accountWindowMillis: window, nowMillis: now)
             let carried: CarriedVerdict
@@ -268,7 +271,7 @@ extension GatewayRouter {
                     // Both fields at once: one array, no growth.
                     response = HTTPFields([
                         HTTPFields.Field(AttestHeaders.nextChallenge, ChallengeText.encode(next.token)),
-                        HTTPFields.Field(AttestHeaders.nextChallengeExpires, RFC3339.format(millis: next.expiresAtMillis)),
+                        HTTPFields.Field(AttestHeaders.nextChallengeExpires, self.expiryText.format(millis: next.expiresAtMillis)),
                     ])
                 }
                 var edit =

@@ -311,15 +311,30 @@ final class AttestLoopMetrics {
     private var verdicts: [VerdictKey: Counter] = [:]
     /// Per route (by its index), the last verdict counted and its counter: a route's requests mostly
     /// repeat the same verdict, and four equal strings (the same storage) compare without hashing.
-    private var last: [(key: VerdictKey, counter: Counter)?] = []
+    /// (An entry is a class: reading it retains one reference, where a tuple of the key's four
+    /// strings and the counter was copied through the runtime's generic tuple witnesses.)
+    private final class Last {
+        let key: VerdictKey
+        let counter: Counter
+        init(_ key: VerdictKey, _ counter: Counter) {
+            self.key = key
+            self.counter = counter
+        }
+        func matches(_ route: String, _ mode: String, _ verdict: String, _ reason: String) -> Bool {
+            key.reason == reason && key.verdict == verdict && key.mode == mode && key.route == route
+        }
+    }
+    private var last: [Last?] = []
 
     init(shared: AttestMetrics) { self.shared = shared }
 
     /// `verdict`: accepted, refused, would_refuse (shadow), fail_open (store down, route fails open).
     /// `routeIndex`: the route's position in the configuration (the last-verdict cache's slot).
     func verdict(routeIndex: Int, route: String, mode: String, verdict: String, reason: String) {
+        if routeIndex >= 0, routeIndex < last.count, let hit = last[routeIndex], hit.matches(route, mode, verdict, reason) {
+            return hit.counter.increment()
+        }
         let key = VerdictKey(route: route, mode: mode, verdict: verdict, reason: reason)
-        if routeIndex >= 0, routeIndex < last.count, let hit = last[routeIndex], hit.key == key { return hit.counter.increment() }
         let c: Counter
         if let found = verdicts[key] {
             c = found
@@ -329,7 +344,7 @@ final class AttestLoopMetrics {
         }
         if routeIndex >= 0, routeIndex < 4096 {
             if routeIndex >= last.count { last += Array(repeating: nil, count: routeIndex + 1 - last.count) }
-            last[routeIndex] = (key, c)
+            last[routeIndex] = Last(key, c)
         }
         c.increment()
     }

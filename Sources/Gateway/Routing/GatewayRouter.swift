@@ -28,6 +28,8 @@ final class GatewayRouter: RequestRouter {
     let attestMetrics: AttestLoopMetrics
     let gate: AssertionGate
     let executor: EventLoopExecutor
+    /// The next challenge's expiry as text, its date made once per second (`RFC3339.Cached`).
+    var expiryText = RFC3339.Cached()
 
     init(loop: EventLoop, runtime: GatewayRuntime, events: GatewayEvents, metrics: GatewayMetrics, attest: AttestContext) {
         self.loop = loop

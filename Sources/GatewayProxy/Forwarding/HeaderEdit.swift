@@ -5,23 +5,30 @@ import GatewayHTTP
 /// fields are also held to the gateway-owned list (`GatewayOwnedFields`), which no edit can let
 /// through. Applied by `UpstreamRequestHead` (rule 2 and 3).
 public struct HeaderEdit: Sendable {
-    public var remove: [String] {
-        didSet {
-            removeNames = FieldNames(remove)
-            clientRemoveNames = GatewayOwnedFields.names(with: remove)
+    /// The removals and their byte forms, made once per edit and shared by every copy (a verified
+    /// request's edit is its route's plus one or two fields: copying it retains one reference, not
+    /// five arrays).
+    private final class Removal: Sendable {
+        let names: [String]
+        let bytes: FieldNames
+        let client: FieldNames
+        init(_ names: [String]) {
+            self.names = names
+            bytes = FieldNames(names)
+            client = GatewayOwnedFields.names(with: names)
         }
     }
+    private let removal: Removal
+    public var remove: [String] { removal.names }
     public var add: [(String, String)]
     /// `remove` as bytes, for the writer.
-    public private(set) var removeNames: FieldNames
+    public var removeNames: FieldNames { removal.bytes }
     /// What a client's field is held to: the gateway-owned names and `remove`.
-    public private(set) var clientRemoveNames: FieldNames
+    public var clientRemoveNames: FieldNames { removal.client }
 
     public init(remove: [String] = [], add: [(String, String)] = []) {
-        self.remove = remove
+        removal = Removal(remove)
         self.add = add
-        removeNames = FieldNames(remove)
-        clientRemoveNames = GatewayOwnedFields.names(with: remove)
     }
 
     /// The same removals, then `extra` appended.
