@@ -50,6 +50,12 @@ public struct AcceptedAssertion: Sendable {
     /// The key's account and its key count (keys per account), as read with the key or returned by
     /// the commit; nil: no account was named for the key.
     public var account: KeyAccount? = nil
+    /// The key id as the request sent it, when that is exactly `keyID.description` (standard
+    /// base64, padded: 44 characters; the decoder is strict, so such a text is the canonical one).
+    var presentedKeyIDText: String? = nil
+
+    /// `keyID.description`, without encoding the key id again when the request sent it that way.
+    public var keyIDText: String { presentedKeyIDText ?? keyID.description }
 }
 
 /// A protected request's assertion headers as step 1 read them from the head (`readHeaders`).
@@ -345,7 +351,9 @@ public final class AssertionGate {
                             keyID: keyID, counter: counter, appID: record.appID,
                             risk: done.current.map(\.risk) ?? record.risk, nextChallenge: done.next,
                             environment: record.environment,
-                            account: done.current.map(\.account) ?? record.account)))
+                            account: done.current.map(\.account) ?? record.account,
+                            presentedKeyIDText: p.keyEncoding == .base64Standard && p.request.keyID?.utf8.count == 44
+                                ? p.request.keyID : nil)))
             }
         }
     }

@@ -387,6 +387,27 @@ struct AssertionGateTests {
         #expect(try f.accepted(f.request(challenge: try f.challenge(), extensions: signals)).counter == 4)
     }
 
+    @Test("the accepted key id's text is keyID.description however the request spelled it (padded base64 reused, others encoded)")
+    func acceptedKeyIDText() throws {
+        let f = try Fixture()
+        let bytes = f.keyID.bytes
+        let padded = Base64.encode(bytes)
+        let spellings = [
+            padded, String(padded.dropLast()), Base64.encodeURL(bytes), Base64.encode(bytes, alphabet: .url, padding: true),
+            Hex.encode(bytes), Hex.encode(bytes).uppercased(),
+        ]
+        for spelling in spellings {
+            var request = f.request(challenge: try f.challenge())
+            request.keyID = spelling
+            guard case .accepted(let a) = try f.evaluate(request) else {
+                Issue.record("refused with key id \(spelling)")
+                continue
+            }
+            #expect(a.keyIDText == f.keyID.description, "\(spelling)")
+            #expect(a.keyIDText == padded)
+        }
+    }
+
     @Test("accepted without a next challenge when the store cannot issue one (the request still passes)")
     func acceptedWithoutNextChallenge() throws {
         let f = try Fixture()

@@ -264,7 +264,7 @@ extension GatewayRouter {
                 // Verified: forwarded as verified, with the key id (and its risk metric, and the next
                 // challenge to the client); a key over the route's max_risk_metric is flagged or
                 // shadowed (recorded with its risk), or refused where `on_risk: refuse` enforces.
-                let keyID = a.keyID.description
+                let keyID = a.keyIDText
                 var response = HTTPFields()
                 if let next = a.nextChallenge {
                     self.attest.metrics.challengeIssued(.next)
