@@ -18,6 +18,11 @@ public enum Base64 {
 
     /// Decodes `text` in the standard or the URL alphabet (auto-detected), padding optional.
     public static func decode(_ text: String) throws(DecodingError) -> [UInt8] {
+        // A native string's bytes in place (no copy of the string to call `withUTF8` on).
+        if let result = text.utf8.withContiguousStorageIfAvailable({ buf in Result { () throws(DecodingError) in try decode(utf8: buf) } })
+        {
+            return try result.get()
+        }
         var copy = text
         let result: Result<[UInt8], DecodingError> = copy.withUTF8 { buf in Result { () throws(DecodingError) in try decode(utf8: buf) } }
         return try result.get()
