@@ -27,28 +27,46 @@ public struct HTTPFields: Sendable, Equatable, Sequence {
     }
 
     /// The first value of each of five distinct names, in one pass over the fields (what a protected route
-    /// reads of every request: one pass instead of one per name).
+    /// reads of every request: one pass instead of one per name). A field's name is compared only with
+    /// the names of its length (most fields are none of the five), on its bytes.
     public func firstValues(_ a: String, _ b: String, _ c: String, _ d: String, _ e: String)
         -> (String?, String?, String?, String?, String?)
     {
-        var found: (String?, String?, String?, String?, String?) = (nil, nil, nil, nil, nil)
+        // Five variables, not a tuple (a tuple written in the loop was copied and destroyed whole).
+        var va: String? = nil
+        var vb: String? = nil
+        var vc: String? = nil
+        var vd: String? = nil
+        var ve: String? = nil
+        let (na, nb, nc, nd, ne) = (a.utf8.count, b.utf8.count, c.utf8.count, d.utf8.count, e.utf8.count)
         fields.withUnsafeBufferPointer { fs in
             for i in fs.indices {
-                let name = fs[i].name
-                if found.0 == nil, name.equalsIgnoringASCIICase(a) {
-                    found.0 = fs[i].value
-                } else if found.1 == nil, name.equalsIgnoringASCIICase(b) {
-                    found.1 = fs[i].value
-                } else if found.2 == nil, name.equalsIgnoringASCIICase(c) {
-                    found.2 = fs[i].value
-                } else if found.3 == nil, name.equalsIgnoringASCIICase(d) {
-                    found.3 = fs[i].value
-                } else if found.4 == nil, name.equalsIgnoringASCIICase(e) {
-                    found.4 = fs[i].value
+                let n = fs[i].name.utf8.count
+                if n == na, va == nil, fs[i].name.equalsIgnoringASCIICase(a) {
+                    va = fs[i].value
+                } else if n == nb, vb == nil, fs[i].name.equalsIgnoringASCIICase(b) {
+                    vb = fs[i].value
+                } else if n == nc, vc == nil, fs[i].name.equalsIgnoringASCIICase(c) {
+                    vc = fs[i].value
+                } else if n == nd, vd == nil, fs[i].name.equalsIgnoringASCIICase(d) {
+                    vd = fs[i].value
+                } else if n == ne, ve == nil, fs[i].name.equalsIgnoringASCIICase(e) {
+                    ve = fs[i].value
                 }
             }
         }
-        return found
+        return (va, vb, vc, vd, ve)
+    }
+
+    /// Whether some field is named `name` (the bytes of a received name), in any ASCII case: without
+    /// a copy of a field, and only the names of its length compared.
+    public func contains(name: UnsafeRawBufferPointer) -> Bool {
+        fields.withUnsafeBufferPointer { fs in
+            for i in fs.indices where fs[i].name.utf8.count == name.count {
+                if fs[i].name.equalsIgnoringASCIICase(name) { return true }
+            }
+            return false
+        }
     }
 
     public func values(_ name: String) -> [String] {
@@ -168,8 +186,18 @@ func listContains(_ l: UnsafeBufferPointer<UInt8>, _ t: UnsafeBufferPointer<UInt
 @usableFromInline @inline(__always)
 func asciiCaseInsensitiveEqual(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
     guard a.count == b.count else { return false }
+    let n = a.count
     var i = 0
-    while i < a.count {
+    // Eight bytes at a time while they are the same (names usually come in the spelling compared
+    // with), then byte by byte from the first word that differs.
+    if n >= 8, let pa = a.baseAddress, let pb = b.baseAddress {
+        let ra = UnsafeRawPointer(pa)
+        let rb = UnsafeRawPointer(pb)
+        while i + 8 <= n && ra.loadUnaligned(fromByteOffset: i, as: UInt64.self) == rb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+            i += 8
+        }
+    }
+    while i < n {
         let x = a[i]
         let y = b[i]
         if x != y {
@@ -185,8 +213,10 @@ extension String {
     /// Whether `bytes` (e.g. a received field name) spell this string, ignoring ASCII case.
     public func equalsIgnoringASCIICase(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard utf8.count == bytes.count else { return false }
+        let b = bytes.assumingMemoryBound(to: UInt8.self)
+        if let r = utf8.withContiguousStorageIfAvailable({ a in asciiCaseInsensitiveEqual(a, b) }) { return r }
         var me = self
-        return me.withUTF8 { a in asciiCaseInsensitiveEqual(a, bytes.assumingMemoryBound(to: UInt8.self)) }
+        return me.withUTF8 { a in asciiCaseInsensitiveEqual(a, b) }
     }
 
     public func equalsIgnoringASCIICase(_ other: String) -> Bool {
@@ -215,13 +245,68 @@ extension Substring {
 
 /// Header bytes as a Latin-1 string: one scalar per byte, so obs-text bytes come back unchanged
 /// when the string is written out again (`HTTP1Serializer.appendLatin1`). The one conversion the
-/// HTTP/1.1 parser, the response-head ranges and the HTTP/2 session share.
+/// HTTP/1.1 parser, the response-head ranges and the HTTP/2 session share. ASCII bytes, checked
+/// here, become the string through the standard library's cheapest entry for their length: up to
+/// 15 bytes, a small string built in place (no storage, no second check); longer, one more check
+/// (`String(decoding:as:)`'s) and the storage.
 func latin1String(_ p: UnsafePointer<UInt8>, _ n: Int) -> String {
     let buf = UnsafeBufferPointer(start: p, count: n)
-    if isASCII(p, n) { return String(decoding: buf, as: UTF8.self) }
+    if isASCII(p, n) {
+        if n <= 15 {
+            return String(unsafeUninitializedCapacity: n) { out in
+                out.baseAddress!.update(from: p, count: n)
+                return n
+            }
+        }
+        return String(decoding: buf, as: UTF8.self)
+    }
     var scalars = String.UnicodeScalarView()
     for b in buf { scalars.append(Unicode.Scalar(b)) }
     return String(scalars)
+}
+
+/// A received field name as a string (`latin1String`), except that a name spelled exactly as one
+/// of those heads commonly carry (byte for byte: case as received is kept) is that string literal:
+/// no storage to allocate, check and free for it (a protected request's App Attest names are longer
+/// than a small string's 15 bytes).
+func fieldNameString(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
+    guard !r.isEmpty, let base = buf.baseAddress else { return "" }
+    let p = base + r.lowerBound
+    switch r.count {
+    case 4: if spells(p, "Host") { return "Host" }
+    case 6: if spells(p, "Accept") { return "Accept" }
+    case 10:
+        if spells(p, "User-Agent") { return "User-Agent" }
+        if spells(p, "Connection") { return "Connection" }
+    case 12: if spells(p, "Content-Type") { return "Content-Type" }
+    case 13: if spells(p, "Authorization") { return "Authorization" }
+    case 14: if spells(p, "Content-Length") { return "Content-Length" }
+    case 15:
+        if spells(p, "X-App-Assertion") { return "X-App-Assertion" }
+        if spells(p, "Accept-Encoding") { return "Accept-Encoding" }
+    case 17: if spells(p, "Transfer-Encoding") { return "Transfer-Encoding" }
+    case 19: if spells(p, "X-App-Attest-Key-Id") { return "X-App-Attest-Key-Id" }
+    case 22: if spells(p, "X-App-Attest-Challenge") { return "X-App-Attest-Challenge" }
+    default: break
+    }
+    return latin1String(p.assumingMemoryBound(to: UInt8.self), r.count)
+}
+
+/// Whether the `s.utf8CodeUnitCount` bytes at `p` are `s`'s (eight at a time).
+@inline(__always)
+private func spells(_ p: UnsafeRawPointer, _ s: StaticString) -> Bool {
+    let q = UnsafeRawPointer(s.utf8Start)
+    let n = s.utf8CodeUnitCount
+    if n < 8 {
+        for i in 0..<n where p.load(fromByteOffset: i, as: UInt8.self) != q.load(fromByteOffset: i, as: UInt8.self) { return false }
+        return true
+    }
+    var i = 0
+    while i + 8 <= n {
+        if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) != q.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+        i += 8
+    }
+    return i == n || p.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self) == q.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
 }
 
 /// Whether the `n` bytes at `p` are all ASCII: eight at a time (head fields are read as strings

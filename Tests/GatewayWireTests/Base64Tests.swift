@@ -278,3 +278,187 @@ extension String {
         }
     }
 }
+
+/// The decoder as it was before its tables were pre-shifted per position (one byte table, masked
+/// and shifted per character), kept to hold the current one to the same answers: bytes, or the
+/// same error offset and reason.
+enum LegacyBase64 {
+    static func decode(utf8 input: UnsafeBufferPointer<UInt8>) throws(String.Refusal) -> [UInt8] {
+        var end = input.count
+        var padding = 0
+        while end > 0 && input[end - 1] == UInt8(ascii: "=") {
+            end -= 1
+            padding += 1
+        }
+        if padding > 2 { throw String.Refusal(offset: end, reason: "more than two padding characters") }
+        if padding > 0 && input.count % 4 != 0 {
+            throw String.Refusal(offset: end, reason: "padding does not complete a 4-character group")
+        }
+        let remainder = end % 4
+        if remainder == 1 { throw String.Refusal(offset: end - 1, reason: "truncated: a lone final character") }
+        if padding > 0 && (remainder == 0 || 4 - remainder != padding) {
+            throw String.Refusal(offset: end, reason: "wrong amount of padding")
+        }
+        let whole = end - remainder
+        let count = whole / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
+        // Four characters at a time into the output's storage; `seen` gathers each character's
+        // table entry (its top bits: 0x40 '+' or '/', 0x80 '-' or '_', both for a character that is
+        // not base64), checked once at the end (on an error, a second, slow pass finds the character).
+        var seen: UInt8 = 0
+        var tail: UInt32 = 0
+        let out = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            // The table as a pointer: 256 entries, indexed by a byte, never out of bounds.
+            decodeTable.withUnsafeBufferPointer { t in
+                var i = 0
+                var o = 0
+                while i < whole {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
+                    seen |= a | b | c | d
+                    let n = UInt32(a & 63) << 18 | UInt32(b & 63) << 12 | UInt32(c & 63) << 6 | UInt32(d & 63)
+                    buffer[o] = UInt8(truncatingIfNeeded: n >> 16)
+                    buffer[o + 1] = UInt8(truncatingIfNeeded: n >> 8)
+                    buffer[o + 2] = UInt8(truncatingIfNeeded: n)
+                    i += 4
+                    o += 3
+                }
+                if remainder > 0 {
+                    var n: UInt32 = 0
+                    for k in 0..<remainder {
+                        let v = t[Int(input[whole + k])]
+                        seen |= v
+                        n = n << 6 | UInt32(v & 63)
+                    }
+                    // 2 characters: 12 bits, one byte and 4 padding bits; 3 characters: 18 bits, two bytes and 2.
+                    let padBits = UInt32(remainder == 2 ? 4 : 2)
+                    tail = n & ((1 << padBits) - 1)
+                    n >>= padBits
+                    if remainder == 3 {
+                        buffer[o] = UInt8(truncatingIfNeeded: n >> 8)
+                        buffer[o + 1] = UInt8(truncatingIfNeeded: n)
+                        o += 2
+                    } else {
+                        buffer[o] = UInt8(truncatingIfNeeded: n)
+                        o += 1
+                    }
+                }
+                initialized = o
+            }
+        }
+        if seen & 0xC0 == 0xC0 {
+            for i in 0..<end where decodeTable[Int(input[i])] == 0xFF {
+                let c = input[i]
+                let shown = c >= 0x21 && c < 0x7f ? "'\(Character(Unicode.Scalar(c)))'" : "byte 0x\(String(c, radix: 16))"
+                throw String.Refusal(offset: i, reason: "\(shown) is not a base64 character")
+            }
+        }
+        if seen & 0xC0 == 0xC0 { throw String.Refusal(offset: 0, reason: "mixes the standard and URL alphabets") }
+        if tail != 0 { throw String.Refusal(offset: end - 1, reason: "non-zero padding bits (non-canonical encoding)") }
+        return out
+    }
+
+    /// Per input byte: its 6-bit value, | 0x40 for '+' and '/', | 0x80 for '-' and '_'; 0xFF when it
+    /// is not a base64 character.
+    static let decodeTable: [UInt8] = {
+        var t = [UInt8](repeating: 0xFF, count: 256)
+        for (i, c) in Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8).enumerated() { t[Int(c)] = UInt8(i) }
+        t[Int(UInt8(ascii: "+"))] = 62 | 0x40
+        t[Int(UInt8(ascii: "/"))] = 63 | 0x40
+        t[Int(UInt8(ascii: "-"))] = 62 | 0x80
+        t[Int(UInt8(ascii: "_"))] = 63 | 0x80
+        return t
+    }()
+
+}
+
+/// The current decoder's answer and the legacy one's, as comparable values.
+private func bothDecoders(_ input: [UInt8]) -> (Result<[UInt8], String.Refusal>, Result<[UInt8], String.Refusal>) {
+    let now = Result { () throws(Base64.DecodingError) in try decodeRaw(input) }.mapError {
+        String.Refusal(offset: $0.offset, reason: $0.reason)
+    }
+    let then = input.withUnsafeBufferPointer { buf in
+        Result { () throws(String.Refusal) in try LegacyBase64.decode(utf8: buf) }
+    }
+    return (now, then)
+}
+
+@Suite("Base64 decoder against its previous implementation")
+struct Base64LegacyTests {
+    @Test("every byte value in every position of 1 to 5 groups and of each tail length: the same answer as before")
+    func everyByteEveryPosition() {
+        // Lengths 4n (last group narrow, the others wide), 4n+2 and 4n+3 (every group wide, then a tail).
+        for text in [
+            "Zm9v", "Zm9vYmFy", "Zm9vYmFyYmF6", "QUJDREVGR0hJSktMTU5PUFFSU1RV", "Zg", "Zm8", "Zm9vYg", "Zm9vYmE", "Zm9vYmFyYmF6Zm9vYg",
+        ] {
+            let base = Array(text.utf8)
+            for i in base.indices {
+                for b in 0...255 {
+                    var input = base
+                    input[i] = UInt8(b)
+                    let (now, then) = bothDecoders(input)
+                    #expect(now == then, "\(text) byte \(i) = 0x\(String(b, radix: 16))")
+                    #expect(now == String.referenceDecode(input))
+                }
+            }
+        }
+    }
+
+    @Test("encodings of random bytes, mutated (bytes changed, inserted, removed, padding added or cut): the same answer as before")
+    func mutatedEncodings() {
+        var rng = WireTestRNG(seed: 0xB64_01D)
+        let pool =
+            Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=".utf8) + [0x00, 0x20, 0x0A, 0x7F, 0x80, 0xC3, 0xFF]
+        var failures = 0
+        for round in 0..<30_000 {
+            let n = Int.random(in: 0...200, using: &rng)
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let alphabet: Base64.Alphabet = round % 2 == 0 ? .standard : .url
+            var text = Array(Base64.encode(bytes, alphabet: alphabet, padding: round % 3 != 0).utf8)
+            for _ in 0..<Int.random(in: 0...3, using: &rng) {
+                switch Int.random(in: 0..<6, using: &rng) {
+                case 0 where !text.isEmpty: text[Int.random(in: 0..<text.count, using: &rng)] = pool.randomElement(using: &rng)!
+                case 1: text.insert(pool.randomElement(using: &rng)!, at: Int.random(in: 0...text.count, using: &rng))
+                case 2 where !text.isEmpty: text.remove(at: Int.random(in: 0..<text.count, using: &rng))
+                case 3: text.append(UInt8(ascii: "="))
+                case 4 where !text.isEmpty: text.removeLast()
+                default: break
+                }
+            }
+            let (now, then) = bothDecoders(text)
+            #expect(now == then, "\(text)")
+            if case .success(let out) = now, text == Array(Base64.encode(bytes, alphabet: alphabet, padding: round % 3 != 0).utf8) {
+                #expect(out == bytes)
+            }
+            if case .failure = now { failures += 1 }
+        }
+        // Both outcomes in quantity.
+        #expect(failures > 5_000 && failures < 25_000)
+    }
+
+    @Test("encoding: the same text as the definition, both alphabets, padded or not, every length to 64")
+    func encodingMatchesDefinition() {
+        var rng = WireTestRNG(seed: 0xE4C)
+        let std = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        for n in 0...64 {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            var bits = ""
+            for b in bytes { bits += String(repeating: "0", count: 8 - String(b, radix: 2).count) + String(b, radix: 2) }
+            while bits.count % 6 != 0 { bits += "0" }
+            var chars: [UInt8] = []
+            var k = bits.startIndex
+            while k < bits.endIndex {
+                let e = bits.index(k, offsetBy: 6)
+                chars.append(std[Int(bits[k..<e], radix: 2)!])
+                k = e
+            }
+            let unpadded = String(decoding: chars, as: UTF8.self)
+            let padded = unpadded + String(repeating: "=", count: (4 - chars.count % 4) % 4)
+            #expect(Base64.encode(bytes) == padded)
+            #expect(Base64.encode(bytes, padding: false) == unpadded)
+            let url = String(
+                decoding: chars.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0 },
+                as: UTF8.self)
+            #expect(Base64.encodeURL(bytes) == url)
+            #expect(Base64.encode(bytes, alphabet: .url, padding: true) == url + String(repeating: "=", count: (4 - chars.count % 4) % 4))
+        }
+    }
+}

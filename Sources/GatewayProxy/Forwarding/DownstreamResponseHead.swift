@@ -135,9 +135,10 @@ enum DownstreamResponseHead {
         }
     }
 
-    /// Whether `name` (bytes of a received field) names one of `fields`, in any ASCII case.
+    /// Whether `name` (bytes of a received field) names one of `fields`, in any ASCII case (no copy
+    /// of a field, only names of its length compared: `HTTPFields.contains(name:)`).
     static func named(_ name: UnsafeRawBufferPointer, in fields: HTTPFields) -> Bool {
-        fields.contains { $0.name.equalsIgnoringASCIICase(name) }
+        fields.contains(name: name)
     }
 
     /// The same rules on strings, for a route that sets response fields: the upstream's fields
