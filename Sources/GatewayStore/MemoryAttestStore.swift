@@ -758,7 +758,10 @@ public final class MemoryAttestStore: AttestStore {
                 switch Self.checkKey(&s, key, counter: counter, width: width) {
                 case .fail(let outcome): return .success(outcome)
                 case .ok(let index, let previous, let window):
-                    if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
+                    // The challenge found once: checked, then marked consumed where it lies (nothing
+                    // in between adds or removes challenges).
+                    let found = s.challenges.index(forKey: bits)
+                    if let why = Self.check(found.map { s.challenges.values[$0] }, nowMillis: nowMillis, purpose: .assert, key: key) {
                         return .success(.challengeRejected(why))
                     }
                     if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
@@ -768,7 +771,7 @@ public final class MemoryAttestStore: AttestStore {
                         return .failure(StoreError.from(error))
                     }
                     takeKeyRate(commit, key, nowMillis: nowMillis)
-                    s.markConsumed(bits)
+                    s.markConsumed(at: found!)
                     return .success(.committed(previousCounter: previous))
                 }
             }
@@ -779,7 +782,10 @@ public final class MemoryAttestStore: AttestStore {
                         switch Self.checkKey(&k, key, counter: counter, width: width) {
                         case .fail(let outcome): return .success(outcome)
                         case .ok(let index, let previous, let window):
-                            if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
+                            let found = c.challenges.index(forKey: bits)
+                            if let why = Self.check(
+                                found.map { c.challenges.values[$0] }, nowMillis: nowMillis, purpose: .assert, key: key)
+                            {
                                 return .success(.challengeRejected(why))
                             }
                             if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
@@ -789,7 +795,7 @@ public final class MemoryAttestStore: AttestStore {
                                 return .failure(StoreError.from(error))
                             }
                             takeKeyRate(commit, key, nowMillis: nowMillis)
-                            c.markConsumed(bits)
+                            c.markConsumed(at: found!)
                             return .success(.committed(previousCounter: previous))
                         }
                     }
