@@ -306,17 +306,19 @@ public final class MemoryAttestStore: AttestStore {
             return (r, s.string(r.appIndex), s.string(r.bundleIndex))
         }
         guard let (r, app, bundle) = found else { return .success(nil) }
-        var record = Self.deviceKeyRecord(id, r, app: app, bundle: bundle)
-        record.account = keyAccount(key)
-        return .success(record)
+        // Built once, with its account (no copy of the record to set it afterwards).
+        return .success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle, account: keyAccount(key)))
     }
 
-    static func deviceKeyRecord(_ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?) -> DeviceKeyRecord {
+    static func deviceKeyRecord(
+        _ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?, account: KeyAccount? = nil
+    ) -> DeviceKeyRecord {
         DeviceKeyRecord(
             keyID: id, publicKey: r.point.publicKey, counter: r.counter, appID: app ?? "",
             environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
             validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil, bundleVersion: bundle,
-            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000, risk: r.risk)
+            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000, risk: r.risk,
+            account: account)
     }
 
     /// The receipt stored with the key's latest registration, or nil (unknown key, or the receipts
@@ -720,7 +722,12 @@ public final class MemoryAttestStore: AttestStore {
             return .failure(e)
         case .success(let outcome):
             guard case .committed = outcome, let next else { return .success(CommitAndNext(outcome: outcome)) }
-            return .success(CommitAndNext(outcome: outcome, next: try? issueChallengeNow(next, nowMillis: nowMillis).get()))
+            let issued: IssuedChallenge? =
+                switch issueChallengeNow(next, nowMillis: nowMillis) {
+                case .success(let challenge): challenge
+                case .failure: nil
+                }
+            return .success(CommitAndNext(outcome: outcome, next: issued))
         }
     }
 
