@@ -310,6 +310,7 @@ public final class MemoryAttestStore: AttestStore {
         return .success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle, account: keyAccount(key)))
     }
 
+    @inline(__always)
     static func deviceKeyRecord(
         _ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?, account: KeyAccount? = nil
     ) -> DeviceKeyRecord {

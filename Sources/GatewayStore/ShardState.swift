@@ -445,7 +445,8 @@ struct ShardState {
     mutating func markConsumed(at i: Dictionary<ChallengeBits, ChallengeEntry>.Index) {
         challenges.values[i].consumed = true
         let entry = challenges.values[i]
-        if entry.hasBoundKey { rings[entry.boundKey]?.markConsumed(entry.token) }
+        // Through the ring's position (the subscript by key would move the ring out and back).
+        if entry.hasBoundKey, let r = rings.index(forKey: entry.boundKey) { rings.values[r].markConsumed(entry.token) }
     }
 
     /// A token for a new challenge of shard `index` (of `mask` + 1): 128 random bits from this
