@@ -198,13 +198,20 @@ struct ChallengeBits: Hashable {
 
     static func == (l: ChallengeBits, r: ChallengeBits) -> Bool { (l.a ^ r.a) | (l.b ^ r.b) == 0 }
 
-    /// Hashed by `b` alone (SipHash keyed by the table's secret seed): every token a table holds was
-    /// drawn from the CSPRNG by the store (`ShardState.newToken`), so tokens sharing `b` are as rare
-    /// as a 64-bit collision; `a`'s low bits name the shard and are the same for every token of one.
+    /// Hashed by `b` alone: every token a table holds was drawn from the CSPRNG by the store
+    /// (`ShardState.newToken`; a snapshot gives back tokens drawn so), so tokens sharing `b` are as
+    /// rare as a 64-bit collision; `a`'s low bits name the shard and are the same for every token of
+    /// one.
     func hash(into hasher: inout Hasher) { hasher.combine(b) }
 
-    /// What a `Dictionary` uses: the same hash in one call, without a `Hasher` in memory.
-    func _rawHashValue(seed: Int) -> Int { b._rawHashValue(seed: seed) }
+    /// What a `Dictionary` uses: `b`, already uniformly random and chosen by no client (a client can
+    /// only look tokens up, which costs the probe run where the looked-up token falls, as with any
+    /// hash), mixed with the table's seed by a multiply (an odd factor: a bijection of `b`'s low bits,
+    /// which pick the bucket) instead of SipHash rounds. Lookups, insertions and the re-placing of
+    /// neighbours after a removal each hash.
+    func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: (b ^ UInt64(truncatingIfNeeded: seed)) &* 0x9E37_79B9_7F4A_7C15)
+    }
 }
 
 struct ChallengeEntry {
