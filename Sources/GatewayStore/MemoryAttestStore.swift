@@ -306,15 +306,8 @@ public final class MemoryAttestStore: AttestStore {
             return (r, s.string(r.appIndex), s.string(r.bundleIndex))
         }
         guard let (r, app, bundle) = found else { return .success(nil) }
-        // Built once, in the result, with its account (no copy of the record to set it afterwards).
-        let account = keyAccount(key)
-        return .success(
-            DeviceKeyRecord(
-                keyID: id, publicKey: r.point.publicKey, counter: r.counter, appID: app ?? "",
-                environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
-                validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil, bundleVersion: bundle,
-                firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000, risk: r.risk,
-                account: account))
+        // Built once, with its account (no copy of the record to set it afterwards).
+        return .success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle, account: keyAccount(key)))
     }
 
     @inline(__always)
