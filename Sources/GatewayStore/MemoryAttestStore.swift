@@ -306,17 +306,20 @@ public final class MemoryAttestStore: AttestStore {
             return (r, s.string(r.appIndex), s.string(r.bundleIndex))
         }
         guard let (r, app, bundle) = found else { return .success(nil) }
-        var record = Self.deviceKeyRecord(id, r, app: app, bundle: bundle)
-        record.account = keyAccount(key)
-        return .success(record)
+        // Built once, with its account (no copy of the record to set it afterwards).
+        return .success(Self.deviceKeyRecord(id, r, app: app, bundle: bundle, account: keyAccount(key)))
     }
 
-    static func deviceKeyRecord(_ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?) -> DeviceKeyRecord {
+    @inline(__always)
+    static func deviceKeyRecord(
+        _ id: KeyID, _ r: KeyRecord, app: String?, bundle: String?, account: KeyAccount? = nil
+    ) -> DeviceKeyRecord {
         DeviceKeyRecord(
             keyID: id, publicKey: r.point.publicKey, counter: r.counter, appID: app ?? "",
             environment: r.flags & KeyRecord.flagProduction != 0 ? .production : .development,
             validationCategory: r.flags & KeyRecord.flagCategory != 0 ? r.category : nil, bundleVersion: bundle,
-            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000, risk: r.risk)
+            firstSeenMillis: Int64(r.firstSeen) * 1000, lastSeenMillis: Int64(r.lastSeen) * 1000, risk: r.risk,
+            account: account)
     }
 
     /// The receipt stored with the key's latest registration, or nil (unknown key, or the receipts
@@ -720,7 +723,12 @@ public final class MemoryAttestStore: AttestStore {
             return .failure(e)
         case .success(let outcome):
             guard case .committed = outcome, let next else { return .success(CommitAndNext(outcome: outcome)) }
-            return .success(CommitAndNext(outcome: outcome, next: try? issueChallengeNow(next, nowMillis: nowMillis).get()))
+            let issued: IssuedChallenge? =
+                switch issueChallengeNow(next, nowMillis: nowMillis) {
+                case .success(let challenge): challenge
+                case .failure: nil
+                }
+            return .success(CommitAndNext(outcome: outcome, next: issued))
         }
     }
 
@@ -758,7 +766,10 @@ public final class MemoryAttestStore: AttestStore {
                 switch Self.checkKey(&s, key, counter: counter, width: width) {
                 case .fail(let outcome): return .success(outcome)
                 case .ok(let index, let previous, let window):
-                    if let why = Self.check(s.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
+                    // The challenge found once: checked, then marked consumed where it lies (nothing
+                    // in between adds or removes challenges).
+                    let found = s.challenges.index(forKey: bits)
+                    if let why = Self.check(found.map { s.challenges.values[$0] }, nowMillis: nowMillis, purpose: .assert, key: key) {
                         return .success(.challengeRejected(why))
                     }
                     if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
@@ -768,7 +779,7 @@ public final class MemoryAttestStore: AttestStore {
                         return .failure(StoreError.from(error))
                     }
                     takeKeyRate(commit, key, nowMillis: nowMillis)
-                    s.markConsumed(bits)
+                    s.markConsumed(at: found!)
                     return .success(.committed(previousCounter: previous))
                 }
             }
@@ -779,7 +790,10 @@ public final class MemoryAttestStore: AttestStore {
                         switch Self.checkKey(&k, key, counter: counter, width: width) {
                         case .fail(let outcome): return .success(outcome)
                         case .ok(let index, let previous, let window):
-                            if let why = Self.check(c.challenges[bits], nowMillis: nowMillis, purpose: .assert, key: key) {
+                            let found = c.challenges.index(forKey: bits)
+                            if let why = Self.check(
+                                found.map { c.challenges.values[$0] }, nowMillis: nowMillis, purpose: .assert, key: key)
+                            {
                                 return .success(.challengeRejected(why))
                             }
                             if let limited = keyRateRefusal(commit, key, nowMillis: nowMillis) { return .success(limited) }
@@ -789,7 +803,7 @@ public final class MemoryAttestStore: AttestStore {
                                 return .failure(StoreError.from(error))
                             }
                             takeKeyRate(commit, key, nowMillis: nowMillis)
-                            c.markConsumed(bits)
+                            c.markConsumed(at: found!)
                             return .success(.committed(previousCounter: previous))
                         }
                     }

@@ -34,6 +34,20 @@ struct KeyBits: Hashable {
         }
         return KeyID(out)!
     }
+
+    static func == (l: KeyBits, r: KeyBits) -> Bool {
+        (l.w0 ^ r.w0) | (l.w1 ^ r.w1) | (l.w2 ^ r.w2) | (l.w3 ^ r.w3) == 0
+    }
+
+    /// Hashed by `w1` alone (SipHash, keyed by the table's secret seed, as every Swift hash): the
+    /// words of a key id (or an account digest) are SHA-256 output, so many ids sharing one `w1` (what
+    /// filling one bucket would take) are a 64-bit multi-collision, out of reach; one word instead
+    /// of four takes a fraction of the rounds. (Not `w0`: it names the shard, so its low bits are
+    /// the same for all keys of one.)
+    func hash(into hasher: inout Hasher) { hasher.combine(w1) }
+
+    /// What a `Dictionary` or `Set` uses: the same hash in one call, without a `Hasher` in memory.
+    func _rawHashValue(seed: Int) -> Int { w1._rawHashValue(seed: seed) }
 }
 
 /// The 64 bytes x ‖ y of an uncompressed P-256 point (the leading 0x04 is implied).
@@ -172,12 +186,31 @@ struct ChallengeBits: Hashable {
     }
 
     var token: ChallengeToken {
-        var out = [UInt8](repeating: 0, count: 16)
-        out.withUnsafeMutableBytes { raw in
+        let (a, b) = (a, b)
+        let out = [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
             raw.storeBytes(of: a.littleEndian, toByteOffset: 0, as: UInt64.self)
             raw.storeBytes(of: b.littleEndian, toByteOffset: 8, as: UInt64.self)
+            count = Self.byteCount
         }
         return ChallengeToken(out)!
+    }
+
+    static func == (l: ChallengeBits, r: ChallengeBits) -> Bool { (l.a ^ r.a) | (l.b ^ r.b) == 0 }
+
+    /// Hashed by `b` alone: every token a table holds was drawn from the CSPRNG by the store
+    /// (`ShardState.newToken`; a snapshot gives back tokens drawn so), so tokens sharing `b` are as
+    /// rare as a 64-bit collision; `a`'s low bits name the shard and are the same for every token of
+    /// one.
+    func hash(into hasher: inout Hasher) { hasher.combine(b) }
+
+    /// What a `Dictionary` uses: `b`, already uniformly random and chosen by no client (a client can
+    /// only look tokens up, which costs the probe run where the looked-up token falls, as with any
+    /// hash), mixed with the table's seed by a multiply (an odd factor: a bijection of `b`'s low bits,
+    /// which pick the bucket) instead of SipHash rounds. Lookups, insertions and the re-placing of
+    /// neighbours after a removal each hash.
+    func _rawHashValue(seed: Int) -> Int {
+        Int(truncatingIfNeeded: (b ^ UInt64(truncatingIfNeeded: seed)) &* 0x9E37_79B9_7F4A_7C15)
     }
 }
 
@@ -394,21 +427,33 @@ struct ShardState {
     // MARK: - Challenge budgets (docs/store.md, "Challenge budgets")
 
     /// Adds a key-bound challenge that is known not to be present, at the end of its key's ring
-    /// (which has room).
-    mutating func addBoundChallenge(_ entry: ChallengeEntry, chained: Bool) {
+    /// (which has room). `ring`: the ring's position in `rings` when the caller holds it (found
+    /// since the last change to the table of rings), else it is looked up.
+    mutating func addBoundChallenge(_ entry: ChallengeEntry, chained: Bool, ring: Dictionary<KeyBits, KeyRing>.Index? = nil) {
         challenges[entry.token] = entry
         boundExpiries.push(ExpiryItem(expiresAt: entry.expiresAt, token: entry.token))
         boundCount += 1
-        rings[entry.boundKey, default: KeyRing()].append(entry.token, chained: chained, consumed: entry.consumed)
+        if let ring {
+            rings.values[ring].append(entry.token, chained: chained, consumed: entry.consumed)
+        } else {
+            rings[entry.boundKey, default: KeyRing()].append(entry.token, chained: chained, consumed: entry.consumed)
+        }
     }
 
     /// Marks a live challenge consumed, in the table and, for a key-bound one, in its key's ring
     /// (which then picks it first to make room without looking the ring's tokens up).
     mutating func markConsumed(_ token: ChallengeBits) {
-        guard var entry = challenges[token] else { return }
-        entry.consumed = true
-        challenges[token] = entry
-        if entry.hasBoundKey { rings[entry.boundKey]?.markConsumed(token) }
+        guard let i = challenges.index(forKey: token) else { return }
+        markConsumed(at: i)
+    }
+
+    /// `markConsumed` for the challenge at `i` in `challenges` (a position found since the table's
+    /// last insertion or removal): the entry is changed where it lies.
+    mutating func markConsumed(at i: Dictionary<ChallengeBits, ChallengeEntry>.Index) {
+        challenges.values[i].consumed = true
+        let entry = challenges.values[i]
+        // Through the ring's position (the subscript by key would move the ring out and back).
+        if entry.hasBoundKey, let r = rings.index(forKey: entry.boundKey) { rings.values[r].markConsumed(entry.token) }
     }
 
     /// A token for a new challenge of shard `index` (of `mask` + 1): 128 random bits from this
@@ -416,8 +461,9 @@ struct ShardState {
     mutating func newToken(shard index: Int, mask: UInt64) -> ChallengeBits {
         var token: ChallengeBits
         repeat {
-            token = ChallengeBits(a: random.draw() & ~mask | UInt64(index), b: random.draw())
-        } while challenges[token] != nil
+            let (a, b) = random.drawPair()
+            token = ChallengeBits(a: a & ~mask | UInt64(index), b: b)
+        } while challenges.index(forKey: token) != nil
         return token
     }
 
@@ -445,21 +491,38 @@ struct ShardState {
         var unused = 0
         var evicted = 0
         // The key's ring found once and made room in where it lies (no lookup per replacement; an
-        // emptied ring stays, the new challenge goes into it below).
-        if let i = rings.index(forKey: entry.boundKey) {
-            while Int(rings.values[i].count) >= perKey {
-                let victim = rings.values[i].victim()
-                if !rings.values[i].isConsumed(victim) { unused += 1 }
-                challenges.removeValue(forKey: rings.values[i][victim])
-                boundCount -= 1
-                _ = rings.values[i].remove(at: victim)
-                replaced += 1
-            }
+        // emptied ring stays, the new challenge goes into it below, through the same position
+        // unless the budget's eviction changed the table of rings).
+        var ring = rings.index(forKey: entry.boundKey)
+        if let i = ring {
+            (replaced, unused) = Self.makeRoom(in: &rings.values[i], perKey: perKey, challenges: &challenges)
+            boundCount -= replaced
         }
-        while boundCount >= limit, evictOldestBound() { evicted += 1 }
-        addBoundChallenge(entry, chained: chained)
+        while boundCount >= limit, evictOldestBound() {
+            evicted += 1
+            ring = nil
+        }
+        addBoundChallenge(entry, chained: chained, ring: ring)
         if replaced > 0 { compactBoundExpiriesIfStale() }
         return (replaced, unused, evicted)
+    }
+
+    /// Replaces challenges of `ring` while it holds `perKey` (in `KeyRing.victim`'s order), each
+    /// removed from `challenges` too. Returns (replaced, of which unconsumed).
+    @inline(__always)
+    static func makeRoom(
+        in ring: inout KeyRing, perKey: Int, challenges: inout [ChallengeBits: ChallengeEntry]
+    ) -> (Int, Int) {
+        var replaced = 0
+        var unused = 0
+        while Int(ring.count) >= perKey {
+            let victim = ring.victim()
+            if !ring.isConsumed(victim) { unused += 1 }
+            challenges.removeValue(forKey: ring[victim])
+            _ = ring.remove(at: victim)
+            replaced += 1
+        }
+        return (replaced, unused)
     }
 
     /// Removes the oldest key-bound challenge (skipping stale heap items); false when there is none.
@@ -544,7 +607,7 @@ struct KeyRing {
     subscript(i: Int) -> ChallengeBits {
         get {
             precondition(i >= 0 && i < Self.maxSlots)
-            return withUnsafeBytes(of: slots) { $0.load(fromByteOffset: i * MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self) }
+            return withUnsafeBytes(of: slots) { $0.load(fromByteOffset: i &* MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self) }
         }
         set {
             precondition(i >= 0 && i < Self.maxSlots)
@@ -562,9 +625,11 @@ struct KeyRing {
         if let i = slot(of: token) { consumedBits |= 1 << i }
     }
 
-    /// Moves bit `from` of `bits` to position `to`.
-    private static func copyBit(_ bits: inout UInt8, from: Int, to: Int) {
-        if bits & (1 << from) != 0 { bits |= 1 << to } else { bits &= ~(1 << to) }
+    /// `bits` without bit `i`: the bits above it move down one.
+    @inline(__always)
+    static func removingBit(_ bits: UInt8, at i: Int) -> UInt8 {
+        let below: UInt8 = (1 << UInt8(i)) &- 1
+        return bits & below | (bits >> 1) & ~below
     }
 
     mutating func append(_ token: ChallengeBits, chained: Bool, consumed: Bool = false) {
@@ -576,33 +641,42 @@ struct KeyRing {
         count += 1
     }
 
-    /// Removes slot `i` (later slots move up); returns the new count.
+    /// Removes slot `i` (later slots move up, in one move); returns the new count.
     mutating func remove(at i: Int) -> Int {
         let n = Int(count)
-        var j = i
-        while j + 1 < n {
-            self[j] = self[j + 1]
-            Self.copyBit(&chainedBits, from: j + 1, to: j)
-            Self.copyBit(&consumedBits, from: j + 1, to: j)
-            j += 1
+        precondition(i >= 0 && i < n, "no slot \(i) in a ring of \(n)")
+        let stride = MemoryLayout<ChallengeBits>.stride
+        if i + 1 < n {
+            withUnsafeMutableBytes(of: &slots) { raw in
+                let base = raw.baseAddress!
+                (base + i * stride).copyMemory(from: base + (i + 1) * stride, byteCount: (n - 1 - i) * stride)
+            }
         }
-        chainedBits &= ~(1 << (n - 1))
-        consumedBits &= ~(1 << (n - 1))
+        // The bits above `i` move down one; those at and above n - 1 were clear and stay clear.
+        chainedBits = Self.removingBit(chainedBits, at: i)
+        consumedBits = Self.removingBit(consumedBits, at: i)
         count -= 1
         return Int(count)
     }
 
     func slot(of token: ChallengeBits) -> Int? {
-        for i in 0..<Int(count) where self[i] == token { return i }
-        return nil
+        let n = Int(count)
+        return withUnsafeBytes(of: slots) { raw in
+            for i in 0..<n where raw.load(fromByteOffset: i * MemoryLayout<ChallengeBits>.stride, as: ChallengeBits.self) == token {
+                return i
+            }
+            return nil
+        }
     }
 
     /// Which slot makes room: the oldest consumed one, else the oldest asked for at the endpoint,
     /// else the oldest.
     func victim() -> Int {
-        let n = Int(count)
-        for i in 0..<n where isConsumed(i) { return i }
-        for i in 0..<n where !isChained(i) { return i }
+        // Bits at and above `count` are clear in `consumedBits` and `chainedBits` (append and
+        // remove keep them so).
+        if consumedBits != 0 { return consumedBits.trailingZeroBitCount }
+        let unchained = ~chainedBits & UInt8(truncatingIfNeeded: (1 << Int(count)) - 1)
+        if unchained != 0 { return unchained.trailingZeroBitCount }
         return 0
     }
 }
