@@ -1,3 +1,5 @@
+import GatewayWire
+
 /// The fixed-size, allocation-free representations kept in memory (and dumped as-is into snapshots).
 
 /// A key id (32 bytes) as four words, in the byte order of the id (loaded little-endian).
@@ -68,12 +70,13 @@ struct PointBits: Equatable {
 
     var publicKey: [UInt8] {
         var words = (x0, x1, x2, x3, y0, y1, y2, y3)
-        return [UInt8](unsafeUninitializedCapacity: 65) { buffer, count in
+        // (ByteArrays.make: not the standard library's unspecialised uninitialized-capacity path.)
+        return ByteArrays.make(capacity: 65) { buffer in
             buffer[0] = 0x04
             withUnsafeBytes(of: &words) { src in
                 UnsafeMutableRawBufferPointer(start: buffer.baseAddress! + 1, count: 64).copyMemory(from: src)
             }
-            count = 65
+            return 65
         }
     }
 }
@@ -187,11 +190,11 @@ struct ChallengeBits: Hashable {
 
     var token: ChallengeToken {
         let (a, b) = (a, b)
-        let out = [UInt8](unsafeUninitializedCapacity: Self.byteCount) { buffer, count in
+        let out = ByteArrays.make(capacity: Self.byteCount) { buffer in
             let raw = UnsafeMutableRawBufferPointer(buffer)
             raw.storeBytes(of: a.littleEndian, toByteOffset: 0, as: UInt64.self)
             raw.storeBytes(of: b.littleEndian, toByteOffset: 8, as: UInt64.self)
-            count = Self.byteCount
+            return Self.byteCount
         }
         return ChallengeToken(out)!
     }
