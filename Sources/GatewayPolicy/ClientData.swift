@@ -19,9 +19,8 @@ public enum BinaryEncoding: String, Sendable {
             {
                 if let bytes = Hex.decode(text) { return (bytes, .hex) }
             }
-            guard let bytes = try? Base64.decode(utf8: utf8) else { return (nil, .invalid) }
             // It decoded, so it holds one alphabet: a '-' or '_' names the URL one.
-            let url = utf8.contains { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }
+            guard let (bytes, url) = try? Base64.decodeNotingAlphabet(utf8: utf8) else { return (nil, .invalid) }
             return (bytes, url ? .base64URL : .base64Standard)
         }
     }

@@ -29,6 +29,15 @@ public enum Base64 {
     }
 
     public static func decode(utf8 input: UnsafeBufferPointer<UInt8>) throws(DecodingError) -> [UInt8] {
+        try decodeNotingAlphabet(utf8: input).bytes
+    }
+
+    /// `decode(utf8:)`, and whether the text used the URL alphabet's own characters (`-` or `_`;
+    /// a text without `+`, `/`, `-` or `_` is both alphabets at once and says false): what the
+    /// decoder saw anyway, so a caller that names the encoding reads the text once.
+    public static func decodeNotingAlphabet(utf8 input: UnsafeBufferPointer<UInt8>) throws(DecodingError) -> (
+        bytes: [UInt8], url: Bool
+    ) {
         var end = input.count
         var padding = 0
         while end > 0 && input[end - 1] == UInt8(ascii: "=") {
@@ -46,7 +55,7 @@ public enum Base64 {
         }
         let whole = end - remainder
         let count = whole / 4 * 3 + (remainder == 0 ? 0 : remainder - 1)
-        guard count > 0, let s = input.baseAddress else { return [] }  // only "" gets here with nothing to decode
+        guard count > 0, let s = input.baseAddress else { return ([], false) }  // only "" gets here with nothing to decode
         // Four characters at a time: one entry per character from the
         // table of its position in the group, already shifted into place, so a group is four loads
         // and three ORs. Bits 24-31 of `seen` gather the entries' flags (0x01 '+' or '/', 0x02 '-'
@@ -101,7 +110,7 @@ public enum Base64 {
                 return Array(UnsafeBufferPointer(start: buffer.baseAddress!, count: count))
             }
         }
-        if let out { return out }
+        if let out { return (out, seen & 0x0200_0000 != 0) }
         if seen & 0x0300_0000 == 0x0300_0000 {
             for i in 0..<end where decodeTables[Int(input[i])] == notBase64 {
                 let c = input[i]

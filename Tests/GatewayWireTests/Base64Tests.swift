@@ -67,6 +67,21 @@ struct Base64Tests {
         }
     }
 
+    @Test("decodeNotingAlphabet: the bytes of decode, and url exactly when the text has '-' or '_'", arguments: 0...48)
+    func notingAlphabet(_ length: Int) throws {
+        var rng = WireTestRNG(seed: 0xA1FA &+ UInt64(length))
+        for _ in 0..<16 {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            for text in [Base64.encode(bytes), Base64.encodeURL(bytes), Base64.encode(bytes, alphabet: .url, padding: true)] {
+                let noted: (bytes: [UInt8], url: Bool) = try Array(text.utf8).withUnsafeBufferPointer { buf in
+                    try Base64.decodeNotingAlphabet(utf8: buf)
+                }
+                #expect(noted.bytes == bytes)
+                #expect(noted.url == text.utf8.contains { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") }, "\(text)")
+            }
+        }
+    }
+
     // MARK: Round trips
 
     @Test("random bytes of every length 0...64 round-trip in both alphabets, padded or not", arguments: 0...64)

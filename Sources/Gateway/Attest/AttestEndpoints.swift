@@ -235,7 +235,10 @@ extension GatewayRouter {
                 pass: VerifiedPass(editHeaders: rt.stripAttestHeaders))
             return decision(carried, route: r, runtime: rt)
         }
-        return .buffer(maxBody: r.maxBody, routeName: r.name) { [unowned self] request, done in
+        // Both closures below hold the router strongly: each lives for one request and is never
+        // kept by the router, and an unowned reference would cost a slow-path retain at every use
+        // (the router's once-a-second timer holds it weakly, which gives it a side table).
+        return .buffer(maxBody: r.maxBody, routeName: r.name) { [self] request, done in
             // The fields as read above (the buffered request's head is the same head), moved into
             // the gate (no copy of the request's strings).
             self.protected(
@@ -254,7 +257,7 @@ extension GatewayRouter {
     ) {
         let verifiedHeader = rt.config.attest.verifiedKeyHeader
         gate.evaluate(gateRequest, headers: headers, route: r.assertion, policy: rt.attest, nowMillis: AttestContext.nowMillis()) {
-            [unowned self] outcome in
+            [self] outcome in
             let window = rt.accountWindowMillis
             let now = AttestContext.nowMillis()  // one reading for the verdict and the count upstream
             let verdict = RouteVerdict(route: r.assertion, mode: mode, outcome: outcome, accountWindowMillis: window, nowMillis: now)
