@@ -5,6 +5,11 @@ import PackageDescription
 
 let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 
+// gatewayd's allocator is jemalloc (CGatewayJemalloc), except in the sanitizer builds of
+// scripts/sanitize.sh: ThreadSanitizer and AddressSanitizer bring their own malloc, and jemalloc's
+// exported C++ operators would hand them memory they did not allocate.
+let linksJemalloc = Context.environment["ATTEST_GATEWAY_NO_JEMALLOC"] == nil
+
 let package = Package(
     name: "attest-gateway",
     // One list for the whole package. The gateway's own targets are Linux-only (epoll, Synchronization's Mutex), so
@@ -136,11 +141,11 @@ let package = Package(
         .executableTarget(
             name: "gatewayd",
             dependencies: [
-                "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto", "CGatewayJemalloc",
+                "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            ] + (linksJemalloc ? ["CGatewayJemalloc"] : []),
             swiftSettings: strict
         ),
 

@@ -63,6 +63,8 @@ run_part() {
   reports="$PWD/$scratch/sanitizer-reports"
   local start=$SECONDS
   echo "== $sanitizer sanitizer: build ($scratch)" >&2
+  # The sanitizers bring their own malloc: gatewayd is built without jemalloc here (Package.swift).
+  export ATTEST_GATEWAY_NO_JEMALLOC=1
   swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
   local built=$SECONDS bin="$PWD/$scratch/debug"
   for program in gatewayd attest-sim attest-gatewayPackageTests.xctest; do

@@ -89,10 +89,26 @@ private struct Pending {
     let challengeText: String
     /// The authority client data v2 binds ("" otherwise).
     let authority: String
-    let route: RoutePolicy
+    let route: PendingRoute
     let policy: AttestPolicy
     let nowMillis: Int64
     let completion: (GateOutcome) -> Void
+}
+
+/// What the gate's later steps read of the route: values only (the route's policy holds
+/// references, which a copy into every pending request retained and released).
+private struct PendingRoute {
+    let bind: RoutePolicy.Binding
+    let clientData: RoutePolicy.ClientData
+    let counterWindow: Int
+    let keyRate: KeyRateLimit?
+
+    init(_ r: RoutePolicy) {
+        bind = r.bind
+        clientData = r.clientData
+        counterWindow = r.counterWindow
+        keyRate = r.keyRate
+    }
 }
 
 public enum GateOutcome {
@@ -176,7 +192,7 @@ public final class AssertionGate {
         lookUp(
             Pending(
                 request: request, keyID: keyID, keyEncoding: keyEncoding, assertion: h.assertion, token: token,
-                challengeText: challengeText, authority: authority, route: route, policy: policy, nowMillis: nowMillis,
+                challengeText: challengeText, authority: authority, route: PendingRoute(route), policy: policy, nowMillis: nowMillis,
                 completion: completion),
             attempt: 0)
     }
@@ -191,9 +207,10 @@ public final class AssertionGate {
     }
 
     /// Step 2's answer.
-    private func looked(_ result: Result<DeviceKeyRecord?, StoreError>, _ p: Pending, attempt: Int) {
+    /// (`result` is consumed: the key's record moves out of it instead of being copied.)
+    private func looked(_ result: consuming Result<DeviceKeyRecord?, StoreError>, _ p: Pending, attempt: Int) {
         let completion = p.completion
-        switch result {
+        switch consume result {
         case .failure(let error):
             completion(.refused(Explanation(step: "store", error: GateError(error), fields: [("detail", error.detail)])))
         case .success(nil):
@@ -219,7 +236,7 @@ public final class AssertionGate {
             return p.completion(.refused(Self.wrongPlatform(p, record: record, sent: "an Android assertion", key: "an App Attest key")))
         }
         let keyEncoding = p.keyEncoding
-        let (route, policy, completion) = (p.route, p.policy, p.completion)
+        let (policy, completion) = (p.policy, p.completion)
         let keyID = record.keyID
         // What every refusal from here on names (built only when one is made: an accepted request
         // never needs the key id in base64 or the counters as text).
@@ -245,7 +262,7 @@ public final class AssertionGate {
         // Apple's step 5 (the counter above the previous one) against the route's counter window:
         // with `counter_window: N` a counter above the stored one minus N may pass here, and the
         // store's commit decides atomically whether it is one never accepted.
-        let width = route.counterWindow
+        let width = p.route.counterWindow
         let previousCounter = width > 1 ? CounterWindow(highest: record.counter).floor(width: width) - 1 : record.counter
         let verified: VerifiedAssertion
         do {
