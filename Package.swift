@@ -8,7 +8,8 @@ let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
 // gatewayd's allocator is jemalloc (CGatewayJemalloc), except in the sanitizer builds of
 // scripts/sanitize.sh: ThreadSanitizer and AddressSanitizer bring their own malloc, and jemalloc's
 // exported C++ operators would hand them memory they did not allocate.
-let linksJemalloc = Context.environment["ATTEST_GATEWAY_NO_JEMALLOC"] == nil
+// (gatewayd is Linux-only: the condition names Linux to link it, and macOS alone to leave it out.)
+let jemallocPlatforms: [Platform] = Context.environment["ATTEST_GATEWAY_NO_JEMALLOC"] == nil ? [.linux] : [.macOS]
 
 let package = Package(
     name: "attest-gateway",
@@ -142,10 +143,10 @@ let package = Package(
             name: "gatewayd",
             dependencies: [
                 "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto",
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Prometheus", package: "swift-prometheus"), .target(name: "CGatewayJemalloc", condition: .when(platforms: jemallocPlatforms)),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ] + (linksJemalloc ? ["CGatewayJemalloc"] : []),
+            ],
             swiftSettings: strict
         ),
 
