@@ -143,7 +143,8 @@ let package = Package(
             name: "gatewayd",
             dependencies: [
                 "Gateway", "GatewayConfig", "AppAttest", "AndroidAttest", "GatewayWire", "GatewayCrypto",
-                .product(name: "Prometheus", package: "swift-prometheus"), .target(name: "CGatewayJemalloc", condition: .when(platforms: jemallocPlatforms)),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .byName(name: "CGatewayJemalloc", condition: .when(platforms: jemallocPlatforms)),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
