@@ -292,9 +292,10 @@ func fieldNameString(_ buf: UnsafeRawBufferPointer, _ r: Range<Int>) -> String {
     return latin1String(p.assumingMemoryBound(to: UInt8.self), r.count)
 }
 
-/// Whether the `s.utf8CodeUnitCount` bytes at `p` are `s`'s (eight at a time).
+/// Whether the `s.utf8CodeUnitCount` bytes at `p` are `s`'s, exactly (eight at a time): the
+/// received method and field names against their literals.
 @inline(__always)
-private func spells(_ p: UnsafeRawPointer, _ s: StaticString) -> Bool {
+func spells(_ p: UnsafeRawPointer, _ s: StaticString) -> Bool {
     let q = UnsafeRawPointer(s.utf8Start)
     let n = s.utf8CodeUnitCount
     if n < 8 {

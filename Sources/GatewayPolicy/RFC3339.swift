@@ -11,11 +11,7 @@ public enum RFC3339 {
             var written = false
             let text = String(unsafeUninitializedCapacity: 24) { out in
                 guard writePrefix(seconds: Int(millis / 1000), into: UnsafeMutableRawBufferPointer(out)) else { return 0 }
-                let ms = Int(millis % 1000)
-                out[20] = UInt8(truncatingIfNeeded: 0x30 + ms / 100)
-                out[21] = UInt8(truncatingIfNeeded: 0x30 + ms / 10 % 10)
-                out[22] = UInt8(truncatingIfNeeded: 0x30 + ms % 10)
-                out[23] = UInt8(ascii: "Z")
+                writeMillis(millis, into: out)
                 written = true
                 return 24
             }
@@ -54,18 +50,24 @@ public enum RFC3339 {
                 prefix = made
                 second = s
             }
-            let ms = Int(millis % 1000)
             return withUnsafeBytes(of: prefix) { p in
                 String(unsafeUninitializedCapacity: 24) { out in
                     for i in 0..<20 { out[i] = p[i] }
-                    out[20] = UInt8(truncatingIfNeeded: 0x30 + ms / 100)
-                    out[21] = UInt8(truncatingIfNeeded: 0x30 + ms / 10 % 10)
-                    out[22] = UInt8(truncatingIfNeeded: 0x30 + ms % 10)
-                    out[23] = UInt8(ascii: "Z")
+                    RFC3339.writeMillis(millis, into: out)
                     return 24
                 }
             }
         }
+    }
+
+    /// Writes `123Z` (the milliseconds of `millis`, which is not negative) after the 20-byte prefix.
+    @inline(__always)
+    static func writeMillis(_ millis: Int64, into out: UnsafeMutableBufferPointer<UInt8>) {
+        let ms = Int(millis % 1000)
+        out[20] = UInt8(truncatingIfNeeded: 0x30 + ms / 100)
+        out[21] = UInt8(truncatingIfNeeded: 0x30 + ms / 10 % 10)
+        out[22] = UInt8(truncatingIfNeeded: 0x30 + ms % 10)
+        out[23] = UInt8(ascii: "Z")
     }
 
     /// Writes `2026-11-23T14:05:09.` (20 bytes: UTC, up to the milliseconds' dot) for `seconds`

@@ -267,9 +267,7 @@ final class Journal: Sendable {
         /// Records appended to the current segment.
         var records = 0
         /// Set from a failed write or fsync until a recovery (or a snapshot) clears it.
-        var fault: Fault? { didSet { faulted = fault != nil } }
-        /// `fault != nil`, kept by its `didSet`: what every append tests (without a copy of the fault).
-        var faulted = false
+        var fault: Fault?
         var recoveryScheduled = false
         var closed = false
     }
@@ -510,8 +508,8 @@ final class Journal: Sendable {
     /// Appends one framed record. On failure the part of it that reached the file is cut off (the
     /// segment ends with its last whole record again) and the journal enters a fault.
     private func write(_ s: inout State, _ bytes: UnsafeRawBufferPointer, records: Int = 1) throws {
-        // Tested without taking a copy of the fault (its strings and dates) on every record.
-        if s.faulted { throw s.fault!.error }
+        // Tested without binding (copying) the fault, its strings and dates, on every record.
+        if s.fault != nil { throw s.fault!.error }
         if s.closed { throw Self.closedError }
         do {
             try files.writeAll(s.segment.fd, bytes, path: s.segment.path)

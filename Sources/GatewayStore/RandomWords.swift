@@ -26,17 +26,4 @@ public struct RandomWords: Sendable {
         return words[next]
     }
 
-    /// Two words (a challenge's), as two `draw()` calls give them, in one access to the buffer.
-    public mutating func drawPair() -> (UInt64, UInt64) {
-        guard next + 2 <= Self.capacity else { return (draw(), draw()) }
-        let i = next
-        next = i + 2
-        return words.withUnsafeMutableBufferPointer { w in
-            defer {
-                w[i] = 0
-                w[i + 1] = 0
-            }
-            return (w[i], w[i + 1])
-        }
-    }
 }

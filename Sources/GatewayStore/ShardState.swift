@@ -464,8 +464,7 @@ struct ShardState {
     mutating func newToken(shard index: Int, mask: UInt64) -> ChallengeBits {
         var token: ChallengeBits
         repeat {
-            let (a, b) = random.drawPair()
-            token = ChallengeBits(a: a & ~mask | UInt64(index), b: b)
+            token = ChallengeBits(a: random.draw() & ~mask | UInt64(index), b: random.draw())
         } while challenges.index(forKey: token) != nil
         return token
     }

@@ -104,20 +104,6 @@ struct StoreHotPathTests {
         #expect(KeyBits(w0: 1, w1: 2, w2: 3, w3: 4).hashValue == KeyBits(w0: 9, w1: 2, w2: 9, w3: 9).hashValue)
     }
 
-    @Test("random words drawn in pairs and singly, across refills: each word once, none left in the buffer")
-    func randomPairs() {
-        var words = RandomWords()
-        var seen = Set<UInt64>()
-        for i in 0..<1_000 {
-            if i % 3 == 0 {
-                #expect(seen.insert(words.draw()).inserted)
-            } else {
-                let (a, b) = words.drawPair()
-                #expect(seen.insert(a).inserted && seen.insert(b).inserted)
-            }
-        }
-    }
-
     @Test("the key-bound budget evicting the key's own ring while a challenge is issued to it")
     func budgetEvictsTheRingBeingFilled() throws {
         // One key-bound challenge in all: each issue to the key evicts the previous one, which

@@ -57,12 +57,8 @@ public struct HTTPRequestHeadLines: Sendable, Equatable {
     /// Whether the method is `name` (methods are case-sensitive, RFC 9110 §9.1).
     public func methodIs(_ buf: UnsafeRawBufferPointer, _ name: StaticString) -> Bool {
         guard method.count == name.utf8CodeUnitCount else { return false }
-        var i = 0
-        while i < method.count {
-            if buf[method.lowerBound + i] != name.utf8Start[i] { return false }
-            i += 1
-        }
-        return true
+        guard let base = buf.baseAddress else { return method.isEmpty }
+        return spells(base + method.lowerBound, name)
     }
 }
 
